@@ -1,0 +1,16 @@
+//! The contract between `bashd` and its clients: message types, the frame codec,
+//! where the runtime directory and socket live, and the limits both sides share.
+//!
+//! This is the only crate that derives serde; the daemon and the client depend on it
+//! and on nothing of each other.
+
+pub mod codec;
+pub mod limits;
+pub mod message;
+pub mod runtime;
+
+pub use codec::{FrameCodec, FrameError};
+pub use message::*;
+
+/// Bumped on every incompatible change of the messages; `Hello` and `Welcome` carry it.
+pub const PROTOCOL_VERSION: u32 = 1;

@@ -1,0 +1,31 @@
+//! Limits and defaults shared by the daemon and the client (DESIGN §5, §7, §8).
+
+/// Lines of a stream shown in a result before it is cut.
+pub const DEFAULT_MAX_LINES: u32 = 2000;
+/// Bytes of a stream shown in a result before it is cut.
+pub const DEFAULT_MAX_BYTES: u32 = 51_200;
+/// The largest spill file kept for one stream of one job.
+pub const DEFAULT_MAX_SPILL_BYTES: u64 = 100 * 1024 * 1024;
+/// The largest frame either side accepts; configuration may lower it, never raise it,
+/// because the decoder's allocation bound is this constant.
+pub const MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;
+/// The longest command accepted.
+pub const DEFAULT_MAX_COMMAND_BYTES: usize = 1024 * 1024;
+
+/// Timeout of mode `default`.
+pub const DEFAULT_TIMEOUT_SECS: u64 = 30;
+/// Timeout of mode `slow`.
+pub const SLOW_TIMEOUT_SECS: u64 = 15 * 60;
+/// Timeout of mode `background`.
+pub const BACKGROUND_TIMEOUT_SECS: u64 = 24 * 60 * 60;
+/// Any explicit timeout is clamped into this range.
+pub const MIN_TIMEOUT_SECS: u64 = 1;
+/// Any explicit timeout is clamped into this range.
+pub const MAX_TIMEOUT_SECS: u64 = 24 * 60 * 60;
+/// Time between SIGTERM and SIGKILL when a job is stopped.
+pub const DEFAULT_KILL_GRACE_MS: u64 = 2000;
+
+/// Clamps an explicit timeout into the accepted range.
+pub fn clamp_timeout_secs(secs: u64) -> u64 {
+    secs.clamp(MIN_TIMEOUT_SECS, MAX_TIMEOUT_SECS)
+}

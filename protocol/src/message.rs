@@ -1,0 +1,270 @@
+//! Every message that crosses the socket, and the JSON shapes `bashc --json` prints
+//! (DESIGN §7, §9). Field names here are the JSON keys, so renaming one is a breaking
+//! change of both the protocol and the CLI.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// Echoed by every response, so one connection can carry many requests at once.
+pub type RequestId = u64;
+
+/// A frame sent by a client.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum ClientFrame {
+    /// Must be the first frame of a connection.
+    Hello(Hello),
+    Request(RequestId, Request),
+}
+
+/// A frame sent by the daemon.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum ServerFrame {
+    Welcome(Welcome),
+    Response(RequestId, Response),
+    /// The connection is unusable (bad frame, wrong version); the daemon closes it
+    /// right after sending this.
+    Fatal(ErrorReply),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Hello {
+    pub protocol: u32,
+    /// Free text naming the client, for the daemon's log (`bashc 0.1.0`).
+    pub client: String,
+    pub pid: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Welcome {
+    pub protocol: u32,
+    pub daemon_version: String,
+    pub daemon_pid: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Request {
+    Exec(ExecParams),
+    Status,
+}
+
+/// The responses to one request, in order. `Exec` gets `Started`, any number of
+/// `Output`, then exactly one `Finished`; every other request gets one response.
+/// `Error` ends a request of any kind.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Response {
+    Started(Started),
+    Output(OutputChunk),
+    Finished(ExecResult),
+    Status(StatusInfo),
+    Error(ErrorReply),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    Default,
+    Slow,
+    Background,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnTimeout {
+    Kill,
+    Background,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    #[default]
+    Tail,
+    Head,
+    HeadTail,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StreamName {
+    Stdout,
+    Stderr,
+}
+
+/// What a client asks to run (DESIGN §8).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExecParams {
+    pub command: String,
+    pub session: String,
+    pub mode: Mode,
+    /// Overrides the mode's timeout; the daemon clamps it.
+    pub timeout_secs: Option<u64>,
+    /// `None` takes the daemon's configured default.
+    pub on_timeout: Option<OnTimeout>,
+    /// Absolute; the client sends its own cwd when the user names none.
+    pub workdir: String,
+    pub description: Option<String>,
+    /// The client's environment as raw bytes, since variables need not be UTF-8.
+    pub env: Vec<(Vec<u8>, Vec<u8>)>,
+    pub merge_stderr: bool,
+    pub output: OutputOptions,
+    /// Send `Output` events while the job runs.
+    pub stream: bool,
+}
+
+/// How a stream is shown in a result. `None` takes the daemon's limit.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct OutputOptions {
+    pub max_lines: Option<u32>,
+    pub max_bytes: Option<u32>,
+    pub direction: Direction,
+    pub head: Option<u32>,
+    pub tail: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Started {
+    pub job: String,
+    pub session: String,
+    pub pid: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutputChunk {
+    pub stream: StreamName,
+    pub bytes: Vec<u8>,
+}
+
+/// Where a job is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobState {
+    Running,
+    /// Exited on its own; `exit_code` is set.
+    Exited,
+    /// Ended by a signal nobody in bashd sent; `signal` is set.
+    Signaled,
+    /// Killed because it passed its timeout.
+    TimedOut,
+    /// Killed on request, or because nobody was left to wait for it.
+    Killed,
+    /// Refused by the command policy before anything ran.
+    Denied,
+    /// Could not be started at all.
+    Failed,
+}
+
+impl fmt::Display for JobState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            JobState::Running => "running",
+            JobState::Exited => "exited",
+            JobState::Signaled => "signaled",
+            JobState::TimedOut => "timed_out",
+            JobState::Killed => "killed",
+            JobState::Denied => "denied",
+            JobState::Failed => "failed",
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TruncatedBy {
+    Lines,
+    Bytes,
+}
+
+/// One stream of a result, as shown to the agent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StreamResult {
+    pub text: String,
+    pub truncated: bool,
+    pub truncated_by: Option<TruncatedBy>,
+    pub direction: Direction,
+    /// Every line the stream produced, shown or not; a last line without a newline counts.
+    pub total_lines: u64,
+    pub total_bytes: u64,
+    pub shown_lines: u64,
+    pub shown_bytes: u64,
+    /// The file holding the whole stream, when it was written to one.
+    pub full_output: Option<String>,
+}
+
+/// The result of `exec`, `wait`, `kill` and `check` (DESIGN §9).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExecResult {
+    pub job: String,
+    pub session: String,
+    pub pid: Option<u32>,
+    pub state: JobState,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub duration_ms: u64,
+    pub backgrounded: bool,
+    pub description: Option<String>,
+    pub workdir: String,
+    pub stdout: StreamResult,
+    /// `None` when stderr was merged into stdout.
+    pub stderr: Option<StreamResult>,
+    pub notice: Option<String>,
+}
+
+/// What `bashc status` shows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StatusInfo {
+    pub daemon_pid: u32,
+    pub daemon_version: String,
+    pub protocol: u32,
+    pub uptime_ms: u64,
+    pub runtime_dir: String,
+    pub running_jobs: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    /// The request cannot be carried out as asked (bad workdir, bad argument).
+    InvalidRequest,
+    /// A job or session named in the request does not exist.
+    NotFound,
+    /// The frame could not be read: too large, truncated or not a message.
+    BadFrame,
+    /// Client and daemon speak different protocol versions.
+    VersionMismatch,
+    /// The daemon is stopping and takes no more work.
+    ShuttingDown,
+    /// Something failed inside the daemon; the message says what.
+    Internal,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorReply {
+    pub kind: ErrorKind,
+    pub message: String,
+}
+
+impl ErrorReply {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        ErrorReply {
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for ErrorReply {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// Whether `id` is a valid session id: `[A-Za-z0-9._-]{1,64}` (DESIGN §3).
+pub fn is_valid_session_id(id: &str) -> bool {
+    (1..=64).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+        && id != "."
+        && id != ".."
+}
