@@ -173,7 +173,13 @@ mod tests {
         let mut buf = BytesMut::from(&[0xFF, 0xFF, 0xFF, 0xFF, 1, 2][..]);
         let err = daemon.decode(&mut buf).unwrap_err();
         assert!(
-            matches!(err, FrameError::TooLarge { len: 0xFFFF_FFFF, .. }),
+            matches!(
+                err,
+                FrameError::TooLarge {
+                    len: 0xFFFF_FFFF,
+                    ..
+                }
+            ),
             "{err}"
         );
         assert!(buf.capacity() < 1024, "capacity {}", buf.capacity());

@@ -55,7 +55,7 @@ pub enum Request {
 pub enum Response {
     Started(Started),
     Output(OutputChunk),
-    Finished(ExecResult),
+    Finished(Box<ExecResult>),
     Status(StatusInfo),
     Error(ErrorReply),
 }
@@ -267,4 +267,28 @@ pub fn is_valid_session_id(id: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
         && id != "."
         && id != ".."
+}
+
+impl ExecParams {
+    /// A foreground command in mode `default` with the daemon's output limits and an
+    /// empty environment; set the other fields as needed.
+    pub fn new(
+        command: impl Into<String>,
+        session: impl Into<String>,
+        workdir: impl Into<String>,
+    ) -> ExecParams {
+        ExecParams {
+            command: command.into(),
+            session: session.into(),
+            mode: Mode::Default,
+            timeout_secs: None,
+            on_timeout: None,
+            workdir: workdir.into(),
+            description: None,
+            env: Vec::new(),
+            merge_stderr: false,
+            output: OutputOptions::default(),
+            stream: false,
+        }
+    }
 }

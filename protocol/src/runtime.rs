@@ -151,6 +151,9 @@ mod tests {
         let err = ensure_runtime_dir(&link).unwrap_err().to_string();
         assert!(err.contains("is a symlink"), "{err}");
         let err = ensure_runtime_dir(&real).unwrap_err().to_string();
-        assert!(err.contains("mode 0755") && err.contains("chmod 700"), "{err}");
+        assert!(
+            err.contains("mode 0755") && err.contains("chmod 700"),
+            "{err}"
+        );
     }
 }

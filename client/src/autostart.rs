@@ -1,0 +1,134 @@
+//! Starting the daemon when nothing answers on its socket.
+//!
+//! Clients that find no daemon take `autostart.lock` in the runtime directory, look
+//! again, and only then start one, so any number of clients starting at once start
+//! exactly one daemon; the daemon's own lock is the backstop.
+
+use std::fs::OpenOptions;
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use bashd_protocol::runtime;
+use rustix::fs::{FlockOperation, flock};
+
+use crate::client::{Client, ClientError};
+
+/// Set to `1` to never start a daemon.
+pub const AUTOSTART_ENV: &str = "BASHD_NO_AUTOSTART";
+
+/// How long a new daemon has to start answering.
+const START_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Connects to the daemon of `runtime_dir`, starting one if none answers and
+/// `BASHD_NO_AUTOSTART` is not `1`.
+pub async fn connect_or_start(runtime_dir: &Path) -> Result<Client, ClientError> {
+    let socket = runtime::socket_path(runtime_dir);
+    match Client::connect(&socket).await {
+        Err(e) if e.is_not_running() => {}
+        other => return other,
+    }
+    if std::env::var_os(AUTOSTART_ENV).is_some_and(|v| v == "1") {
+        return Err(ClientError::NotRunning { path: socket });
+    }
+    runtime::ensure_runtime_dir(runtime_dir).map_err(|e| ClientError::Autostart(e.to_string()))?;
+
+    let lock_path = runtime::autostart_lock_path(runtime_dir);
+    let lock = tokio::task::spawn_blocking(move || {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(&lock_path)
+            .map_err(|e| format!("cannot open {}: {e}", lock_path.display()))?;
+        flock(&file, FlockOperation::LockExclusive)
+            .map_err(|e| format!("cannot lock {}: {e}", lock_path.display()))?;
+        Ok::<_, String>(file)
+    })
+    .await
+    .map_err(|e| ClientError::Autostart(e.to_string()))?
+    .map_err(ClientError::Autostart)?;
+
+    // Another client may have started it while this one waited for the lock.
+    match Client::connect(&socket).await {
+        Err(e) if e.is_not_running() => {}
+        other => return other,
+    }
+    let client = start_daemon(runtime_dir, &socket).await;
+    drop(lock);
+    client
+}
+
+async fn start_daemon(runtime_dir: &Path, socket: &Path) -> Result<Client, ClientError> {
+    let binary = daemon_binary();
+    let log_path = runtime::log_path(runtime_dir);
+    let log = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(&log_path)
+        .map_err(|e| ClientError::Autostart(format!("cannot open {}: {e}", log_path.display())))?;
+    let mut command = Command::new(&binary);
+    command
+        .env(runtime::RUNTIME_DIR_ENV, runtime_dir)
+        .current_dir("/")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log);
+    // SAFETY: setsid is async-signal-safe. The daemon leaves the client's session and
+    // process group, so a signal aimed at the agent's terminal or group spares it.
+    unsafe {
+        command.pre_exec(|| {
+            rustix::process::setsid()?;
+            Ok(())
+        });
+    }
+    let mut child = command.spawn().map_err(|e| {
+        ClientError::Autostart(format!(
+            "cannot run {}: {e} (build it with `cargo build --release`, or put bashd on PATH)",
+            binary.display()
+        ))
+    })?;
+
+    let deadline = Instant::now() + START_TIMEOUT;
+    loop {
+        match Client::connect(socket).await {
+            Ok(client) => {
+                // Reap the daemon if this process outlives it, without blocking here.
+                std::thread::spawn(move || child.wait());
+                return Ok(client);
+            }
+            Err(e) if !e.is_not_running() => return Err(e),
+            Err(_) => {}
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(ClientError::Autostart(format!(
+                "{} exited with {status} before it answered; see {}",
+                binary.display(),
+                log_path.display()
+            )));
+        }
+        if Instant::now() > deadline {
+            return Err(ClientError::Autostart(format!(
+                "{} did not answer on {} within {START_TIMEOUT:?}; see {}",
+                binary.display(),
+                socket.display(),
+                log_path.display()
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// `bashd` beside the running executable, else the first on PATH.
+fn daemon_binary() -> PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(|dir| dir.join("bashd")))
+        .filter(|path| path.is_file())
+        .unwrap_or_else(|| PathBuf::from("bashd"))
+}

@@ -1,0 +1,267 @@
+//! The `bashc` CLI: parses arguments, asks the daemon through the client library, and
+//! prints. Exit status: the command's own; 128+N for a signal; 124 for a timeout that
+//! killed; 126 for a policy denial; 255 when the daemon cannot be reached or refuses.
+
+mod render;
+
+use std::io::{Read, Write};
+use std::process::ExitCode;
+
+use anyhow::{Context, bail};
+use bashc::protocol::{Direction, ExecParams, Mode, OnTimeout, OutputOptions};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Exit status when bashd cannot be reached or refuses a request.
+const EXIT_UNREACHABLE: u8 = 255;
+
+/// Run shell commands through bashd, the supervisor that owns every process it starts.
+///
+/// bashc starts bashd itself when nothing answers on its socket (unless
+/// BASHD_NO_AUTOSTART=1). The runtime directory is $BASHD_RUNTIME_DIR, else
+/// $XDG_RUNTIME_DIR/bashd, else /tmp/bashd-$UID.
+#[derive(Debug, Parser)]
+#[command(version, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run a command and print its output and exit code.
+    ///
+    /// The command runs as `bash -c COMMAND` in its own process group, with stdin
+    /// /dev/null, in the working directory given (default: the current one), with
+    /// this environment plus pagers and editors disabled. Exit status: the command's
+    /// own; 128+N if a signal ended it; 124 if it timed out (the command and its whole
+    /// process group are killed at the timeout); 255 if bashd refused or could not be
+    /// reached.
+    Exec(ExecArgs),
+    /// Show the daemon's pid, version, uptime, runtime dir and running jobs.
+    Status(StatusArgs),
+}
+
+#[derive(Debug, Args)]
+struct SessionArgs {
+    /// The session to act in; default: $BASHD_SESSION, else `agent-<pid>` of the
+    /// nearest ancestor that is not a shell or a wrapper.
+    #[arg(long, env = "BASHD_SESSION")]
+    session: Option<String>,
+    /// Not supported yet: session owners arrive with background jobs.
+    #[arg(long, value_name = "PID")]
+    owner_pid: Option<u32>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum ModeArg {
+    /// Timeout 30 s.
+    Default,
+    /// Timeout 15 min.
+    Slow,
+    /// Not supported yet.
+    Background,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum OnTimeoutArg {
+    /// Kill the command and its whole process group.
+    Kill,
+    /// Not supported yet.
+    Background,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum DirectionArg {
+    Tail,
+    Head,
+    HeadTail,
+}
+
+#[derive(Debug, Args)]
+struct ExecArgs {
+    #[command(flatten)]
+    session: SessionArgs,
+    /// default (30 s timeout) or slow (15 min).
+    #[arg(long, value_enum, default_value = "default")]
+    mode: ModeArg,
+    /// Timeout in seconds, overriding the mode's (clamped to 1 s .. 24 h).
+    #[arg(long, value_name = "SECS")]
+    timeout: Option<u64>,
+    /// What happens at the timeout; only `kill` is supported yet, and it is the default.
+    #[arg(long, value_enum)]
+    on_timeout: Option<OnTimeoutArg>,
+    /// Directory to run in (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    workdir: Option<std::path::PathBuf>,
+    /// What the command is for; kept with the job.
+    #[arg(long, value_name = "TEXT")]
+    description: Option<String>,
+    /// Send stderr into the same pipe as stdout: one section, in order.
+    #[arg(long)]
+    merge_stderr: bool,
+    /// Most lines of each stream to show (default 2000).
+    #[arg(long, value_name = "N")]
+    max_lines: Option<u32>,
+    /// Most bytes of each stream to show (default 51200).
+    #[arg(long, value_name = "N")]
+    max_bytes: Option<u32>,
+    /// Not supported yet: the last lines are shown.
+    #[arg(long, value_enum)]
+    direction: Option<DirectionArg>,
+    /// Not supported yet.
+    #[arg(long, value_name = "N")]
+    head: Option<u32>,
+    /// Not supported yet.
+    #[arg(long, value_name = "N")]
+    tail: Option<u32>,
+    /// Not supported yet.
+    #[arg(long)]
+    stream: bool,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+    /// The command; several words are joined with spaces; `-` reads it from stdin.
+    #[arg(required = true, num_args = 1.., allow_hyphen_values = true, trailing_var_arg = true)]
+    command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+struct StatusArgs {
+    /// Print the status as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let tokio = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(tokio) => tokio,
+        Err(e) => return fail(anyhow::Error::from(e).context("cannot start the async runtime")),
+    };
+    match tokio.block_on(run(cli)) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => fail(e),
+    }
+}
+
+fn fail(e: anyhow::Error) -> ExitCode {
+    eprintln!("bashc: {e:#}");
+    ExitCode::from(EXIT_UNREACHABLE)
+}
+
+async fn run(cli: Cli) -> anyhow::Result<u8> {
+    match cli.command {
+        Command::Exec(args) => exec(args).await,
+        Command::Status(args) => status(args).await,
+    }
+}
+
+async fn connect() -> anyhow::Result<bashc::Client> {
+    let dir = bashc::protocol::runtime::runtime_dir();
+    Ok(bashc::connect_or_start(&dir).await?)
+}
+
+async fn exec(args: ExecArgs) -> anyhow::Result<u8> {
+    let params = exec_params(&args)?;
+    let client = connect().await?;
+    let result = client.exec(params).await?;
+    let mut stdout = std::io::stdout().lock();
+    if args.json {
+        serde_json::to_writer_pretty(&mut stdout, &result)?;
+        writeln!(stdout)?;
+    } else {
+        stdout.write_all(render::exec_text(&result).as_bytes())?;
+    }
+    stdout.flush()?;
+    Ok(render::exit_status(&result))
+}
+
+fn exec_params(args: &ExecArgs) -> anyhow::Result<ExecParams> {
+    let not_yet = |flag: &str| -> anyhow::Result<ExecParams> {
+        bail!("{flag} is not supported by this version of bashc yet")
+    };
+    if args.session.owner_pid.is_some() {
+        return not_yet("--owner-pid");
+    }
+    if matches!(args.mode, ModeArg::Background) {
+        return not_yet("--mode background");
+    }
+    if matches!(args.on_timeout, Some(OnTimeoutArg::Background)) {
+        return not_yet("--on-timeout background (a timeout kills the command)");
+    }
+    if args.stream {
+        return not_yet("--stream");
+    }
+    if args.head.is_some() || args.tail.is_some() {
+        return not_yet("--head and --tail");
+    }
+    let direction = match args.direction {
+        None | Some(DirectionArg::Tail) => Direction::Tail,
+        Some(DirectionArg::Head | DirectionArg::HeadTail) => {
+            return not_yet("--direction head and head_tail");
+        }
+    };
+
+    let command = if args.command.len() == 1 && args.command[0] == "-" {
+        let mut command = String::new();
+        std::io::stdin()
+            .read_to_string(&mut command)
+            .context("cannot read the command from stdin")?;
+        command
+    } else {
+        args.command.join(" ")
+    };
+    let cwd = std::env::current_dir()
+        .context("cannot read the current directory (was it removed?); pass --workdir")?;
+    let workdir = match &args.workdir {
+        Some(dir) => cwd.join(dir),
+        None => cwd,
+    };
+    let Some(workdir) = workdir.to_str() else {
+        bail!("working directory {} is not valid UTF-8", workdir.display());
+    };
+    let session = args
+        .session
+        .session
+        .clone()
+        .unwrap_or_else(bashc::default_session);
+    use std::os::unix::ffi::OsStrExt;
+    let env = std::env::vars_os()
+        .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
+        .collect();
+    Ok(ExecParams {
+        mode: match args.mode {
+            ModeArg::Slow => Mode::Slow,
+            _ => Mode::Default,
+        },
+        timeout_secs: args.timeout,
+        on_timeout: args.on_timeout.map(|_| OnTimeout::Kill),
+        description: args.description.clone(),
+        env,
+        merge_stderr: args.merge_stderr,
+        output: OutputOptions {
+            max_lines: args.max_lines,
+            max_bytes: args.max_bytes,
+            direction,
+            head: None,
+            tail: None,
+        },
+        ..ExecParams::new(command, session, workdir)
+    })
+}
+
+async fn status(args: StatusArgs) -> anyhow::Result<u8> {
+    let client = connect().await?;
+    let status = client.status().await?;
+    let mut stdout = std::io::stdout().lock();
+    if args.json {
+        serde_json::to_writer_pretty(&mut stdout, &status)?;
+        writeln!(stdout)?;
+    } else {
+        stdout.write_all(render::status_text(&status).as_bytes())?;
+    }
+    Ok(0)
+}

@@ -1,0 +1,210 @@
+//! One connection to the daemon. A connection task owns the socket and the table of
+//! requests in flight; `Client` handles send it requests and get their responses
+//! on channels of their own.
+
+use std::collections::HashMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use bashd_protocol::codec::ClientCodec;
+use bashd_protocol::{
+    ClientFrame, ErrorReply, ExecParams, ExecResult, FrameError, Hello, PROTOCOL_VERSION, Request,
+    RequestId, Response, ServerFrame, StatusInfo, Welcome,
+};
+use futures::{SinkExt, StreamExt};
+use tokio::net::UnixStream;
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::sync::mpsc;
+use tokio_util::codec::{FramedRead, FramedWrite};
+
+/// How long the daemon has to answer `Hello`.
+const WELCOME_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("cannot connect to bashd at {path}: {source}")]
+    Connect { path: PathBuf, source: io::Error },
+    #[error(
+        "bashd is not running at {path} and BASHD_NO_AUTOSTART=1 forbids starting it (start it with `bashd &`, or `systemctl --user start bashd`)"
+    )]
+    NotRunning { path: PathBuf },
+    #[error("cannot start bashd: {0}")]
+    Autostart(String),
+    #[error("bashd refused the connection: {0}")]
+    Refused(ErrorReply),
+    #[error("{0}")]
+    Daemon(ErrorReply),
+    #[error("bashd did not answer the handshake within {0:?}")]
+    HandshakeTimeout(Duration),
+    #[error("bashd closed the connection before answering")]
+    Disconnected,
+    #[error("bad frame from bashd: {0}")]
+    Frame(#[from] FrameError),
+    #[error("bashd sent {0} where another answer was expected")]
+    Unexpected(&'static str),
+}
+
+impl ClientError {
+    /// Whether the error means nothing is listening, so starting a daemon could help.
+    pub fn is_not_running(&self) -> bool {
+        matches!(self, ClientError::Connect { source, .. }
+            if matches!(source.kind(), io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused))
+    }
+}
+
+/// A connection to bashd; clone it to share the connection between tasks.
+#[derive(Debug, Clone)]
+pub struct Client {
+    outgoing: mpsc::Sender<Outgoing>,
+    welcome: Welcome,
+    next_id: std::sync::Arc<AtomicU64>,
+}
+
+#[derive(Debug)]
+struct Outgoing {
+    id: RequestId,
+    request: Request,
+    responses: mpsc::Sender<Response>,
+}
+
+/// The responses to one request, in the order the daemon sent them.
+#[derive(Debug)]
+pub struct Responses {
+    rx: mpsc::Receiver<Response>,
+}
+
+impl Responses {
+    /// The next response; `Err(Disconnected)` if the connection ended before the
+    /// request's final response.
+    pub async fn next(&mut self) -> Result<Response, ClientError> {
+        self.rx.recv().await.ok_or(ClientError::Disconnected)
+    }
+}
+
+impl Client {
+    /// Connects to the socket at `path` and completes the handshake.
+    pub async fn connect(path: &Path) -> Result<Client, ClientError> {
+        let stream = UnixStream::connect(path)
+            .await
+            .map_err(|source| ClientError::Connect {
+                path: path.to_owned(),
+                source,
+            })?;
+        let (read, write) = stream.into_split();
+        let mut frames_in = FramedRead::new(read, ClientCodec::default());
+        let mut frames_out = FramedWrite::new(write, ClientCodec::default());
+        frames_out
+            .send(ClientFrame::Hello(Hello {
+                protocol: PROTOCOL_VERSION,
+                client: format!("bashc {}", env!("CARGO_PKG_VERSION")),
+                pid: std::process::id(),
+            }))
+            .await?;
+        let welcome = match tokio::time::timeout(WELCOME_TIMEOUT, frames_in.next()).await {
+            Err(_) => return Err(ClientError::HandshakeTimeout(WELCOME_TIMEOUT)),
+            Ok(None) => return Err(ClientError::Disconnected),
+            Ok(Some(frame)) => match frame? {
+                ServerFrame::Welcome(welcome) => welcome,
+                ServerFrame::Fatal(error) => return Err(ClientError::Refused(error)),
+                ServerFrame::Response(..) => return Err(ClientError::Unexpected("a response")),
+            },
+        };
+        let (outgoing, outgoing_rx) = mpsc::channel(64);
+        tokio::spawn(run_connection(frames_in, frames_out, outgoing_rx));
+        Ok(Client {
+            outgoing,
+            welcome,
+            next_id: Default::default(),
+        })
+    }
+
+    /// What the daemon said in its handshake.
+    pub fn welcome(&self) -> &Welcome {
+        &self.welcome
+    }
+
+    /// Sends a request; its responses arrive on the returned stream.
+    pub async fn request(&self, request: Request) -> Result<Responses, ClientError> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (responses, rx) = mpsc::channel(64);
+        self.outgoing
+            .send(Outgoing {
+                id,
+                request,
+                responses,
+            })
+            .await
+            .map_err(|_| ClientError::Disconnected)?;
+        Ok(Responses { rx })
+    }
+
+    /// Runs a command and waits for its result.
+    pub async fn exec(&self, params: ExecParams) -> Result<ExecResult, ClientError> {
+        let mut responses = self.request(Request::Exec(params)).await?;
+        loop {
+            match responses.next().await? {
+                Response::Started(_) | Response::Output(_) => {}
+                Response::Finished(result) => return Ok(*result),
+                Response::Error(error) => return Err(ClientError::Daemon(error)),
+                Response::Status(_) => return Err(ClientError::Unexpected("a status")),
+            }
+        }
+    }
+
+    pub async fn status(&self) -> Result<StatusInfo, ClientError> {
+        let mut responses = self.request(Request::Status).await?;
+        match responses.next().await? {
+            Response::Status(status) => Ok(status),
+            Response::Error(error) => Err(ClientError::Daemon(error)),
+            _ => Err(ClientError::Unexpected("an exec response")),
+        }
+    }
+}
+
+/// Owns the socket: writes requests, routes responses to their requests by id.
+/// Ends when the daemon closes the connection or every `Client` is dropped; either
+/// way the channels of the requests still pending close, which their callers see
+/// as `Disconnected`.
+async fn run_connection(
+    mut frames_in: FramedRead<OwnedReadHalf, ClientCodec>,
+    mut frames_out: FramedWrite<OwnedWriteHalf, ClientCodec>,
+    mut outgoing: mpsc::Receiver<Outgoing>,
+) {
+    let mut pending: HashMap<RequestId, mpsc::Sender<Response>> = HashMap::new();
+    loop {
+        // Cancelling either branch loses nothing: a request stays in its channel and a
+        // partial frame stays in FramedRead's buffer.
+        tokio::select! {
+            request = outgoing.recv() => {
+                let Some(Outgoing { id, request, responses }) = request else { return };
+                pending.insert(id, responses);
+                if frames_out.send(ClientFrame::Request(id, request)).await.is_err() {
+                    return;
+                }
+            }
+            frame = frames_in.next() => match frame {
+                Some(Ok(ServerFrame::Response(id, response))) => {
+                    let last = matches!(
+                        response,
+                        Response::Finished(_) | Response::Status(_) | Response::Error(_)
+                    );
+                    if let Some(responses) = pending.get(&id)
+                        && (responses.send(response).await.is_err() || last)
+                    {
+                        pending.remove(&id);
+                    }
+                }
+                Some(Ok(ServerFrame::Fatal(error))) => {
+                    for (_, responses) in pending.drain() {
+                        let _ = responses.send(Response::Error(error.clone())).await;
+                    }
+                    return;
+                }
+                Some(Ok(ServerFrame::Welcome(_))) => {}
+                Some(Err(_)) | None => return,
+            },
+        }
+    }
+}

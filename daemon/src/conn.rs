@@ -1,0 +1,170 @@
+//! One client connection: the handshake, then many requests in flight at once, each
+//! in its own task, their responses funnelled through one writer.
+//!
+//! A connection that goes away takes its requests with it: their tasks are dropped,
+//! which closes the channels their foreground jobs report to, which stops those jobs.
+
+use std::time::Duration;
+
+use bashd_protocol::codec::DaemonCodec;
+use bashd_protocol::{
+    ClientFrame, ErrorKind, ErrorReply, PROTOCOL_VERSION, Request, RequestId, Response,
+    ServerFrame, Welcome,
+};
+use futures::{SinkExt, StreamExt};
+use tokio::net::UnixStream;
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio_util::codec::{FramedRead, FramedWrite};
+use tokio_util::sync::CancellationToken;
+
+use crate::jobs::JobsHandle;
+
+/// A client that connects and says nothing is dropped after this long.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub async fn serve_connection(
+    stream: UnixStream,
+    jobs: JobsHandle,
+    shutdown: CancellationToken,
+    max_frame_bytes: usize,
+) {
+    let (read, write) = stream.into_split();
+    let mut frames = FramedRead::new(read, DaemonCodec::new(max_frame_bytes));
+    let (out, out_rx) = mpsc::channel::<ServerFrame>(256);
+    let writer = tokio::spawn(write_frames(
+        FramedWrite::new(write, DaemonCodec::new(max_frame_bytes)),
+        out_rx,
+    ));
+
+    if handshake(&mut frames, &out).await {
+        serve_requests(&mut frames, &out, &jobs, &shutdown).await;
+    }
+    // The writer ends once every sender is gone, after flushing what was queued.
+    drop(out);
+    let _ = writer.await;
+}
+
+/// Reads the `Hello`; answers `Welcome` and returns true, or sends why not.
+async fn handshake(
+    frames: &mut FramedRead<tokio::net::unix::OwnedReadHalf, DaemonCodec>,
+    out: &mpsc::Sender<ServerFrame>,
+) -> bool {
+    let first = match tokio::time::timeout(HELLO_TIMEOUT, frames.next()).await {
+        Ok(Some(first)) => first,
+        Ok(None) | Err(_) => return false,
+    };
+    let fatal = match first {
+        Ok(ClientFrame::Hello(hello)) if hello.protocol == PROTOCOL_VERSION => {
+            tracing::debug!(client = %hello.client, pid = hello.pid, "client connected");
+            let welcome = Welcome {
+                protocol: PROTOCOL_VERSION,
+                daemon_version: env!("CARGO_PKG_VERSION").to_owned(),
+                daemon_pid: std::process::id(),
+            };
+            return out.send(ServerFrame::Welcome(welcome)).await.is_ok();
+        }
+        Ok(ClientFrame::Hello(hello)) => ErrorReply::new(
+            ErrorKind::VersionMismatch,
+            format!(
+                "{} speaks protocol {}, but this bashd {} (pid {}) speaks protocol {PROTOCOL_VERSION}; restart the daemon so that client and daemon are the same version",
+                hello.client,
+                hello.protocol,
+                env!("CARGO_PKG_VERSION"),
+                std::process::id()
+            ),
+        ),
+        Ok(ClientFrame::Request(..)) => ErrorReply::new(
+            ErrorKind::BadFrame,
+            "the first frame of a connection must be Hello",
+        ),
+        Err(e) => ErrorReply::new(ErrorKind::BadFrame, format!("bad frame: {e}")),
+    };
+    tracing::debug!("closing a connection: {fatal}");
+    let _ = out.send(ServerFrame::Fatal(fatal)).await;
+    false
+}
+
+async fn serve_requests(
+    frames: &mut FramedRead<tokio::net::unix::OwnedReadHalf, DaemonCodec>,
+    out: &mpsc::Sender<ServerFrame>,
+    jobs: &JobsHandle,
+    shutdown: &CancellationToken,
+) {
+    let mut requests = JoinSet::new();
+    loop {
+        // Cancelling a read loses nothing: FramedRead keeps partial frames buffered.
+        let frame = tokio::select! {
+            () = shutdown.cancelled() => break,
+            Some(_) = requests.join_next(), if !requests.is_empty() => continue,
+            frame = frames.next() => frame,
+        };
+        match frame {
+            Some(Ok(ClientFrame::Request(id, request))) => {
+                requests.spawn(serve_request(id, request, jobs.clone(), out.clone()));
+            }
+            Some(Ok(ClientFrame::Hello(_))) => {
+                let _ = out
+                    .send(ServerFrame::Fatal(ErrorReply::new(
+                        ErrorKind::BadFrame,
+                        "Hello may only be sent once, as the first frame",
+                    )))
+                    .await;
+                return;
+            }
+            Some(Err(e)) => {
+                tracing::debug!("closing a connection after a bad frame: {e}");
+                let _ = out
+                    .send(ServerFrame::Fatal(ErrorReply::new(
+                        ErrorKind::BadFrame,
+                        format!("bad frame: {e}"),
+                    )))
+                    .await;
+                return;
+            }
+            // The client is gone: dropping `requests` stops its foreground jobs.
+            None => return,
+        }
+    }
+    // Shutting down: the actor stops every job, so each request still in flight gets
+    // its final answer; wait for those to be written.
+    while requests.join_next().await.is_some() {}
+}
+
+async fn serve_request(
+    id: RequestId,
+    request: Request,
+    jobs: JobsHandle,
+    out: mpsc::Sender<ServerFrame>,
+) {
+    match request {
+        Request::Exec(params) => {
+            let mut events = jobs.exec(params).await;
+            while let Some(event) = events.recv().await {
+                let last = matches!(event, Response::Finished(_) | Response::Error(_));
+                if out.send(ServerFrame::Response(id, event)).await.is_err() || last {
+                    return;
+                }
+            }
+        }
+        Request::Status => {
+            let response = match jobs.status().await {
+                Some(status) => Response::Status(status),
+                None => Response::Error(crate::jobs::shutting_down()),
+            };
+            let _ = out.send(ServerFrame::Response(id, response)).await;
+        }
+    }
+}
+
+async fn write_frames(
+    mut sink: FramedWrite<tokio::net::unix::OwnedWriteHalf, DaemonCodec>,
+    mut frames: mpsc::Receiver<ServerFrame>,
+) {
+    while let Some(frame) = frames.recv().await {
+        if let Err(e) = sink.send(frame).await {
+            tracing::debug!("cannot write to a client: {e}");
+            return;
+        }
+    }
+}
