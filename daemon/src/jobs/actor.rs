@@ -30,8 +30,8 @@ pub fn new_instance_id() -> String {
 pub struct JobsActor {
     config: Arc<Config>,
     cmds: mpsc::Receiver<Cmd>,
-    finished_tx: mpsc::UnboundedSender<ExecResult>,
-    finished_rx: mpsc::UnboundedReceiver<ExecResult>,
+    finished_tx: mpsc::UnboundedSender<Box<ExecResult>>,
+    finished_rx: mpsc::UnboundedReceiver<Box<ExecResult>>,
     reaper: ReaperHandle,
     running: HashMap<String, RunningJob>,
     next_job: u64,
@@ -48,7 +48,7 @@ struct RunningJob {
 /// What the actor reacts to.
 enum Event {
     Cmd(Cmd),
-    Finished(ExecResult),
+    Finished(Box<ExecResult>),
 }
 
 impl JobsActor {
@@ -182,10 +182,8 @@ impl JobsActor {
         let (control, control_rx) = mpsc::channel(4);
         let finished = self.finished_tx.clone();
         tokio::spawn(async move {
-            let result = supervisor::supervise(run, control_rx, events.clone()).await;
-            let _ = events
-                .send(Response::Finished(Box::new(result.clone())))
-                .await;
+            let result = Box::new(supervisor::supervise(run, control_rx, events.clone()).await);
+            let _ = events.send(Response::Finished(result.clone())).await;
             let _ = finished.send(result);
         });
         self.running.insert(job, RunningJob { control });
