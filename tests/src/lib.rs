@@ -1,1 +1,9 @@
+//! Support for the end-to-end tests and benchmarks: a real `bashd` on a temporary
+//! runtime directory, the real `bashc`, and `/proc` readers that check which
+//! processes are alive without asking the daemon.
 
+pub mod daemon;
+pub mod procs;
+
+pub use daemon::{Daemon, bin_path};
+pub use procs::{alive, pids_running, wait_until};

@@ -1,0 +1,206 @@
+//! A real `bashd` on a temporary runtime directory, killed with everything its jobs
+//! started when the value is dropped, even when the test panicked.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use bashc::protocol::{ExecParams, runtime};
+
+use crate::procs;
+
+/// How long a daemon has to start answering on its socket.
+const START_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// The path of a binary of this workspace, in the target directory the running test
+/// executable was built into (`target/<profile>/deps/..`).
+pub fn bin_path(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("the test executable has a path");
+    let mut dir = exe.parent().expect("the test executable is in a directory");
+    if dir.ends_with("deps") {
+        dir = dir.parent().expect("deps has a parent");
+    }
+    let path = dir.join(name);
+    assert!(
+        path.is_file(),
+        "{} is missing: build it with `cargo build --workspace --bins` (the README's test command `cargo test --workspace` builds it)",
+        path.display()
+    );
+    path
+}
+
+pub struct Daemon {
+    /// Holds the runtime directory; removed on drop.
+    temp: tempfile::TempDir,
+    runtime_dir: PathBuf,
+    child: Option<Child>,
+}
+
+impl Daemon {
+    /// Starts `bashd` on a new temporary runtime directory and waits until it answers.
+    pub fn start() -> Daemon {
+        let daemon = Self::unstarted();
+        daemon.spawn_and_wait()
+    }
+
+    /// A runtime directory with no daemon yet; `spawn_and_wait` starts one, and drop
+    /// cleans up whatever was started on the directory, by anyone.
+    pub fn unstarted() -> Daemon {
+        let temp = tempfile::Builder::new()
+            .prefix("bashd-test-")
+            .tempdir()
+            .expect("cannot create a temporary directory");
+        let runtime_dir = temp.path().join("run");
+        Daemon {
+            temp,
+            runtime_dir,
+            child: None,
+        }
+    }
+
+    /// Starts `bashd` on this directory and waits for its socket to answer.
+    pub fn spawn_and_wait(mut self) -> Daemon {
+        let child = self
+            .bashd_command()
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("cannot spawn bashd");
+        self.child = Some(child);
+        let socket = self.socket_path();
+        let answered = procs::wait_until(START_TIMEOUT, || {
+            std::os::unix::net::UnixStream::connect(&socket).is_ok()
+        });
+        assert!(
+            answered,
+            "bashd did not answer on {} in time",
+            socket.display()
+        );
+        self
+    }
+
+    /// A `bashd` command for this runtime directory, not started.
+    pub fn bashd_command(&self) -> Command {
+        let mut command = Command::new(bin_path("bashd"));
+        command
+            .env(runtime::RUNTIME_DIR_ENV, &self.runtime_dir)
+            .env("BASHD_LOG", "warn");
+        command
+    }
+
+    pub fn runtime_dir(&self) -> &Path {
+        &self.runtime_dir
+    }
+
+    /// A scratch directory beside the runtime dir, removed with it.
+    pub fn scratch(&self) -> &Path {
+        self.temp.path()
+    }
+
+    pub fn socket_path(&self) -> PathBuf {
+        runtime::socket_path(&self.runtime_dir)
+    }
+
+    /// The pid of the daemon this value started.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("the daemon was started").id()
+    }
+
+    /// The daemon's child process, to signal or wait for it.
+    pub fn child_mut(&mut self) -> &mut Child {
+        self.child.as_mut().expect("the daemon was started")
+    }
+
+    /// A `bashc` command aimed at this daemon, with autostart off and a fixed session.
+    pub fn bashc(&self) -> Command {
+        let mut command = Command::new(bin_path("bashc"));
+        command
+            .env(runtime::RUNTIME_DIR_ENV, &self.runtime_dir)
+            .env("BASHD_NO_AUTOSTART", "1")
+            .env("BASHD_SESSION", "test")
+            .stdin(Stdio::null());
+        command
+    }
+
+    /// Runs `bashc ARGS` to completion.
+    pub fn run_bashc(&self, args: &[&str]) -> Output {
+        self.bashc().args(args).output().expect("cannot run bashc")
+    }
+
+    /// A connected library client.
+    pub async fn client(&self) -> bashc::Client {
+        bashc::Client::connect(&self.socket_path())
+            .await
+            .expect("cannot connect to the test daemon")
+    }
+
+    /// Exec parameters for `command` in session `test`, with this runtime dir in the
+    /// job's environment so that cleanup can find the job's processes.
+    pub fn params(&self, command: &str) -> ExecParams {
+        let mut params = ExecParams::new(command, "test", self.scratch().to_str().unwrap());
+        params.env = vec![
+            (
+                b"PATH".to_vec(),
+                std::env::var("PATH").unwrap_or_default().into_bytes(),
+            ),
+            (
+                runtime::RUNTIME_DIR_ENV.as_bytes().to_vec(),
+                self.runtime_dir.to_str().unwrap().as_bytes().to_vec(),
+            ),
+        ];
+        params
+    }
+
+    /// Live processes started by jobs of this daemon: they carry a job cookie and
+    /// this runtime dir in their environment.
+    pub fn job_processes(&self) -> Vec<u32> {
+        let dir = format!(
+            "{}={}",
+            runtime::RUNTIME_DIR_ENV,
+            self.runtime_dir.display()
+        );
+        procs::pids_with_env(&["BASHD_JOB=", &dir])
+    }
+
+    /// Live `bashd` processes serving this runtime dir, whoever started them.
+    pub fn daemons(&self) -> Vec<u32> {
+        let dir = format!(
+            "{}={}",
+            runtime::RUNTIME_DIR_ENV,
+            self.runtime_dir.display()
+        );
+        procs::pids_with_env(&[&dir])
+            .into_iter()
+            .filter(|&pid| {
+                std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                    .is_ok_and(|comm| comm.trim() == "bashd")
+            })
+            .collect()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let kill = |pid: u32| {
+            if let Some(pid) = rustix::process::Pid::from_raw(pid as i32) {
+                let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+            }
+        };
+        if let Some(child) = &mut self.child {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        // Daemons started by bashc's autostart are not our children.
+        for pid in self.daemons() {
+            kill(pid);
+        }
+        // Jobs outlive a SIGKILLed daemon; sweep until none is left, since a dying
+        // shell may still fork.
+        procs::wait_until(Duration::from_secs(10), || {
+            let left = self.job_processes();
+            left.iter().copied().for_each(kill);
+            left.is_empty()
+        });
+    }
+}

@@ -1,0 +1,106 @@
+//! What `/proc` says about processes: the tests' only source of truth on what is alive.
+
+use std::fs;
+use std::time::{Duration, Instant};
+
+/// Whether `pid` is a live process (a zombie is dead: it only waits to be reaped).
+pub fn alive(pid: u32) -> bool {
+    match fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rfind(')')
+            .and_then(|i| stat.get(i + 2..i + 3))
+            .is_some_and(|state| state != "Z" && state != "X"),
+        Err(_) => false,
+    }
+}
+
+fn all_pids() -> Vec<u32> {
+    fs::read_dir("/proc")
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn nul_separated(path: String) -> Vec<String> {
+    fs::read(path)
+        .map(|bytes| {
+            bytes
+                .split(|&b| b == 0)
+                .filter(|s| !s.is_empty())
+                .map(|s| String::from_utf8_lossy(s).into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The environment of a process, as `KEY=VALUE` strings (empty if unreadable).
+pub fn environ(pid: u32) -> Vec<String> {
+    nul_separated(format!("/proc/{pid}/environ"))
+}
+
+/// The command line of a process, joined with spaces.
+pub fn cmdline(pid: u32) -> String {
+    nul_separated(format!("/proc/{pid}/cmdline")).join(" ")
+}
+
+/// Live processes whose command line, its words joined by spaces, is exactly
+/// `command_line`. Exact, so that a client whose arguments mention the command (a
+/// `bashc exec -- 'sleep 300; ...'`) is not taken for the command itself.
+pub fn pids_running(command_line: &str) -> Vec<u32> {
+    all_pids()
+        .into_iter()
+        .filter(|&pid| alive(pid) && cmdline(pid) == command_line)
+        .collect()
+}
+
+/// Live processes whose environment has every one of `entries` (`KEY=VALUE`, or a
+/// `KEY=` prefix).
+pub fn pids_with_env(entries: &[&str]) -> Vec<u32> {
+    all_pids()
+        .into_iter()
+        .filter(|&pid| {
+            let env = environ(pid);
+            alive(pid)
+                && entries.iter().all(|entry| {
+                    env.iter().any(|e| {
+                        if entry.ends_with('=') {
+                            e.starts_with(entry)
+                        } else {
+                            e == entry
+                        }
+                    })
+                })
+        })
+        .collect()
+}
+
+/// Polls `condition` every 10 ms until it holds or `timeout` passes; returns whether
+/// it held.
+pub fn wait_until(timeout: Duration, mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if condition() {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The resident set size of a process in KiB (`VmRSS`), or its peak (`VmHWM`).
+pub fn memory_kib(pid: u32, field: &str) -> Option<u64> {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()
+}

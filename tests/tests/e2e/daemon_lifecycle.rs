@@ -1,0 +1,207 @@
+//! The daemon's life: its runtime dir rules, the one-daemon lock, the socket, start on
+//! demand, and a clean stop on SIGTERM.
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::process::Stdio;
+use std::time::Duration;
+
+use bashc::protocol::runtime;
+use bashd_tests::{Daemon, alive, pids_running, wait_until};
+
+use crate::{json, show, stderr, stdout};
+
+#[test]
+fn the_runtime_dir_and_socket_are_private() {
+    let daemon = Daemon::start();
+    let dir_mode = std::fs::metadata(daemon.runtime_dir()).unwrap().mode() & 0o7777;
+    assert_eq!(dir_mode, 0o700);
+    let socket_mode = std::fs::metadata(daemon.socket_path()).unwrap().mode() & 0o7777;
+    assert_eq!(socket_mode, 0o600);
+    let lock = std::fs::read_to_string(runtime::lock_path(daemon.runtime_dir())).unwrap();
+    assert_eq!(lock.trim(), daemon.pid().to_string());
+}
+
+#[test]
+fn a_runtime_dir_that_is_unsafe_is_refused_with_the_fix() {
+    let daemon = Daemon::unstarted();
+    let real = daemon.scratch().join("real");
+    std::fs::create_dir(&real).unwrap();
+    std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::os::unix::fs::symlink(&real, daemon.runtime_dir()).unwrap();
+    let out = daemon.bashd_command().output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let message = stderr(&out);
+    assert!(
+        message.contains(&daemon.runtime_dir().display().to_string())
+            && message.contains("symlink"),
+        "{message}"
+    );
+
+    std::fs::remove_file(daemon.runtime_dir()).unwrap();
+    std::fs::create_dir(daemon.runtime_dir()).unwrap();
+    std::fs::set_permissions(daemon.runtime_dir(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = daemon.bashd_command().output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    assert!(stderr(&out).contains("chmod 700"), "{}", show(&out));
+
+    // A directory of another user (the tests may run as root, who can make one).
+    std::fs::set_permissions(daemon.runtime_dir(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let nobody = 65534;
+    if rustix::process::getuid().is_root()
+        && std::os::unix::fs::chown(daemon.runtime_dir(), Some(nobody), Some(nobody)).is_ok()
+    {
+        let out = daemon.bashd_command().output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+        assert!(
+            stderr(&out).contains("belongs to uid 65534"),
+            "{}",
+            show(&out)
+        );
+    }
+}
+
+#[test]
+fn a_second_daemon_exits_naming_the_live_one() {
+    let daemon = Daemon::start();
+    let out = daemon.bashd_command().output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    assert!(
+        stderr(&out).contains(&format!(
+            "another bashd (pid {}) is already running",
+            daemon.pid()
+        )),
+        "{}",
+        show(&out)
+    );
+    // The first one is untouched.
+    assert!(alive(daemon.pid()));
+    let out = daemon.run_bashc(&["exec", "--", "echo still"]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+}
+
+#[test]
+fn a_stale_socket_file_is_replaced() {
+    let daemon = Daemon::unstarted();
+    runtime::ensure_runtime_dir(daemon.runtime_dir()).unwrap();
+    // A socket file whose listener is gone, as a crashed daemon leaves it.
+    drop(std::os::unix::net::UnixListener::bind(daemon.socket_path()).unwrap());
+    assert!(daemon.socket_path().exists());
+    let daemon = daemon.spawn_and_wait();
+    let out = daemon.run_bashc(&["exec", "--", "echo replaced"]);
+    assert!(stdout(&out).contains("replaced"), "{}", show(&out));
+}
+
+#[test]
+fn without_autostart_an_absent_daemon_is_exit_255_with_how_to_start_it() {
+    let daemon = Daemon::unstarted();
+    let out = daemon.run_bashc(&["exec", "--", "true"]);
+    assert_eq!(out.status.code(), Some(255), "{}", show(&out));
+    let message = stderr(&out);
+    assert!(
+        message.starts_with("bashc: ")
+            && message.contains("BASHD_NO_AUTOSTART")
+            && message.contains("start it"),
+        "{message}"
+    );
+    assert!(daemon.daemons().is_empty());
+}
+
+#[test]
+fn forty_clients_against_no_daemon_start_exactly_one() {
+    let daemon = Daemon::unstarted();
+    let children: Vec<_> = (0..40)
+        .map(|i| {
+            daemon
+                .bashc()
+                .env_remove("BASHD_NO_AUTOSTART")
+                .args(["exec", "--json", "--", &format!("echo auto-{i}")])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for (i, child) in children.into_iter().enumerate() {
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+        assert_eq!(json(&out)["stdout"]["text"], format!("auto-{i}\n"));
+    }
+    let daemons = daemon.daemons();
+    assert_eq!(
+        daemons.len(),
+        1,
+        "daemons serving the runtime dir: {daemons:?}"
+    );
+    // The one daemon is the one holding the lock.
+    let lock = std::fs::read_to_string(runtime::lock_path(daemon.runtime_dir())).unwrap();
+    assert_eq!(lock.trim(), daemons[0].to_string());
+}
+
+#[test]
+fn sigterm_stops_jobs_answers_their_clients_and_exits_0_leaving_nothing() {
+    let mut daemon = Daemon::start();
+    let client = daemon
+        .bashc()
+        .args([
+            "exec",
+            "--json",
+            "--timeout",
+            "600",
+            "--",
+            "sleep 305.404; echo never",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut sleeps = Vec::new();
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            sleeps = pids_running("sleep 305.404");
+            !sleeps.is_empty()
+        }),
+        "the job never started"
+    );
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(daemon.pid() as i32).unwrap(),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    let status = daemon.child_mut().wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+
+    let out = client.wait_with_output().unwrap();
+    let result = json(&out);
+    assert_eq!(result["state"], "killed", "{}", show(&out));
+    assert!(
+        result["notice"].as_str().unwrap().contains("shutting down"),
+        "{result}"
+    );
+    assert!(
+        sleeps.iter().all(|&p| !alive(p)),
+        "job processes alive: {sleeps:?}"
+    );
+    assert!(!daemon.socket_path().exists(), "the socket is left");
+    assert!(
+        !runtime::lock_path(daemon.runtime_dir()).exists(),
+        "the lock file is left"
+    );
+}
+
+#[test]
+fn status_names_the_daemon() {
+    let daemon = Daemon::start();
+    let out = daemon.run_bashc(&["status", "--json"]);
+    let status = json(&out);
+    assert_eq!(status["daemon_pid"], daemon.pid());
+    assert_eq!(
+        status["runtime_dir"],
+        daemon.runtime_dir().display().to_string()
+    );
+    assert_eq!(status["running_jobs"], 0);
+    let out = daemon.run_bashc(&["status"]);
+    assert!(
+        stdout(&out).contains(&format!("pid {}", daemon.pid())),
+        "{}",
+        show(&out)
+    );
+}
