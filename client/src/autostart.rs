@@ -79,11 +79,20 @@ async fn start_daemon(runtime_dir: &Path, socket: &Path) -> Result<Client, Clien
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(log);
-    // SAFETY: setsid is async-signal-safe. The daemon leaves the client's session and
-    // process group, so a signal aimed at the agent's terminal or group spares it.
+    // SAFETY: setsid and close_range are async-signal-safe system calls.
+    // The daemon leaves the client's session and process group, so a signal aimed at
+    // the agent's terminal or group spares it. Descriptors the agent let this process
+    // inherit (its pipes, say) must not be held open by a daemon that outlives it;
+    // the kernel may lack close_range (before 5.11), in which case they stay.
     unsafe {
         command.pre_exec(|| {
             rustix::process::setsid()?;
+            libc::syscall(
+                libc::SYS_close_range,
+                3u32,
+                u32::MAX,
+                libc::CLOSE_RANGE_CLOEXEC,
+            );
             Ok(())
         });
     }

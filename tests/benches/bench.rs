@@ -1,1 +1,127 @@
-fn main() {}
+//! `cargo bench -p bashd-tests`: each figure is a ratio against a floor measured in the
+//! same run, on the same machine (DESIGN §13). Plain text, one figure a line.
+//!
+//! The release `bashd` and `bashc` are built first through `$CARGO`, since cargo builds
+//! only this package's targets for a bench.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use bashd_tests::Daemon;
+use bashd_tests::procs::memory_kib;
+
+const PROCESS_RUNS: usize = 60;
+const ROUND_TRIPS: usize = 300;
+
+fn main() {
+    build_release_binaries();
+    let daemon = Daemon::start();
+    let tokio = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+
+    // Let the daemon settle, then read its idle footprint.
+    std::thread::sleep(Duration::from_millis(300));
+    let idle_rss = memory_kib(daemon.pid(), "VmRSS").unwrap_or(0);
+
+    let bash = median(PROCESS_RUNS, || {
+        run(Command::new("bash").args(["-c", "true"]));
+    });
+    let bashc = median(PROCESS_RUNS, || {
+        run(daemon.bashc().args(["exec", "--", "true"]));
+    });
+    report(
+        "bashc exec -- true vs bash -c true (median, whole processes)",
+        bashc,
+        bash,
+        1.5,
+    );
+
+    let (library, spawn) = tokio.block_on(async {
+        let client = daemon.client().await;
+        let params = daemon.params("true");
+        let mut library = Vec::new();
+        for _ in 0..ROUND_TRIPS {
+            let start = Instant::now();
+            client.exec(params.clone()).await.unwrap();
+            library.push(start.elapsed());
+        }
+        let mut spawn = Vec::new();
+        for _ in 0..ROUND_TRIPS {
+            let start = Instant::now();
+            let status = tokio::process::Command::new("bash")
+                .args(["-c", "true"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .output()
+                .await
+                .unwrap();
+            assert!(status.status.success());
+            spawn.push(start.elapsed());
+        }
+        (median_of(library), median_of(spawn))
+    });
+    report(
+        "library round trip (warm) vs tokio spawn of bash -c true (median)",
+        library,
+        spawn,
+        1.2,
+    );
+
+    println!(
+        "daemon idle RSS: {:.1} MiB (target <= 16 MiB)",
+        idle_rss as f64 / 1024.0
+    );
+    println!(
+        "daemon RSS after the runs above: {:.1} MiB",
+        memory_kib(daemon.pid(), "VmRSS").unwrap_or(0) as f64 / 1024.0
+    );
+}
+
+fn report(what: &str, measured: Duration, floor: Duration, target: f64) {
+    let ratio = measured.as_secs_f64() / floor.as_secs_f64();
+    println!(
+        "{what}: {ratio:.2}x ({:.2} ms vs {:.2} ms; target <= {target}x)",
+        measured.as_secs_f64() * 1e3,
+        floor.as_secs_f64() * 1e3
+    );
+}
+
+fn run(command: &mut Command) {
+    let status = command
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success(), "{command:?} failed: {status}");
+}
+
+fn median(runs: usize, mut f: impl FnMut()) -> Duration {
+    median_of(
+        (0..runs)
+            .map(|_| {
+                let start = Instant::now();
+                f();
+                start.elapsed()
+            })
+            .collect(),
+    )
+}
+
+fn median_of(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+fn build_release_binaries() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(cargo)
+        .args(["build", "--release", "-p", "bashd", "-p", "bashc"])
+        .status()
+        .expect("cannot run cargo to build the release binaries");
+    assert!(
+        status.success(),
+        "cargo build --release -p bashd -p bashc failed"
+    );
+}

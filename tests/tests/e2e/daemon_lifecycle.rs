@@ -205,3 +205,41 @@ fn status_names_the_daemon() {
         show(&out)
     );
 }
+
+/// An agent waits for EOF on the pipes it gave its bash tool; a daemon started by
+/// `bashc` must not hold one open after `bashc` has exited.
+#[test]
+fn an_autostarted_daemon_does_not_keep_the_agents_pipes_open() {
+    use std::io::Read;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+
+    let daemon = Daemon::unstarted();
+    let (read_end, write_end) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).unwrap();
+    let write_fd = write_end.as_raw_fd();
+    let mut command = daemon.bashc();
+    command
+        .env_remove("BASHD_NO_AUTOSTART")
+        .args(["exec", "--", "true"]);
+    // SAFETY: dup2 is async-signal-safe; it gives only this child the pipe as fd 3,
+    // without the close-on-exec flag, as an agent's runtime might.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::dup2(write_fd, 3) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = command.output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert_eq!(daemon.daemons().len(), 1, "no daemon was started");
+    drop(write_end);
+
+    rustix::io::ioctl_fionbio(&read_end, true).unwrap();
+    let mut reader = std::fs::File::from(read_end);
+    let eof = wait_until(Duration::from_secs(5), || {
+        matches!(reader.read(&mut [0u8; 16]), Ok(0))
+    });
+    assert!(eof, "the daemon holds the pipe bashc inherited as fd 3");
+}

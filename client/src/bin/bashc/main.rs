@@ -74,6 +74,7 @@ enum OnTimeoutArg {
 enum DirectionArg {
     Tail,
     Head,
+    #[value(name = "head_tail")]
     HeadTail,
 }
 

@@ -1,0 +1,37 @@
+//! The `bashc` binary's argument handling, without a daemon. (Because this package has
+//! an integration test, `cargo test --workspace` builds the `bashc` binary that the
+//! e2e tests run.)
+
+use std::process::Command;
+
+#[test]
+fn flags_not_built_yet_are_refused_before_any_daemon_is_started() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runtime_dir = tmp.path().join("run");
+    let cases: &[&[&str]] = &[
+        &["--mode", "background"],
+        &["--on-timeout", "background"],
+        &["--stream"],
+        &["--head", "5"],
+        &["--tail", "5"],
+        &["--direction", "head_tail"],
+        &["--owner-pid", "1"],
+    ];
+    for flags in cases {
+        let out = Command::new(env!("CARGO_BIN_EXE_bashc"))
+            .arg("exec")
+            .args(*flags)
+            .args(["--", "true"])
+            .env("BASHD_RUNTIME_DIR", &runtime_dir)
+            .env_remove("BASHD_NO_AUTOSTART")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(255), "{flags:?}: {stderr}");
+        assert!(
+            stderr.starts_with("bashc: ") && stderr.contains("not supported"),
+            "{flags:?}: {stderr}"
+        );
+        assert!(!runtime_dir.exists(), "{flags:?} reached for a daemon");
+    }
+}
