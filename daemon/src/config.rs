@@ -1,9 +1,14 @@
-//! The daemon's settings (DESIGN §11). Every key has a default; the TOML file that
-//! overrides them arrives with the crash-safety issue.
+//! The daemon's settings (DESIGN §11): defaults for every key, overridden by a TOML
+//! file. Sections arrive with the features they configure; today `[limits]`,
+//! `[timeouts]` and `[env]`. An unknown key or a bad value is an error naming the
+//! file, the line and the key.
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use bashd_protocol::limits;
+use toml::Spanned;
+use toml::de::{DeTable, DeValue};
 
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -62,5 +67,292 @@ impl Default for Config {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
         }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}:{line}: {message}")]
+    Invalid {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
+}
+
+/// `$XDG_CONFIG_HOME/bashd/config.toml`, else `~/.config/bashd/config.toml`.
+pub fn default_path() -> Option<PathBuf> {
+    let non_empty = |name| std::env::var_os(name).filter(|v| !v.is_empty());
+    let base = non_empty("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .or_else(|| non_empty("HOME").map(|home| PathBuf::from(home).join(".config")))?;
+    Some(base.join("bashd").join("config.toml"))
+}
+
+impl Config {
+    /// Loads `path`, or the default path when `None`; a missing default file means
+    /// all defaults, a missing named file is an error.
+    pub fn load(path: Option<&Path>) -> Result<(Config, Option<PathBuf>), ConfigError> {
+        let (path, must_exist) = match path {
+            Some(path) => (path.to_owned(), true),
+            None => match default_path() {
+                Some(path) => (path, false),
+                None => return Ok((Config::default(), None)),
+            },
+        };
+        match std::fs::read_to_string(&path) {
+            Ok(text) => Ok((Config::parse(&text, &path)?, Some(path))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !must_exist => {
+                Ok((Config::default(), None))
+            }
+            Err(source) => Err(ConfigError::Read { path, source }),
+        }
+    }
+
+    /// Parses the text of a config file; `path` only names it in errors.
+    pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        let file = File { text, path };
+        let root = DeTable::parse(text).map_err(|e| {
+            let line = e.span().map_or(1, |span| file.line_of(span.start));
+            file.error_at(line, e.message().trim_end().to_owned())
+        })?;
+        let mut config = Config::default();
+        for (key, value) in root.get_ref() {
+            let table = file.table(key, value)?;
+            match key.get_ref().as_ref() {
+                "limits" => file.limits(table, &mut config.limits)?,
+                "timeouts" => file.timeouts(table, &mut config.timeouts)?,
+                "env" => file.env(table, &mut config.env)?,
+                other => {
+                    return Err(file.error(
+                        key,
+                        format!("unknown section [{other}]; known: [limits], [timeouts], [env]"),
+                    ));
+                }
+            }
+        }
+        Ok(config)
+    }
+}
+
+type Key<'i> = Spanned<std::borrow::Cow<'i, str>>;
+type Value<'i> = Spanned<DeValue<'i>>;
+
+struct File<'a> {
+    text: &'a str,
+    path: &'a Path,
+}
+
+impl File<'_> {
+    fn line_of(&self, offset: usize) -> usize {
+        self.text[..offset.min(self.text.len())]
+            .matches('\n')
+            .count()
+            + 1
+    }
+
+    fn error_at(&self, line: usize, message: String) -> ConfigError {
+        ConfigError::Invalid {
+            path: self.path.to_owned(),
+            line,
+            message,
+        }
+    }
+
+    fn error(&self, key: &Key<'_>, message: String) -> ConfigError {
+        self.error_at(self.line_of(key.span().start), message)
+    }
+
+    fn table<'v, 'i>(
+        &self,
+        key: &Key<'_>,
+        value: &'v Value<'i>,
+    ) -> Result<&'v DeTable<'i>, ConfigError> {
+        match value.get_ref() {
+            DeValue::Table(table) => Ok(table),
+            _ => Err(self.error(
+                key,
+                format!(
+                    "`{}` must be a section ([{}])",
+                    key.get_ref(),
+                    key.get_ref()
+                ),
+            )),
+        }
+    }
+
+    /// An integer in `min..=max`, for the key `section.key`.
+    fn integer(
+        &self,
+        section: &str,
+        key: &Key<'_>,
+        value: &Value<'_>,
+        min: u64,
+        max: u64,
+    ) -> Result<u64, ConfigError> {
+        let name = format!("{section}.{}", key.get_ref());
+        let number = match value.get_ref() {
+            DeValue::Integer(i) => u64::from_str_radix(i.as_str(), i.radix()).ok(),
+            _ => None,
+        };
+        match number {
+            Some(n) if (min..=max).contains(&n) => Ok(n),
+            _ => Err(self.error(
+                key,
+                format!("{name} must be a whole number from {min} to {max}"),
+            )),
+        }
+    }
+
+    fn unknown(&self, section: &str, key: &Key<'_>, known: &[&str]) -> ConfigError {
+        self.error(
+            key,
+            format!(
+                "unknown key {section}.{}; known keys of [{section}]: {}",
+                key.get_ref(),
+                known.join(", ")
+            ),
+        )
+    }
+
+    fn limits(&self, table: &DeTable<'_>, limits: &mut Limits) -> Result<(), ConfigError> {
+        const KNOWN: &[&str] = &[
+            "max_lines",
+            "max_bytes",
+            "max_frame_bytes",
+            "max_command_bytes",
+        ];
+        let frame_max = limits::MAX_FRAME_BYTES as u64;
+        for (key, value) in table {
+            match key.get_ref().as_ref() {
+                "max_lines" => {
+                    limits.max_lines =
+                        self.integer("limits", key, value, 1, u32::MAX.into())? as u32
+                }
+                "max_bytes" => {
+                    limits.max_bytes =
+                        self.integer("limits", key, value, 1, u32::MAX.into())? as u32
+                }
+                "max_frame_bytes" => {
+                    limits.max_frame_bytes =
+                        self.integer("limits", key, value, 64 * 1024, frame_max)? as usize
+                }
+                "max_command_bytes" => {
+                    limits.max_command_bytes =
+                        self.integer("limits", key, value, 1, frame_max / 2)? as usize
+                }
+                _ => return Err(self.unknown("limits", key, KNOWN)),
+            }
+        }
+        Ok(())
+    }
+
+    fn timeouts(&self, table: &DeTable<'_>, timeouts: &mut Timeouts) -> Result<(), ConfigError> {
+        const KNOWN: &[&str] = &[
+            "default_secs",
+            "slow_secs",
+            "background_secs",
+            "kill_grace_ms",
+        ];
+        let (min, max) = (limits::MIN_TIMEOUT_SECS, limits::MAX_TIMEOUT_SECS);
+        for (key, value) in table {
+            match key.get_ref().as_ref() {
+                "default_secs" => {
+                    timeouts.default_secs = self.integer("timeouts", key, value, min, max)?
+                }
+                "slow_secs" => {
+                    timeouts.slow_secs = self.integer("timeouts", key, value, min, max)?
+                }
+                "background_secs" => {
+                    timeouts.background_secs = self.integer("timeouts", key, value, min, max)?
+                }
+                "kill_grace_ms" => {
+                    timeouts.kill_grace =
+                        Duration::from_millis(self.integer("timeouts", key, value, 0, 600_000)?)
+                }
+                _ => return Err(self.unknown("timeouts", key, KNOWN)),
+            }
+        }
+        Ok(())
+    }
+
+    /// `[env]` replaces the hardening set: each key is a variable, each value a string.
+    fn env(&self, table: &DeTable<'_>, env: &mut Vec<(String, String)>) -> Result<(), ConfigError> {
+        env.clear();
+        for (key, value) in table {
+            match value.get_ref() {
+                DeValue::String(s) => env.push((key.get_ref().to_string(), s.to_string())),
+                _ => {
+                    return Err(self.error(key, format!("env.{} must be a string", key.get_ref())));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, String> {
+        Config::parse(text, Path::new("/c.toml")).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn empty_file_means_defaults() {
+        let config = parse("").unwrap();
+        assert_eq!(config.limits.max_lines, limits::DEFAULT_MAX_LINES);
+        assert!(config.env.iter().any(|(k, v)| k == "PAGER" && v == "cat"));
+    }
+
+    #[test]
+    fn keys_override_defaults() {
+        let config = parse(
+            "[limits]\nmax_lines = 10\n[timeouts]\nkill_grace_ms = 50\n[env]\nPAGER = \"more\"\n",
+        )
+        .unwrap();
+        assert_eq!(config.limits.max_lines, 10);
+        assert_eq!(config.timeouts.kill_grace, Duration::from_millis(50));
+        assert_eq!(config.env, vec![("PAGER".to_owned(), "more".to_owned())]);
+    }
+
+    #[test]
+    fn an_unknown_key_names_file_line_and_key() {
+        let err = parse("[limits]\nmax_lines = 10\nmax_linez = 3\n").unwrap_err();
+        assert!(
+            err.starts_with("/c.toml:3: unknown key limits.max_linez"),
+            "{err}"
+        );
+        let err = parse("\n[limitz]\n").unwrap_err();
+        assert!(
+            err.starts_with("/c.toml:2: unknown section [limitz]"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_bad_value_names_its_range() {
+        let err = parse("[timeouts]\ndefault_secs = 0\n").unwrap_err();
+        assert!(
+            err.contains("/c.toml:2: timeouts.default_secs must be a whole number from 1"),
+            "{err}"
+        );
+        let err = parse("[limits]\nmax_lines = \"many\"\n").unwrap_err();
+        assert!(
+            err.contains("limits.max_lines must be a whole number"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_syntax_error_names_the_line() {
+        let err = parse("[limits]\nmax_lines = = 3\n").unwrap_err();
+        assert!(err.starts_with("/c.toml:2:"), "{err}");
     }
 }

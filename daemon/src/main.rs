@@ -1,5 +1,6 @@
 //! The `bashd` binary: arguments, logging, signals, then [`bashd::run`].
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
@@ -16,15 +17,41 @@ use tokio::signal::unix::{SignalKind, signal};
 /// $XDG_RUNTIME_DIR/bashd, else /tmp/bashd-$UID. Only one bashd runs per runtime
 /// directory. SIGTERM or SIGINT stops every job and exits 0.
 ///
+/// Settings come from --config, else $XDG_CONFIG_HOME/bashd/config.toml, else
+/// ~/.config/bashd/config.toml; a missing default file means all defaults.
+///
 /// Log level: BASHD_LOG (error, warn, info, debug, trace; default info).
 #[derive(Debug, Parser)]
 #[command(version)]
-struct Args {}
+struct Args {
+    /// The config file to use instead of the default one; it must exist.
+    #[arg(long, value_name = "PATH")]
+    config: Option<PathBuf>,
+    /// Check the config file, say what is wrong or that it is fine, and exit.
+    #[arg(long)]
+    check_config: bool,
+}
 
 fn main() -> ExitCode {
-    let _args = Args::parse();
+    let args = Args::parse();
     init_logging();
-    match start() {
+    if args.check_config {
+        return match Config::load(args.config.as_deref()) {
+            Ok((_, Some(path))) => {
+                println!("{}: ok", path.display());
+                ExitCode::SUCCESS
+            }
+            Ok((_, None)) => {
+                println!("no config file; every setting has its default");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("bashd: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    match start(&args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e:#}");
@@ -34,7 +61,11 @@ fn main() -> ExitCode {
     }
 }
 
-fn start() -> anyhow::Result<()> {
+fn start(args: &Args) -> anyhow::Result<()> {
+    let (config, config_path) = Config::load(args.config.as_deref())?;
+    if let Some(path) = config_path {
+        tracing::info!("using config {}", path.display());
+    }
     let dir = bashd_protocol::runtime::runtime_dir();
     let (runtime, listener) = Runtime::acquire(&dir)?;
     let tokio = tokio::runtime::Builder::new_multi_thread()
@@ -50,7 +81,7 @@ fn start() -> anyhow::Result<()> {
                 _ = int.recv() => {}
             }
         };
-        bashd::run(runtime, listener, Config::default(), shutdown).await
+        bashd::run(runtime, listener, config, shutdown).await
     })
 }
 

@@ -85,12 +85,26 @@ impl Daemon {
         let mut command = Command::new(bin_path("bashd"));
         command
             .env(runtime::RUNTIME_DIR_ENV, &self.runtime_dir)
+            .env("XDG_CONFIG_HOME", self.config_home())
             .env("BASHD_LOG", "warn");
         command
     }
 
     pub fn runtime_dir(&self) -> &Path {
         &self.runtime_dir
+    }
+
+    /// The `XDG_CONFIG_HOME` of the daemon: empty unless a test writes
+    /// `bashd/config.toml` into it, so the user's own config never applies.
+    pub fn config_home(&self) -> PathBuf {
+        self.temp.path().join("config")
+    }
+
+    /// Writes the daemon's config file (before `spawn_and_wait`).
+    pub fn write_config(&self, text: &str) {
+        let dir = self.config_home().join("bashd");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("config.toml"), text).unwrap();
     }
 
     /// A scratch directory beside the runtime dir, removed with it.
@@ -117,6 +131,7 @@ impl Daemon {
         let mut command = Command::new(bin_path("bashc"));
         command
             .env(runtime::RUNTIME_DIR_ENV, &self.runtime_dir)
+            .env("XDG_CONFIG_HOME", self.config_home())
             .env("BASHD_NO_AUTOSTART", "1")
             .env("BASHD_SESSION", "test")
             .stdin(Stdio::null());

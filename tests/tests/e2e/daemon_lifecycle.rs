@@ -243,3 +243,35 @@ fn an_autostarted_daemon_does_not_keep_the_agents_pipes_open() {
     });
     assert!(eof, "the daemon holds the pipe bashc inherited as fd 3");
 }
+
+#[test]
+fn a_config_file_sets_the_limits_of_jobs() {
+    let daemon = Daemon::unstarted();
+    daemon.write_config("[limits]\nmax_lines = 3\n\n[env]\nFROM_CONFIG = \"yes\"\n");
+    let daemon = daemon.spawn_and_wait();
+    let out = daemon.run_bashc(&["exec", "--json", "--", "seq 1 10; echo $FROM_CONFIG"]);
+    let result = json(&out);
+    assert_eq!(result["stdout"]["text"], "9\n10\nyes\n", "{result}");
+    assert_eq!(result["stdout"]["total_lines"], 11);
+}
+
+#[test]
+fn a_config_with_an_unknown_key_stops_the_daemon_from_starting() {
+    let daemon = Daemon::unstarted();
+    daemon.write_config("[limits]\nmax_lines = 3\nmax_lnes = 4\n");
+    let config = daemon.config_home().join("bashd/config.toml");
+    let expected = format!("{}:3: unknown key limits.max_lnes", config.display());
+
+    let out = daemon.bashd_command().output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    assert!(stderr(&out).contains(&expected), "{}", show(&out));
+    assert!(!daemon.socket_path().exists());
+
+    let out = daemon
+        .bashd_command()
+        .arg("--check-config")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    assert!(stderr(&out).contains(&expected), "{}", show(&out));
+}
