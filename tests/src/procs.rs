@@ -77,6 +77,18 @@ pub fn pids_with_env(entries: &[&str]) -> Vec<u32> {
         .collect()
 }
 
+/// Waits up to 10 s for a live process whose command line is exactly `command_line`
+/// and returns the pids of all of them; panics if none appears.
+pub fn wait_for_running(command_line: &str) -> Vec<u32> {
+    let mut pids = Vec::new();
+    let started = wait_until(Duration::from_secs(10), || {
+        pids = pids_running(command_line);
+        !pids.is_empty()
+    });
+    assert!(started, "`{command_line}` never started");
+    pids
+}
+
 /// Polls `condition` every 10 ms until it holds or `timeout` passes; returns whether
 /// it held.
 pub fn wait_until(timeout: Duration, mut condition: impl FnMut() -> bool) -> bool {

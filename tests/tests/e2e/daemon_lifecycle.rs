@@ -6,7 +6,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use bashc::protocol::runtime;
-use bashd_tests::{Daemon, alive, pids_running, wait_until};
+use bashd_tests::{Daemon, alive, wait_for_running, wait_until};
 
 use crate::{json, show, stderr, stdout};
 
@@ -153,14 +153,7 @@ fn sigterm_stops_jobs_answers_their_clients_and_exits_0_leaving_nothing() {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut sleeps = Vec::new();
-    assert!(
-        wait_until(Duration::from_secs(10), || {
-            sleeps = pids_running("sleep 305.404");
-            !sleeps.is_empty()
-        }),
-        "the job never started"
-    );
+    let sleeps = wait_for_running("sleep 305.404");
     rustix::process::kill_process(
         rustix::process::Pid::from_raw(daemon.pid() as i32).unwrap(),
         rustix::process::Signal::TERM,

@@ -4,7 +4,7 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use bashd_tests::{Daemon, alive, pids_running, wait_until};
+use bashd_tests::{Daemon, alive, pids_running, wait_for_running, wait_until};
 
 use crate::{json, show, stderr, stdout};
 
@@ -225,12 +225,9 @@ fn a_timeout_with_kill_ends_the_whole_process_group() {
         .spawn()
         .unwrap();
     let markers = ["sleep 300.101", "sleep 301.101", "sleep 302.101"];
-    assert!(
-        wait_until(Duration::from_secs(10), || markers
-            .iter()
-            .all(|m| !pids_running(m).is_empty())),
-        "the three sleeps never started"
-    );
+    for marker in markers {
+        wait_for_running(marker);
+    }
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(124), "{}", show(&out));
     assert_eq!(json(&out)["state"], "timed_out");
@@ -258,14 +255,7 @@ fn a_client_killed_mid_command_takes_its_job_with_it() {
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    let mut sleeps = Vec::new();
-    assert!(
-        wait_until(Duration::from_secs(10), || {
-            sleeps = pids_running("sleep 303.202");
-            !sleeps.is_empty()
-        }),
-        "the job never started"
-    );
+    let sleeps = wait_for_running("sleep 303.202");
     client.kill().unwrap();
     client.wait().unwrap();
     assert!(

@@ -169,14 +169,7 @@ async fn exec(args: ExecArgs) -> anyhow::Result<u8> {
     let params = exec_params(&args)?;
     let client = connect().await?;
     let result = client.exec(params).await?;
-    let mut stdout = std::io::stdout().lock();
-    if args.json {
-        serde_json::to_writer_pretty(&mut stdout, &result)?;
-        writeln!(stdout)?;
-    } else {
-        stdout.write_all(render::exec_text(&result).as_bytes())?;
-    }
-    stdout.flush()?;
+    print(args.json, &result, render::exec_text)?;
     Ok(render::exit_status(&result))
 }
 
@@ -257,12 +250,19 @@ fn exec_params(args: &ExecArgs) -> anyhow::Result<ExecParams> {
 async fn status(args: StatusArgs) -> anyhow::Result<u8> {
     let client = connect().await?;
     let status = client.status().await?;
+    print(args.json, &status, render::status_text)?;
+    Ok(0)
+}
+
+/// Prints `value` as pretty JSON, or as the text `text` makes of it.
+fn print<T: serde::Serialize>(json: bool, value: &T, text: fn(&T) -> String) -> anyhow::Result<()> {
     let mut stdout = std::io::stdout().lock();
-    if args.json {
-        serde_json::to_writer_pretty(&mut stdout, &status)?;
+    if json {
+        serde_json::to_writer_pretty(&mut stdout, value)?;
         writeln!(stdout)?;
     } else {
-        stdout.write_all(render::status_text(&status).as_bytes())?;
+        stdout.write_all(text(value).as_bytes())?;
     }
-    Ok(0)
+    stdout.flush()?;
+    Ok(())
 }
