@@ -70,7 +70,8 @@ fn bad_frames_get_an_error_and_the_daemon_keeps_serving() {
 
     for round in 0..20 {
         let garbage: Vec<u8> = (0..4096u32).map(|i| (i * 7 + round) as u8).collect();
-        // Random bytes: the first four read as a length way over the limit.
+        // Patterned bytes: read as a length prefix, round 0 promises 462 KB and sends
+        // 4 KB (a truncated frame), later rounds promise more than the 16 MiB limit.
         assert_eq!(
             fatal_kind(&exchange(&daemon, &garbage)),
             Some(ErrorKind::BadFrame)
