@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use bashd_protocol::codec::ClientCodec;
 use bashd_protocol::{
-    ClientFrame, ErrorReply, ExecParams, ExecResult, FrameError, Hello, PROTOCOL_VERSION, Request,
-    RequestId, Response, ServerFrame, StatusInfo, Welcome,
+    ClientFrame, ErrorReply, ExecParams, ExecResult, FrameError, Hello, OutputPage, OutputRequest,
+    PROTOCOL_VERSION, Request, RequestId, Response, ServerFrame, StatusInfo, Welcome,
 };
 use futures::{SinkExt, StreamExt};
 use tokio::net::UnixStream;
@@ -148,8 +148,20 @@ impl Client {
                 Response::Started(_) | Response::Output(_) => {}
                 Response::Finished(result) => return Ok(*result),
                 Response::Error(error) => return Err(ClientError::Daemon(error)),
-                Response::Status(_) => return Err(ClientError::Unexpected("a status")),
+                Response::Status(_) | Response::Page(_) => {
+                    return Err(ClientError::Unexpected("a status or a page"));
+                }
             }
+        }
+    }
+
+    /// A page of one stream of a job's full output.
+    pub async fn output(&self, request: OutputRequest) -> Result<OutputPage, ClientError> {
+        let mut responses = self.request(Request::Output(request)).await?;
+        match responses.next().await? {
+            Response::Page(page) => Ok(page),
+            Response::Error(error) => Err(ClientError::Daemon(error)),
+            _ => Err(ClientError::Unexpected("something other than a page")),
         }
     }
 
@@ -188,7 +200,10 @@ async fn run_connection(
                 Some(Ok(ServerFrame::Response(id, response))) => {
                     let last = matches!(
                         response,
-                        Response::Finished(_) | Response::Status(_) | Response::Error(_)
+                        Response::Finished(_)
+                            | Response::Status(_)
+                            | Response::Page(_)
+                            | Response::Error(_)
                     );
                     if let Some(responses) = pending.get(&id)
                         && (responses.send(response).await.is_err() || last)

@@ -12,9 +12,6 @@ fn flags_not_built_yet_are_refused_before_any_daemon_is_started() {
         &["--mode", "background"],
         &["--on-timeout", "background"],
         &["--stream"],
-        &["--head", "5"],
-        &["--tail", "5"],
-        &["--direction", "head_tail"],
         &["--owner-pid", "1"],
     ];
     for flags in cases {
@@ -34,4 +31,20 @@ fn flags_not_built_yet_are_refused_before_any_daemon_is_started() {
         );
         assert!(!runtime_dir.exists(), "{flags:?} reached for a daemon");
     }
+}
+
+#[test]
+fn output_offsets_count_from_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runtime_dir = tmp.path().join("run");
+    let out = Command::new(env!("CARGO_BIN_EXE_bashc"))
+        .args(["output", "j1", "--offset", "0"])
+        .env("BASHD_RUNTIME_DIR", &runtime_dir)
+        .env_remove("BASHD_NO_AUTOSTART")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--offset"), "{stderr}");
+    assert!(!runtime_dir.exists(), "a bad offset reached for a daemon");
 }

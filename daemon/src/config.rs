@@ -22,6 +22,7 @@ pub struct Config {
 pub struct Limits {
     pub max_lines: u32,
     pub max_bytes: u32,
+    pub max_spill_bytes: u64,
     pub max_frame_bytes: usize,
     pub max_command_bytes: usize,
 }
@@ -53,6 +54,7 @@ impl Default for Config {
             limits: Limits {
                 max_lines: limits::DEFAULT_MAX_LINES,
                 max_bytes: limits::DEFAULT_MAX_BYTES,
+                max_spill_bytes: limits::DEFAULT_MAX_SPILL_BYTES,
                 max_frame_bytes: limits::MAX_FRAME_BYTES,
                 max_command_bytes: limits::DEFAULT_MAX_COMMAND_BYTES,
             },
@@ -224,6 +226,7 @@ impl File<'_> {
         const KNOWN: &[&str] = &[
             "max_lines",
             "max_bytes",
+            "max_spill_bytes",
             "max_frame_bytes",
             "max_command_bytes",
         ];
@@ -236,7 +239,11 @@ impl File<'_> {
                 }
                 "max_bytes" => {
                     limits.max_bytes =
-                        self.integer("limits", key, value, 1, u32::MAX.into())? as u32
+                        self.integer("limits", key, value, 1, limits::MAX_SHOWN_BYTES.into())?
+                            as u32
+                }
+                "max_spill_bytes" => {
+                    limits.max_spill_bytes = self.integer("limits", key, value, 0, 1 << 40)?
                 }
                 "max_frame_bytes" => {
                     limits.max_frame_bytes =

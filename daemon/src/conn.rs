@@ -147,6 +147,13 @@ async fn serve_request(
                 }
             }
         }
+        Request::Output(request) => {
+            let response = match jobs.output(request).await {
+                Ok(page) => Response::Page(page),
+                Err(error) => Response::Error(error),
+            };
+            let _ = out.send(ServerFrame::Response(id, response)).await;
+        }
         Request::Status => {
             let response = match jobs.status().await {
                 Some(status) => Response::Status(status),

@@ -4,6 +4,9 @@
 pub const DEFAULT_MAX_LINES: u32 = 2000;
 /// Bytes of a stream shown in a result before it is cut.
 pub const DEFAULT_MAX_BYTES: u32 = 51_200;
+/// The most bytes of a stream any result shows, whatever is asked: both streams of a
+/// result must fit in one frame.
+pub const MAX_SHOWN_BYTES: u32 = 4 * 1024 * 1024;
 /// The largest spill file kept for one stream of one job.
 pub const DEFAULT_MAX_SPILL_BYTES: u64 = 100 * 1024 * 1024;
 /// The largest frame either side accepts; configuration may lower it, never raise it,

@@ -45,6 +45,8 @@ pub struct Welcome {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Request {
     Exec(ExecParams),
+    /// A page of a job's full output.
+    Output(OutputRequest),
     Status,
 }
 
@@ -56,6 +58,7 @@ pub enum Response {
     Started(Started),
     Output(OutputChunk),
     Finished(Box<ExecResult>),
+    Page(OutputPage),
     Status(StatusInfo),
     Error(ErrorReply),
 }
@@ -117,9 +120,47 @@ pub struct ExecParams {
 pub struct OutputOptions {
     pub max_lines: Option<u32>,
     pub max_bytes: Option<u32>,
-    pub direction: Direction,
+    /// `None`: `head` when only `head` is given, `head_tail` when both are, else `tail`.
+    pub direction: Option<Direction>,
+    /// Show at most this many lines from the start; narrows `max_lines`.
     pub head: Option<u32>,
+    /// Show at most this many lines from the end; narrows `max_lines`.
     pub tail: Option<u32>,
+}
+
+/// Asks for lines `offset ..` of one stream of a job's full output.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutputRequest {
+    pub job: String,
+    pub stream: StreamName,
+    /// 1-based, as file viewers count lines.
+    pub offset: u64,
+    /// Most lines to return; `None` takes the daemon's `max_lines`.
+    pub limit: Option<u64>,
+}
+
+/// Lines of a job's full output (`bashc output`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutputPage {
+    pub job: String,
+    pub stream: StreamName,
+    /// The line `text` starts with, 1-based.
+    pub offset: u64,
+    /// Lines in `text`.
+    pub lines: u64,
+    pub text: String,
+    /// Where the next page starts, when there are more lines to read now.
+    pub next_offset: Option<u64>,
+    /// Every line the stream produced so far.
+    pub total_lines: u64,
+    pub total_bytes: u64,
+    /// False while the job runs: more lines may come.
+    pub complete: bool,
+    /// The spill file read, when the stream has one.
+    pub full_output: Option<String>,
+    /// Why fewer lines than asked came back, when it is not the end of the stream:
+    /// a line cut at the page size, or a spill file that stopped at its cap.
+    pub notice: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -187,6 +228,9 @@ pub struct StreamResult {
     pub total_bytes: u64,
     pub shown_lines: u64,
     pub shown_bytes: u64,
+    /// One line alone was longer than `max_bytes`: it is shown cut on a character
+    /// boundary.
+    pub partial: bool,
     /// The file holding the whole stream, when it was written to one.
     pub full_output: Option<String>,
 }

@@ -2,21 +2,27 @@
 //! forgets jobs; connections reach it through [`JobsHandle`], supervisors report back
 //! to it when their job ends.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bashd_protocol::{
-    Direction, ErrorKind, ErrorReply, ExecParams, ExecResult, Mode, OnTimeout, Response, Started,
-    StatusInfo, is_valid_session_id, limits,
+    ErrorKind, ErrorReply, ExecParams, Mode, OnTimeout, OutputRequest, Response, Started,
+    StatusInfo, StreamName, is_valid_session_id, limits, runtime,
 };
 use tokio::sync::mpsc;
 
 use super::handle::{Cmd, JobsHandle, shutting_down};
 use super::process::{ReaperHandle, SpawnSpec};
-use super::supervisor::{self, Control, JobMeta, JobRun, StopReason};
+use super::supervisor::{self, Control, Ended, JobMeta, JobRun, SourceReply, StopReason};
 use crate::config::Config;
+use crate::output::{self, OutputSource, Shape};
+
+/// Finished jobs whose output `bashc output` can still read. Each holds at most
+/// `max_bytes` per stream in memory (more went to its spill file), so this bounds the
+/// memory of the table.
+const KEEP_FINISHED: usize = 200;
 
 /// Identifies this daemon instance in job cookies (`BASHD_JOB=<instance>/<job>`).
 pub fn new_instance_id() -> String {
@@ -30,10 +36,12 @@ pub fn new_instance_id() -> String {
 pub struct JobsActor {
     config: Arc<Config>,
     cmds: mpsc::Receiver<Cmd>,
-    finished_tx: mpsc::UnboundedSender<Box<ExecResult>>,
-    finished_rx: mpsc::UnboundedReceiver<Box<ExecResult>>,
+    finished_tx: mpsc::UnboundedSender<Box<Ended>>,
+    finished_rx: mpsc::UnboundedReceiver<Box<Ended>>,
     reaper: ReaperHandle,
     running: HashMap<String, RunningJob>,
+    /// The output of the last [`KEEP_FINISHED`] jobs that ended, oldest first.
+    finished: VecDeque<FinishedJob>,
     next_job: u64,
     instance: String,
     shell: PathBuf,
@@ -43,12 +51,21 @@ pub struct JobsActor {
 
 struct RunningJob {
     control: mpsc::Sender<Control>,
+    /// Lines of a page of its output when the request names no limit.
+    page_lines: u64,
+}
+
+struct FinishedJob {
+    job: String,
+    page_lines: u64,
+    stdout: OutputSource,
+    stderr: Option<OutputSource>,
 }
 
 /// What the actor reacts to.
 enum Event {
     Cmd(Cmd),
-    Finished(Box<ExecResult>),
+    Finished(Box<Ended>),
 }
 
 impl JobsActor {
@@ -69,6 +86,7 @@ impl JobsActor {
             finished_rx,
             reaper,
             running: HashMap::new(),
+            finished: VecDeque::new(),
             next_job: 1,
             instance: new_instance_id(),
             shell,
@@ -93,12 +111,13 @@ impl JobsActor {
                 Event::Cmd(Cmd::Status { reply }) => {
                     let _ = reply.send(self.status());
                 }
+                Event::Cmd(Cmd::Output { request, reply }) => self.output(request, reply),
                 Event::Cmd(Cmd::Shutdown { reply }) => {
                     self.stop_all().await;
                     let _ = reply.send(());
                     break;
                 }
-                Event::Finished(result) => self.finished(&result),
+                Event::Finished(ended) => self.finished(*ended),
             }
         }
         self.stop_all().await;
@@ -111,8 +130,14 @@ impl JobsActor {
         }
     }
 
-    fn finished(&mut self, result: &ExecResult) {
-        self.running.remove(&result.job);
+    fn finished(&mut self, ended: Ended) {
+        let result = &ended.result;
+        let page_lines = self
+            .running
+            .remove(&result.job)
+            .map_or(u64::from(self.config.limits.max_lines), |job| {
+                job.page_lines
+            });
         tracing::info!(
             job = %result.job,
             session = %result.session,
@@ -122,6 +147,77 @@ impl JobsActor {
             duration_ms = result.duration_ms,
             "job ended"
         );
+        if self.finished.len() == KEEP_FINISHED {
+            self.finished.pop_front();
+        }
+        self.finished.push_back(FinishedJob {
+            job: ended.result.job,
+            page_lines,
+            stdout: ended.stdout,
+            stderr: ended.stderr,
+        });
+    }
+
+    /// Answers with a snapshot of a job's stream: a running job's supervisor answers
+    /// for it, so the actor never waits on one.
+    fn output(&mut self, request: OutputRequest, reply: SourceReply) {
+        if let Some(job) = self.running.get(&request.job) {
+            let snapshot = Control::Snapshot {
+                stream: request.stream,
+                limit: request.limit.unwrap_or(job.page_lines),
+                reply,
+            };
+            match job.control.try_send(snapshot) {
+                Ok(()) => return,
+                Err(mpsc::error::TrySendError::Full(Control::Snapshot { reply, .. })) => {
+                    let _ = reply.send(Err(ErrorReply::new(
+                        ErrorKind::Internal,
+                        format!("{} is busy; ask for its output again", request.job),
+                    )));
+                    return;
+                }
+                // It just ended: its output is on the way to the finished table.
+                Err(mpsc::error::TrySendError::Closed(Control::Snapshot { reply, .. })) => {
+                    while let Ok(ended) = self.finished_rx.try_recv() {
+                        self.finished(*ended);
+                    }
+                    return self.finished_output(request, reply);
+                }
+                Err(_) => return,
+            }
+        }
+        self.finished_output(request, reply);
+    }
+
+    fn finished_output(&self, request: OutputRequest, reply: SourceReply) {
+        let answer = match self.finished.iter().rev().find(|j| j.job == request.job) {
+            Some(job) => {
+                let limit = request.limit.unwrap_or(job.page_lines);
+                match (request.stream, &job.stderr) {
+                    (StreamName::Stdout, _) => Ok((job.stdout.clone(), limit)),
+                    (StreamName::Stderr, Some(stderr)) => Ok((stderr.clone(), limit)),
+                    (StreamName::Stderr, None) => Err(supervisor::merged_stderr(&job.job)),
+                }
+            }
+            None => Err(self.unknown_job(&request.job)),
+        };
+        let _ = reply.send(answer);
+    }
+
+    fn unknown_job(&self, job: &str) -> ErrorReply {
+        let known = self.next_job > 1
+            && job
+                .strip_prefix('j')
+                .and_then(|n| n.parse::<u64>().ok())
+                .is_some_and(|n| n > 0 && n < self.next_job);
+        let message = if known {
+            format!(
+                "job {job} ended too long ago: bashd keeps the output of the last {KEEP_FINISHED} jobs"
+            )
+        } else {
+            format!("no job {job}: job ids look like j12, as the result of `bashc exec` names them")
+        };
+        ErrorReply::new(ErrorKind::NotFound, message)
     }
 
     async fn exec(&mut self, params: ExecParams, events: mpsc::Sender<Response>) {
@@ -168,7 +264,7 @@ impl JobsActor {
         let run = JobRun {
             meta: JobMeta {
                 job: job.clone(),
-                session: params.session,
+                session: params.session.clone(),
                 description: params.description,
                 workdir: plan.workdir.to_string_lossy().into_owned(),
                 started: Instant::now(),
@@ -176,17 +272,27 @@ impl JobsActor {
             spawned,
             timeout: plan.timeout,
             kill_grace: self.config.timeouts.kill_grace,
-            max_lines: plan.max_lines,
-            max_bytes: plan.max_bytes,
+            limits: plan.limits,
+            shape: plan.shape,
+            session_dir: runtime::sessions_dir(&self.runtime_dir).join(&params.session),
         };
-        let (control, control_rx) = mpsc::channel(4);
+        let (control, control_rx) = mpsc::channel(16);
         let finished = self.finished_tx.clone();
         tokio::spawn(async move {
-            let result = Box::new(supervisor::supervise(run, control_rx, events.clone()).await);
-            let _ = events.send(Response::Finished(result.clone())).await;
-            let _ = finished.send(result);
+            let ended = supervisor::supervise(run, control_rx, events.clone()).await;
+            let _ = events
+                .send(Response::Finished(Box::new(ended.result.clone())))
+                .await;
+            let _ = finished.send(Box::new(ended));
         });
-        self.running.insert(job, RunningJob { control });
+        let page_lines = plan.limits.max_lines;
+        self.running.insert(
+            job,
+            RunningJob {
+                control,
+                page_lines,
+            },
+        );
     }
 
     /// Checks a request and works out how to run it, before anything is spawned.
@@ -219,14 +325,6 @@ impl JobsActor {
         if params.stream {
             return not_yet("--stream");
         }
-        if params.output.direction != Direction::Tail
-            || params.output.head.is_some()
-            || params.output.tail.is_some()
-        {
-            return not_yet(
-                "choosing which part of the output is shown (--direction, --head, --tail)",
-            );
-        }
         let workdir = check_workdir(Path::new(&params.workdir))?;
         let timeouts = &self.config.timeouts;
         let timeout_secs = match (params.timeout_secs, params.mode) {
@@ -236,11 +334,21 @@ impl JobsActor {
             (None, Mode::Background) => timeouts.background_secs,
         };
         let limits = &self.config.limits;
+        let max_bytes = params.output.max_bytes.unwrap_or(limits.max_bytes);
         Ok(Plan {
             workdir,
             timeout: Duration::from_secs(timeout_secs),
-            max_lines: params.output.max_lines.unwrap_or(limits.max_lines).max(1),
-            max_bytes: params.output.max_bytes.unwrap_or(limits.max_bytes).max(1),
+            limits: output::Limits {
+                max_lines: params
+                    .output
+                    .max_lines
+                    .unwrap_or(limits.max_lines)
+                    .max(1)
+                    .into(),
+                max_bytes: max_bytes.clamp(1, limits::MAX_SHOWN_BYTES) as usize,
+                max_spill_bytes: limits.max_spill_bytes,
+            },
+            shape: Shape::from_options(&params.output),
         })
     }
 
@@ -291,7 +399,7 @@ impl JobsActor {
         }
         while !self.running.is_empty() {
             match self.finished_rx.recv().await {
-                Some(result) => self.finished(&result),
+                Some(ended) => self.finished(*ended),
                 None => break,
             }
         }
@@ -301,8 +409,8 @@ impl JobsActor {
 struct Plan {
     workdir: PathBuf,
     timeout: Duration,
-    max_lines: u32,
-    max_bytes: u32,
+    limits: output::Limits,
+    shape: Shape,
 }
 
 fn check_workdir(path: &Path) -> Result<PathBuf, ErrorReply> {

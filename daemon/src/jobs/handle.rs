@@ -1,8 +1,13 @@
 //! The cloneable way to talk to the job table: each call sends one command to the
 //! actor and, where it answers, waits on a oneshot.
 
-use bashd_protocol::{ExecParams, Response, StatusInfo};
+use bashd_protocol::{
+    ErrorKind, ErrorReply, ExecParams, OutputPage, OutputRequest, Response, StatusInfo,
+};
 use tokio::sync::{mpsc, oneshot};
+
+use super::supervisor::SourceReply;
+use crate::output;
 
 /// A command for the actor.
 #[derive(Debug)]
@@ -12,6 +17,11 @@ pub enum Cmd {
     Exec {
         params: Box<ExecParams>,
         events: mpsc::Sender<Response>,
+    },
+    /// A snapshot of one stream of a job, for paging.
+    Output {
+        request: OutputRequest,
+        reply: SourceReply,
     },
     Status {
         reply: oneshot::Sender<StatusInfo>,
@@ -40,6 +50,19 @@ impl JobsHandle {
             let _ = events.send(Response::Error(shutting_down())).await;
         }
         rx
+    }
+
+    /// A page of a job's output. The file is read on a blocking thread, never on the
+    /// actor or the job's supervisor.
+    pub async fn output(&self, request: OutputRequest) -> Result<OutputPage, ErrorReply> {
+        let (reply, answer) = oneshot::channel();
+        let (job, stream, offset) = (request.job.clone(), request.stream, request.offset);
+        let cmd = Cmd::Output { request, reply };
+        self.cmds.send(cmd).await.map_err(|_| shutting_down())?;
+        let (source, limit) = answer.await.map_err(|_| shutting_down())??;
+        tokio::task::spawn_blocking(move || output::page(source, job, stream, offset, limit))
+            .await
+            .map_err(|e| ErrorReply::new(ErrorKind::Internal, format!("paging failed: {e}")))?
     }
 
     pub async fn status(&self) -> Option<StatusInfo> {

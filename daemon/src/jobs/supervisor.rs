@@ -3,16 +3,17 @@
 //! process group; nothing else signals it.
 
 use std::os::fd::OwnedFd;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use bashd_protocol::{ExecResult, JobState, Response};
+use bashd_protocol::{ErrorKind, ErrorReply, ExecResult, JobState, Response, StreamName};
 use rustix::process::{Signal, WaitStatus};
 use tokio::io::AsyncReadExt;
 use tokio::net::unix::pipe;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use super::process::{self, Spawned};
-use crate::output::Capture;
+use crate::output::{self, OutputSource, Shape, StreamCapture};
 
 /// How long output is still read after the shell exits, for processes that inherited
 /// its pipes and are about to close them.
@@ -36,9 +37,24 @@ pub struct JobRun {
     pub spawned: Spawned,
     pub timeout: Duration,
     pub kill_grace: Duration,
-    pub max_lines: u32,
-    pub max_bytes: u32,
+    pub limits: output::Limits,
+    pub shape: Shape,
+    /// The session's directory, where spill files go.
+    pub session_dir: PathBuf,
 }
+
+/// What is left of a job when it ends: its result, and its output to page through.
+#[derive(Debug)]
+pub struct Ended {
+    pub result: ExecResult,
+    pub stdout: OutputSource,
+    /// `None` when stderr was merged into stdout.
+    pub stderr: Option<OutputSource>,
+}
+
+/// The answer to a request for a stream's output: a snapshot, and how many lines a page
+/// has when the request names no limit.
+pub type SourceReply = oneshot::Sender<Result<(OutputSource, u64), ErrorReply>>;
 
 /// Why bashd stops a job before it ends on its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,6 +68,12 @@ pub enum StopReason {
 #[derive(Debug)]
 pub enum Control {
     Stop(StopReason),
+    /// A snapshot of one stream, for `bashc output` while the job runs.
+    Snapshot {
+        stream: StreamName,
+        limit: u64,
+        reply: SourceReply,
+    },
 }
 
 /// Runs the job to its end and returns its result. `requester` is the channel of the
@@ -60,14 +82,15 @@ pub async fn supervise(
     run: JobRun,
     mut control: mpsc::Receiver<Control>,
     requester: mpsc::Sender<Response>,
-) -> ExecResult {
+) -> Ended {
     let JobRun {
         meta,
         spawned,
         timeout,
         kill_grace,
-        max_lines,
-        max_bytes,
+        limits,
+        shape,
+        session_dir,
     } = run;
     let Spawned {
         pid: pgid,
@@ -76,8 +99,13 @@ pub async fn supervise(
         mut exit,
     } = spawned;
     let merged = stderr.is_none();
-    let mut out = PipeReader::new(stdout, Capture::new(max_lines, max_bytes));
-    let mut err = PipeReader::new_optional(stderr, Capture::new(max_lines, max_bytes));
+    let capture = |stream: &str| {
+        let path = session_dir.join(format!("{}.{stream}", meta.job));
+        StreamCapture::new(limits, path, false)
+    };
+    let mut out = PipeReader::new(stdout, capture("stdout"));
+    let mut err = PipeReader::new_optional(stderr, capture("stderr"));
+    let mut control_open = true;
 
     let mut leader: Option<WaitStatus> = None;
     let mut stop: Option<StopReason> = None;
@@ -104,7 +132,22 @@ pub async fn supervise(
                 stop = Some(StopReason::Timeout);
             }
             () = requester.closed(), if !stopping => stop = Some(StopReason::Abandoned),
-            Some(Control::Stop(reason)) = control.recv(), if !stopping => stop = Some(reason),
+            msg = control.recv(), if control_open => match msg {
+                Some(Control::Stop(reason)) => {
+                    if !stopping {
+                        stop = Some(reason);
+                    }
+                }
+                Some(Control::Snapshot { stream, limit, reply }) => {
+                    let source = match (stream, merged) {
+                        (StreamName::Stdout, _) => Ok(out.capture.source()),
+                        (StreamName::Stderr, false) => Ok(err.capture.source()),
+                        (StreamName::Stderr, true) => Err(merged_stderr(&meta.job)),
+                    };
+                    let _ = reply.send(source.map(|s| (s, limit)));
+                }
+                None => control_open = false,
+            },
             () = sleep_until_some(sigkill_at) => {
                 process::signal_group(pgid, Signal::KILL);
                 sigkill_at = None;
@@ -138,6 +181,8 @@ pub async fn supervise(
         (None, Some(status)) => (JobState::Exited, status.exit_status(), None),
         (None, None) => (JobState::Killed, None, None),
     };
+    out.capture.finish();
+    err.capture.finish();
     let mut notices = Vec::new();
     match stop {
         Some(StopReason::Timeout) => notices.push(format!(
@@ -156,7 +201,11 @@ pub async fn supervise(
         );
     }
 
-    ExecResult {
+    notices.extend(out.capture.notice("stdout"));
+    if !merged {
+        notices.extend(err.capture.notice("stderr"));
+    }
+    let result = ExecResult {
         job: meta.job,
         session: meta.session,
         pid: Some(pgid.as_raw_nonzero().get() as u32),
@@ -167,10 +216,22 @@ pub async fn supervise(
         backgrounded: false,
         description: meta.description,
         workdir: meta.workdir,
-        stdout: out.capture.render(),
-        stderr: (!merged).then(|| err.capture.render()),
+        stdout: out.capture.result(shape),
+        stderr: (!merged).then(|| err.capture.result(shape)),
         notice: (!notices.is_empty()).then(|| notices.join("\n")),
+    };
+    Ended {
+        result,
+        stdout: out.capture.source(),
+        stderr: (!merged).then(|| err.capture.source()),
     }
+}
+
+pub fn merged_stderr(job: &str) -> ErrorReply {
+    ErrorReply::new(
+        ErrorKind::InvalidRequest,
+        format!("{job} ran with --merge-stderr: its stderr is in its stdout"),
+    )
 }
 
 fn code(status: Option<WaitStatus>) -> Option<i32> {
@@ -192,15 +253,15 @@ async fn sleep_until_some(deadline: Option<Instant>) {
 struct PipeReader {
     pipe: Option<pipe::Receiver>,
     buf: Vec<u8>,
-    capture: Capture,
+    capture: StreamCapture,
 }
 
 impl PipeReader {
-    fn new(fd: OwnedFd, capture: Capture) -> PipeReader {
+    fn new(fd: OwnedFd, capture: StreamCapture) -> PipeReader {
         Self::new_optional(Some(fd), capture)
     }
 
-    fn new_optional(fd: Option<OwnedFd>, capture: Capture) -> PipeReader {
+    fn new_optional(fd: Option<OwnedFd>, capture: StreamCapture) -> PipeReader {
         let pipe = fd.and_then(|fd| pipe::Receiver::from_owned_fd(fd).ok());
         PipeReader {
             pipe,

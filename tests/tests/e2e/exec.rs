@@ -49,6 +49,7 @@ fn exec_prints_both_streams_and_exits_with_the_commands_status() {
         "total_bytes",
         "shown_lines",
         "shown_bytes",
+        "partial",
         "full_output",
     ] {
         assert!(

@@ -4,6 +4,7 @@
 
 mod daemon_lifecycle;
 mod exec;
+mod output;
 mod protocol;
 
 use std::process::Output;

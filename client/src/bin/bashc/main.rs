@@ -8,7 +8,9 @@ use std::io::{Read, Write};
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
-use bashc::protocol::{Direction, ExecParams, Mode, OnTimeout, OutputOptions};
+use bashc::protocol::{
+    Direction, ExecParams, Mode, OnTimeout, OutputOptions, OutputRequest, StreamName,
+};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// Exit status when bashd cannot be reached or refuses a request.
@@ -37,6 +39,13 @@ enum Command {
     /// process group are killed at the timeout); 255 if bashd refused or could not be
     /// reached.
     Exec(ExecArgs),
+    /// Print lines of a job's full output, as `sed -n` would.
+    ///
+    /// Reads the spill file of a stream that passed its limits, or the output kept in
+    /// memory. Lines count from 1. Only the lines go to stdout; anything to say about
+    /// them (a line cut because it is longer than 1 MiB, a file that stopped at its
+    /// size cap) goes to stderr. --json adds the range and the totals.
+    Output(OutputArgs),
     /// Show the daemon's pid, version, uptime, runtime dir and running jobs.
     Status(StatusArgs),
 }
@@ -106,13 +115,15 @@ struct ExecArgs {
     /// Most bytes of each stream to show (default 51200).
     #[arg(long, value_name = "N")]
     max_bytes: Option<u32>,
-    /// Not supported yet: the last lines are shown.
+    /// Which lines to show when the output passes a limit: the last (tail, the
+    /// default), the first (head), or half of each (head_tail). The whole output is
+    /// kept in a file either way, named in the result.
     #[arg(long, value_enum)]
     direction: Option<DirectionArg>,
-    /// Not supported yet.
+    /// Show at most the first N lines (with --tail too: the first N and the last M).
     #[arg(long, value_name = "N")]
     head: Option<u32>,
-    /// Not supported yet.
+    /// Show at most the last N lines.
     #[arg(long, value_name = "N")]
     tail: Option<u32>,
     /// Not supported yet.
@@ -124,6 +135,30 @@ struct ExecArgs {
     /// The command; several words are joined with spaces; `-` reads it from stdin.
     #[arg(required = true, num_args = 1.., allow_hyphen_values = true, trailing_var_arg = true)]
     command: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum StreamArg {
+    Stdout,
+    Stderr,
+}
+
+#[derive(Debug, Args)]
+struct OutputArgs {
+    /// The job, as `exec` named it (j12).
+    job: String,
+    /// Which stream to read.
+    #[arg(long, value_enum, default_value = "stdout")]
+    stream: StreamArg,
+    /// The first line to print, counting from 1.
+    #[arg(long, value_name = "LINE", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    offset: u64,
+    /// Most lines to print (default: the daemon's max_lines, 2000).
+    #[arg(long, value_name = "LINES")]
+    limit: Option<u64>,
+    /// Print the page as JSON, with its range and the stream's totals.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -156,6 +191,7 @@ fn fail(e: anyhow::Error) -> ExitCode {
 async fn run(cli: Cli) -> anyhow::Result<u8> {
     match cli.command {
         Command::Exec(args) => exec(args).await,
+        Command::Output(args) => output(args).await,
         Command::Status(args) => status(args).await,
     }
 }
@@ -189,15 +225,11 @@ fn exec_params(args: &ExecArgs) -> anyhow::Result<ExecParams> {
     if args.stream {
         return not_yet("--stream");
     }
-    if args.head.is_some() || args.tail.is_some() {
-        return not_yet("--head and --tail");
-    }
-    let direction = match args.direction {
-        None | Some(DirectionArg::Tail) => Direction::Tail,
-        Some(DirectionArg::Head | DirectionArg::HeadTail) => {
-            return not_yet("--direction head and head_tail");
-        }
-    };
+    let direction = args.direction.map(|d| match d {
+        DirectionArg::Tail => Direction::Tail,
+        DirectionArg::Head => Direction::Head,
+        DirectionArg::HeadTail => Direction::HeadTail,
+    });
 
     let command = if args.command.len() == 1 && args.command[0] == "-" {
         let mut command = String::new();
@@ -240,11 +272,31 @@ fn exec_params(args: &ExecArgs) -> anyhow::Result<ExecParams> {
             max_lines: args.max_lines,
             max_bytes: args.max_bytes,
             direction,
-            head: None,
-            tail: None,
+            head: args.head,
+            tail: args.tail,
         },
         ..ExecParams::new(command, session, workdir)
     })
+}
+
+async fn output(args: OutputArgs) -> anyhow::Result<u8> {
+    let client = connect().await?;
+    let page = client
+        .output(OutputRequest {
+            job: args.job,
+            stream: match args.stream {
+                StreamArg::Stdout => StreamName::Stdout,
+                StreamArg::Stderr => StreamName::Stderr,
+            },
+            offset: args.offset,
+            limit: args.limit,
+        })
+        .await?;
+    if let Some(notice) = page.notice.as_ref().filter(|_| !args.json) {
+        eprintln!("bashc: {notice}");
+    }
+    print(args.json, &page, render::page_text)?;
+    Ok(0)
 }
 
 async fn status(args: StatusArgs) -> anyhow::Result<u8> {

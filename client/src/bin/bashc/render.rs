@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use bashc::protocol::{Direction, ExecResult, JobState, StatusInfo, StreamResult};
+use bashc::protocol::{Direction, ExecResult, JobState, OutputPage, StatusInfo, StreamResult};
 
 const EXIT_TIMEOUT: u8 = 124;
 const EXIT_DENIED: u8 = 126;
@@ -59,16 +59,7 @@ fn section(out: &mut String, name: &str, stream: &StreamResult) {
         out.push('\n');
     }
     if stream.truncated {
-        let which = match stream.direction {
-            Direction::Tail => "last",
-            Direction::Head => "first",
-            Direction::HeadTail => "first and last",
-        };
-        let _ = write!(
-            out,
-            "[{name}: showing {which} {} of {} lines",
-            stream.shown_lines, stream.total_lines
-        );
+        let _ = write!(out, "[{name}: showing {}", shown_part(stream));
         match &stream.full_output {
             Some(path) => {
                 let _ = writeln!(out, ". Full output: {path}]");
@@ -77,6 +68,43 @@ fn section(out: &mut String, name: &str, stream: &StreamResult) {
         }
     }
     out.push('\n');
+}
+
+/// `last 2000 of 8500 lines`, and the like, for the notice under a cut stream.
+fn shown_part(stream: &StreamResult) -> String {
+    let total = stream.total_lines;
+    if stream.partial && stream.shown_lines <= 1 {
+        let which = match stream.direction {
+            Direction::Head => "first",
+            _ => "last",
+        };
+        return format!(
+            "{which} {} of {} bytes of a single long line",
+            stream.shown_bytes, stream.total_bytes
+        );
+    }
+    let partial = if stream.partial {
+        ", one of them cut"
+    } else {
+        ""
+    };
+    match stream.direction {
+        Direction::Tail => format!("last {} of {total} lines{partial}", stream.shown_lines),
+        Direction::Head => format!("first {} of {total} lines{partial}", stream.shown_lines),
+        Direction::HeadTail => format!(
+            "{} of {total} lines, from the start and the end{partial}",
+            stream.shown_lines
+        ),
+    }
+}
+
+/// `bashc output` prints the lines and nothing else, ending with a newline.
+pub fn page_text(page: &OutputPage) -> String {
+    let mut text = page.text.clone();
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text
 }
 
 pub fn status_text(status: &StatusInfo) -> String {

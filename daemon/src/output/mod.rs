@@ -1,0 +1,174 @@
+//! The output pipeline of one job (DESIGN §5):
+//!
+//! ```text
+//! pipe chunks -> sanitize -> count -> head + tail -> spill file -> render
+//! ```
+//!
+//! [`StreamCapture`] runs it for one stream and is owned by the job's supervisor;
+//! [`render`] makes a result of it, [`page`] reads pages of the whole stream.
+
+mod page;
+mod render;
+mod sanitize;
+mod store;
+
+use std::path::PathBuf;
+
+use bashd_protocol::StreamResult;
+
+pub use page::{Content, OutputSource, page};
+pub use render::Shape;
+pub use store::Limits;
+
+use sanitize::Sanitizer;
+use store::Store;
+
+/// One stream of one job, from raw pipe bytes to what a result shows.
+pub struct StreamCapture {
+    sanitizer: Sanitizer,
+    store: Store,
+    finished: bool,
+}
+
+impl StreamCapture {
+    pub fn new(limits: Limits, spill_path: PathBuf, spill_from_start: bool) -> StreamCapture {
+        StreamCapture {
+            sanitizer: Sanitizer::new(),
+            store: Store::new(limits, spill_path, spill_from_start),
+            finished: false,
+        }
+    }
+
+    pub fn push(&mut self, raw: &[u8]) {
+        let store = &mut self.store;
+        self.sanitizer.feed(raw, |text| store.push(text));
+    }
+
+    /// The pipe is closed: what the sanitizer still holds is the last line.
+    pub fn finish(&mut self) {
+        if !self.finished {
+            let store = &mut self.store;
+            self.sanitizer.finish(|text| store.push(text));
+            self.finished = true;
+        }
+    }
+
+    pub fn result(&self, shape: Shape) -> StreamResult {
+        let spill = self.store.spill();
+        let full_output = spill
+            .started()
+            .then(|| spill.path().to_string_lossy().into_owned());
+        render::render(&self.store, shape, full_output)
+    }
+
+    /// What a result must say about the spill file beyond its path: that it stopped at
+    /// its cap, or could not be written.
+    pub fn notice(&self, stream: &str) -> Option<String> {
+        let spill = self.store.spill();
+        let path = spill.path().display();
+        if let Some(error) = spill.error() {
+            return Some(format!(
+                "Full output file may be incomplete: {path} ({error})"
+            ));
+        }
+        spill.capped().then(|| {
+            format!(
+                "{stream}: full output truncated at {} (limits.max_spill_bytes): {path} holds the first {} of {} bytes.",
+                human_size(self.store.limits().max_spill_bytes),
+                spill.written(),
+                self.store.total_bytes()
+            )
+        })
+    }
+
+    /// A snapshot to page through: the spill file when there is one, else the text
+    /// itself, which is then within the limits.
+    pub fn source(&self) -> OutputSource {
+        let spill = self.store.spill();
+        let pending = self.sanitizer.pending();
+        let content = if spill.started() {
+            Content::File {
+                path: spill.path().to_owned(),
+                len: spill.written(),
+                capped: spill.capped(),
+                error: spill.error().map(str::to_owned),
+            }
+        } else {
+            let (head, _) = self.store.head();
+            Content::Memory([head, pending].concat())
+        };
+        // A line longer than the sanitizer's cap was handed on in part already.
+        let pending_line = u64::from(!pending.is_empty() && !self.store.ends_mid_line());
+        OutputSource {
+            content,
+            total_lines: self.store.total_lines() + pending_line,
+            total_bytes: self.store.total_bytes() + pending.len() as u64,
+            complete: self.finished,
+        }
+    }
+}
+
+/// `100 MiB` for whole mebibytes, else the number of bytes.
+pub fn human_size(bytes: u64) -> String {
+    const MIB: u64 = 1024 * 1024;
+    if bytes >= MIB && bytes.is_multiple_of(MIB) {
+        format!("{} MiB", bytes / MIB)
+    } else {
+        format!("{bytes} bytes")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn capture(input: &[u8], cuts: &[usize], limits: Limits, path: PathBuf) -> StreamCapture {
+        let mut capture = StreamCapture::new(limits, path, false);
+        let mut start = 0;
+        for &end in cuts {
+            capture.push(&input[start..end]);
+            start = end;
+        }
+        capture.push(&input[start..]);
+        capture.finish();
+        capture
+    }
+
+    proptest! {
+        #[test]
+        fn any_split_gives_the_same_result_and_the_spill_file_is_the_sanitized_whole(
+            input in sanitize::tests::interesting_bytes(),
+            repeat in 1usize..40,
+            cuts in proptest::collection::vec(any::<prop::sample::Index>(), 0..6),
+        ) {
+            // Repeated so that some inputs pass the limits and spill, some do not.
+            let input = input.repeat(repeat);
+            let dir = tempfile::tempdir().unwrap();
+            let limits = Limits { max_lines: 20, max_bytes: 300, max_spill_bytes: 1 << 20 };
+            let mut at: Vec<usize> = cuts.iter().map(|i| i.index(input.len() + 1)).collect();
+            at.sort_unstable();
+            let whole = capture(&input, &[], limits, dir.path().join("sessions/s/whole"));
+            let split = capture(&input, &at, limits, dir.path().join("sessions/s/split"));
+            let shape = Shape::default();
+            let (a, b) = (whole.result(shape), split.result(shape));
+            prop_assert_eq!(&a.text, &b.text);
+            prop_assert_eq!((a.total_lines, a.total_bytes, a.truncated), (b.total_lines, b.total_bytes, b.truncated));
+            prop_assert!(a.text.len() <= 300 && a.shown_lines <= 20);
+
+            let mut sanitizer = Sanitizer::new();
+            let mut sanitized = Vec::new();
+            sanitizer.feed(&input, |t| sanitized.extend_from_slice(t));
+            sanitizer.finish(|t| sanitized.extend_from_slice(t));
+            prop_assert_eq!(a.total_bytes, sanitized.len() as u64);
+            if a.truncated {
+                let file = std::fs::read(dir.path().join("sessions/s/split")).unwrap();
+                prop_assert_eq!(file, sanitized);
+            } else {
+                prop_assert_eq!(a.text.as_bytes(), &sanitized[..]);
+                prop_assert!(!dir.path().join("sessions/s/split").exists());
+            }
+        }
+    }
+}

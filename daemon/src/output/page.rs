@@ -1,0 +1,297 @@
+//! Pages through the whole of a stream (`bashc output`): 1-based line offsets, as file
+//! viewers count them, over the spill file or the text kept in memory.
+
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Read};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::PathBuf;
+
+use bashd_protocol::{ErrorKind, ErrorReply, OutputPage, StreamName};
+
+use super::store::char_floor;
+
+/// The most text one page carries, whatever the line count asked for: a line longer
+/// than this is cut, and the page says so.
+pub const PAGE_MAX_BYTES: usize = 1024 * 1024;
+
+/// A snapshot of one stream to read pages from.
+#[derive(Debug, Clone)]
+pub struct OutputSource {
+    pub content: Content,
+    pub total_lines: u64,
+    pub total_bytes: u64,
+    /// The stream has ended.
+    pub complete: bool,
+}
+
+#[derive(Debug, Clone)]
+pub enum Content {
+    /// The whole stream, which never passed a limit.
+    Memory(Vec<u8>),
+    /// The spill file, of which `len` bytes were written when the snapshot was taken.
+    File {
+        path: PathBuf,
+        len: u64,
+        capped: bool,
+        error: Option<String>,
+    },
+}
+
+/// Reads lines `offset .. offset + limit` of `source`. Blocking: run it off the
+/// async workers.
+pub fn page(
+    source: OutputSource,
+    job: String,
+    stream: StreamName,
+    offset: u64,
+    limit: u64,
+) -> Result<OutputPage, ErrorReply> {
+    let offset = offset.max(1);
+    let cannot_read = |path: &std::path::Path, e: io::Error, earlier: Option<&str>| {
+        let earlier = earlier.map_or(String::new(), |w| format!("; writing it had failed: {w}"));
+        ErrorReply::new(
+            ErrorKind::Internal,
+            format!(
+                "cannot read the output of {job} from {}: {e}{earlier}",
+                path.display()
+            ),
+        )
+    };
+    let (lines, full_output, capped) = match &source.content {
+        Content::Memory(text) => {
+            let lines = read_lines(&text[..], offset, limit).map_err(|e| {
+                ErrorReply::new(
+                    ErrorKind::Internal,
+                    format!("cannot page the output of {job}: {e}"),
+                )
+            })?;
+            (lines, None, false)
+        }
+        Content::File {
+            path,
+            len,
+            capped,
+            error,
+        } => {
+            let file = File::options()
+                .read(true)
+                .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+                .open(path)
+                .map_err(|e| cannot_read(path, e, error.as_deref()))?;
+            let reader = BufReader::with_capacity(256 * 1024, file.take(*len));
+            let lines = read_lines(reader, offset, limit)
+                .map_err(|e| cannot_read(path, e, error.as_deref()))?;
+            (lines, Some(path.to_string_lossy().into_owned()), *capped)
+        }
+    };
+    let mut notice = Vec::new();
+    if let Some(line) = lines.cut_line {
+        let path = full_output.as_deref().unwrap_or("the output");
+        notice.push(format!(
+            "Line {line} is longer than {} KiB and is cut here; the whole line is in {path}.",
+            PAGE_MAX_BYTES / 1024
+        ));
+    }
+    let end = offset + lines.count;
+    if lines.next.is_none() && capped && end <= source.total_lines {
+        notice.push(format!(
+            "The full output file stopped at its size cap after line {}; the {} lines after it were not kept.",
+            end - 1,
+            source.total_lines - (end - 1)
+        ));
+    }
+    Ok(OutputPage {
+        job,
+        stream,
+        offset,
+        lines: lines.count,
+        text: String::from_utf8_lossy(&lines.text).into_owned(),
+        next_offset: lines.next,
+        total_lines: source.total_lines,
+        total_bytes: source.total_bytes,
+        complete: source.complete,
+        full_output,
+        notice: (!notice.is_empty()).then(|| notice.join("\n")),
+    })
+}
+
+#[derive(Debug, PartialEq, Eq)]
+struct Lines {
+    text: Vec<u8>,
+    count: u64,
+    /// The line to read next, when there is more.
+    next: Option<u64>,
+    /// The line that was cut at [`PAGE_MAX_BYTES`].
+    cut_line: Option<u64>,
+}
+
+/// Skips to line `offset` (1-based) and takes up to `limit` lines and at most
+/// [`PAGE_MAX_BYTES`], without ever holding more than that in memory.
+fn read_lines(mut reader: impl BufRead, offset: u64, limit: u64) -> io::Result<Lines> {
+    let mut line = 1;
+    while line < offset {
+        let buf = reader.fill_buf()?;
+        if buf.is_empty() {
+            break;
+        }
+        let skip = offset - line;
+        match memchr::memchr_iter(b'\n', buf).nth((skip - 1) as usize) {
+            Some(i) => {
+                reader.consume(i + 1);
+                line = offset;
+            }
+            None => {
+                line += memchr::memchr_iter(b'\n', buf).count() as u64;
+                let n = buf.len();
+                reader.consume(n);
+            }
+        }
+    }
+    let mut text = Vec::new();
+    let mut count = 0;
+    let mut cut_line = None;
+    let mut in_line = false;
+    while count < limit {
+        let buf = reader.fill_buf()?;
+        if buf.is_empty() {
+            break;
+        }
+        let (take, ends_line) = match memchr::memchr(b'\n', buf) {
+            Some(i) => (i + 1, true),
+            None => (buf.len(), false),
+        };
+        let room = PAGE_MAX_BYTES - text.len();
+        if take > room {
+            if count > 0 && !in_line {
+                // The next line would not fit: it starts the next page.
+                break;
+            }
+            let fits = char_floor(&buf[..take], room);
+            text.extend_from_slice(&buf[..fits]);
+            text.push(b'\n');
+            reader.consume(take);
+            skip_rest_of_line(&mut reader, ends_line)?;
+            cut_line = Some(offset + count);
+            count += 1;
+            break;
+        }
+        text.extend_from_slice(&buf[..take]);
+        reader.consume(take);
+        in_line = !ends_line;
+        if ends_line {
+            count += 1;
+        }
+    }
+    if in_line {
+        // The stream ended on a line without a newline.
+        count += 1;
+    }
+    let more = !reader.fill_buf()?.is_empty();
+    Ok(Lines {
+        text,
+        count,
+        next: more.then_some(offset + count),
+        cut_line,
+    })
+}
+
+fn skip_rest_of_line(reader: &mut impl BufRead, already_ended: bool) -> io::Result<()> {
+    if already_ended {
+        return Ok(());
+    }
+    loop {
+        let buf = reader.fill_buf()?;
+        if buf.is_empty() {
+            return Ok(());
+        }
+        match memchr::memchr(b'\n', buf) {
+            Some(i) => {
+                reader.consume(i + 1);
+                return Ok(());
+            }
+            None => {
+                let n = buf.len();
+                reader.consume(n);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(text: &str, offset: u64, limit: u64) -> Lines {
+        read_lines(text.as_bytes(), offset, limit).unwrap()
+    }
+
+    #[test]
+    fn pages_count_lines_from_one() {
+        let text: String = (1..=10).map(|i| format!("{i}\n")).collect();
+        let page = lines(&text, 1, 3);
+        assert_eq!(
+            (page.text.as_slice(), page.count, page.next),
+            (&b"1\n2\n3\n"[..], 3, Some(4))
+        );
+        let page = lines(&text, 9, 5);
+        assert_eq!(
+            (page.text.as_slice(), page.count, page.next),
+            (&b"9\n10\n"[..], 2, None)
+        );
+        let page = lines(&text, 11, 5);
+        assert_eq!((page.count, page.next), (0, None));
+    }
+
+    #[test]
+    fn a_last_line_without_newline_counts() {
+        let page = lines("a\nb", 2, 10);
+        assert_eq!(
+            (page.text.as_slice(), page.count, page.next),
+            (&b"b"[..], 1, None)
+        );
+    }
+
+    #[test]
+    fn pages_are_bounded_in_bytes() {
+        let long = "x".repeat(PAGE_MAX_BYTES + 10);
+        let text = format!("short\n{long}\nafter\n");
+        let page = lines(&text, 1, 10);
+        assert_eq!(
+            (page.count, page.next),
+            (1, Some(2)),
+            "the long line starts the next page"
+        );
+        let page = lines(&text, 2, 10);
+        assert_eq!(
+            (page.count, page.next, page.cut_line),
+            (1, Some(3), Some(2))
+        );
+        assert_eq!(page.text.len(), PAGE_MAX_BYTES + 1);
+        let page = lines(&text, 3, 10);
+        assert_eq!(page.text, b"after\n");
+    }
+
+    #[test]
+    fn reading_a_spill_file_stops_at_the_snapshot_length() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j1.stdout");
+        std::fs::write(&path, "1\n2\n3\n4\n").unwrap();
+        let source = OutputSource {
+            content: Content::File {
+                path: path.clone(),
+                len: 4,
+                capped: false,
+                error: None,
+            },
+            total_lines: 2,
+            total_bytes: 4,
+            complete: false,
+        };
+        let page = page(source, "j1".into(), StreamName::Stdout, 1, 100).unwrap();
+        assert_eq!(
+            (page.text.as_str(), page.lines, page.next_offset),
+            ("1\n2\n", 2, None)
+        );
+        assert_eq!(page.full_output.as_deref(), path.to_str());
+    }
+}

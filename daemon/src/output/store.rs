@@ -1,0 +1,370 @@
+//! What bashd keeps of one sanitized stream (DESIGN §5): exact totals, the first
+//! `max_bytes` bytes, the last `max_bytes + 1`, and, once the stream passes a limit,
+//! the whole of it in a spill file. Memory stays bounded by the limits whatever the
+//! stream's size.
+
+use std::collections::VecDeque;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+/// The limits a stream is kept and shown by.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub max_lines: u64,
+    pub max_bytes: usize,
+    pub max_spill_bytes: u64,
+}
+
+#[derive(Debug)]
+pub struct Store {
+    limits: Limits,
+    total_bytes: u64,
+    newlines: u64,
+    last_byte: Option<u8>,
+    /// The first `max_bytes` bytes: the whole stream until it passes a limit.
+    head: Vec<u8>,
+    /// The last `max_bytes + 1` bytes: one more than can be shown, so that a cut can
+    /// tell whether it starts on a line start.
+    tail: VecDeque<u8>,
+    spill: Spill,
+}
+
+impl Store {
+    /// `spill_path` is where the whole stream goes once it passes a limit, or at once
+    /// when `spill_from_start` (background jobs, whose output nobody reads live).
+    pub fn new(limits: Limits, spill_path: PathBuf, spill_from_start: bool) -> Store {
+        let limits = Limits {
+            max_lines: limits.max_lines.max(1),
+            max_bytes: limits.max_bytes.max(1),
+            ..limits
+        };
+        let mut store = Store {
+            limits,
+            total_bytes: 0,
+            newlines: 0,
+            last_byte: None,
+            head: Vec::new(),
+            tail: VecDeque::new(),
+            spill: Spill::new(spill_path, limits.max_spill_bytes),
+        };
+        if spill_from_start {
+            store.spill.start(&[]);
+        }
+        store
+    }
+
+    /// Keeps one piece of sanitized text.
+    pub fn push(&mut self, text: &[u8]) {
+        let Some(&last) = text.last() else {
+            return;
+        };
+        let newlines = self.newlines + memchr::memchr_iter(b'\n', text).count() as u64;
+        let total_bytes = self.total_bytes + text.len() as u64;
+        let total_lines = newlines + u64::from(last != b'\n');
+        if !self.spill.started()
+            && (total_bytes > self.limits.max_bytes as u64 || total_lines > self.limits.max_lines)
+        {
+            // Everything so far is in `head`, since nothing passed a limit before.
+            self.spill.start(&self.head);
+        }
+        self.spill.write(text);
+
+        let room = self.limits.max_bytes - self.head.len();
+        self.head.extend_from_slice(&text[..room.min(text.len())]);
+        let keep = self.limits.max_bytes + 1;
+        let text = &text[text.len().saturating_sub(keep)..];
+        let overflow = (self.tail.len() + text.len()).saturating_sub(keep);
+        self.tail.drain(..overflow);
+        self.tail.extend(text);
+
+        self.newlines = newlines;
+        self.total_bytes = total_bytes;
+        self.last_byte = Some(last);
+    }
+
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    pub fn total_bytes(&self) -> u64 {
+        self.total_bytes
+    }
+
+    /// Every line, a last one without a newline included.
+    pub fn total_lines(&self) -> u64 {
+        self.newlines + u64::from(self.last_byte.is_some_and(|b| b != b'\n'))
+    }
+
+    /// The last line kept has no newline yet.
+    pub fn ends_mid_line(&self) -> bool {
+        self.last_byte.is_some_and(|b| b != b'\n')
+    }
+
+    /// The first bytes of the stream, and whether they are all of it.
+    pub fn head(&self) -> (&[u8], bool) {
+        (&self.head, self.head.len() as u64 == self.total_bytes)
+    }
+
+    /// The last bytes of the stream, and whether they start at its beginning.
+    pub fn tail(&self) -> (Vec<u8>, bool) {
+        let (a, b) = self.tail.as_slices();
+        ([a, b].concat(), self.tail.len() as u64 == self.total_bytes)
+    }
+
+    pub fn spill(&self) -> &Spill {
+        &self.spill
+    }
+}
+
+/// The file that holds a whole stream, and how far it got.
+#[derive(Debug)]
+pub struct Spill {
+    path: PathBuf,
+    cap: u64,
+    written: u64,
+    state: SpillState,
+}
+
+#[derive(Debug)]
+enum SpillState {
+    NotStarted,
+    Writing(File),
+    /// The file reached `max_spill_bytes` and ends there.
+    Capped,
+    /// The file could not be created or written; the job goes on without it.
+    Failed(String),
+}
+
+impl Spill {
+    fn new(path: PathBuf, cap: u64) -> Spill {
+        Spill {
+            path,
+            cap,
+            written: 0,
+            state: SpillState::NotStarted,
+        }
+    }
+
+    pub fn started(&self) -> bool {
+        !matches!(self.state, SpillState::NotStarted)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Bytes in the file.
+    pub fn written(&self) -> u64 {
+        self.written
+    }
+
+    pub fn capped(&self) -> bool {
+        matches!(self.state, SpillState::Capped)
+    }
+
+    pub fn error(&self) -> Option<&str> {
+        match &self.state {
+            SpillState::Failed(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    fn start(&mut self, already: &[u8]) {
+        self.state = match create_spill_file(&self.path) {
+            Ok(file) => SpillState::Writing(file),
+            Err(e) => {
+                tracing::warn!(path = %self.path.display(), "cannot create spill file: {e}");
+                SpillState::Failed(e.to_string())
+            }
+        };
+        self.write(already);
+    }
+
+    fn write(&mut self, text: &[u8]) {
+        let SpillState::Writing(file) = &mut self.state else {
+            return;
+        };
+        let room = self.cap - self.written;
+        let fits = if text.len() as u64 > room {
+            char_floor(text, room as usize)
+        } else {
+            text.len()
+        };
+        // A synchronous write: it lands in the page cache, and a disk too slow for
+        // that stalls only this job's supervisor.
+        if let Err(e) = file.write_all(&text[..fits]) {
+            tracing::warn!(path = %self.path.display(), "cannot write spill file: {e}");
+            self.state = SpillState::Failed(e.to_string());
+            return;
+        }
+        self.written += fits as u64;
+        if fits < text.len() {
+            self.state = SpillState::Capped;
+        }
+    }
+}
+
+/// Creates `sessions/<session>/` (0700) as needed and the file in it (0600), never
+/// through a symlink.
+fn create_spill_file(path: &Path) -> io::Result<File> {
+    if let Some(session_dir) = path.parent() {
+        if let Some(sessions) = session_dir.parent() {
+            create_private_dir(sessions)?;
+        }
+        create_private_dir(session_dir)?;
+    }
+    OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .custom_flags(libc_o_nofollow())
+        .open(path)
+}
+
+fn create_private_dir(dir: &Path) -> io::Result<()> {
+    match fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            let meta = fs::symlink_metadata(dir)?;
+            if meta.is_dir() {
+                Ok(())
+            } else {
+                Err(io::Error::other(format!(
+                    "{} is not a directory bashd made",
+                    dir.display()
+                )))
+            }
+        }
+        Err(e) => Err(e),
+    }
+}
+
+fn libc_o_nofollow() -> i32 {
+    rustix::fs::OFlags::NOFOLLOW.bits() as i32
+}
+
+/// The largest index `<= at` such that `text[..index]` ends on a whole code point,
+/// even when `text` itself was cut in the middle of one.
+pub fn char_floor(text: &[u8], at: usize) -> usize {
+    let at = at.min(text.len());
+    let Some(lead) = (0..at).rev().take(4).find(|&i| text[i] & 0xC0 != 0x80) else {
+        return at;
+    };
+    if lead + utf8_len(text[lead]) <= at {
+        at
+    } else {
+        lead
+    }
+}
+
+/// The length of the code point that starts with `lead`.
+pub fn utf8_len(lead: u8) -> usize {
+    match lead {
+        0xF0.. => 4,
+        0xE0.. => 3,
+        0xC0.. => 2,
+        _ => 1,
+    }
+}
+
+/// The smallest index `>= at` that starts a code point of `text`.
+pub fn char_ceil(text: &[u8], at: usize) -> usize {
+    let mut at = at;
+    while at < text.len() && text[at] & 0xC0 == 0x80 {
+        at += 1;
+    }
+    at
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(max_lines: u64, max_bytes: usize) -> Limits {
+        Limits {
+            max_lines,
+            max_bytes,
+            max_spill_bytes: 1 << 20,
+        }
+    }
+
+    #[test]
+    fn char_floor_never_ends_inside_a_code_point() {
+        let text = "aé🦀".as_bytes();
+        let floors: Vec<usize> = (0..=text.len()).map(|at| char_floor(text, at)).collect();
+        assert_eq!(floors, [0, 1, 1, 3, 3, 3, 3, 7]);
+        // A buffer cut inside its last code point.
+        assert_eq!(char_floor(&text[..5], 5), 3);
+    }
+
+    #[test]
+    fn small_output_stays_in_memory() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sessions/s/j1.stdout");
+        let mut store = Store::new(limits(10, 100), path.clone(), false);
+        store.push(b"a\nb\n");
+        store.push(b"c");
+        assert_eq!(store.head(), (&b"a\nb\nc"[..], true));
+        assert_eq!((store.total_lines(), store.total_bytes()), (3, 5));
+        assert!(!store.spill().started());
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn passing_a_limit_spills_everything_kept_so_far() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sessions/s/j1.stdout");
+        let mut store = Store::new(limits(3, 100), path.clone(), false);
+        store.push(b"1\n2\n");
+        store.push(b"3\n");
+        assert!(!store.spill().started(), "3 lines is within a 3-line limit");
+        store.push(b"4\n5");
+        assert_eq!(fs::read(&path).unwrap(), b"1\n2\n3\n4\n5");
+        let (tail, from_start) = store.tail();
+        assert_eq!((tail.as_slice(), from_start), (&b"1\n2\n3\n4\n5"[..], true));
+    }
+
+    #[test]
+    fn the_spill_file_ends_at_its_cap_on_a_char_boundary() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sessions/s/j1.stdout");
+        let limits = Limits {
+            max_spill_bytes: 9,
+            ..limits(1, 4)
+        };
+        let mut store = Store::new(limits, path.clone(), false);
+        store.push("abcdefghé\nmore\n".as_bytes());
+        // The ninth byte is the first half of the é: the file stops before it.
+        assert_eq!(fs::read(&path).unwrap(), b"abcdefgh");
+        assert!(store.spill().capped());
+        assert_eq!(store.total_bytes(), 16);
+    }
+
+    #[test]
+    fn a_spill_file_that_cannot_be_made_is_reported_not_fatal() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("sessions"), b"a file, not a dir").unwrap();
+        let path = dir.path().join("sessions/s/j1.stdout");
+        let mut store = Store::new(limits(1, 100), path, false);
+        store.push(b"1\n2\n3\n");
+        assert!(store.spill().error().is_some());
+        assert_eq!(store.total_lines(), 3);
+    }
+
+    #[test]
+    fn a_symlinked_spill_file_is_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = dir.path().join("outside");
+        fs::write(&outside, b"precious").unwrap();
+        fs::create_dir_all(dir.path().join("sessions/s")).unwrap();
+        let path = dir.path().join("sessions/s/j1.stdout");
+        std::os::unix::fs::symlink(&outside, &path).unwrap();
+        let mut store = Store::new(limits(1, 100), path, false);
+        store.push(b"1\n2\n");
+        assert!(store.spill().error().is_some());
+        assert_eq!(fs::read(&outside).unwrap(), b"precious");
+    }
+}
