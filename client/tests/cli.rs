@@ -20,7 +20,8 @@ fn flags_not_built_yet_are_refused_before_any_daemon_is_started() {
             .args(*flags)
             .args(["--", "true"])
             .env("BASHD_RUNTIME_DIR", &runtime_dir)
-            .env_remove("BASHD_NO_AUTOSTART")
+            // Should a flag slip through, bashc must fail without leaving a daemon behind.
+            .env("BASHD_NO_AUTOSTART", "1")
             .output()
             .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -40,7 +41,7 @@ fn output_offsets_count_from_one() {
     let out = Command::new(env!("CARGO_BIN_EXE_bashc"))
         .args(["output", "j1", "--offset", "0"])
         .env("BASHD_RUNTIME_DIR", &runtime_dir)
-        .env_remove("BASHD_NO_AUTOSTART")
+        .env("BASHD_NO_AUTOSTART", "1")
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
