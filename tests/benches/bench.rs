@@ -69,6 +69,8 @@ fn main() {
         1.2,
     );
 
+    capture_throughput(&daemon, &tokio);
+
     println!(
         "daemon idle RSS: {:.1} MiB (target <= 16 MiB)",
         idle_rss as f64 / 1024.0
@@ -76,6 +78,46 @@ fn main() {
     println!(
         "daemon RSS after the runs above: {:.1} MiB",
         memory_kib(daemon.pid(), "VmRSS").unwrap_or(0) as f64 / 1024.0
+    );
+}
+
+/// `yes | head -c 1G` through bashd against the same pipeline into a file.
+fn capture_throughput(daemon: &Daemon, tokio: &tokio::runtime::Runtime) {
+    const BYTES: u64 = 1 << 30;
+    let pipeline = format!("yes | head -c {BYTES}");
+    let file = daemon.scratch().join("capture-floor");
+    let start = Instant::now();
+    run(Command::new("bash").args(["-c", &format!("{pipeline} > {}", file.display())]));
+    let floor = start.elapsed();
+    let _ = std::fs::remove_file(&file);
+    // Not a target, the ceiling: one more process reading a pipe and doing nothing.
+    let start = Instant::now();
+    run(Command::new("bash").args(["-c", &format!("{pipeline} | cat > /dev/null")]));
+    let cat = start.elapsed();
+
+    let through = tokio.block_on(async {
+        let client = daemon.client().await;
+        let mut params = daemon.params(&pipeline);
+        params.mode = bashc::protocol::Mode::Slow;
+        let start = Instant::now();
+        let result = client.exec(params).await.unwrap();
+        assert_eq!(result.stdout.total_bytes, BYTES, "{result:?}");
+        start.elapsed()
+    });
+    let rate = |d: Duration| BYTES as f64 / d.as_secs_f64() / 1e9;
+    println!(
+        "capture of {pipeline}: {:.2} GB/s through bashd vs {:.2} GB/s into a file: {:.0}% (target >= 50% and >= 1 GB/s)",
+        rate(through),
+        rate(floor),
+        100.0 * floor.as_secs_f64() / through.as_secs_f64()
+    );
+    println!(
+        "  for scale, {pipeline} | cat > /dev/null: {:.2} GB/s",
+        rate(cat)
+    );
+    println!(
+        "daemon peak RSS (VmHWM) after the capture: {:.1} MiB",
+        memory_kib(daemon.pid(), "VmHWM").unwrap_or(0) as f64 / 1024.0
     );
 }
 

@@ -120,12 +120,23 @@ impl Reaper {
     }
 }
 
+/// The most a job can write before the supervisor reads: a large pipe lets a fast
+/// writer hand over big chunks, with fewer wake-ups on both sides.
+const PIPE_BYTES: usize = 1024 * 1024;
+
+fn output_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+    // Above /proc/sys/fs/pipe-max-size this fails, and the default size is fine.
+    let _ = rustix::pipe::fcntl_setpipe_size(&read, PIPE_BYTES);
+    Ok((read, write))
+}
+
 fn spawn(spec: SpawnSpec) -> io::Result<(Spawned, oneshot::Sender<WaitStatus>)> {
-    let (stdout_read, stdout_write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+    let (stdout_read, stdout_write) = output_pipe()?;
     let (stderr_read, stderr_write) = if spec.merge_stderr {
         (None, stdout_write.try_clone()?)
     } else {
-        let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+        let (r, w) = output_pipe()?;
         (Some(r), w)
     };
 

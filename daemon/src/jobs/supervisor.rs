@@ -18,7 +18,7 @@ use crate::output::{self, OutputSource, Shape, StreamCapture};
 /// How long output is still read after the shell exits, for processes that inherited
 /// its pipes and are about to close them.
 const STRAGGLER_DRAIN: Duration = Duration::from_millis(100);
-const READ_CHUNK: usize = 64 * 1024;
+const READ_CHUNK: usize = 256 * 1024;
 
 /// What the job table knows of a job when it starts.
 #[derive(Debug, Clone)]

@@ -90,10 +90,7 @@ impl Sanitizer {
     /// Ground state: plain text, controls and UTF-8. Returns the bytes used.
     fn feed_ground(&mut self, input: &[u8]) -> usize {
         if self.screen.cursor_at_end() {
-            let plain = input
-                .iter()
-                .position(|&b| !PLAIN[b as usize])
-                .unwrap_or(input.len());
+            let plain = plain_prefix(input);
             if plain > 0 {
                 self.screen.append_plain(&input[..plain]);
                 return plain;
@@ -195,6 +192,33 @@ impl Sanitizer {
         }
         len
     }
+}
+
+/// How many bytes at the start of `input` are [`PLAIN`]: eight at a time, since this is
+/// where nearly every byte of a big output goes.
+fn plain_prefix(input: &[u8]) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    // Per byte, the high bit set when the byte (below 0x80) equals `b`.
+    let equals = |low7: u64, b: u8| {
+        let diff = low7 ^ (ONES * u64::from(b));
+        !((diff + ONES * 0x7F) | diff) & HIGH
+    };
+    let mut at = 0;
+    for word in input.chunks_exact(8) {
+        let w = u64::from_le_bytes(word.try_into().expect("chunks of 8"));
+        let low7 = w & (ONES * 0x7F);
+        let printable = ((low7 + ONES * 0x60) & HIGH) & !equals(low7, 0x7F);
+        let plain = (printable | equals(low7, b'\t') | equals(low7, b'\n')) & !(w & HIGH);
+        if plain != HIGH {
+            return at + ((!plain & HIGH).trailing_zeros() / 8) as usize;
+        }
+        at += 8;
+    }
+    at + input[at..]
+        .iter()
+        .position(|&b| !PLAIN[b as usize])
+        .unwrap_or(input.len() - at)
 }
 
 fn first_char(text: &str) -> (char, usize) {
@@ -533,6 +557,13 @@ pub(super) mod tests {
     }
 
     proptest! {
+        #[test]
+        fn the_word_scan_agrees_with_the_table(input in proptest::collection::vec(any::<u8>(), 0..40), plain in "[ -~\t\n]{0,40}") {
+            let input = [plain.as_bytes(), &input].concat();
+            let by_table = input.iter().position(|&b| !PLAIN[b as usize]).unwrap_or(input.len());
+            prop_assert_eq!(plain_prefix(&input), by_table);
+        }
+
         #[test]
         fn any_split_gives_the_same_text(
             input in interesting_bytes(),
