@@ -11,7 +11,8 @@ use std::time::Duration;
 use bashd_protocol::codec::ClientCodec;
 use bashd_protocol::{
     ClientFrame, ErrorReply, ExecParams, ExecResult, FrameError, Hello, OutputPage, OutputRequest,
-    PROTOCOL_VERSION, Request, RequestId, Response, ServerFrame, StatusInfo, Welcome,
+    PROTOCOL_VERSION, PolicyVerdict, Request, RequestId, Response, ServerFrame, StatusInfo,
+    Welcome,
 };
 use futures::{SinkExt, StreamExt};
 use tokio::net::UnixStream;
@@ -148,8 +149,8 @@ impl Client {
                 Response::Started(_) | Response::Output(_) => {}
                 Response::Finished(result) => return Ok(*result),
                 Response::Error(error) => return Err(ClientError::Daemon(error)),
-                Response::Status(_) | Response::Page(_) => {
-                    return Err(ClientError::Unexpected("a status or a page"));
+                Response::Status(_) | Response::Page(_) | Response::Policy(_) => {
+                    return Err(ClientError::Unexpected("a reply to another request"));
                 }
             }
         }
@@ -162,6 +163,18 @@ impl Client {
             Response::Page(page) => Ok(page),
             Response::Error(error) => Err(ClientError::Daemon(error)),
             _ => Err(ClientError::Unexpected("something other than a page")),
+        }
+    }
+
+    /// Whether the daemon's policy would let `command` run; nothing runs.
+    pub async fn check_policy(&self, command: String) -> Result<PolicyVerdict, ClientError> {
+        let mut responses = self.request(Request::CheckPolicy(command)).await?;
+        match responses.next().await? {
+            Response::Policy(verdict) => Ok(verdict),
+            Response::Error(error) => Err(ClientError::Daemon(error)),
+            _ => Err(ClientError::Unexpected(
+                "something other than a policy verdict",
+            )),
         }
     }
 
@@ -203,6 +216,7 @@ async fn run_connection(
                         Response::Finished(_)
                             | Response::Status(_)
                             | Response::Page(_)
+                            | Response::Policy(_)
                             | Response::Error(_)
                     );
                     if let Some(responses) = pending.get(&id)

@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use bashd_protocol::limits;
+
+use crate::policy::{BUILTIN_RULES, CustomRule, Policy};
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
@@ -16,6 +18,8 @@ pub struct Config {
     pub timeouts: Timeouts,
     /// Added to every job's environment over the client's own (DESIGN §8).
     pub env: Vec<(String, String)>,
+    /// The command policy: built-in rules less `disable`, plus `[[policy.deny]]`.
+    pub policy: Policy,
 }
 
 #[derive(Debug, Clone)]
@@ -68,6 +72,7 @@ impl Default for Config {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
+            policy: Policy::default(),
         }
     }
 }
@@ -130,10 +135,13 @@ impl Config {
                 "limits" => file.limits(table, &mut config.limits)?,
                 "timeouts" => file.timeouts(table, &mut config.timeouts)?,
                 "env" => file.env(table, &mut config.env)?,
+                "policy" => config.policy = file.policy(table)?,
                 other => {
                     return Err(file.error(
                         key,
-                        format!("unknown section [{other}]; known: [limits], [timeouts], [env]"),
+                        format!(
+                            "unknown section [{other}]; known: [limits], [timeouts], [env], [policy]"
+                        ),
                     ));
                 }
             }
@@ -288,6 +296,105 @@ impl File<'_> {
         Ok(())
     }
 
+    /// `[policy]`: `disable = [ids]` and `[[policy.deny]]` rules.
+    fn policy(&self, table: &DeTable<'_>) -> Result<Policy, ConfigError> {
+        let mut disabled = Vec::new();
+        let mut custom = Vec::new();
+        for (key, value) in table {
+            match key.get_ref().as_ref() {
+                "disable" => {
+                    for id in self.strings("policy.disable", key, value)? {
+                        if !BUILTIN_RULES.iter().any(|rule| rule.id == id) {
+                            let known: Vec<&str> = BUILTIN_RULES.iter().map(|r| r.id).collect();
+                            return Err(self.error(
+                                key,
+                                format!(
+                                    "policy.disable names {id:?}, which is no built-in rule; built-in rules: {}",
+                                    known.join(", ")
+                                ),
+                            ));
+                        }
+                        disabled.push(id);
+                    }
+                }
+                "deny" => {
+                    let DeValue::Array(rules) = value.get_ref() else {
+                        return Err(self.error(
+                            key,
+                            "policy.deny must be written as [[policy.deny]] tables".into(),
+                        ));
+                    };
+                    for rule in rules.iter() {
+                        custom.push(self.deny_rule(key, rule)?);
+                    }
+                }
+                _ => return Err(self.unknown("policy", key, &["disable", "deny"])),
+            }
+        }
+        Ok(Policy::new(disabled, custom))
+    }
+
+    /// One `[[policy.deny]]` table: `id`, `command`, `args` (optional), `message`.
+    fn deny_rule(&self, at: &Key<'_>, rule: &Value<'_>) -> Result<CustomRule, ConfigError> {
+        let DeValue::Table(table) = rule.get_ref() else {
+            return Err(self.error(at, "each policy.deny entry must be a table".into()));
+        };
+        let (mut id, mut command, mut args, mut message) = (None, None, Vec::new(), None);
+        for (key, value) in table {
+            let name = format!("policy.deny.{}", key.get_ref());
+            let string = || match value.get_ref() {
+                DeValue::String(s) if !s.is_empty() => Ok(s.to_string()),
+                _ => Err(self.error(key, format!("{name} must be a non-empty string"))),
+            };
+            match key.get_ref().as_ref() {
+                "id" => id = Some(string()?),
+                "command" => command = Some(string()?),
+                "message" => message = Some(string()?),
+                "args" => args = self.strings(&name, key, value)?,
+                _ => {
+                    return Err(self.unknown(
+                        "policy.deny",
+                        key,
+                        &["id", "command", "args", "message"],
+                    ));
+                }
+            }
+        }
+        let line = self.line_of(rule.span().start);
+        let missing =
+            |what: &str| self.error_at(line, format!("a [[policy.deny]] rule needs `{what}`"));
+        Ok(CustomRule {
+            id: id.ok_or_else(|| missing("id"))?,
+            command: command.ok_or_else(|| missing("command"))?,
+            args,
+            message: message.ok_or_else(|| missing("message"))?,
+        })
+    }
+
+    fn strings(
+        &self,
+        name: &str,
+        key: &Key<'_>,
+        value: &Value<'_>,
+    ) -> Result<Vec<String>, ConfigError> {
+        let bad = || {
+            self.error(
+                key,
+                format!("{name} must be a list of strings, like [\"a\", \"b\"]"),
+            )
+        };
+        let DeValue::Array(items) = value.get_ref() else {
+            return Err(bad());
+        };
+        items
+            .iter()
+            .map(|item| match item.get_ref() {
+                DeValue::String(s) => Ok(s.to_string()),
+                _ => Err(bad()),
+            })
+            .collect()
+    }
+
     /// `[env]` replaces the hardening set: each key is a variable, each value a string.
     fn env(&self, table: &DeTable<'_>, env: &mut Vec<(String, String)>) -> Result<(), ConfigError> {
         env.clear();
@@ -353,6 +460,32 @@ mod tests {
         let err = parse("[limits]\nmax_lines = \"many\"\n").unwrap_err();
         assert!(
             err.contains("limits.max_lines must be a whole number"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn policy_rules_come_from_the_config() {
+        let config = parse(
+            "[policy]\ndisable = [\"git-add-blind\"]\n\n[[policy.deny]]\nid = \"no-publish\"\ncommand = \"npm\"\nargs = [\"publish\"]\nmessage = \"CI releases\"\n",
+        )
+        .unwrap();
+        assert!(config.policy.check("git add -A").is_ok());
+        assert_eq!(
+            config.policy.check("npm publish").unwrap_err().rule,
+            "no-publish"
+        );
+
+        let err = parse("[policy]\ndisable = [\"git-add-blnd\"]\n").unwrap_err();
+        assert!(
+            err.starts_with("/c.toml:2: policy.disable names \"git-add-blnd\""),
+            "{err}"
+        );
+        let err = parse("[[policy.deny]]\nid = \"x\"\ncommand = \"npm\"\n").unwrap_err();
+        assert!(err.contains("needs `message`"), "{err}");
+        let err = parse("[[policy.deny]]\nid = \"x\"\ncmd = \"npm\"\n").unwrap_err();
+        assert!(
+            err.starts_with("/c.toml:3: unknown key policy.deny.cmd"),
             "{err}"
         );
     }

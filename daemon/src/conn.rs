@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use bashd_protocol::codec::DaemonCodec;
 use bashd_protocol::{
-    ClientFrame, ErrorKind, ErrorReply, PROTOCOL_VERSION, Request, RequestId, Response,
-    ServerFrame, Welcome,
+    ClientFrame, ErrorKind, ErrorReply, PROTOCOL_VERSION, PolicyVerdict, Request, RequestId,
+    Response, ServerFrame, Welcome,
 };
 use futures::{SinkExt, StreamExt};
 use tokio::net::UnixStream;
@@ -153,6 +153,23 @@ async fn serve_request(
                 Err(error) => Response::Error(error),
             };
             let _ = out.send(ServerFrame::Response(id, response)).await;
+        }
+        Request::CheckPolicy(command) => {
+            let verdict = match jobs.check(command).await {
+                Ok(()) => PolicyVerdict {
+                    allowed: true,
+                    rule: None,
+                    message: None,
+                },
+                Err(denial) => PolicyVerdict {
+                    allowed: false,
+                    rule: Some(denial.rule),
+                    message: Some(denial.message),
+                },
+            };
+            let _ = out
+                .send(ServerFrame::Response(id, Response::Policy(verdict)))
+                .await;
         }
         Request::Status => {
             let response = match jobs.status().await {

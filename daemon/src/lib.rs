@@ -5,6 +5,7 @@ pub mod config;
 mod conn;
 pub mod jobs;
 mod output;
+pub mod policy;
 pub mod runtime;
 mod server;
 

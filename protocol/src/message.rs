@@ -47,6 +47,8 @@ pub enum Request {
     Exec(ExecParams),
     /// A page of a job's full output.
     Output(OutputRequest),
+    /// Would this command be allowed? Nothing runs.
+    CheckPolicy(String),
     Status,
 }
 
@@ -59,6 +61,7 @@ pub enum Response {
     Output(OutputChunk),
     Finished(Box<ExecResult>),
     Page(OutputPage),
+    Policy(PolicyVerdict),
     Status(StatusInfo),
     Error(ErrorReply),
 }
@@ -235,6 +238,24 @@ pub struct StreamResult {
     pub full_output: Option<String>,
 }
 
+impl StreamResult {
+    /// A stream that produced nothing.
+    pub fn empty() -> StreamResult {
+        StreamResult {
+            text: String::new(),
+            truncated: false,
+            truncated_by: None,
+            direction: Direction::Tail,
+            total_lines: 0,
+            total_bytes: 0,
+            shown_lines: 0,
+            shown_bytes: 0,
+            partial: false,
+            full_output: None,
+        }
+    }
+}
+
 /// The result of `exec`, `wait`, `kill` and `check` (DESIGN §9).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ExecResult {
@@ -252,6 +273,16 @@ pub struct ExecResult {
     /// `None` when stderr was merged into stdout.
     pub stderr: Option<StreamResult>,
     pub notice: Option<String>,
+}
+
+/// The answer of `bashc policy check`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PolicyVerdict {
+    pub allowed: bool,
+    /// The id of the rule that denies, when one does.
+    pub rule: Option<String>,
+    /// `permission denied: <rule>: <why and what to do instead>`.
+    pub message: Option<String>,
 }
 
 /// What `bashc status` shows.

@@ -70,6 +70,7 @@ fn main() {
     );
 
     capture_throughput(&daemon, &tokio);
+    policy_check_time();
 
     println!(
         "daemon idle RSS: {:.1} MiB (target <= 16 MiB)",
@@ -118,6 +119,22 @@ fn capture_throughput(daemon: &Daemon, tokio: &tokio::runtime::Runtime) {
     println!(
         "daemon peak RSS (VmHWM) after the capture: {:.1} MiB",
         memory_kib(daemon.pid(), "VmHWM").unwrap_or(0) as f64 / 1024.0
+    );
+}
+
+/// The policy check alone, in-process, with the thread's parser reused.
+fn policy_check_time() {
+    let policy = bashd::policy::Policy::default();
+    let one_liner = "cd src && git add main.rs lib.rs && cargo test --workspace 2>&1 | tail -20";
+    let line_time = median(2000, || assert!(policy.check(one_liner).is_ok()));
+    let script: String = (0..1000)
+        .map(|i| format!("if [ -f out{i} ]; then echo \"$(wc -l < out{i})\" | tee -a log; fi\n"))
+        .collect();
+    let script_time = median(20, || assert!(policy.check(&script).is_ok()));
+    println!(
+        "policy check: one-liner {:.0} us (target <= 1 ms), 1,000-line script {:.1} ms",
+        line_time.as_secs_f64() * 1e6,
+        script_time.as_secs_f64() * 1e3
     );
 }
 

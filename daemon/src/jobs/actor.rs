@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bashd_protocol::{
-    ErrorKind, ErrorReply, ExecParams, Mode, OnTimeout, OutputRequest, Response, Started,
-    StatusInfo, StreamName, is_valid_session_id, limits, runtime,
+    ErrorKind, ErrorReply, ExecParams, ExecResult, JobState, Mode, OnTimeout, OutputRequest,
+    Response, Started, StatusInfo, StreamName, StreamResult, is_valid_session_id, limits, runtime,
 };
 use tokio::sync::mpsc;
 
@@ -18,6 +18,7 @@ use super::process::{ReaperHandle, SpawnSpec};
 use super::supervisor::{self, Control, Ended, JobMeta, JobRun, SourceReply, StopReason};
 use crate::config::Config;
 use crate::output::{self, OutputSource, Shape};
+use crate::policy::Denial;
 
 /// Finished jobs whose output `bashc output` can still read. Each holds at most
 /// `max_bytes` per stream in memory (more went to its spill file), so this bounds the
@@ -93,7 +94,14 @@ impl JobsActor {
             runtime_dir,
             started: Instant::now(),
         };
-        (actor, JobsHandle { cmds: cmd_tx })
+        let policy = Arc::new(actor.config.policy.clone());
+        (
+            actor,
+            JobsHandle {
+                cmds: cmd_tx,
+                policy,
+            },
+        )
     }
 
     pub async fn run(mut self) {
@@ -107,7 +115,16 @@ impl JobsActor {
                 Some(result) = self.finished_rx.recv() => Event::Finished(result),
             };
             match event {
-                Event::Cmd(Cmd::Exec { params, events }) => self.exec(*params, events).await,
+                Event::Cmd(Cmd::Exec {
+                    params,
+                    denial: Some(denial),
+                    events,
+                }) => self.deny(*params, denial, events).await,
+                Event::Cmd(Cmd::Exec {
+                    params,
+                    denial: None,
+                    events,
+                }) => self.exec(*params, events).await,
                 Event::Cmd(Cmd::Status { reply }) => {
                     let _ = reply.send(self.status());
                 }
@@ -218,6 +235,43 @@ impl JobsActor {
             format!("no job {job}: job ids look like j12, as the result of `bashc exec` names them")
         };
         ErrorReply::new(ErrorKind::NotFound, message)
+    }
+
+    /// A command the policy refused: it gets a job id and a `denied` result, and
+    /// nothing of it runs.
+    async fn deny(&mut self, params: ExecParams, denial: Denial, events: mpsc::Sender<Response>) {
+        let job = format!("j{}", self.next_job);
+        self.next_job += 1;
+        tracing::info!(job = %job, session = %params.session, rule = %denial.rule, command = %params.command, "job denied");
+        let result = ExecResult {
+            job: job.clone(),
+            session: params.session,
+            pid: None,
+            state: JobState::Denied,
+            exit_code: None,
+            signal: None,
+            duration_ms: 0,
+            backgrounded: false,
+            description: params.description,
+            workdir: params.workdir,
+            stdout: StreamResult::empty(),
+            stderr: (!params.merge_stderr).then(StreamResult::empty),
+            notice: Some(denial.message),
+        };
+        let _ = events
+            .send(Response::Finished(Box::new(result.clone())))
+            .await;
+        let empty = OutputSource {
+            content: output::Content::Memory(Vec::new()),
+            total_lines: 0,
+            total_bytes: 0,
+            complete: true,
+        };
+        self.finished(Ended {
+            stderr: result.stderr.as_ref().map(|_| empty.clone()),
+            stdout: empty,
+            result,
+        });
     }
 
     async fn exec(&mut self, params: ExecParams, events: mpsc::Sender<Response>) {

@@ -1,6 +1,8 @@
 //! The cloneable way to talk to the job table: each call sends one command to the
 //! actor and, where it answers, waits on a oneshot.
 
+use std::sync::Arc;
+
 use bashd_protocol::{
     ErrorKind, ErrorReply, ExecParams, OutputPage, OutputRequest, Response, StatusInfo,
 };
@@ -8,6 +10,11 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::supervisor::SourceReply;
 use crate::output;
+use crate::policy::{Denial, Policy};
+
+/// Commands longer than this are checked on a blocking thread: parsing them takes long
+/// enough to hold up other requests on the same worker.
+const CHECK_INLINE_BYTES: usize = 16 * 1024;
 
 /// A command for the actor.
 #[derive(Debug)]
@@ -16,6 +23,8 @@ pub enum Cmd {
     /// `Finished` or `Error`. Dropping the receiver of `events` stops a foreground job.
     Exec {
         params: Box<ExecParams>,
+        /// The policy's refusal, checked before the actor sees the request.
+        denial: Option<Denial>,
         events: mpsc::Sender<Response>,
     },
     /// A snapshot of one stream of a job, for paging.
@@ -35,6 +44,7 @@ pub enum Cmd {
 #[derive(Debug, Clone)]
 pub struct JobsHandle {
     pub(super) cmds: mpsc::Sender<Cmd>,
+    pub(super) policy: Arc<Policy>,
 }
 
 impl JobsHandle {
@@ -42,14 +52,32 @@ impl JobsHandle {
     /// `Finished` stops the job.
     pub async fn exec(&self, params: ExecParams) -> mpsc::Receiver<Response> {
         let (events, rx) = mpsc::channel(64);
+        let denial = self.check(params.command.clone()).await.err();
         let cmd = Cmd::Exec {
             params: Box::new(params),
+            denial,
             events: events.clone(),
         };
         if self.cmds.send(cmd).await.is_err() {
             let _ = events.send(Response::Error(shutting_down())).await;
         }
         rx
+    }
+
+    /// Checks a command against the policy, off the async workers when it is long.
+    pub async fn check(&self, command: String) -> Result<(), Denial> {
+        if command.len() <= CHECK_INLINE_BYTES {
+            return self.policy.check(&command);
+        }
+        let policy = Arc::clone(&self.policy);
+        tokio::task::spawn_blocking(move || policy.check(&command))
+            .await
+            .unwrap_or_else(|_| {
+                Err(Denial {
+                    rule: "unparsable".into(),
+                    message: "permission denied: unparsable: checking the command failed inside bashd; put it in a script file".into(),
+                })
+            })
     }
 
     /// A page of a job's output. The file is read on a blocking thread, never on the

@@ -5,6 +5,7 @@
 mod daemon_lifecycle;
 mod exec;
 mod output;
+mod policy;
 mod protocol;
 
 use std::process::Output;

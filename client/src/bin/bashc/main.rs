@@ -46,6 +46,9 @@ enum Command {
     /// them (a line cut because it is longer than 1 MiB, a file that stopped at its
     /// size cap) goes to stderr. --json adds the range and the totals.
     Output(OutputArgs),
+    /// The command policy: what bashd refuses to run.
+    #[command(subcommand)]
+    Policy(PolicyCommand),
     /// Show the daemon's pid, version, uptime, runtime dir and running jobs.
     Status(StatusArgs),
 }
@@ -137,6 +140,25 @@ struct ExecArgs {
     command: Vec<String>,
 }
 
+#[derive(Debug, Subcommand)]
+enum PolicyCommand {
+    /// Say whether bashd would run COMMAND, without running anything.
+    ///
+    /// Exit status 0 when allowed, 1 when denied (with the rule and what to do
+    /// instead), 255 when bashd cannot be reached.
+    Check(PolicyCheckArgs),
+}
+
+#[derive(Debug, Args)]
+struct PolicyCheckArgs {
+    /// Print the verdict as JSON: allowed, rule, message.
+    #[arg(long)]
+    json: bool,
+    /// The command; several words are joined with spaces; `-` reads it from stdin.
+    #[arg(required = true, num_args = 1.., allow_hyphen_values = true, trailing_var_arg = true)]
+    command: Vec<String>,
+}
+
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum StreamArg {
     Stdout,
@@ -192,6 +214,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
     match cli.command {
         Command::Exec(args) => exec(args).await,
         Command::Output(args) => output(args).await,
+        Command::Policy(PolicyCommand::Check(args)) => policy_check(args).await,
         Command::Status(args) => status(args).await,
     }
 }
@@ -231,15 +254,7 @@ fn exec_params(args: &ExecArgs) -> anyhow::Result<ExecParams> {
         DirectionArg::HeadTail => Direction::HeadTail,
     });
 
-    let command = if args.command.len() == 1 && args.command[0] == "-" {
-        let mut command = String::new();
-        std::io::stdin()
-            .read_to_string(&mut command)
-            .context("cannot read the command from stdin")?;
-        command
-    } else {
-        args.command.join(" ")
-    };
+    let command = command_text(&args.command)?;
     let cwd = std::env::current_dir()
         .context("cannot read the current directory (was it removed?); pass --workdir")?;
     let workdir = match &args.workdir {
@@ -297,6 +312,27 @@ async fn output(args: OutputArgs) -> anyhow::Result<u8> {
     }
     print(args.json, &page, render::page_text)?;
     Ok(0)
+}
+
+/// The words of a command joined with spaces, or stdin for `-`.
+fn command_text(words: &[String]) -> anyhow::Result<String> {
+    if words.len() == 1 && words[0] == "-" {
+        let mut command = String::new();
+        std::io::stdin()
+            .read_to_string(&mut command)
+            .context("cannot read the command from stdin")?;
+        Ok(command)
+    } else {
+        Ok(words.join(" "))
+    }
+}
+
+async fn policy_check(args: PolicyCheckArgs) -> anyhow::Result<u8> {
+    let command = command_text(&args.command)?;
+    let client = connect().await?;
+    let verdict = client.check_policy(command).await?;
+    print(args.json, &verdict, render::policy_text)?;
+    Ok(if verdict.allowed { 0 } else { 1 })
 }
 
 async fn status(args: StatusArgs) -> anyhow::Result<u8> {

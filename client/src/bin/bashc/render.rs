@@ -2,7 +2,9 @@
 
 use std::fmt::Write;
 
-use bashc::protocol::{Direction, ExecResult, JobState, OutputPage, StatusInfo, StreamResult};
+use bashc::protocol::{
+    Direction, ExecResult, JobState, OutputPage, PolicyVerdict, StatusInfo, StreamResult,
+};
 
 const EXIT_TIMEOUT: u8 = 124;
 const EXIT_DENIED: u8 = 126;
@@ -105,6 +107,13 @@ pub fn page_text(page: &OutputPage) -> String {
         text.push('\n');
     }
     text
+}
+
+pub fn policy_text(verdict: &PolicyVerdict) -> String {
+    match &verdict.message {
+        Some(message) => format!("{message}\n"),
+        None => "allowed\n".to_owned(),
+    }
 }
 
 pub fn status_text(status: &StatusInfo) -> String {

@@ -1,0 +1,99 @@
+//! The command policy through a real daemon: a denied command runs not even in part,
+//! `bashc policy check` runs nothing, and the config switches and adds rules.
+
+use bashd_tests::Daemon;
+
+use crate::{json, show, stdout};
+
+#[test]
+fn a_denied_command_runs_not_even_its_harmless_part() {
+    let daemon = Daemon::start();
+    let marker = daemon.scratch().join("marker");
+    let workdir = daemon.scratch().to_str().unwrap();
+    let out = daemon.run_bashc(&[
+        "exec",
+        "--workdir",
+        workdir,
+        "--",
+        "touch marker && git add -A",
+    ]);
+    assert_eq!(out.status.code(), Some(126), "{}", show(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("permission denied: git-add-blind: "),
+        "{}",
+        show(&out)
+    );
+    assert!(text.ends_with("exit code: 126 (denied)\n"), "{text}");
+    assert!(!marker.exists(), "the part before && ran");
+
+    let out = daemon.run_bashc(&[
+        "exec",
+        "--json",
+        "--workdir",
+        workdir,
+        "--",
+        "touch marker; bash -c 'rm -rf \"$HOME\"'",
+    ]);
+    assert_eq!(out.status.code(), Some(126), "{}", show(&out));
+    let result = json(&out);
+    assert_eq!(result["state"], "denied");
+    assert_eq!(result["pid"], serde_json::Value::Null);
+    assert!(result["job"].as_str().unwrap().starts_with('j'));
+    let notice = result["notice"].as_str().unwrap();
+    assert!(
+        notice.starts_with("permission denied: rm-dangerous: "),
+        "{notice}"
+    );
+    assert!(!marker.exists());
+    assert!(daemon.job_processes().is_empty());
+}
+
+#[test]
+fn policy_check_says_what_would_happen_and_runs_nothing() {
+    let daemon = Daemon::start();
+    let marker = daemon.scratch().join("marker");
+    let command = format!("touch {} && git push --force", marker.display());
+    let out = daemon.run_bashc(&["policy", "check", "--", &command]);
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    assert!(
+        stdout(&out).starts_with("permission denied: git-push-force: "),
+        "{}",
+        show(&out)
+    );
+    assert!(stdout(&out).contains("--force-with-lease"));
+
+    let command = format!("touch {} && git push --force-with-lease", marker.display());
+    let out = daemon.run_bashc(&["policy", "check", "--json", "--", &command]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let verdict = json(&out);
+    assert_eq!(verdict["allowed"], true);
+    assert_eq!(verdict["rule"], serde_json::Value::Null);
+    assert!(!marker.exists(), "policy check ran the command");
+}
+
+#[test]
+fn the_config_adds_rules_and_switches_built_ins_off() {
+    let daemon = Daemon::unstarted();
+    daemon.write_config(
+        "[policy]\ndisable = [\"git-add-blind\"]\n\n[[policy.deny]]\nid = \"no-publish\"\ncommand = \"npm\"\nargs = [\"publish\"]\nmessage = \"releases are made by CI; push a tag instead\"\n",
+    );
+    let daemon = daemon.spawn_and_wait();
+    let out = daemon.run_bashc(&["exec", "--", "npm publish --dry-run"]);
+    assert_eq!(out.status.code(), Some(126), "{}", show(&out));
+    assert!(
+        stdout(&out)
+            .contains("permission denied: no-publish: releases are made by CI; push a tag instead"),
+        "{}",
+        show(&out)
+    );
+    let out = daemon.run_bashc(&["policy", "check", "--", "git add -A"]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let out = daemon.run_bashc(&["policy", "check", "--", "rm -rf /"]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "other built-ins stay on: {}",
+        show(&out)
+    );
+}
