@@ -34,10 +34,12 @@ enum Command {
     ///
     /// The command runs as `bash -c COMMAND` in its own process group, with stdin
     /// /dev/null, in the working directory given (default: the current one), with
-    /// this environment plus pagers and editors disabled. Exit status: the command's
-    /// own; 128+N if a signal ended it; 124 if it timed out (the command and its whole
-    /// process group are killed at the timeout); 255 if bashd refused or could not be
-    /// reached.
+    /// this environment plus pagers and editors disabled. The command policy is
+    /// checked first (see `bashc policy check`). A stream longer than the limits is
+    /// kept whole in a file the result names; `bashc output` pages through it.
+    /// Exit status: the command's own; 128+N if a signal ended it; 124 if it timed out
+    /// (the command and its whole process group are killed at the timeout); 126 if the
+    /// policy denied it (nothing ran); 255 if bashd refused or could not be reached.
     Exec(ExecArgs),
     /// Print lines of a job's full output, as `sed -n` would.
     ///
