@@ -87,7 +87,13 @@ impl JobsHandle {
         let (job, stream, offset) = (request.job.clone(), request.stream, request.offset);
         let cmd = Cmd::Output { request, reply };
         self.cmds.send(cmd).await.map_err(|_| shutting_down())?;
-        let (source, limit) = answer.await.map_err(|_| shutting_down())??;
+        // The reply is dropped unanswered only when the job ends at that moment.
+        let (source, limit) = answer.await.map_err(|_| {
+            ErrorReply::new(
+                ErrorKind::Internal,
+                format!("{job} ended while its output was being read; ask again"),
+            )
+        })??;
         tokio::task::spawn_blocking(move || output::page(source, job, stream, offset, limit))
             .await
             .map_err(|e| ErrorReply::new(ErrorKind::Internal, format!("paging failed: {e}")))?
