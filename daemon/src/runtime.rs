@@ -80,7 +80,7 @@ fn take_lock(dir: &Path, path: &Path) -> Result<File, StartError> {
         .create(true)
         .truncate(false)
         .mode(0o600)
-        .custom_flags(libc_nofollow())
+        .custom_flags(o_nofollow())
         .open(path)
         .map_err(lock_err)?;
     if let Err(e) = flock(&file, FlockOperation::NonBlockingLockExclusive) {
@@ -117,6 +117,8 @@ fn bind(path: &Path) -> io::Result<std::os::unix::net::UnixListener> {
     Ok(listener)
 }
 
-fn libc_nofollow() -> i32 {
+/// `O_NOFOLLOW` for `OpenOptionsExt::custom_flags`: every file bashd opens in the
+/// runtime dir is opened with it.
+pub(crate) fn o_nofollow() -> i32 {
     rustix::fs::OFlags::NOFOLLOW.bits() as i32
 }

@@ -75,7 +75,7 @@ pub fn page(
         } => {
             let file = File::options()
                 .read(true)
-                .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+                .custom_flags(crate::runtime::o_nofollow())
                 .open(path)
                 .map_err(|e| cannot_read(path, e, error.as_deref()))?;
             let reader = BufReader::with_capacity(256 * 1024, file.take(*len));

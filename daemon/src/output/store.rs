@@ -220,7 +220,7 @@ fn create_spill_file(path: &Path) -> io::Result<File> {
         .create(true)
         .truncate(true)
         .mode(0o600)
-        .custom_flags(libc_o_nofollow())
+        .custom_flags(crate::runtime::o_nofollow())
         .open(path)
 }
 
@@ -240,10 +240,6 @@ fn create_private_dir(dir: &Path) -> io::Result<()> {
         }
         Err(e) => Err(e),
     }
-}
-
-fn libc_o_nofollow() -> i32 {
-    rustix::fs::OFlags::NOFOLLOW.bits() as i32
 }
 
 /// The largest index `<= at` such that `text[..index]` ends on a whole code point,
