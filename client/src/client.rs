@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use bashd_protocol::codec::ClientCodec;
 use bashd_protocol::{
-    ClientFrame, ErrorReply, ExecParams, ExecResult, FrameError, Hello, OutputPage, OutputRequest,
-    PROTOCOL_VERSION, PolicyVerdict, Request, RequestId, Response, ServerFrame, StatusInfo,
-    Welcome,
+    ClientFrame, ErrorReply, ExecParams, ExecResult, FrameError, Hello, JobInfo, JobRequest,
+    JobsRequest, KillRequest, OutputPage, OutputRequest, PROTOCOL_VERSION, PolicyVerdict, Request,
+    RequestId, Response, ServerFrame, SessionClosed, SessionInfo, StatusInfo, WaitRequest, Welcome,
 };
 use futures::{SinkExt, StreamExt};
 use tokio::net::UnixStream;
@@ -149,9 +149,7 @@ impl Client {
                 Response::Started(_) | Response::Output(_) => {}
                 Response::Finished(result) => return Ok(*result),
                 Response::Error(error) => return Err(ClientError::Daemon(error)),
-                Response::Status(_) | Response::Page(_) | Response::Policy(_) => {
-                    return Err(ClientError::Unexpected("a reply to another request"));
-                }
+                _ => return Err(ClientError::Unexpected("a reply to another request")),
             }
         }
     }
@@ -179,11 +177,67 @@ impl Client {
     }
 
     pub async fn status(&self) -> Result<StatusInfo, ClientError> {
-        let mut responses = self.request(Request::Status).await?;
-        match responses.next().await? {
+        match self.one(Request::Status).await? {
             Response::Status(status) => Ok(status),
+            _ => Err(ClientError::Unexpected("something other than a status")),
+        }
+    }
+
+    /// The jobs of one session, or of all when `request.session` is `None`.
+    pub async fn jobs(&self, request: JobsRequest) -> Result<Vec<JobInfo>, ClientError> {
+        match self.one(Request::Jobs(request)).await? {
+            Response::Jobs(jobs) => Ok(jobs),
+            _ => Err(ClientError::Unexpected("something other than a job list")),
+        }
+    }
+
+    /// A job's state and the output the caller's session has not seen yet.
+    pub async fn check(&self, request: JobRequest) -> Result<ExecResult, ClientError> {
+        self.result(Request::Check(request)).await
+    }
+
+    /// The job's result once it ends, or its state when the wait times out.
+    pub async fn wait(&self, request: WaitRequest) -> Result<ExecResult, ClientError> {
+        self.result(Request::Wait(request)).await
+    }
+
+    /// Stops a job and returns its result once every process of it is gone.
+    pub async fn kill(&self, request: KillRequest) -> Result<ExecResult, ClientError> {
+        self.result(Request::Kill(request)).await
+    }
+
+    pub async fn sessions(&self) -> Result<Vec<SessionInfo>, ClientError> {
+        match self.one(Request::Sessions).await? {
+            Response::Sessions(sessions) => Ok(sessions),
+            _ => Err(ClientError::Unexpected(
+                "something other than a session list",
+            )),
+        }
+    }
+
+    /// Kills a session's jobs and removes its directory.
+    pub async fn close_session(&self, session: String) -> Result<SessionClosed, ClientError> {
+        match self.one(Request::CloseSession(session)).await? {
+            Response::SessionClosed(closed) => Ok(closed),
+            _ => Err(ClientError::Unexpected(
+                "something other than a closed session",
+            )),
+        }
+    }
+
+    /// Sends a request that has exactly one response; an `Error` becomes `Err`.
+    async fn one(&self, request: Request) -> Result<Response, ClientError> {
+        let mut responses = self.request(request).await?;
+        match responses.next().await? {
             Response::Error(error) => Err(ClientError::Daemon(error)),
-            _ => Err(ClientError::Unexpected("an exec response")),
+            response => Ok(response),
+        }
+    }
+
+    async fn result(&self, request: Request) -> Result<ExecResult, ClientError> {
+        match self.one(request).await? {
+            Response::Finished(result) => Ok(*result),
+            _ => Err(ClientError::Unexpected("something other than a job result")),
         }
     }
 }
@@ -211,14 +265,7 @@ async fn run_connection(
             }
             frame = frames_in.next() => match frame {
                 Some(Ok(ServerFrame::Response(id, response))) => {
-                    let last = matches!(
-                        response,
-                        Response::Finished(_)
-                            | Response::Status(_)
-                            | Response::Page(_)
-                            | Response::Policy(_)
-                            | Response::Error(_)
-                    );
+                    let last = !matches!(response, Response::Started(_) | Response::Output(_));
                     if let Some(responses) = pending.get(&id)
                         && (responses.send(response).await.is_err() || last)
                     {

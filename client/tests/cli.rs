@@ -8,12 +8,7 @@ use std::process::Command;
 fn flags_not_built_yet_are_refused_before_any_daemon_is_started() {
     let tmp = tempfile::tempdir().unwrap();
     let runtime_dir = tmp.path().join("run");
-    let cases: &[&[&str]] = &[
-        &["--mode", "background"],
-        &["--on-timeout", "background"],
-        &["--stream"],
-        &["--owner-pid", "1"],
-    ];
+    let cases: &[&[&str]] = &[&["--stream"]];
     for flags in cases {
         let out = Command::new(env!("CARGO_BIN_EXE_bashc"))
             .arg("exec")
@@ -31,6 +26,27 @@ fn flags_not_built_yet_are_refused_before_any_daemon_is_started() {
             "{flags:?}: {stderr}"
         );
         assert!(!runtime_dir.exists(), "{flags:?} reached for a daemon");
+    }
+}
+
+#[test]
+fn a_job_is_named_by_id_or_by_pid_never_both_or_neither() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runtime_dir = tmp.path().join("run");
+    for args in [
+        &["check"][..],
+        &["kill", "j1", "--pid", "5"],
+        &["wait", "--pid", "x"],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_bashc"))
+            .args(args)
+            .env("BASHD_RUNTIME_DIR", &runtime_dir)
+            .env("BASHD_NO_AUTOSTART", "1")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(!runtime_dir.exists(), "{args:?} reached for a daemon");
     }
 }
 

@@ -1,12 +1,11 @@
 //! The daemon's settings (DESIGN §11): defaults for every key, overridden by a TOML
-//! file. Sections arrive with the features they configure; today `[limits]`,
-//! `[timeouts]` and `[env]`. An unknown key or a bad value is an error naming the
+//! file: `[limits]`, `[timeouts]`, `[sessions]`, `[env]` and `[policy]`. An unknown key or a bad value is an error naming the
 //! file, the line and the key.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use bashd_protocol::limits;
+use bashd_protocol::{OnTimeout, limits};
 
 use crate::policy::{BUILTIN_RULES, CustomRule, Policy};
 use toml::Spanned;
@@ -16,6 +15,7 @@ use toml::de::{DeTable, DeValue};
 pub struct Config {
     pub limits: Limits,
     pub timeouts: Timeouts,
+    pub sessions: Sessions,
     /// Added to every job's environment over the client's own (DESIGN §8).
     pub env: Vec<(String, String)>,
     /// The command policy: built-in rules less `disable`, plus `[[policy.deny]]`.
@@ -36,8 +36,34 @@ pub struct Timeouts {
     pub default_secs: u64,
     pub slow_secs: u64,
     pub background_secs: u64,
+    /// What a foreground job that passes its timeout becomes, unless the request says.
+    pub on_timeout: OnTimeout,
     pub kill_grace: Duration,
 }
+
+#[derive(Debug, Clone)]
+pub struct Sessions {
+    /// How long a session whose owners have all exited keeps its background jobs.
+    pub linger: Duration,
+    /// What happens to processes a foreground job's shell leaves running.
+    pub on_straggler: OnStraggler,
+    /// Finished jobs each session keeps listed, with their output, until it ends.
+    pub keep_finished: usize,
+}
+
+/// `sessions.on_straggler`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnStraggler {
+    /// The call returns; the survivors stay, as a background job.
+    Background,
+    Kill,
+}
+
+/// Default `sessions.linger_secs` (DESIGN §3).
+pub const DEFAULT_LINGER_SECS: u64 = 900;
+/// Default `sessions.keep_finished`: each finished job holds at most its limits of
+/// output in memory, so this bounds a session's memory.
+pub const DEFAULT_KEEP_FINISHED: usize = 100;
 
 impl Default for Config {
     fn default() -> Self {
@@ -66,7 +92,13 @@ impl Default for Config {
                 default_secs: limits::DEFAULT_TIMEOUT_SECS,
                 slow_secs: limits::SLOW_TIMEOUT_SECS,
                 background_secs: limits::BACKGROUND_TIMEOUT_SECS,
+                on_timeout: OnTimeout::Background,
                 kill_grace: Duration::from_millis(limits::DEFAULT_KILL_GRACE_MS),
+            },
+            sessions: Sessions {
+                linger: Duration::from_secs(DEFAULT_LINGER_SECS),
+                on_straggler: OnStraggler::Background,
+                keep_finished: DEFAULT_KEEP_FINISHED,
             },
             env: hardening
                 .iter()
@@ -134,13 +166,14 @@ impl Config {
             match key.get_ref().as_ref() {
                 "limits" => file.limits(table, &mut config.limits)?,
                 "timeouts" => file.timeouts(table, &mut config.timeouts)?,
+                "sessions" => file.sessions(table, &mut config.sessions)?,
                 "env" => file.env(table, &mut config.env)?,
                 "policy" => config.policy = file.policy(table)?,
                 other => {
                     return Err(file.error(
                         key,
                         format!(
-                            "unknown section [{other}]; known: [limits], [timeouts], [env], [policy]"
+                            "unknown section [{other}]; known: [limits], [timeouts], [sessions], [env], [policy]"
                         ),
                     ));
                 }
@@ -272,6 +305,7 @@ impl File<'_> {
             "default_secs",
             "slow_secs",
             "background_secs",
+            "on_timeout",
             "kill_grace_ms",
         ];
         let (min, max) = (limits::MIN_TIMEOUT_SECS, limits::MAX_TIMEOUT_SECS);
@@ -290,10 +324,66 @@ impl File<'_> {
                     timeouts.kill_grace =
                         Duration::from_millis(self.integer("timeouts", key, value, 0, 600_000)?)
                 }
+                "on_timeout" => {
+                    timeouts.on_timeout =
+                        match self.choice("timeouts", key, value, &["background", "kill"])? {
+                            "kill" => OnTimeout::Kill,
+                            _ => OnTimeout::Background,
+                        }
+                }
                 _ => return Err(self.unknown("timeouts", key, KNOWN)),
             }
         }
         Ok(())
+    }
+
+    fn sessions(&self, table: &DeTable<'_>, sessions: &mut Sessions) -> Result<(), ConfigError> {
+        const KNOWN: &[&str] = &["linger_secs", "on_straggler", "keep_finished"];
+        for (key, value) in table {
+            match key.get_ref().as_ref() {
+                "linger_secs" => {
+                    sessions.linger =
+                        Duration::from_secs(self.integer("sessions", key, value, 0, 7 * 86_400)?)
+                }
+                "keep_finished" => {
+                    sessions.keep_finished =
+                        self.integer("sessions", key, value, 0, 100_000)? as usize
+                }
+                "on_straggler" => {
+                    sessions.on_straggler =
+                        match self.choice("sessions", key, value, &["background", "kill"])? {
+                            "kill" => OnStraggler::Kill,
+                            _ => OnStraggler::Background,
+                        }
+                }
+                _ => return Err(self.unknown("sessions", key, KNOWN)),
+            }
+        }
+        Ok(())
+    }
+
+    /// One of `choices`, for the key `section.key`.
+    fn choice<'c>(
+        &self,
+        section: &str,
+        key: &Key<'_>,
+        value: &Value<'_>,
+        choices: &[&'c str],
+    ) -> Result<&'c str, ConfigError> {
+        let given = match value.get_ref() {
+            DeValue::String(s) => choices.iter().find(|c| **c == s.as_ref()).copied(),
+            _ => None,
+        };
+        given.ok_or_else(|| {
+            self.error(
+                key,
+                format!(
+                    "{section}.{} must be one of \"{}\"",
+                    key.get_ref(),
+                    choices.join("\", \"")
+                ),
+            )
+        })
     }
 
     /// `[policy]`: `disable = [ids]` and `[[policy.deny]]` rules.
@@ -486,6 +576,25 @@ mod tests {
         let err = parse("[[policy.deny]]\nid = \"x\"\ncmd = \"npm\"\n").unwrap_err();
         assert!(
             err.starts_with("/c.toml:3: unknown key policy.deny.cmd"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn sessions_and_on_timeout() {
+        let config = parse(
+            "[sessions]\nlinger_secs = 3\non_straggler = \"kill\"\nkeep_finished = 5\n[timeouts]\non_timeout = \"kill\"\n",
+        )
+        .unwrap();
+        assert_eq!(config.sessions.linger, Duration::from_secs(3));
+        assert_eq!(config.sessions.on_straggler, OnStraggler::Kill);
+        assert_eq!(config.sessions.keep_finished, 5);
+        assert_eq!(config.timeouts.on_timeout, OnTimeout::Kill);
+        let err = parse("[sessions]\non_straggler = \"ignore\"\n").unwrap_err();
+        assert!(
+            err.contains(
+                "/c.toml:2: sessions.on_straggler must be one of \"background\", \"kill\""
+            ),
             "{err}"
         );
     }

@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use bashd_protocol::codec::DaemonCodec;
 use bashd_protocol::{
-    ClientFrame, ErrorKind, ErrorReply, PROTOCOL_VERSION, PolicyVerdict, Request, RequestId,
-    Response, ServerFrame, Welcome,
+    ClientFrame, ErrorKind, ErrorReply, ExecResult, JobRequest, JobsRequest, KillRequest, Owner,
+    PROTOCOL_VERSION, PolicyVerdict, Request, RequestId, Response, ServerFrame, WaitRequest,
+    Welcome,
 };
 use futures::{SinkExt, StreamExt};
 use tokio::net::UnixStream;
@@ -37,22 +38,22 @@ pub async fn serve_connection(
         out_rx,
     ));
 
-    if handshake(&mut frames, &out).await {
-        serve_requests(&mut frames, &out, &jobs, &shutdown).await;
+    if let Some(client_pid) = handshake(&mut frames, &out).await {
+        serve_requests(&mut frames, &out, &jobs, &shutdown, client_pid).await;
     }
     // The writer ends once every sender is gone, after flushing what was queued.
     drop(out);
     let _ = writer.await;
 }
 
-/// Reads the `Hello`; answers `Welcome` and returns true, or sends why not.
+/// Reads the `Hello`; answers `Welcome` and returns the client's pid, or sends why not.
 async fn handshake(
     frames: &mut FramedRead<tokio::net::unix::OwnedReadHalf, DaemonCodec>,
     out: &mpsc::Sender<ServerFrame>,
-) -> bool {
+) -> Option<u32> {
     let first = match tokio::time::timeout(HELLO_TIMEOUT, frames.next()).await {
         Ok(Some(first)) => first,
-        Ok(None) | Err(_) => return false,
+        Ok(None) | Err(_) => return None,
     };
     let fatal = match first {
         Ok(ClientFrame::Hello(hello)) if hello.protocol == PROTOCOL_VERSION => {
@@ -62,7 +63,8 @@ async fn handshake(
                 daemon_version: env!("CARGO_PKG_VERSION").to_owned(),
                 daemon_pid: std::process::id(),
             };
-            return out.send(ServerFrame::Welcome(welcome)).await.is_ok();
+            let sent = out.send(ServerFrame::Welcome(welcome)).await.is_ok();
+            return sent.then_some(hello.pid);
         }
         Ok(ClientFrame::Hello(hello)) => ErrorReply::new(
             ErrorKind::VersionMismatch,
@@ -82,7 +84,7 @@ async fn handshake(
     };
     tracing::debug!("closing a connection: {fatal}");
     let _ = out.send(ServerFrame::Fatal(fatal)).await;
-    false
+    None
 }
 
 async fn serve_requests(
@@ -90,6 +92,7 @@ async fn serve_requests(
     out: &mpsc::Sender<ServerFrame>,
     jobs: &JobsHandle,
     shutdown: &CancellationToken,
+    client_pid: u32,
 ) {
     let mut requests = JoinSet::new();
     loop {
@@ -101,6 +104,7 @@ async fn serve_requests(
         };
         match frame {
             Some(Ok(ClientFrame::Request(id, request))) => {
+                let request = with_owner(request, client_pid);
                 requests.spawn(serve_request(id, request, jobs.clone(), out.clone()));
             }
             Some(Ok(ClientFrame::Hello(_))) => {
@@ -131,13 +135,37 @@ async fn serve_requests(
     while requests.join_next().await.is_some() {}
 }
 
+/// A request that names no owner is owned by the process that connected.
+fn with_owner(mut request: Request, client_pid: u32) -> Request {
+    let owner = match &mut request {
+        Request::Exec(params) => &mut params.owner,
+        Request::Jobs(JobsRequest { caller, .. })
+        | Request::Check(JobRequest { caller, .. })
+        | Request::Wait(WaitRequest { caller, .. })
+        | Request::Kill(KillRequest { caller, .. }) => &mut caller.owner,
+        _ => return request,
+    };
+    owner.get_or_insert(Owner {
+        pid: client_pid,
+        start_time: None,
+    });
+    request
+}
+
 async fn serve_request(
     id: RequestId,
     request: Request,
     jobs: JobsHandle,
     out: mpsc::Sender<ServerFrame>,
 ) {
-    match request {
+    let answer = |result: Result<Response, ErrorReply>| match result {
+        Ok(response) => response,
+        Err(error) => Response::Error(error),
+    };
+    let finished = |result: Result<ExecResult, ErrorReply>| {
+        answer(result.map(|r| Response::Finished(Box::new(r))))
+    };
+    let response = match request {
         Request::Exec(params) => {
             let mut events = jobs.exec(params).await;
             while let Some(event) = events.recv().await {
@@ -146,39 +174,37 @@ async fn serve_request(
                     return;
                 }
             }
+            return;
         }
-        Request::Output(request) => {
-            let response = match jobs.output(request).await {
-                Ok(page) => Response::Page(page),
-                Err(error) => Response::Error(error),
-            };
-            let _ = out.send(ServerFrame::Response(id, response)).await;
-        }
-        Request::CheckPolicy(command) => {
-            let verdict = match jobs.check(command).await {
-                Ok(()) => PolicyVerdict {
-                    allowed: true,
-                    rule: None,
-                    message: None,
-                },
-                Err(denial) => PolicyVerdict {
-                    allowed: false,
-                    rule: Some(denial.rule),
-                    message: Some(denial.message),
-                },
-            };
-            let _ = out
-                .send(ServerFrame::Response(id, Response::Policy(verdict)))
-                .await;
-        }
-        Request::Status => {
-            let response = match jobs.status().await {
-                Some(status) => Response::Status(status),
-                None => Response::Error(crate::jobs::shutting_down()),
-            };
-            let _ = out.send(ServerFrame::Response(id, response)).await;
-        }
-    }
+        Request::Output(request) => answer(jobs.output(request).await.map(Response::Page)),
+        Request::CheckPolicy(command) => Response::Policy(match jobs.check(command).await {
+            Ok(()) => PolicyVerdict {
+                allowed: true,
+                rule: None,
+                message: None,
+            },
+            Err(denial) => PolicyVerdict {
+                allowed: false,
+                rule: Some(denial.rule),
+                message: Some(denial.message),
+            },
+        }),
+        Request::Status => match jobs.status().await {
+            Some(status) => Response::Status(status),
+            None => Response::Error(crate::jobs::shutting_down()),
+        },
+        Request::Jobs(request) => answer(jobs.jobs(request).await.map(Response::Jobs)),
+        Request::Check(request) => finished(jobs.check_job(request).await),
+        Request::Wait(request) => finished(jobs.wait(request).await),
+        Request::Kill(request) => finished(jobs.kill(request).await),
+        Request::Sessions => answer(jobs.sessions().await.map(Response::Sessions)),
+        Request::CloseSession(session) => answer(
+            jobs.close_session(session)
+                .await
+                .map(Response::SessionClosed),
+        ),
+    };
+    let _ = out.send(ServerFrame::Response(id, response)).await;
 }
 
 async fn write_frames(

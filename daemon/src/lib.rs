@@ -34,10 +34,14 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
     process::become_subreaper()?;
+    let job_open_files = jobs::raise_open_files_limit().unwrap_or_else(|e| {
+        tracing::warn!("cannot raise the open-file limit: {e}");
+        None
+    });
     let listener = tokio::net::UnixListener::from_std(listener)?;
     let config = Arc::new(config);
 
-    let (reaper, reaper_handle) = Reaper::new();
+    let (reaper, reaper_handle) = Reaper::new(job_open_files);
     let reaper_task = tokio::spawn(reaper.run());
     let (actor, jobs) = JobsActor::new(
         config.clone(),

@@ -13,4 +13,4 @@ pub use codec::{FrameCodec, FrameError};
 pub use message::*;
 
 /// Bumped on every incompatible change of the messages; `Hello` and `Welcome` carry it.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;

@@ -50,6 +50,18 @@ pub enum Request {
     /// Would this command be allowed? Nothing runs.
     CheckPolicy(String),
     Status,
+    /// The jobs of one session, or of all.
+    Jobs(JobsRequest),
+    /// A job's output since the caller's session last checked it, and its state.
+    Check(JobRequest),
+    /// The job's result once it ends, or its state when the wait times out.
+    Wait(WaitRequest),
+    /// Stops a job (the signal, a grace period, then SIGKILL) and answers its result.
+    Kill(KillRequest),
+    /// Every session the daemon knows.
+    Sessions,
+    /// Kills a session's jobs and removes its directory now.
+    CloseSession(String),
 }
 
 /// The responses to one request, in order. `Exec` gets `Started`, any number of
@@ -63,7 +75,115 @@ pub enum Response {
     Page(OutputPage),
     Policy(PolicyVerdict),
     Status(StatusInfo),
+    Jobs(Vec<JobInfo>),
+    Sessions(Vec<SessionInfo>),
+    SessionClosed(SessionClosed),
     Error(ErrorReply),
+}
+
+/// On whose behalf a request acts: the session it names, re-adopted if it lingers, and
+/// the process to watch as that session's owner.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Caller {
+    pub session: String,
+    /// `None`: the process that opened the connection (the pid of its `Hello`).
+    pub owner: Option<Owner>,
+}
+
+/// A process that owns a session: while one lives, the session's jobs are kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Owner {
+    pub pid: u32,
+    /// Field 22 of `/proc/<pid>/stat` as the client read it; the daemon compares it so
+    /// that a pid reused since then is not taken for the owner.
+    pub start_time: Option<u64>,
+}
+
+/// Names a job: by id (`j12`) or by the pid of its leader.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum JobRef {
+    Id(String),
+    Pid(u32),
+}
+
+impl fmt::Display for JobRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            JobRef::Id(id) => f.write_str(id),
+            JobRef::Pid(pid) => write!(f, "the job with pid {pid}"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobsRequest {
+    pub caller: Caller,
+    /// `None`: every session's jobs.
+    pub session: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobRequest {
+    pub caller: Caller,
+    pub job: JobRef,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WaitRequest {
+    pub caller: Caller,
+    pub job: JobRef,
+    /// `None`: wait as long as the job runs.
+    pub timeout_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KillRequest {
+    pub caller: Caller,
+    pub job: JobRef,
+    /// A signal name (`TERM`, `SIGINT`) or number; `None` is SIGTERM.
+    pub signal: Option<String>,
+    /// Time between the signal and SIGKILL; `None` takes `timeouts.kill_grace_ms`.
+    pub grace_ms: Option<u64>,
+}
+
+/// One line of `bashc jobs` (DESIGN §9).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobInfo {
+    pub job: String,
+    pub session: String,
+    pub pid: Option<u32>,
+    pub state: JobState,
+    pub exit_code: Option<i32>,
+    /// `foreground` or `background`: background once the job outlives its request.
+    pub mode: String,
+    /// The command, cut to its first 4 KiB.
+    pub command: String,
+    pub description: Option<String>,
+    /// RFC 3339, UTC.
+    pub started_at: String,
+    pub duration_ms: u64,
+}
+
+/// One line of `bashc sessions`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionInfo {
+    pub session: String,
+    /// The live processes that own the session.
+    pub owners: Vec<u32>,
+    /// `active` while an owner lives, `lingering` after, `closing` while its jobs stop.
+    pub state: String,
+    /// Seconds until a lingering session ends.
+    pub linger_left_secs: Option<u64>,
+    pub running_jobs: u32,
+    pub finished_jobs: u32,
+    pub dir: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionClosed {
+    pub session: String,
+    /// Jobs that were still running and were killed.
+    pub killed_jobs: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -102,6 +222,8 @@ pub enum StreamName {
 pub struct ExecParams {
     pub command: String,
     pub session: String,
+    /// The session's owner; `None`: the process that opened the connection.
+    pub owner: Option<Owner>,
     pub mode: Mode,
     /// Overrides the mode's timeout; the daemon clamps it.
     pub timeout_secs: Option<u64>,
@@ -134,7 +256,7 @@ pub struct OutputOptions {
 /// Asks for lines `offset ..` of one stream of a job's full output.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OutputRequest {
-    pub job: String,
+    pub job: JobRef,
     pub stream: StreamName,
     /// 1-based, as file viewers count lines.
     pub offset: u64,
@@ -355,6 +477,7 @@ impl ExecParams {
         ExecParams {
             command: command.into(),
             session: session.into(),
+            owner: None,
             mode: Mode::Default,
             timeout_secs: None,
             on_timeout: None,

@@ -6,4 +6,4 @@ pub mod daemon;
 pub mod procs;
 
 pub use daemon::{Daemon, bin_path};
-pub use procs::{alive, pids_running, wait_for_running, wait_until};
+pub use procs::{KillOnDrop, alive, pids_running, wait_for_running, wait_until};

@@ -116,3 +116,33 @@ pub fn memory_kib(pid: u32, field: &str) -> Option<u64> {
         .parse()
         .ok()
 }
+
+/// A process the test started, SIGKILLed and reaped when dropped, even on a panic.
+pub struct KillOnDrop(pub std::process::Child);
+
+impl KillOnDrop {
+    /// A `sleep` to stand in for an agent that owns a session.
+    pub fn sleeper() -> KillOnDrop {
+        let child = std::process::Command::new("sleep")
+            .arg("1000")
+            .spawn()
+            .expect("cannot start sleep");
+        KillOnDrop(child)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.0.id()
+    }
+
+    /// SIGKILLs the process and reaps it.
+    pub fn kill(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}

@@ -1,14 +1,21 @@
 //! The cloneable way to talk to the job table: each call sends one command to the
-//! actor and, where it answers, waits on a oneshot.
+//! actor and, where it answers, waits on a oneshot. Whatever takes time (reading
+//! output files, waiting for a job) happens here, in the caller's task, never in the
+//! actor.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use bashd_protocol::{
-    ErrorKind, ErrorReply, ExecParams, OutputPage, OutputRequest, Response, StatusInfo,
+    Caller, ErrorKind, ErrorReply, ExecParams, ExecResult, JobInfo, JobRef, JobRequest,
+    JobsRequest, KillRequest, OutputPage, OutputRequest, Response, SessionClosed, SessionInfo,
+    StatusInfo, StreamName, WaitRequest,
 };
 use tokio::sync::{mpsc, oneshot};
 
-use super::supervisor::SourceReply;
+use super::check;
+use super::session::CloseReply;
+use super::supervisor::{self, Streams};
 use crate::output;
 use crate::policy::{Denial, Policy};
 
@@ -27,10 +34,36 @@ pub enum Cmd {
         denial: Option<Denial>,
         events: mpsc::Sender<Response>,
     },
-    /// A snapshot of one stream of a job, for paging.
-    Output {
-        request: OutputRequest,
-        reply: SourceReply,
+    /// A job's state and a snapshot of its output, for `output` and `check`.
+    Lookup {
+        caller: Option<Caller>,
+        job: JobRef,
+        reply: oneshot::Sender<Result<Lookup, ErrorReply>>,
+    },
+    /// A `check` of `session` has shown these many lines of each stream of `job`.
+    Advance {
+        job: u64,
+        session: String,
+        seen: [u64; 2],
+    },
+    Wait {
+        request: WaitRequest,
+        reply: oneshot::Sender<Result<Waiting, ErrorReply>>,
+    },
+    Kill {
+        request: KillRequest,
+        reply: oneshot::Sender<Result<Waiting, ErrorReply>>,
+    },
+    Jobs {
+        request: JobsRequest,
+        reply: oneshot::Sender<Result<Vec<JobInfo>, ErrorReply>>,
+    },
+    Sessions {
+        reply: oneshot::Sender<Vec<SessionInfo>>,
+    },
+    CloseSession {
+        session: String,
+        reply: CloseReply,
     },
     Status {
         reply: oneshot::Sender<StatusInfo>,
@@ -38,6 +71,37 @@ pub enum Cmd {
     /// Stop every job and end the actor; the reply comes when all jobs are gone.
     Shutdown {
         reply: oneshot::Sender<()>,
+    },
+}
+
+/// A job as the actor saw it, and its output.
+#[derive(Debug)]
+pub struct Lookup {
+    /// The job's result as it stands, with empty streams.
+    pub summary: ExecResult,
+    /// Lines of each stream the caller's session has checked.
+    pub cursor: [u64; 2],
+    pub page_lines: u64,
+    pub max_bytes: usize,
+    pub streams: StreamsAt,
+}
+
+#[derive(Debug)]
+pub enum StreamsAt {
+    Ready(Streams),
+    /// The job's supervisor answers.
+    Pending(oneshot::Receiver<Streams>),
+    /// The supervisor is gone: the job has just ended.
+    Closed,
+}
+
+/// The answer to `wait` and `kill`.
+#[derive(Debug)]
+pub enum Waiting {
+    Ended(ExecResult),
+    Pending {
+        summary: ExecResult,
+        result: oneshot::Receiver<ExecResult>,
     },
 }
 
@@ -49,7 +113,7 @@ pub struct JobsHandle {
 
 impl JobsHandle {
     /// Starts a job. Its responses arrive on the returned receiver; dropping it before
-    /// `Finished` stops the job.
+    /// `Finished` stops a foreground job.
     pub async fn exec(&self, params: ExecParams) -> mpsc::Receiver<Response> {
         let (events, rx) = mpsc::channel(64);
         let denial = self.check(params.command.clone()).await.err();
@@ -80,43 +144,146 @@ impl JobsHandle {
             })
     }
 
+    /// Sends `cmd`, made around a reply channel, and waits for the answer.
+    async fn ask<T>(&self, cmd: impl FnOnce(oneshot::Sender<T>) -> Cmd) -> Result<T, ErrorReply> {
+        let (reply, answer) = oneshot::channel();
+        self.cmds
+            .send(cmd(reply))
+            .await
+            .map_err(|_| shutting_down())?;
+        answer.await.map_err(|_| shutting_down())
+    }
+
+    async fn lookup(
+        &self,
+        caller: Option<Caller>,
+        job: JobRef,
+    ) -> Result<(Lookup, Streams), ErrorReply> {
+        let mut lookup = self
+            .ask(|reply| Cmd::Lookup { caller, job, reply })
+            .await??;
+        let streams = match std::mem::replace(&mut lookup.streams, StreamsAt::Closed) {
+            StreamsAt::Ready(streams) => streams,
+            StreamsAt::Pending(answer) => answer.await.map_err(|_| {
+                ErrorReply::new(
+                    ErrorKind::Internal,
+                    format!(
+                        "{} ended while its output was being read; ask again",
+                        lookup.summary.job
+                    ),
+                )
+            })?,
+            StreamsAt::Closed => return Err(shutting_down()),
+        };
+        Ok((lookup, streams))
+    }
+
     /// A page of a job's output. The file is read on a blocking thread, never on the
     /// actor or the job's supervisor.
     pub async fn output(&self, request: OutputRequest) -> Result<OutputPage, ErrorReply> {
-        let (reply, answer) = oneshot::channel();
-        let (job, stream, offset) = (request.job.clone(), request.stream, request.offset);
-        let cmd = Cmd::Output { request, reply };
-        self.cmds.send(cmd).await.map_err(|_| shutting_down())?;
-        // The reply is dropped unanswered only when the job ends at that moment.
-        let (source, limit) = answer.await.map_err(|_| {
-            ErrorReply::new(
-                ErrorKind::Internal,
-                format!("{job} ended while its output was being read; ask again"),
-            )
-        })??;
-        tokio::task::spawn_blocking(move || output::page(source, job, stream, offset, limit))
-            .await
-            .map_err(|e| ErrorReply::new(ErrorKind::Internal, format!("paging failed: {e}")))?
+        let (lookup, streams) = self.lookup(None, request.job).await?;
+        let job = lookup.summary.job;
+        let source = match (request.stream, streams.stderr) {
+            (StreamName::Stdout, _) => streams.stdout,
+            (StreamName::Stderr, Some(stderr)) => stderr,
+            (StreamName::Stderr, None) => return Err(supervisor::merged_stderr(&job)),
+        };
+        let (stream, offset) = (request.stream, request.offset);
+        let limit = request.limit.unwrap_or(lookup.page_lines);
+        blocking(move || output::page(source, job, stream, offset, limit)).await?
+    }
+
+    /// The job's state and the output its caller's session has not seen yet.
+    pub async fn check_job(&self, request: JobRequest) -> Result<ExecResult, ErrorReply> {
+        let session = request.caller.session.clone();
+        let (lookup, streams) = self.lookup(Some(request.caller), request.job).await?;
+        let Lookup {
+            summary,
+            cursor,
+            page_lines,
+            max_bytes,
+            ..
+        } = lookup;
+        let (result, seen) =
+            blocking(move || check::new_output(summary, streams, cursor, page_lines, max_bytes))
+                .await??;
+        if let Some(job) = result.job.strip_prefix('j').and_then(|n| n.parse().ok()) {
+            let _ = self.cmds.send(Cmd::Advance { job, session, seen }).await;
+        }
+        Ok(result)
+    }
+
+    /// The job's result when it ends, or after `timeout_ms` its state as it stands.
+    pub async fn wait(&self, request: WaitRequest) -> Result<ExecResult, ErrorReply> {
+        let timeout = request.timeout_ms.map(Duration::from_millis);
+        match self.ask(|reply| Cmd::Wait { request, reply }).await?? {
+            Waiting::Ended(result) => Ok(result),
+            Waiting::Pending { summary, result } => {
+                let ended = match timeout {
+                    Some(timeout) => tokio::time::timeout(timeout, result).await.ok(),
+                    None => Some(result.await),
+                };
+                match ended {
+                    Some(result) => result.map_err(|_| shutting_down()),
+                    None => Ok(still_running(summary, timeout.unwrap_or_default())),
+                }
+            }
+        }
+    }
+
+    /// Stops a job and answers its result once every process of it is gone.
+    pub async fn kill(&self, request: KillRequest) -> Result<ExecResult, ErrorReply> {
+        match self.ask(|reply| Cmd::Kill { request, reply }).await?? {
+            Waiting::Ended(result) => Ok(result),
+            Waiting::Pending { result, .. } => result.await.map_err(|_| shutting_down()),
+        }
+    }
+
+    pub async fn jobs(&self, request: JobsRequest) -> Result<Vec<JobInfo>, ErrorReply> {
+        self.ask(|reply| Cmd::Jobs { request, reply }).await?
+    }
+
+    pub async fn sessions(&self) -> Result<Vec<SessionInfo>, ErrorReply> {
+        self.ask(|reply| Cmd::Sessions { reply }).await
+    }
+
+    pub async fn close_session(&self, session: String) -> Result<SessionClosed, ErrorReply> {
+        self.ask(|reply| Cmd::CloseSession { session, reply })
+            .await?
     }
 
     pub async fn status(&self) -> Option<StatusInfo> {
-        let (reply, answer) = oneshot::channel();
-        self.cmds.send(Cmd::Status { reply }).await.ok()?;
-        answer.await.ok()
+        self.ask(|reply| Cmd::Status { reply }).await.ok()
     }
 
     /// Stops every job; returns when they are gone (or the actor already ended).
     pub async fn shutdown(&self) {
-        let (reply, answer) = oneshot::channel();
-        if self.cmds.send(Cmd::Shutdown { reply }).await.is_ok() {
-            let _ = answer.await;
-        }
+        let _ = self.ask(|reply| Cmd::Shutdown { reply }).await;
     }
 }
 
-pub fn shutting_down() -> bashd_protocol::ErrorReply {
-    bashd_protocol::ErrorReply::new(
-        bashd_protocol::ErrorKind::ShuttingDown,
+/// A `wait` that timed out: the job as it stands.
+fn still_running(mut summary: ExecResult, waited: Duration) -> ExecResult {
+    let job = &summary.job;
+    summary.notice = Some(format!(
+        "{job} is still running after waiting {} s. New output: bashc check {job}; wait again: bashc wait {job}; stop it: bashc kill {job}.",
+        waited.as_secs_f64()
+    ));
+    summary
+}
+
+/// Runs `work` on a blocking thread.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, ErrorReply> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| ErrorReply::new(ErrorKind::Internal, format!("reading output failed: {e}")))
+}
+
+pub fn shutting_down() -> ErrorReply {
+    ErrorReply::new(
+        ErrorKind::ShuttingDown,
         "bashd is shutting down and takes no new commands",
     )
 }

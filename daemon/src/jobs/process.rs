@@ -14,9 +14,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
-use rustix::process::{Pid, Signal, WaitOptions, WaitStatus};
+use rustix::process::{Pid, Rlimit, WaitOptions, WaitStatus};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::{mpsc, oneshot};
 
@@ -70,14 +69,18 @@ impl ReaperHandle {
 pub struct Reaper {
     requests: mpsc::Receiver<SpawnRequest>,
     waiting: HashMap<i32, oneshot::Sender<WaitStatus>>,
+    /// The open-file limit jobs get: the one the daemon started with, before it raised
+    /// its own.
+    job_open_files: Option<Rlimit>,
 }
 
 impl Reaper {
-    pub fn new() -> (Reaper, ReaperHandle) {
+    pub fn new(job_open_files: Option<Rlimit>) -> (Reaper, ReaperHandle) {
         let (tx, rx) = mpsc::channel(64);
         let reaper = Reaper {
             requests: rx,
             waiting: HashMap::new(),
+            job_open_files,
         };
         (reaper, ReaperHandle { requests: tx })
     }
@@ -93,7 +96,7 @@ impl Reaper {
                 _ = sigchld.recv() => self.reap_all(),
                 request = self.requests.recv() => match request {
                     Some(SpawnRequest { spec, reply }) => {
-                        let spawned = spawn(spec).map(|(spawned, exit_tx)| {
+                        let spawned = spawn(spec, self.job_open_files).map(|(spawned, exit_tx)| {
                             self.waiting.insert(spawned.pid.as_raw_nonzero().get(), exit_tx);
                             spawned
                         });
@@ -120,18 +123,14 @@ impl Reaper {
     }
 }
 
-/// The most a job can write before the supervisor reads: a large pipe lets a fast
-/// writer hand over big chunks, with fewer wake-ups on both sides.
-const PIPE_BYTES: usize = 1024 * 1024;
-
 fn output_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
-    // Above /proc/sys/fs/pipe-max-size this fails, and the default size is fine.
-    let _ = rustix::pipe::fcntl_setpipe_size(&read, PIPE_BYTES);
-    Ok((read, write))
+    Ok(rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?)
 }
 
-fn spawn(spec: SpawnSpec) -> io::Result<(Spawned, oneshot::Sender<WaitStatus>)> {
+fn spawn(
+    spec: SpawnSpec,
+    open_files: Option<Rlimit>,
+) -> io::Result<(Spawned, oneshot::Sender<WaitStatus>)> {
     let (stdout_read, stdout_write) = output_pipe()?;
     let (stderr_read, stderr_write) = if spec.merge_stderr {
         (None, stdout_write.try_clone()?)
@@ -154,10 +153,14 @@ fn spawn(spec: SpawnSpec) -> io::Result<(Spawned, oneshot::Sender<WaitStatus>)> 
         .stdin(Stdio::null())
         .stdout(Stdio::from(stdout_write))
         .stderr(Stdio::from(stderr_write));
-    // SAFETY: setsid is async-signal-safe and touches no memory of the parent.
+    // SAFETY: setsid and setrlimit are async-signal-safe system calls, and the limit
+    // is copied into the closure before the fork.
     unsafe {
-        command.pre_exec(|| {
+        command.pre_exec(move || {
             rustix::process::setsid()?;
+            if let Some(limit) = open_files {
+                rustix::process::setrlimit(rustix::process::Resource::Nofile, limit)?;
+            }
             Ok(())
         });
     }
@@ -177,33 +180,6 @@ fn spawn(spec: SpawnSpec) -> io::Result<(Spawned, oneshot::Sender<WaitStatus>)> 
         },
         exit_tx,
     ))
-}
-
-/// Sends `signal` to the process group `pgid`. Returns whether any process got it.
-pub fn signal_group(pgid: Pid, signal: Signal) -> bool {
-    rustix::process::kill_process_group(pgid, signal).is_ok()
-}
-
-/// Whether any process of the group `pgid` is still alive (zombies count until reaped).
-pub fn group_alive(pgid: Pid) -> bool {
-    rustix::process::test_kill_process_group(pgid).is_ok()
-}
-
-/// SIGTERM to the group, then SIGKILL once `grace` has passed with any of it alive.
-/// Returns whether anything was alive to signal.
-pub async fn terminate_group(pgid: Pid, grace: Duration) -> bool {
-    if !signal_group(pgid, Signal::TERM) {
-        return false;
-    }
-    let deadline = Instant::now() + grace;
-    while Instant::now() < deadline {
-        if !group_alive(pgid) {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    signal_group(pgid, Signal::KILL);
-    true
 }
 
 /// Makes orphaned descendants of jobs children of the daemon, so they are reaped here

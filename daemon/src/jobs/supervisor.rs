@@ -1,24 +1,46 @@
-//! One task per running job: it reads the job's pipes, enforces its timeout, stops it
-//! on request, and turns the leader's exit into the job's result. It owns the job's
-//! process group; nothing else signals it.
+//! One task per running job: it reads the job's pipes, enforces its timeout, answers
+//! the request that started it, moves the job to the background (mode `background`, a
+//! timeout with `on_timeout = background`, or processes the shell left running), stops
+//! it on request, and turns the end of its last process into the job's result. It owns
+//! the job's processes; nothing else signals them.
+//!
+//! A job goes through these phases, each a loop in [`Supervisor`]:
+//! 1. the leader (`bash -c`) runs;
+//! 2. the leader has exited: the pipes get a moment to close, then the job's group and
+//!    the daemon's orphans are looked at for processes left behind;
+//! 3. stragglers live on: the job runs in the background until the last one exits;
+//!
+//! and at any point a stop (timeout, `kill`, owner gone, shutdown) ends all of them.
 
-use std::os::fd::OwnedFd;
+use std::future::Future;
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use bashd_protocol::{ErrorKind, ErrorReply, ExecResult, JobState, Response, StreamName};
+use bashd_protocol::{ErrorKind, ErrorReply, ExecResult, JobState, OnTimeout, Response};
 use rustix::process::{Signal, WaitStatus};
 use tokio::io::AsyncReadExt;
 use tokio::net::unix::pipe;
 use tokio::sync::{mpsc, oneshot};
 
-use super::process::{self, Spawned};
+use super::members::{self, Mark};
+use super::process::Spawned;
+use crate::config::OnStraggler;
 use crate::output::{self, OutputSource, Shape, StreamCapture};
 
 /// How long output is still read after the shell exits, for processes that inherited
 /// its pipes and are about to close them.
 const STRAGGLER_DRAIN: Duration = Duration::from_millis(100);
+/// How long a stopped job's leader has to be reaped after its processes were killed.
+const LEADER_REAP_WAIT: Duration = Duration::from_secs(2);
+/// A pipe read starts with this buffer and grows it while reads fill it, so a quiet
+/// background job holds little memory and a loud one reads in large chunks.
+const FIRST_READ_CHUNK: usize = 8 * 1024;
 const READ_CHUNK: usize = 256 * 1024;
+/// A pipe that a read found full is enlarged to this, once: fewer wake-ups for a fast
+/// writer. Pipes start at the kernel's default, since pipe memory is a per-user quota
+/// that a thousand quiet jobs must not spend.
+const BIG_PIPE_BYTES: usize = 1024 * 1024;
 
 /// What the job table knows of a job when it starts.
 #[derive(Debug, Clone)]
@@ -35,26 +57,48 @@ pub struct JobMeta {
 pub struct JobRun {
     pub meta: JobMeta,
     pub spawned: Spawned,
+    pub mark: Mark,
+    /// From the start; past it, a foreground job goes by `on_timeout`.
     pub timeout: Duration,
+    pub on_timeout: OnTimeout,
+    /// From the start; past it, a job in the background is killed.
+    pub background_timeout: Duration,
+    pub on_straggler: OnStraggler,
     pub kill_grace: Duration,
     pub limits: output::Limits,
     pub shape: Shape,
     /// The session's directory, where spill files go.
     pub session_dir: PathBuf,
+    /// Mode `background`: the request is answered as soon as the job starts.
+    pub detached: bool,
 }
 
 /// What is left of a job when it ends: its result, and its output to page through.
 #[derive(Debug)]
 pub struct Ended {
     pub result: ExecResult,
+    pub streams: Streams,
+}
+
+/// A snapshot of a job's output.
+#[derive(Debug, Clone)]
+pub struct Streams {
     pub stdout: OutputSource,
     /// `None` when stderr was merged into stdout.
     pub stderr: Option<OutputSource>,
 }
 
-/// The answer to a request for a stream's output: a snapshot, and how many lines a page
-/// has when the request names no limit.
-pub type SourceReply = oneshot::Sender<Result<(OutputSource, u64), ErrorReply>>;
+/// What a supervisor tells the job table.
+#[derive(Debug)]
+pub enum Report {
+    /// The request was answered and the job runs on in the background. `seen` is how
+    /// many lines of each stream that answer covered, so `check` starts after them.
+    Backgrounded {
+        job: String,
+        seen: [u64; 2],
+    },
+    Ended(Box<Ended>),
+}
 
 /// Why bashd stops a job before it ends on its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,167 +107,446 @@ pub enum StopReason {
     /// The request that started a foreground job went away.
     Abandoned,
     Shutdown,
+    /// `bashc kill`.
+    Killed,
+    /// Every owner of the session exited while the job ran in the foreground.
+    OwnersGone,
+    /// The session was closed, or its linger time ran out.
+    SessionEnded,
+    /// The shell exited and `sessions.on_straggler = "kill"`.
+    Stragglers,
+}
+
+/// How to stop a job: `signal` to every process, then SIGKILL after `grace`.
+#[derive(Debug, Clone, Copy)]
+pub struct Stop {
+    pub reason: StopReason,
+    pub signal: Signal,
+    pub grace: Duration,
+}
+
+impl Stop {
+    pub fn term(reason: StopReason, grace: Duration) -> Stop {
+        Stop {
+            reason,
+            signal: Signal::TERM,
+            grace,
+        }
+    }
 }
 
 #[derive(Debug)]
 pub enum Control {
-    Stop(StopReason),
-    /// A snapshot of one stream, for `bashc output` while the job runs.
-    Snapshot {
-        stream: StreamName,
-        limit: u64,
-        reply: SourceReply,
-    },
+    Stop(Stop),
+    /// A snapshot of the output so far, for `output` and `check` while the job runs.
+    Snapshot(oneshot::Sender<Streams>),
+}
+
+/// Why a job's request was answered before the job ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Moved {
+    Requested,
+    Timeout,
+    Stragglers,
 }
 
 /// Runs the job to its end and returns its result. `requester` is the channel of the
-/// request that started it: when that closes, the job is stopped.
+/// request that started it: it gets `Finished` once, when the job ends or moves to the
+/// background, and a foreground job is stopped if it closes first.
 pub async fn supervise(
     run: JobRun,
-    mut control: mpsc::Receiver<Control>,
+    control: mpsc::Receiver<Control>,
     requester: mpsc::Sender<Response>,
+    reports: mpsc::UnboundedSender<Report>,
 ) -> Ended {
     let JobRun {
         meta,
         spawned,
+        mark,
         timeout,
+        on_timeout,
+        background_timeout,
+        on_straggler,
         kill_grace,
         limits,
         shape,
         session_dir,
+        detached,
     } = run;
     let Spawned {
-        pid: pgid,
         stdout,
         stderr,
-        mut exit,
+        exit,
+        ..
     } = spawned;
     let merged = stderr.is_none();
     let capture = |stream: &str| {
         let path = session_dir.join(format!("{}.{stream}", meta.job));
-        StreamCapture::new(limits, path, false)
+        StreamCapture::new(limits, path, detached)
     };
-    let mut out = PipeReader::new(stdout, capture("stdout"));
-    let mut err = PipeReader::new_optional(stderr, capture("stderr"));
-    let mut control_open = true;
+    let mut job = Supervisor {
+        out: PipeReader::new(Some(stdout), capture("stdout")),
+        err: PipeReader::new(stderr, capture("stderr")),
+        merged,
+        control,
+        control_open: true,
+        exit: Some(exit),
+        leader: None,
+        requester: Some(requester),
+        reports,
+        deadline: meta.started + timeout,
+        timeout,
+        on_timeout,
+        background_timeout,
+        on_straggler,
+        kill_grace,
+        shape,
+        stop: None,
+        moved: None,
+        stragglers_killed: false,
+        mark,
+        meta,
+    };
+    if detached {
+        job.deadline = job.meta.started + background_timeout;
+        job.detach(Moved::Requested).await;
+    }
+    job.leader_runs().await;
+    if job.stop.is_none() && job.leader.is_some() {
+        job.leader_exited().await;
+    }
+    if let Some(stop) = job.stop {
+        job.terminate(stop).await;
+    }
+    job.last_output().await;
+    job.end()
+}
 
-    let mut leader: Option<WaitStatus> = None;
-    let mut stop: Option<StopReason> = None;
-    let timeout_at = meta.started + timeout;
-    let mut sigkill_at: Option<Instant> = None;
-    let mut drain_until: Option<Instant> = None;
+struct Supervisor {
+    meta: JobMeta,
+    mark: Mark,
+    out: PipeReader,
+    err: PipeReader,
+    merged: bool,
+    control: mpsc::Receiver<Control>,
+    control_open: bool,
+    /// Until the reaper has collected the leader.
+    exit: Option<oneshot::Receiver<WaitStatus>>,
+    leader: Option<WaitStatus>,
+    /// Until the request is answered.
+    requester: Option<mpsc::Sender<Response>>,
+    reports: mpsc::UnboundedSender<Report>,
+    deadline: Instant,
+    timeout: Duration,
+    on_timeout: OnTimeout,
+    background_timeout: Duration,
+    on_straggler: OnStraggler,
+    kill_grace: Duration,
+    shape: Shape,
+    stop: Option<Stop>,
+    moved: Option<Moved>,
+    stragglers_killed: bool,
+}
 
-    while leader.is_none() || !out.is_done() || !err.is_done() {
-        let stopping = stop.is_some() || leader.is_some();
-        // Cancelling any branch loses nothing: a pipe read that did not complete has
-        // consumed no bytes, and the exit status stays in its channel.
-        tokio::select! {
-            status = &mut exit, if leader.is_none() => match status {
-                Ok(status) => {
-                    leader = Some(status);
-                    drain_until = Some(Instant::now() + STRAGGLER_DRAIN);
-                }
-                // The reaper is gone, so the daemon is going down: stop waiting.
-                Err(_) => break,
-            },
-            () = out.read_some(), if !out.is_done() => {}
-            () = err.read_some(), if !err.is_done() => {}
-            () = tokio::time::sleep_until(timeout_at.into()), if !stopping => {
-                stop = Some(StopReason::Timeout);
+/// What woke a supervisor up.
+enum Wake<T> {
+    /// Output was read, or a snapshot answered.
+    Busy,
+    LeaderExited,
+    Stop(Stop),
+    /// The phase's own event.
+    Phase(T),
+}
+
+/// Phase 1's own events.
+enum LeaderEvent {
+    Deadline,
+    Abandoned,
+}
+
+/// Phase 3's own events.
+enum StragglerEvent {
+    AllExited,
+    Deadline,
+}
+
+impl Supervisor {
+    /// Waits for one thing to happen: output, the leader's exit, a control message, or
+    /// `phase`. Cancelling any branch loses nothing: a pipe read that did not complete
+    /// consumed no bytes, the exit status and control messages stay in their channels,
+    /// and `phase` is re-created or pinned by the caller.
+    async fn wake<T>(&mut self, phase: impl Future<Output = T>) -> Wake<T> {
+        enum Got<T> {
+            Exit(Result<WaitStatus, oneshot::error::RecvError>),
+            Read,
+            Control(Option<Control>),
+            Phase(T),
+        }
+        let got = tokio::select! {
+            status = recv_exit(&mut self.exit) => Got::Exit(status),
+            () = self.out.read_some(), if !self.out.is_done() => Got::Read,
+            () = self.err.read_some(), if !self.err.is_done() => Got::Read,
+            msg = self.control.recv(), if self.control_open => Got::Control(msg),
+            value = phase => Got::Phase(value),
+        };
+        match got {
+            Got::Exit(status) => {
+                self.exit = None;
+                // An error means the reaper is gone: the daemon is going down.
+                self.leader = status.ok();
+                Wake::LeaderExited
             }
-            () = requester.closed(), if !stopping => stop = Some(StopReason::Abandoned),
-            msg = control.recv(), if control_open => match msg {
-                Some(Control::Stop(reason)) => {
-                    if !stopping {
-                        stop = Some(reason);
+            Got::Read => Wake::Busy,
+            Got::Control(Some(Control::Stop(stop))) => Wake::Stop(stop),
+            Got::Control(Some(Control::Snapshot(reply))) => {
+                let _ = reply.send(self.streams());
+                Wake::Busy
+            }
+            Got::Control(None) => {
+                self.control_open = false;
+                Wake::Busy
+            }
+            Got::Phase(value) => Wake::Phase(value),
+        }
+    }
+
+    fn streams(&self) -> Streams {
+        Streams {
+            stdout: self.out.capture.source(),
+            stderr: (!self.merged).then(|| self.err.capture.source()),
+        }
+    }
+
+    /// Phase 1: until the leader exits or the job is to stop.
+    async fn leader_runs(&mut self) {
+        while self.exit.is_some() && self.stop.is_none() {
+            let deadline = self.deadline;
+            let requester = self.requester.clone();
+            let phase = async move {
+                tokio::select! {
+                    () = tokio::time::sleep_until(deadline.into()) => LeaderEvent::Deadline,
+                    () = closed(requester) => LeaderEvent::Abandoned,
+                }
+            };
+            match self.wake(phase).await {
+                Wake::Stop(stop) => self.stop = Some(stop),
+                Wake::Phase(LeaderEvent::Abandoned) => {
+                    self.stop = Some(Stop::term(StopReason::Abandoned, self.kill_grace));
+                }
+                Wake::Phase(LeaderEvent::Deadline) => {
+                    let move_on = self.requester.is_some()
+                        && self.on_timeout == OnTimeout::Background
+                        && self.background_timeout > self.timeout;
+                    if move_on {
+                        self.deadline = self.meta.started + self.background_timeout;
+                        self.detach(Moved::Timeout).await;
+                    } else {
+                        self.stop = Some(Stop::term(StopReason::Timeout, self.kill_grace));
                     }
                 }
-                Some(Control::Snapshot { stream, limit, reply }) => {
-                    let source = match (stream, merged) {
-                        (StreamName::Stdout, _) => Ok(out.capture.source()),
-                        (StreamName::Stderr, false) => Ok(err.capture.source()),
-                        (StreamName::Stderr, true) => Err(merged_stderr(&meta.job)),
-                    };
-                    let _ = reply.send(source.map(|s| (s, limit)));
-                }
-                None => control_open = false,
-            },
-            () = sleep_until_some(sigkill_at) => {
-                process::signal_group(pgid, Signal::KILL);
-                sigkill_at = None;
+                Wake::Busy | Wake::LeaderExited => {}
             }
-            () = sleep_until_some(drain_until) => break,
-        }
-        if !stopping && stop.is_some() {
-            process::signal_group(pgid, Signal::TERM);
-            sigkill_at = Some(Instant::now() + kill_grace);
         }
     }
 
-    // The shell is gone; whatever of its group is still alive has nobody to wait for it.
-    let stragglers_killed = process::terminate_group(pgid, kill_grace).await;
-    // What the stragglers wrote on their way out is still worth showing.
-    let tail_deadline = Instant::now() + STRAGGLER_DRAIN;
-    while !out.is_done() || !err.is_done() {
-        tokio::select! {
-            () = out.read_some(), if !out.is_done() => {}
-            () = err.read_some(), if !err.is_done() => {}
-            () = tokio::time::sleep_until(tail_deadline.into()) => break,
+    /// Phases 2 and 3: the leader has exited; processes it started may live on.
+    async fn leader_exited(&mut self) {
+        let drain_until = Instant::now() + STRAGGLER_DRAIN;
+        while !(self.out.is_done() && self.err.is_done()) && self.stop.is_none() {
+            match self
+                .wake(tokio::time::sleep_until(drain_until.into()))
+                .await
+            {
+                Wake::Phase(()) => break,
+                Wake::Stop(stop) => self.stop = Some(stop),
+                Wake::Busy | Wake::LeaderExited => {}
+            }
+        }
+        if self.stop.is_some() || !self.has_stragglers().await {
+            return;
+        }
+        if self.on_straggler == OnStraggler::Kill {
+            self.stragglers_killed = true;
+            self.stop = Some(Stop::term(StopReason::Stragglers, self.kill_grace));
+            return;
+        }
+        self.detach(Moved::Stragglers).await;
+        loop {
+            let alive = members::scan(&self.mark).await;
+            if alive.is_empty() {
+                return;
+            }
+            let mut all_exited = Box::pin(members::all_exited(alive));
+            loop {
+                let deadline = self.deadline;
+                let phase = async {
+                    tokio::select! {
+                        () = &mut all_exited => StragglerEvent::AllExited,
+                        () = tokio::time::sleep_until(deadline.into()) => StragglerEvent::Deadline,
+                    }
+                };
+                match self.wake(phase).await {
+                    // Some may have started others before they went: look again.
+                    Wake::Phase(StragglerEvent::AllExited) => break,
+                    Wake::Phase(StragglerEvent::Deadline) => {
+                        self.stop = Some(Stop::term(StopReason::Timeout, self.kill_grace));
+                        return;
+                    }
+                    Wake::Stop(stop) => {
+                        self.stop = Some(stop);
+                        return;
+                    }
+                    Wake::Busy | Wake::LeaderExited => {}
+                }
+            }
         }
     }
 
-    let (state, exit_code, signal) = match (stop, leader) {
-        (Some(StopReason::Timeout), status) => (JobState::TimedOut, code(status), sig(status)),
-        (Some(_), status) => (JobState::Killed, code(status), sig(status)),
-        (None, Some(status)) if status.terminating_signal().is_some() => {
-            (JobState::Signaled, None, status.terminating_signal())
-        }
-        (None, Some(status)) => (JobState::Exited, status.exit_status(), None),
-        (None, None) => (JobState::Killed, None, None),
-    };
-    out.capture.finish();
-    err.capture.finish();
-    let mut notices = Vec::new();
-    match stop {
-        Some(StopReason::Timeout) => notices.push(format!(
-            "Command timed out after {} s and was killed with its whole process group. Use --mode slow or --timeout SECS for longer commands.",
-            timeout.as_secs()
-        )),
-        Some(StopReason::Shutdown) => {
-            notices.push("bashd is shutting down; the command was killed.".to_owned())
-        }
-        Some(StopReason::Abandoned) | None => {}
+    /// Whether anything of the job outlived its shell: its group, or an escapee the
+    /// daemon inherited.
+    async fn has_stragglers(&self) -> bool {
+        rustix::process::test_kill_process_group(self.mark.pgid).is_ok()
+            || members::has_orphans(&self.mark).await
     }
-    if stragglers_killed && stop.is_none() {
-        notices.push(
-            "The command's shell exited while processes it started were still running; they were killed."
-                .to_owned(),
+
+    /// Signals every process of the job and waits until none is left.
+    async fn terminate(&mut self, stop: Stop) {
+        let mark = self.mark.clone();
+        let leader_alive = self.exit.is_some();
+        let mut terminated = Box::pin(members::terminate(
+            &mark,
+            stop.signal,
+            stop.grace,
+            leader_alive,
+        ));
+        // Output read meanwhile is kept; a second stop changes nothing.
+        while !matches!(self.wake(&mut terminated).await, Wake::Phase(_)) {}
+        let reaped_by = Instant::now() + LEADER_REAP_WAIT;
+        while self.exit.is_some() {
+            if let Wake::Phase(()) = self.wake(tokio::time::sleep_until(reaped_by.into())).await {
+                break;
+            }
+        }
+    }
+
+    /// What the last processes wrote on their way out is still worth showing.
+    async fn last_output(&mut self) {
+        let until = Instant::now() + STRAGGLER_DRAIN;
+        while !(self.out.is_done() && self.err.is_done()) {
+            if let Wake::Phase(()) = self.wake(tokio::time::sleep_until(until.into())).await {
+                break;
+            }
+        }
+    }
+
+    /// Answers the request now; the job runs on in the background.
+    async fn detach(&mut self, why: Moved) {
+        let Some(requester) = self.requester.take() else {
+            return;
+        };
+        self.moved = Some(why);
+        let job = &self.meta.job;
+        let pid = self.mark.pgid.as_raw_nonzero().get();
+        let how = format!(
+            "New output: bashc check {job}; wait for it: bashc wait {job}; stop it: bashc kill {job}."
         );
+        let notice = match why {
+            Moved::Requested => format!("Running in the background as {job} (pid {pid}). {how}"),
+            Moved::Timeout => format!(
+                "The command passed its timeout of {} s and moved to the background as {job} (pid {pid}); it keeps running. {how}",
+                self.timeout.as_secs()
+            ),
+            Moved::Stragglers => format!(
+                "The command's shell exited, but processes it started are still running; they stay in the background as {job}. {how}"
+            ),
+        };
+        let seen = match why {
+            Moved::Requested => [0, 0],
+            Moved::Timeout | Moved::Stragglers => [
+                self.out.capture.complete_lines(),
+                self.err.capture.complete_lines(),
+            ],
+        };
+        let result = self.result(JobState::Running, Some(notice));
+        let _ = requester.send(Response::Finished(Box::new(result))).await;
+        let _ = self.reports.send(Report::Backgrounded {
+            job: job.clone(),
+            seen,
+        });
     }
 
-    notices.extend(out.capture.notice("stdout"));
-    if !merged {
-        notices.extend(err.capture.notice("stderr"));
+    fn result(&self, state: JobState, notice: Option<String>) -> ExecResult {
+        let status = self.leader;
+        ExecResult {
+            job: self.meta.job.clone(),
+            session: self.meta.session.clone(),
+            pid: Some(self.mark.pgid.as_raw_nonzero().get() as u32),
+            state,
+            exit_code: status.and_then(|s| s.exit_status()),
+            signal: status.and_then(|s| s.terminating_signal()),
+            duration_ms: self.meta.started.elapsed().as_millis() as u64,
+            backgrounded: self.moved.is_some(),
+            description: self.meta.description.clone(),
+            workdir: self.meta.workdir.clone(),
+            stdout: self.out.capture.result(self.shape),
+            stderr: (!self.merged).then(|| self.err.capture.result(self.shape)),
+            notice,
+        }
     }
-    let result = ExecResult {
-        job: meta.job,
-        session: meta.session,
-        pid: Some(pgid.as_raw_nonzero().get() as u32),
-        state,
-        exit_code,
-        signal,
-        duration_ms: meta.started.elapsed().as_millis() as u64,
-        backgrounded: false,
-        description: meta.description,
-        workdir: meta.workdir,
-        stdout: out.capture.result(shape),
-        stderr: (!merged).then(|| err.capture.result(shape)),
-        notice: (!notices.is_empty()).then(|| notices.join("\n")),
-    };
-    Ended {
-        result,
-        stdout: out.capture.source(),
-        stderr: (!merged).then(|| err.capture.source()),
+
+    fn end(mut self) -> Ended {
+        self.out.capture.finish();
+        self.err.capture.finish();
+        let state = match (self.stop.map(|s| s.reason), self.leader) {
+            (Some(StopReason::Timeout), _) => JobState::TimedOut,
+            (Some(StopReason::Stragglers), Some(status))
+                if status.terminating_signal().is_none() =>
+            {
+                JobState::Exited
+            }
+            (Some(_), _) | (None, None) => JobState::Killed,
+            (None, Some(status)) if status.terminating_signal().is_some() => JobState::Signaled,
+            (None, Some(_)) => JobState::Exited,
+        };
+        let mut notices = Vec::new();
+        let limit = if self.moved.is_some() {
+            self.background_timeout
+        } else {
+            self.timeout
+        };
+        match self.stop.map(|s| s.reason) {
+            Some(StopReason::Timeout) => notices.push(format!(
+                "Command timed out after {} s and was killed with every process it started. Use --mode slow, --timeout SECS or --on-timeout background for longer commands.",
+                limit.as_secs()
+            )),
+            Some(StopReason::Shutdown) => {
+                notices.push("bashd is shutting down; the command was killed.".to_owned())
+            }
+            Some(StopReason::OwnersGone) => notices.push(format!(
+                "Every process that owned session {} has exited, so its foreground command was killed.",
+                self.meta.session
+            )),
+            Some(StopReason::SessionEnded) => notices.push(format!(
+                "Session {} ended (closed, or its linger time ran out), so the job was killed.",
+                self.meta.session
+            )),
+            Some(StopReason::Killed | StopReason::Abandoned | StopReason::Stragglers) | None => {}
+        }
+        if self.stragglers_killed {
+            notices.push(
+                "The command's shell exited while processes it started were still running; they were killed (sessions.on_straggler = \"kill\")."
+                    .to_owned(),
+            );
+        }
+        notices.extend(self.out.capture.notice("stdout"));
+        if !self.merged {
+            notices.extend(self.err.capture.notice("stderr"));
+        }
+        let result = self.result(state, (!notices.is_empty()).then(|| notices.join("\n")));
+        Ended {
+            result,
+            streams: self.streams(),
+        }
     }
 }
 
@@ -234,17 +557,18 @@ pub fn merged_stderr(job: &str) -> ErrorReply {
     )
 }
 
-fn code(status: Option<WaitStatus>) -> Option<i32> {
-    status.and_then(|s| s.exit_status())
+async fn recv_exit(
+    exit: &mut Option<oneshot::Receiver<WaitStatus>>,
+) -> Result<WaitStatus, oneshot::error::RecvError> {
+    match exit {
+        Some(exit) => exit.await,
+        None => std::future::pending().await,
+    }
 }
 
-fn sig(status: Option<WaitStatus>) -> Option<i32> {
-    status.and_then(|s| s.terminating_signal())
-}
-
-async fn sleep_until_some(deadline: Option<Instant>) {
-    match deadline {
-        Some(deadline) => tokio::time::sleep_until(deadline.into()).await,
+async fn closed(requester: Option<mpsc::Sender<Response>>) {
+    match requester {
+        Some(requester) => requester.closed().await,
         None => std::future::pending().await,
     }
 }
@@ -257,15 +581,11 @@ struct PipeReader {
 }
 
 impl PipeReader {
-    fn new(fd: OwnedFd, capture: StreamCapture) -> PipeReader {
-        Self::new_optional(Some(fd), capture)
-    }
-
-    fn new_optional(fd: Option<OwnedFd>, capture: StreamCapture) -> PipeReader {
+    fn new(fd: Option<OwnedFd>, capture: StreamCapture) -> PipeReader {
         let pipe = fd.and_then(|fd| pipe::Receiver::from_owned_fd(fd).ok());
         PipeReader {
             pipe,
-            buf: vec![0; READ_CHUNK],
+            buf: Vec::new(),
             capture,
         }
     }
@@ -279,9 +599,25 @@ impl PipeReader {
         let Some(pipe) = self.pipe.as_mut() else {
             return;
         };
+        if self.buf.is_empty() {
+            self.buf = vec![0; FIRST_READ_CHUNK];
+        }
         match pipe.read(&mut self.buf).await {
-            Ok(0) | Err(_) => self.pipe = None,
-            Ok(n) => self.capture.push(&self.buf[..n]),
+            Ok(0) | Err(_) => {
+                self.pipe = None;
+                self.buf = Vec::new();
+            }
+            Ok(n) => {
+                self.capture.push(&self.buf[..n]);
+                if n == self.buf.len() && n < READ_CHUNK {
+                    if n >= FIRST_READ_CHUNK * 8 {
+                        // Above /proc/sys/fs/pipe-max-size or the user's pipe quota
+                        // this fails, and the pipe keeps its size.
+                        let _ = rustix::pipe::fcntl_setpipe_size(pipe.as_fd(), BIG_PIPE_BYTES);
+                    }
+                    self.buf = vec![0; n * 2];
+                }
+            }
         }
     }
 }

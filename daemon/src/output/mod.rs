@@ -81,6 +81,14 @@ impl StreamCapture {
         })
     }
 
+    /// Lines that have ended, so far: what `bashc check` can hand on without cutting
+    /// a line that is still being written.
+    pub fn complete_lines(&self) -> u64 {
+        // Once finished, the sanitizer holds nothing more and the last line counts.
+        let open_line = !self.finished && self.store.ends_mid_line();
+        self.store.total_lines() - u64::from(open_line)
+    }
+
     /// A snapshot to page through: the spill file when there is one, else the text
     /// itself, which is then within the limits.
     pub fn source(&self) -> OutputSource {
@@ -99,9 +107,11 @@ impl StreamCapture {
         };
         // A line longer than the sanitizer's cap was handed on in part already.
         let pending_line = u64::from(!pending.is_empty() && !self.store.ends_mid_line());
+        let total_lines = self.store.total_lines() + pending_line;
         OutputSource {
             content,
-            total_lines: self.store.total_lines() + pending_line,
+            complete_lines: self.complete_lines(),
+            total_lines,
             total_bytes: self.store.total_bytes() + pending.len() as u64,
             complete: self.finished,
         }

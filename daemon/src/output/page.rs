@@ -19,6 +19,8 @@ pub const PAGE_MAX_BYTES: usize = 1024 * 1024;
 pub struct OutputSource {
     pub content: Content,
     pub total_lines: u64,
+    /// Lines that ended with a newline, or all of them once the stream has ended.
+    pub complete_lines: u64,
     pub total_bytes: u64,
     /// The stream has ended.
     pub complete: bool,
@@ -284,6 +286,7 @@ mod tests {
                 error: None,
             },
             total_lines: 2,
+            complete_lines: 2,
             total_bytes: 4,
             complete: false,
         };

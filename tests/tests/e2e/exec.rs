@@ -320,11 +320,11 @@ fn output_beyond_the_limits_is_cut_to_the_last_whole_lines() {
     assert_eq!(stdout["text"], expected);
 }
 
-/// FIXME(jobs issue): processes left running when the shell exits become a background
-/// job; until then they are killed, and the result says so.
 #[test]
-fn processes_left_behind_by_the_shell_are_killed_and_named() {
-    let daemon = Daemon::start();
+fn with_on_straggler_kill_processes_left_behind_by_the_shell_are_killed_and_named() {
+    let daemon = Daemon::unstarted();
+    daemon.write_config("[sessions]\non_straggler = \"kill\"\n");
+    let daemon = daemon.spawn_and_wait();
     let out = daemon.run_bashc(&[
         "exec",
         "--json",
@@ -333,6 +333,7 @@ fn processes_left_behind_by_the_shell_are_killed_and_named() {
     ]);
     let result = json(&out);
     assert_eq!(result["stdout"]["text"], "started\n");
+    assert_eq!(result["state"], "exited", "{result}");
     assert!(
         result["notice"]
             .as_str()

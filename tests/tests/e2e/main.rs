@@ -4,6 +4,7 @@
 
 mod daemon_lifecycle;
 mod exec;
+mod jobs;
 mod output;
 mod policy;
 mod protocol;

@@ -306,7 +306,7 @@ async fn a_running_jobs_output_can_be_paged() {
         panic!("no Started response");
     };
     let request = OutputRequest {
-        job: started.job.clone(),
+        job: bashc::protocol::JobRef::Id(started.job.clone()),
         stream: StreamName::Stdout,
         offset: 4,
         limit: None,

@@ -2,6 +2,7 @@
 //! prints. Exit status: the command's own; 128+N for a signal; 124 for a timeout that
 //! killed; 126 for a policy denial; 255 when the daemon cannot be reached or refuses.
 
+mod jobs;
 mod render;
 
 use std::io::{Read, Write};
@@ -9,7 +10,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use bashc::protocol::{
-    Direction, ExecParams, Mode, OnTimeout, OutputOptions, OutputRequest, StreamName,
+    Caller, Direction, ExecParams, Mode, OnTimeout, OutputOptions, OutputRequest, StreamName,
 };
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -37,10 +38,37 @@ enum Command {
     /// this environment plus pagers and editors disabled. The command policy is
     /// checked first (see `bashc policy check`). A stream longer than the limits is
     /// kept whole in a file the result names; `bashc output` pages through it.
-    /// Exit status: the command's own; 128+N if a signal ended it; 124 if it timed out
-    /// (the command and its whole process group are killed at the timeout); 126 if the
-    /// policy denied it (nothing ran); 255 if bashd refused or could not be reached.
+    /// A command that passes its timeout moves to the background (--on-timeout kill
+    /// kills it instead), and so do processes it leaves running when its shell exits
+    /// (`server &`): the call returns, and the job goes on under bashd, which owns
+    /// every process of it. --mode background returns at once.
+    ///
+    /// Exit status: the command's own (the shell's, when processes it started run on);
+    /// 0 for a job that runs on in the background; 128+N if a signal ended it; 124 if
+    /// it timed out and was killed (with every process it started); 126 if the policy
+    /// denied it (nothing ran); 255 if bashd refused or could not be reached.
     Exec(ExecArgs),
+    /// List jobs: this session's, another's, or all, running and finished.
+    Jobs(jobs::JobsArgs),
+    /// Show a job's output since this session last checked it, and its state.
+    ///
+    /// Only whole lines are shown; a line still being written waits for the next check.
+    /// When more lines came than the limits show, the last ones are shown and the
+    /// result says how to read the others. Exit status as for `exec`; 0 while the job
+    /// runs.
+    Check(jobs::CheckArgs),
+    /// Wait for a job to end and show its result.
+    ///
+    /// Exit status as for `exec`; 124 if --timeout passes first (the job runs on).
+    Wait(jobs::WaitArgs),
+    /// Stop a job: the signal (default TERM) to every process of it, then SIGKILL to
+    /// whatever is left after the grace time. Shows its result.
+    Kill(jobs::KillArgs),
+    /// List sessions: their owners, whether they linger, their jobs.
+    Sessions(jobs::SessionsArgs),
+    /// Act on one session.
+    #[command(subcommand)]
+    Session(jobs::SessionCommand),
     /// Print lines of a job's full output, as `sed -n` would.
     ///
     /// Reads the spill file of a stream that passed its limits, or the output kept in
@@ -56,14 +84,31 @@ enum Command {
 }
 
 #[derive(Debug, Args)]
-struct SessionArgs {
+pub(crate) struct SessionArgs {
     /// The session to act in; default: $BASHD_SESSION, else `agent-<pid>` of the
     /// nearest ancestor that is not a shell or a wrapper.
     #[arg(long, env = "BASHD_SESSION")]
     session: Option<String>,
-    /// Not supported yet: session owners arrive with background jobs.
+    /// The process that owns the session (default: that same ancestor). When every
+    /// owner has exited, the session's foreground jobs are killed, and its background
+    /// jobs after the linger time (15 min) unless someone uses the session again.
     #[arg(long, value_name = "PID")]
     owner_pid: Option<u32>,
+}
+
+impl SessionArgs {
+    /// The session and owner a request acts for.
+    pub(crate) fn caller(&self) -> Caller {
+        let agent = || bashc::find_agent_pid();
+        let session = self
+            .session
+            .clone()
+            .unwrap_or_else(|| format!("agent-{}", agent()));
+        Caller {
+            session,
+            owner: Some(bashc::owner(self.owner_pid.unwrap_or_else(agent))),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -72,15 +117,15 @@ enum ModeArg {
     Default,
     /// Timeout 15 min.
     Slow,
-    /// Not supported yet.
+    /// Return at once with the job id; timeout 24 h.
     Background,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum OnTimeoutArg {
-    /// Kill the command and its whole process group.
+    /// Kill the command and every process it started.
     Kill,
-    /// Not supported yet.
+    /// Return what it printed so far and let it run on as a background job.
     Background,
 }
 
@@ -96,13 +141,13 @@ enum DirectionArg {
 struct ExecArgs {
     #[command(flatten)]
     session: SessionArgs,
-    /// default (30 s timeout) or slow (15 min).
+    /// default (30 s timeout), slow (15 min) or background (returns at once).
     #[arg(long, value_enum, default_value = "default")]
     mode: ModeArg,
     /// Timeout in seconds, overriding the mode's (clamped to 1 s .. 24 h).
     #[arg(long, value_name = "SECS")]
     timeout: Option<u64>,
-    /// What happens at the timeout; only `kill` is supported yet, and it is the default.
+    /// What happens at the timeout (default: background, unless bashd's config says).
     #[arg(long, value_enum)]
     on_timeout: Option<OnTimeoutArg>,
     /// Directory to run in (default: the current directory).
@@ -169,8 +214,8 @@ enum StreamArg {
 
 #[derive(Debug, Args)]
 struct OutputArgs {
-    /// The job, as `exec` named it (j12).
-    job: String,
+    #[command(flatten)]
+    job: jobs::JobArg,
     /// Which stream to read.
     #[arg(long, value_enum, default_value = "stdout")]
     stream: StreamArg,
@@ -216,12 +261,18 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
     match cli.command {
         Command::Exec(args) => exec(args).await,
         Command::Output(args) => output(args).await,
+        Command::Jobs(args) => jobs::jobs(args).await,
+        Command::Check(args) => jobs::check(args).await,
+        Command::Wait(args) => jobs::wait(args).await,
+        Command::Kill(args) => jobs::kill(args).await,
+        Command::Sessions(args) => jobs::sessions(args).await,
+        Command::Session(jobs::SessionCommand::Close(args)) => jobs::close(args).await,
         Command::Policy(PolicyCommand::Check(args)) => policy_check(args).await,
         Command::Status(args) => status(args).await,
     }
 }
 
-async fn connect() -> anyhow::Result<bashc::Client> {
+pub(crate) async fn connect() -> anyhow::Result<bashc::Client> {
     let dir = bashc::protocol::runtime::runtime_dir();
     Ok(bashc::connect_or_start(&dir).await?)
 }
@@ -235,20 +286,8 @@ async fn exec(args: ExecArgs) -> anyhow::Result<u8> {
 }
 
 fn exec_params(args: &ExecArgs) -> anyhow::Result<ExecParams> {
-    let not_yet = |flag: &str| -> anyhow::Result<ExecParams> {
-        bail!("{flag} is not supported by this version of bashc yet")
-    };
-    if args.session.owner_pid.is_some() {
-        return not_yet("--owner-pid");
-    }
-    if matches!(args.mode, ModeArg::Background) {
-        return not_yet("--mode background");
-    }
-    if matches!(args.on_timeout, Some(OnTimeoutArg::Background)) {
-        return not_yet("--on-timeout background (a timeout kills the command)");
-    }
     if args.stream {
-        return not_yet("--stream");
+        bail!("--stream is not supported by this version of bashc yet");
     }
     let direction = args.direction.map(|d| match d {
         DirectionArg::Tail => Direction::Tail,
@@ -266,22 +305,23 @@ fn exec_params(args: &ExecArgs) -> anyhow::Result<ExecParams> {
     let Some(workdir) = workdir.to_str() else {
         bail!("working directory {} is not valid UTF-8", workdir.display());
     };
-    let session = args
-        .session
-        .session
-        .clone()
-        .unwrap_or_else(bashc::default_session);
+    let Caller { session, owner } = args.session.caller();
     use std::os::unix::ffi::OsStrExt;
     let env = std::env::vars_os()
         .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
         .collect();
     Ok(ExecParams {
+        owner,
         mode: match args.mode {
+            ModeArg::Default => Mode::Default,
             ModeArg::Slow => Mode::Slow,
-            _ => Mode::Default,
+            ModeArg::Background => Mode::Background,
         },
         timeout_secs: args.timeout,
-        on_timeout: args.on_timeout.map(|_| OnTimeout::Kill),
+        on_timeout: args.on_timeout.map(|on| match on {
+            OnTimeoutArg::Kill => OnTimeout::Kill,
+            OnTimeoutArg::Background => OnTimeout::Background,
+        }),
         description: args.description.clone(),
         env,
         merge_stderr: args.merge_stderr,
@@ -300,7 +340,7 @@ async fn output(args: OutputArgs) -> anyhow::Result<u8> {
     let client = connect().await?;
     let page = client
         .output(OutputRequest {
-            job: args.job,
+            job: args.job.job_ref()?,
             stream: match args.stream {
                 StreamArg::Stdout => StreamName::Stdout,
                 StreamArg::Stderr => StreamName::Stderr,
@@ -345,7 +385,11 @@ async fn status(args: StatusArgs) -> anyhow::Result<u8> {
 }
 
 /// Prints `value` as pretty JSON, or as the text `text` makes of it.
-fn print<T: serde::Serialize>(json: bool, value: &T, text: fn(&T) -> String) -> anyhow::Result<()> {
+pub(crate) fn print<T: serde::Serialize>(
+    json: bool,
+    value: &T,
+    text: fn(&T) -> String,
+) -> anyhow::Result<()> {
     let mut stdout = std::io::stdout().lock();
     if json {
         serde_json::to_writer_pretty(&mut stdout, value)?;

@@ -3,7 +3,8 @@
 use std::fmt::Write;
 
 use bashc::protocol::{
-    Direction, ExecResult, JobState, OutputPage, PolicyVerdict, StatusInfo, StreamResult,
+    Direction, ExecResult, JobInfo, JobState, OutputPage, PolicyVerdict, SessionInfo, StatusInfo,
+    StreamResult,
 };
 
 const EXIT_TIMEOUT: u8 = 124;
@@ -14,7 +15,8 @@ const EXIT_FAILED: u8 = 255;
 pub fn exit_status(result: &ExecResult) -> u8 {
     let by_signal = result.signal.map(|n| 128u8.wrapping_add(n as u8));
     match result.state {
-        JobState::Running => 0,
+        // The shell's status, when processes it started run on.
+        JobState::Running => result.exit_code.map_or(0, |c| c as u8),
         JobState::Exited => result.exit_code.map_or(EXIT_FAILED, |c| c as u8),
         JobState::TimedOut => EXIT_TIMEOUT,
         JobState::Denied => EXIT_DENIED,
@@ -40,7 +42,21 @@ pub fn exec_text(result: &ExecResult) -> String {
         let _ = writeln!(out, "{notice}\n");
     }
     let code = exit_status(result);
+    let pid = result
+        .pid
+        .map_or(String::new(), |pid| format!(" (pid {pid})"));
     let _ = match (result.state, result.signal) {
+        (JobState::Running, _) if result.exit_code.is_some() => writeln!(
+            out,
+            "exit code: {code} (of the shell; {}{pid} runs on in the background)",
+            result.job
+        ),
+        (JobState::Running, _) => writeln!(
+            out,
+            "running: {}{pid}, {} s so far",
+            result.job,
+            result.duration_ms / 1000
+        ),
         (JobState::Exited, _) => writeln!(out, "exit code: {code}"),
         (JobState::TimedOut, _) => writeln!(out, "exit code: {code} (timed out)"),
         (_, Some(signal)) => writeln!(
@@ -126,6 +142,81 @@ pub fn status_text(status: &StatusInfo) -> String {
         status.runtime_dir,
         status.running_jobs
     )
+}
+
+/// `bashc jobs`: one line a job, newest last.
+pub fn jobs_text(jobs: &Vec<JobInfo>) -> String {
+    if jobs.is_empty() {
+        return "no jobs\n".to_owned();
+    }
+    let mut out = format!(
+        "{:<8} {:<20} {:<9} {:>4} {:<10} {:>9} {:>8}  COMMAND\n",
+        "JOB", "SESSION", "STATE", "EXIT", "MODE", "PID", "TIME"
+    );
+    for job in jobs {
+        let exit = job.exit_code.map_or("-".to_owned(), |c| c.to_string());
+        let pid = job.pid.map_or("-".to_owned(), |p| p.to_string());
+        let command = one_line(&job.command, 60);
+        let _ = write!(
+            out,
+            "{:<8} {:<20} {:<9} {:>4} {:<10} {:>9} {:>7}s  {command}",
+            job.job,
+            job.session,
+            job.state,
+            exit,
+            job.mode,
+            pid,
+            job.duration_ms / 1000
+        );
+        if let Some(description) = &job.description {
+            let _ = write!(out, "  # {}", one_line(description, 60));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// `bashc sessions`.
+pub fn sessions_text(sessions: &Vec<SessionInfo>) -> String {
+    if sessions.is_empty() {
+        return "no sessions\n".to_owned();
+    }
+    let mut out = format!(
+        "{:<24} {:<10} {:>7} {:>8}  OWNERS\n",
+        "SESSION", "STATE", "RUNNING", "FINISHED"
+    );
+    for session in sessions {
+        let owners: Vec<String> = session.owners.iter().map(u32::to_string).collect();
+        let state = match session.linger_left_secs {
+            Some(left) if session.state == "lingering" => format!("lingering ({left} s left)"),
+            _ => session.state.clone(),
+        };
+        let _ = writeln!(
+            out,
+            "{:<24} {:<10} {:>7} {:>8}  {}",
+            session.session,
+            state,
+            session.running_jobs,
+            session.finished_jobs,
+            if owners.is_empty() {
+                "-".to_owned()
+            } else {
+                owners.join(",")
+            }
+        );
+    }
+    out
+}
+
+/// The first line of `text`, at most `max` chars, marked when cut.
+fn one_line(text: &str, max: usize) -> String {
+    let line = text.lines().next().unwrap_or("");
+    let cut = line.chars().count() > max || line.len() < text.trim_end().len();
+    let mut shown: String = line.chars().take(max).collect();
+    if cut {
+        shown.push('…');
+    }
+    shown
 }
 
 fn signal_name(signal: i32) -> String {

@@ -1,0 +1,181 @@
+//! The job and session commands: `jobs`, `check`, `wait`, `kill`, `sessions`,
+//! `session close`.
+
+use anyhow::bail;
+use bashc::protocol::{JobRef, JobRequest, JobsRequest, KillRequest, WaitRequest};
+use clap::{Args, Subcommand};
+
+use crate::{SessionArgs, connect, print, render};
+
+/// Exit status of a `wait` whose timeout passed while the job runs on.
+const EXIT_STILL_RUNNING: u8 = 124;
+
+/// A job, by id or by the pid of its shell.
+#[derive(Debug, Args)]
+pub struct JobArg {
+    /// The job, as `exec` and `jobs` name it (j12).
+    #[arg(required_unless_present = "pid", conflicts_with = "pid")]
+    job: Option<String>,
+    /// Name the job by the pid of its shell instead.
+    #[arg(long, value_name = "PID")]
+    pid: Option<u32>,
+}
+
+impl JobArg {
+    pub fn job_ref(&self) -> anyhow::Result<JobRef> {
+        match (&self.job, self.pid) {
+            (_, Some(pid)) => Ok(JobRef::Pid(pid)),
+            (Some(job), None) => Ok(JobRef::Id(job.clone())),
+            (None, None) => bail!("name a job (j12) or give --pid"),
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct JobsArgs {
+    #[command(flatten)]
+    session: SessionArgs,
+    /// Every session's jobs, whatever --session or $BASHD_SESSION say.
+    #[arg(long)]
+    all: bool,
+    /// Print the jobs as a JSON array.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    #[command(flatten)]
+    job: JobArg,
+    #[command(flatten)]
+    session: SessionArgs,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct WaitArgs {
+    #[command(flatten)]
+    job: JobArg,
+    #[command(flatten)]
+    session: SessionArgs,
+    /// Give up waiting after this many seconds (fractions allowed); the job runs on.
+    #[arg(long, value_name = "SECS")]
+    timeout: Option<f64>,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct KillArgs {
+    #[command(flatten)]
+    job: JobArg,
+    #[command(flatten)]
+    session: SessionArgs,
+    /// The first signal: TERM (default), INT, HUP, QUIT, KILL, USR1, USR2, ALRM or ABRT.
+    #[arg(long, value_name = "NAME")]
+    signal: Option<String>,
+    /// Seconds between the signal and SIGKILL (default: bashd's kill_grace_ms, 2 s).
+    #[arg(long, value_name = "SECS")]
+    grace: Option<f64>,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct SessionsArgs {
+    /// Print the sessions as a JSON array.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SessionCommand {
+    /// Kill a session's jobs and remove its directory now.
+    Close(CloseArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CloseArgs {
+    /// The session to close.
+    session: String,
+}
+
+pub async fn jobs(args: JobsArgs) -> anyhow::Result<u8> {
+    let mut caller = args.session.caller();
+    let session = (!args.all).then(|| caller.session.clone());
+    // --session names the jobs to list here; the session acting stays the default one,
+    // so that naming a session that does not exist is an error, while one's own
+    // session before its first job is merely empty.
+    caller.session = std::env::var("BASHD_SESSION").unwrap_or_else(|_| bashc::default_session());
+    let jobs = connect()
+        .await?
+        .jobs(JobsRequest { caller, session })
+        .await?;
+    print(args.json, &jobs, render::jobs_text)?;
+    Ok(0)
+}
+
+pub async fn check(args: CheckArgs) -> anyhow::Result<u8> {
+    let request = JobRequest {
+        caller: args.session.caller(),
+        job: args.job.job_ref()?,
+    };
+    let result = connect().await?.check(request).await?;
+    print(args.json, &result, render::exec_text)?;
+    Ok(render::exit_status(&result))
+}
+
+pub async fn wait(args: WaitArgs) -> anyhow::Result<u8> {
+    let request = WaitRequest {
+        caller: args.session.caller(),
+        job: args.job.job_ref()?,
+        timeout_ms: args.timeout.map(millis).transpose()?,
+    };
+    let result = connect().await?.wait(request).await?;
+    print(args.json, &result, render::exec_text)?;
+    Ok(match result.state {
+        bashc::protocol::JobState::Running => EXIT_STILL_RUNNING,
+        _ => render::exit_status(&result),
+    })
+}
+
+pub async fn kill(args: KillArgs) -> anyhow::Result<u8> {
+    let request = KillRequest {
+        caller: args.session.caller(),
+        job: args.job.job_ref()?,
+        signal: args.signal,
+        grace_ms: args.grace.map(millis).transpose()?,
+    };
+    let result = connect().await?.kill(request).await?;
+    print(args.json, &result, render::exec_text)?;
+    Ok(render::exit_status(&result))
+}
+
+pub async fn sessions(args: SessionsArgs) -> anyhow::Result<u8> {
+    let sessions = connect().await?.sessions().await?;
+    print(args.json, &sessions, render::sessions_text)?;
+    Ok(0)
+}
+
+pub async fn close(args: CloseArgs) -> anyhow::Result<u8> {
+    let closed = connect().await?.close_session(args.session).await?;
+    println!(
+        "closed session {}: {} running job{} killed, its directory removed",
+        closed.session,
+        closed.killed_jobs,
+        if closed.killed_jobs == 1 { "" } else { "s" }
+    );
+    Ok(0)
+}
+
+/// Seconds, as given on the command line, in milliseconds.
+fn millis(secs: f64) -> anyhow::Result<u64> {
+    if !secs.is_finite() || secs < 0.0 {
+        bail!("a time in seconds must be 0 or more, not {secs}");
+    }
+    Ok((secs * 1000.0).round() as u64)
+}

@@ -1,0 +1,159 @@
+//! `bashc check`: the output of a job that a session has not seen yet. Each stream
+//! shows its new complete lines, the last ones when there are more than the limits
+//! allow, and says where the others are; a line still being written waits for the
+//! next check, so nothing is shown twice or skipped. Blocking: it reads spill files.
+
+use bashd_protocol::{
+    Direction, ErrorReply, ExecResult, JobState, StreamName, StreamResult, TruncatedBy,
+};
+
+use super::supervisor::Streams;
+use crate::output::{self, OutputSource};
+
+/// The result of a check, and the lines of each stream it covered.
+pub fn new_output(
+    mut summary: ExecResult,
+    streams: Streams,
+    cursor: [u64; 2],
+    max_lines: u64,
+    max_bytes: usize,
+) -> Result<(ExecResult, [u64; 2]), ErrorReply> {
+    let job = summary.job.clone();
+    let mut notices = Vec::new();
+    let (stdout, seen_out) = stream(
+        &streams.stdout,
+        &job,
+        StreamName::Stdout,
+        cursor[0],
+        max_lines,
+        max_bytes,
+        &mut notices,
+    )?;
+    let (stderr, seen_err) = match &streams.stderr {
+        Some(source) => {
+            let (result, seen) = stream(
+                source,
+                &job,
+                StreamName::Stderr,
+                cursor[1],
+                max_lines,
+                max_bytes,
+                &mut notices,
+            )?;
+            (Some(result), seen)
+        }
+        None => (None, 0),
+    };
+    if stdout.total_lines == 0 && stderr.as_ref().is_none_or(|s| s.total_lines == 0) {
+        notices.push(if summary.state == JobState::Running {
+            format!("No new output from {job} since the last check.")
+        } else {
+            format!("No new output from {job} since the last check; it has ended.")
+        });
+    }
+    summary.stdout = stdout;
+    summary.stderr = stderr;
+    summary.notice = Some(notices.join("\n"));
+    Ok((summary, [seen_out, seen_err]))
+}
+
+/// The new lines of one stream after `cursor`, and the cursor after them.
+fn stream(
+    source: &OutputSource,
+    job: &str,
+    name: StreamName,
+    cursor: u64,
+    max_lines: u64,
+    max_bytes: usize,
+    notices: &mut Vec<String>,
+) -> Result<(StreamResult, u64), ErrorReply> {
+    let end = source.complete_lines;
+    if end <= cursor {
+        return Ok((StreamResult::empty(), cursor));
+    }
+    let first = (cursor + 1).max((end + 1).saturating_sub(max_lines.max(1)));
+    let page = output::page(source.clone(), job.to_owned(), name, first, end + 1 - first)?;
+    // A page stops early at its byte cap: the lines after it wait for the next check.
+    let covered = first + page.lines - 1;
+    let (text, shown_lines, partial) = keep_last(page.text, page.lines, max_bytes);
+    let shown_bytes = text.len() as u64;
+    let before = first - (cursor + 1);
+    let stream_name = match name {
+        StreamName::Stdout => "stdout",
+        StreamName::Stderr => "stderr",
+    };
+    let unshown = before + page.lines - shown_lines;
+    if unshown > 0 {
+        let stream_flag = match name {
+            StreamName::Stdout => "",
+            StreamName::Stderr => " --stream stderr",
+        };
+        notices.push(format!(
+            "{stream_name}: {unshown} of the new lines are not shown; read them with: bashc output {job}{stream_flag} --offset {} --limit {}",
+            cursor + 1,
+            unshown
+        ));
+    }
+    let by = if shown_lines < page.lines || partial {
+        TruncatedBy::Bytes
+    } else {
+        TruncatedBy::Lines
+    };
+    let result = StreamResult {
+        text,
+        truncated: unshown > 0 || partial,
+        truncated_by: (unshown > 0 || partial).then_some(by),
+        direction: Direction::Tail,
+        total_lines: covered - cursor,
+        total_bytes: shown_bytes,
+        shown_lines,
+        shown_bytes,
+        partial,
+        full_output: page.full_output,
+    };
+    Ok((result, covered))
+}
+
+/// The last whole lines of `text` that fit in `max_bytes`; a last line longer than
+/// that alone is cut to its last `max_bytes` on a char boundary.
+fn keep_last(text: String, lines: u64, max_bytes: usize) -> (String, u64, bool) {
+    if text.len() <= max_bytes {
+        return (text, lines, false);
+    }
+    let from = text.len() - max_bytes;
+    // The start of the first line that begins at or after `from`.
+    let start = text[..text.len() - 1]
+        .char_indices()
+        .filter(|&(i, c)| c == '\n' && i + 1 >= from)
+        .map(|(i, _)| i + 1)
+        .next();
+    match start {
+        Some(start) => {
+            let kept = text[start..].to_owned();
+            let kept_lines = kept.matches('\n').count() as u64 + u64::from(!kept.ends_with('\n'));
+            (kept, kept_lines, false)
+        }
+        None => {
+            let mut cut = from;
+            while !text.is_char_boundary(cut) {
+                cut += 1;
+            }
+            (text[cut..].to_owned(), 1, true)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_whole_last_lines_within_the_bytes() {
+        let (text, lines, partial) = keep_last("aaaa\nbbbb\ncccc\n".into(), 3, 11);
+        assert_eq!((text.as_str(), lines, partial), ("bbbb\ncccc\n", 2, false));
+        let (text, lines, partial) = keep_last("aaaa\nbbbb\n".into(), 2, 100);
+        assert_eq!((text.as_str(), lines, partial), ("aaaa\nbbbb\n", 2, false));
+        let (text, lines, partial) = keep_last("ééééé\n".into(), 1, 4);
+        assert_eq!((text.as_str(), lines, partial), ("é\n", 1, true));
+    }
+}
