@@ -75,23 +75,11 @@ impl Mark {
             .is_ok_and(|env| env.split(|&b| b == 0).any(|var| var == self.cookie))
     }
 
-    /// Whether a process of the job lives outside its group and was handed to the
-    /// daemon when its parent died. Cheap: it reads only the daemon's own children,
-    /// where every escapee of a job whose group is gone ends up (the daemon is a
-    /// subreaper). Blocking.
-    pub fn has_orphans(&self) -> bool {
-        let Ok(tasks) = fs::read_dir("/proc/self/task") else {
-            return !self.scan().is_empty();
-        };
-        tasks
-            .filter_map(|task| fs::read_to_string(task.ok()?.path().join("children")).ok())
-            .flat_map(|children| {
-                children
-                    .split_ascii_whitespace()
-                    .filter_map(|pid| pid.parse::<i32>().ok())
-                    .collect::<Vec<_>>()
-            })
-            .any(|pid| self.owns(pid))
+    /// Whether any of `pids`, the daemon's orphaned children, belongs to the job: where
+    /// every escapee of a job whose group is gone ends up, the daemon being a
+    /// subreaper. Blocking.
+    pub fn owns_any(&self, pids: &[i32]) -> bool {
+        pids.iter().any(|&pid| self.owns(pid))
     }
 }
 
@@ -129,9 +117,13 @@ pub async fn scan(mark: &Mark) -> Vec<Member> {
         .unwrap_or_default()
 }
 
-pub async fn has_orphans(mark: &Mark) -> bool {
+/// Whether any of `orphans` belongs to the job, read on a blocking thread.
+pub async fn owns_any(mark: &Mark, orphans: Vec<i32>) -> bool {
+    if orphans.is_empty() {
+        return false;
+    }
     let mark = mark.clone();
-    tokio::task::spawn_blocking(move || mark.has_orphans())
+    tokio::task::spawn_blocking(move || mark.owns_any(&orphans))
         .await
         .unwrap_or(false)
 }

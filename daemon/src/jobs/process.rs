@@ -44,13 +44,18 @@ pub struct Spawned {
 /// Asks the reaper task to spawn; cheap to clone.
 #[derive(Debug, Clone)]
 pub struct ReaperHandle {
-    requests: mpsc::Sender<SpawnRequest>,
+    requests: mpsc::Sender<ReaperRequest>,
 }
 
 #[derive(Debug)]
-struct SpawnRequest {
-    spec: SpawnSpec,
-    reply: oneshot::Sender<io::Result<Spawned>>,
+enum ReaperRequest {
+    Spawn {
+        spec: SpawnSpec,
+        reply: oneshot::Sender<io::Result<Spawned>>,
+    },
+    /// The daemon's children that it did not spawn: descendants of jobs whose parents
+    /// died, handed to the daemon because it is a subreaper.
+    Orphans { reply: oneshot::Sender<Vec<i32>> },
 }
 
 impl ReaperHandle {
@@ -58,16 +63,30 @@ impl ReaperHandle {
         let (reply, answer) = oneshot::channel();
         let gone = || io::Error::other("the daemon's reaper has stopped");
         self.requests
-            .send(SpawnRequest { spec, reply })
+            .send(ReaperRequest::Spawn { spec, reply })
             .await
             .map_err(|_| gone())?;
         answer.await.map_err(|_| gone())?
+    }
+
+    /// The pids of the daemon's orphaned children; empty if the reaper is gone.
+    pub async fn orphans(&self) -> Vec<i32> {
+        let (reply, answer) = oneshot::channel();
+        if self
+            .requests
+            .send(ReaperRequest::Orphans { reply })
+            .await
+            .is_err()
+        {
+            return Vec::new();
+        }
+        answer.await.unwrap_or_default()
     }
 }
 
 /// The task that owns every child of the daemon.
 pub struct Reaper {
-    requests: mpsc::Receiver<SpawnRequest>,
+    requests: mpsc::Receiver<ReaperRequest>,
     waiting: HashMap<i32, oneshot::Sender<WaitStatus>>,
     /// The open-file limit jobs get: the one the daemon started with, before it raised
     /// its own.
@@ -95,17 +114,38 @@ impl Reaper {
             tokio::select! {
                 _ = sigchld.recv() => self.reap_all(),
                 request = self.requests.recv() => match request {
-                    Some(SpawnRequest { spec, reply }) => {
+                    Some(ReaperRequest::Spawn { spec, reply }) => {
                         let spawned = spawn(spec, self.job_open_files).map(|(spawned, exit_tx)| {
                             self.waiting.insert(spawned.pid.as_raw_nonzero().get(), exit_tx);
                             spawned
                         });
                         let _ = reply.send(spawned);
                     }
+                    Some(ReaperRequest::Orphans { reply }) => {
+                        let _ = reply.send(self.orphans());
+                    }
                     None => return Ok(()),
                 },
             }
         }
+    }
+
+    /// Children of any of the daemon's threads that are not job leaders. Reads a few
+    /// small files in /proc, one per thread of the daemon.
+    fn orphans(&self) -> Vec<i32> {
+        let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+            return Vec::new();
+        };
+        tasks
+            .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("children")).ok())
+            .flat_map(|children| {
+                children
+                    .split_ascii_whitespace()
+                    .filter_map(|pid| pid.parse::<i32>().ok())
+                    .collect::<Vec<_>>()
+            })
+            .filter(|pid| !self.waiting.contains_key(pid))
+            .collect()
     }
 
     fn reap_all(&mut self) {

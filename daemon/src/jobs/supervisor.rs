@@ -24,7 +24,7 @@ use tokio::net::unix::pipe;
 use tokio::sync::{mpsc, oneshot};
 
 use super::members::{self, Mark};
-use super::process::Spawned;
+use super::process::{ReaperHandle, Spawned};
 use crate::config::OnStraggler;
 use crate::output::{self, OutputSource, Shape, StreamCapture};
 
@@ -58,6 +58,7 @@ pub struct JobRun {
     pub meta: JobMeta,
     pub spawned: Spawned,
     pub mark: Mark,
+    pub reaper: ReaperHandle,
     /// From the start; past it, a foreground job goes by `on_timeout`.
     pub timeout: Duration,
     pub on_timeout: OnTimeout,
@@ -163,6 +164,7 @@ pub async fn supervise(
         meta,
         spawned,
         mark,
+        reaper,
         timeout,
         on_timeout,
         background_timeout,
@@ -205,6 +207,7 @@ pub async fn supervise(
         moved: None,
         stragglers_killed: false,
         mark,
+        reaper,
         meta,
     };
     if detached {
@@ -225,6 +228,7 @@ pub async fn supervise(
 struct Supervisor {
     meta: JobMeta,
     mark: Mark,
+    reaper: ReaperHandle,
     out: PipeReader,
     err: PipeReader,
     merged: bool,
@@ -406,7 +410,7 @@ impl Supervisor {
     /// daemon inherited.
     async fn has_stragglers(&self) -> bool {
         rustix::process::test_kill_process_group(self.mark.pgid).is_ok()
-            || members::has_orphans(&self.mark).await
+            || members::owns_any(&self.mark, self.reaper.orphans().await).await
     }
 
     /// Signals every process of the job and waits until none is left.

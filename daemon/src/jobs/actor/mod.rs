@@ -1,0 +1,328 @@
+//! The actor that owns the job table and the sessions. It is the only place that
+//! creates, lists, finds or forgets jobs and sessions; connections reach it through
+//! [`JobsHandle`], supervisors and owner watchers report to it over channels, and it
+//! never waits on any of them.
+
+mod exec;
+mod queries;
+mod sessions;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+use bashd_protocol::{ExecResult, Mode, Response, StatusInfo, runtime};
+use tokio::sync::{mpsc, oneshot};
+
+use super::handle::{Cmd, JobsHandle, shutting_down};
+use super::process::ReaperHandle;
+use super::session::{Session, SessionEvent};
+use super::supervisor::{Control, Ended, Report, Stop, StopReason};
+use crate::config::Config;
+use crate::output;
+
+/// Identifies this daemon instance in job cookies (`BASHD_JOB=<instance>/<job>`).
+pub fn new_instance_id() -> String {
+    let nanos = SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    format!("{:x}-{:x}", std::process::id(), nanos)
+}
+
+pub struct JobsActor {
+    config: Arc<Config>,
+    cmds: mpsc::Receiver<Cmd>,
+    reports_tx: mpsc::UnboundedSender<Report>,
+    reports: mpsc::UnboundedReceiver<Report>,
+    session_events_tx: mpsc::UnboundedSender<SessionEvent>,
+    session_events: mpsc::UnboundedReceiver<SessionEvent>,
+    reaper: ReaperHandle,
+    /// Every job the table holds, by number (`j12` is 12).
+    jobs: HashMap<u64, Job>,
+    /// Leader pid to job, for `--pid`; a reused pid names its newest job.
+    by_pid: HashMap<u32, u64>,
+    sessions: HashMap<String, Session>,
+    running: usize,
+    next_job: u64,
+    instance: String,
+    shell: PathBuf,
+    runtime_dir: PathBuf,
+    started: Instant,
+}
+
+struct Job {
+    id: String,
+    session: String,
+    command: String,
+    description: Option<String>,
+    workdir: String,
+    mode: Mode,
+    pid: Option<u32>,
+    started_at: SystemTime,
+    started: Instant,
+    /// Its request was answered before it ended.
+    background: bool,
+    /// Per session: lines of stdout and stderr that session's `check`s have shown.
+    cursors: HashMap<String, [u64; 2]>,
+    /// Lines of an output page, and bytes of a check, when the request names none.
+    page_lines: u64,
+    max_bytes: usize,
+    status: Status,
+}
+
+enum Status {
+    Running {
+        control: mpsc::Sender<Control>,
+        /// `wait` and `kill` requests, answered when the job ends.
+        waiters: Vec<oneshot::Sender<ExecResult>>,
+    },
+    Ended(Box<Ended>),
+}
+
+/// What the actor reacts to.
+enum Event {
+    Cmd(Cmd),
+    Report(Report),
+    Session(SessionEvent),
+}
+
+impl JobsActor {
+    pub fn new(
+        config: Arc<Config>,
+        reaper: ReaperHandle,
+        shell: PathBuf,
+        runtime_dir: PathBuf,
+    ) -> (JobsActor, JobsHandle) {
+        let (cmd_tx, cmds) = mpsc::channel(256);
+        // Unbounded so a supervisor or a watcher never waits on the actor; there are at
+        // most two reports per job and one event per owner or linger.
+        let (reports_tx, reports) = mpsc::unbounded_channel();
+        let (session_events_tx, session_events) = mpsc::unbounded_channel();
+        let actor = JobsActor {
+            config,
+            cmds,
+            reports_tx,
+            reports,
+            session_events_tx,
+            session_events,
+            reaper,
+            jobs: HashMap::new(),
+            by_pid: HashMap::new(),
+            sessions: HashMap::new(),
+            running: 0,
+            next_job: 1,
+            instance: new_instance_id(),
+            shell,
+            runtime_dir,
+            started: Instant::now(),
+        };
+        let policy = Arc::new(actor.config.policy.clone());
+        (
+            actor,
+            JobsHandle {
+                cmds: cmd_tx,
+                policy,
+            },
+        )
+    }
+
+    pub async fn run(mut self) {
+        loop {
+            // Cancelling any branch loses nothing: all three are channel receives.
+            let event = tokio::select! {
+                cmd = self.cmds.recv() => match cmd {
+                    Some(cmd) => Event::Cmd(cmd),
+                    None => break,
+                },
+                Some(report) = self.reports.recv() => Event::Report(report),
+                Some(event) = self.session_events.recv() => Event::Session(event),
+            };
+            match event {
+                Event::Cmd(Cmd::Shutdown { reply }) => {
+                    self.stop_all().await;
+                    let _ = reply.send(());
+                    break;
+                }
+                Event::Cmd(cmd) => self.command(cmd).await,
+                Event::Report(report) => self.report(report),
+                Event::Session(event) => self.session_event(event),
+            }
+        }
+        self.stop_all().await;
+        // Later requests find the channel closed and are told the daemon is stopping.
+        self.cmds.close();
+        while let Some(cmd) = self.cmds.recv().await {
+            if let Cmd::Exec { events, .. } = cmd {
+                let _ = events.try_send(Response::Error(shutting_down()));
+            }
+        }
+    }
+
+    async fn command(&mut self, cmd: Cmd) {
+        match cmd {
+            Cmd::Exec {
+                params,
+                denial,
+                events,
+            } => self.exec(*params, denial, events).await,
+            Cmd::Lookup { caller, job, reply } => {
+                if let Some(caller) = &caller {
+                    self.adopt(&caller.session, caller.owner);
+                }
+                let session = caller.map(|c| c.session);
+                let _ = reply.send(self.lookup(&job, session.as_deref()));
+            }
+            Cmd::Advance { job, session, seen } => {
+                if let Some(job) = self.jobs.get_mut(&job) {
+                    let cursor = job.cursors.entry(session).or_default();
+                    cursor[0] = cursor[0].max(seen[0]);
+                    cursor[1] = cursor[1].max(seen[1]);
+                }
+            }
+            Cmd::Wait { request, reply } => {
+                let _ = reply.send(self.wait(request));
+            }
+            Cmd::Kill { request, reply } => {
+                let _ = reply.send(self.kill(request));
+            }
+            Cmd::Jobs { request, reply } => {
+                let _ = reply.send(self.list(request));
+            }
+            Cmd::Sessions { reply } => {
+                let _ = reply.send(self.session_list());
+            }
+            Cmd::CloseSession { session, reply } => self.close_session(&session, Some(reply)),
+            Cmd::Status { reply } => {
+                let _ = reply.send(self.status());
+            }
+            // Handled by `run`, which ends the loop.
+            Cmd::Shutdown { reply } => {
+                let _ = reply.send(());
+            }
+        }
+    }
+
+    fn report(&mut self, report: Report) {
+        match report {
+            Report::Backgrounded { job, seen } => {
+                if let Some(job) = number(&job).and_then(|n| self.jobs.get_mut(&n)) {
+                    job.background = true;
+                    job.cursors.insert(job.session.clone(), seen);
+                }
+            }
+            Report::Ended(ended) => self.ended(*ended),
+        }
+    }
+
+    fn ended(&mut self, ended: Ended) {
+        let result = &ended.result;
+        tracing::info!(
+            job = %result.job,
+            session = %result.session,
+            state = %result.state,
+            exit_code = ?result.exit_code,
+            signal = ?result.signal,
+            duration_ms = result.duration_ms,
+            "job ended"
+        );
+        let Some(n) = number(&result.job) else { return };
+        let Some(job) = self.jobs.get_mut(&n) else {
+            return;
+        };
+        if !job.background {
+            // The request that started it showed its output; checks start after it.
+            let seen = [
+                ended.streams.stdout.complete_lines,
+                ended
+                    .streams
+                    .stderr
+                    .as_ref()
+                    .map_or(0, |s| s.complete_lines),
+            ];
+            job.cursors.insert(job.session.clone(), seen);
+        }
+        let status = std::mem::replace(&mut job.status, Status::Ended(Box::new(ended)));
+        if let (Status::Running { waiters, .. }, Status::Ended(ended)) = (status, &job.status) {
+            for waiter in waiters {
+                let _ = waiter.send(ended.result.clone());
+            }
+            self.running -= 1;
+        }
+        let name = job.session.clone();
+        let Some(session) = self.sessions.get_mut(&name) else {
+            return;
+        };
+        session.running -= 1;
+        let closed = session.closing.is_some() && session.running == 0;
+        self.mark_finished(&name, n);
+        if closed {
+            self.finish_close(&name);
+        }
+    }
+
+    /// Drops a finished job and its spill files.
+    fn forget(&mut self, n: u64) {
+        let Some(job) = self.jobs.remove(&n) else {
+            return;
+        };
+        if let Some(session) = self.sessions.get_mut(&job.session) {
+            session.jobs.remove(&n);
+        }
+        if let Some(pid) = job.pid
+            && self.by_pid.get(&pid) == Some(&n)
+        {
+            self.by_pid.remove(&pid);
+        }
+        if let Status::Ended(ended) = &job.status {
+            let streams = [Some(&ended.streams.stdout), ended.streams.stderr.as_ref()];
+            for source in streams.into_iter().flatten() {
+                if let output::Content::File { path, .. } = &source.content {
+                    let _ = std::fs::remove_file(path);
+                }
+            }
+        }
+    }
+
+    fn session_dir(&self, name: &str) -> PathBuf {
+        runtime::sessions_dir(&self.runtime_dir).join(name)
+    }
+
+    fn status(&self) -> StatusInfo {
+        StatusInfo {
+            daemon_pid: std::process::id(),
+            daemon_version: env!("CARGO_PKG_VERSION").to_owned(),
+            protocol: bashd_protocol::PROTOCOL_VERSION,
+            uptime_ms: self.started.elapsed().as_millis() as u64,
+            runtime_dir: self.runtime_dir.to_string_lossy().into_owned(),
+            running_jobs: self.running as u32,
+        }
+    }
+
+    /// Stops every running job, waits until each supervisor has reported its end, and
+    /// removes every session's directory.
+    async fn stop_all(&mut self) {
+        let grace = self.config.timeouts.kill_grace;
+        for job in self.jobs.values() {
+            if let Status::Running { control, .. } = &job.status {
+                let _ = control.try_send(Control::Stop(Stop::term(StopReason::Shutdown, grace)));
+            }
+        }
+        while self.running > 0 {
+            match self.reports.recv().await {
+                Some(report) => self.report(report),
+                None => break,
+            }
+        }
+        let names: Vec<String> = self.sessions.keys().cloned().collect();
+        for name in names {
+            self.close_session(&name, None);
+        }
+    }
+}
+
+/// `j12` -> 12.
+fn number(id: &str) -> Option<u64> {
+    id.strip_prefix('j')?.parse().ok()
+}

@@ -1,0 +1,327 @@
+//! Finding jobs and answering about them: `output`, `check`, `wait`, `kill`, `jobs`.
+
+use std::time::{Duration, SystemTime};
+
+use bashd_protocol::{
+    ErrorKind, ErrorReply, ExecResult, JobInfo, JobRef, JobState, JobsRequest, KillRequest, Mode,
+    StreamResult, WaitRequest,
+};
+use rustix::process::Signal;
+use tokio::sync::oneshot;
+
+use super::{Job, JobsActor, Status, number};
+use crate::jobs::handle::{Lookup, StreamsAt, Waiting};
+use crate::jobs::supervisor::{Control, Stop, StopReason};
+
+impl JobsActor {
+    pub(super) fn find(&self, job: &JobRef) -> Result<u64, ErrorReply> {
+        let found = match job {
+            JobRef::Id(id) => number(id).filter(|n| self.jobs.contains_key(n)),
+            JobRef::Pid(pid) => self.by_pid.get(pid).copied(),
+        };
+        found.ok_or_else(|| self.unknown_job(job))
+    }
+
+    pub(super) fn unknown_job(&self, job: &JobRef) -> ErrorReply {
+        let message = match job {
+            JobRef::Id(id) => match number(id) {
+                Some(n) if n > 0 && n < self.next_job => format!(
+                    "job {id} is no longer kept: its session ended, or it is older than the last {} finished jobs of its session (sessions.keep_finished)",
+                    self.config.sessions.keep_finished
+                ),
+                _ => format!(
+                    "no job {id}: job ids look like j12, as `bashc exec` and `bashc jobs` show them"
+                ),
+            },
+            JobRef::Pid(pid) => format!(
+                "no job has pid {pid}: --pid takes the pid of a job's shell, as `bashc jobs` shows it"
+            ),
+        };
+        ErrorReply::new(ErrorKind::NotFound, message)
+    }
+
+    /// The job's state and a way to its output, for `output` and `check`.
+    pub(super) fn lookup(
+        &mut self,
+        job: &JobRef,
+        session: Option<&str>,
+    ) -> Result<Lookup, ErrorReply> {
+        let n = self.find(job)?;
+        let mut streams = self.streams(n);
+        if let StreamsAt::Closed = streams {
+            // It has just ended: its report is in the channel.
+            while let Ok(report) = self.reports.try_recv() {
+                self.report(report);
+            }
+            streams = self.streams(n);
+        }
+        let job = self.jobs.get(&n).ok_or_else(|| self.unknown_job(job))?;
+        if let StreamsAt::Closed = streams {
+            return Err(ErrorReply::new(
+                ErrorKind::Internal,
+                format!("{} is busy; ask again", job.id),
+            ));
+        }
+        Ok(Lookup {
+            summary: self.summary(job),
+            cursor: session
+                .and_then(|s| job.cursors.get(s))
+                .copied()
+                .unwrap_or_default(),
+            page_lines: job.page_lines,
+            max_bytes: job.max_bytes,
+            streams,
+        })
+    }
+
+    pub(super) fn streams(&self, n: u64) -> StreamsAt {
+        match self.jobs.get(&n).map(|job| &job.status) {
+            Some(Status::Ended(ended)) => StreamsAt::Ready(ended.streams.clone()),
+            Some(Status::Running { control, .. }) => {
+                let (reply, answer) = oneshot::channel();
+                match control.try_send(Control::Snapshot(reply)) {
+                    Ok(()) => StreamsAt::Pending(answer),
+                    Err(_) => StreamsAt::Closed,
+                }
+            }
+            None => StreamsAt::Closed,
+        }
+    }
+
+    /// The job's result as it stands, without its output.
+    pub(super) fn summary(&self, job: &Job) -> ExecResult {
+        match &job.status {
+            Status::Ended(ended) => ExecResult {
+                stdout: StreamResult::empty(),
+                stderr: ended.result.stderr.as_ref().map(|_| StreamResult::empty()),
+                notice: None,
+                ..ended.result.clone()
+            },
+            Status::Running { .. } => ExecResult {
+                job: job.id.clone(),
+                session: job.session.clone(),
+                pid: job.pid,
+                state: JobState::Running,
+                exit_code: None,
+                signal: None,
+                duration_ms: job.started.elapsed().as_millis() as u64,
+                backgrounded: job.background,
+                description: job.description.clone(),
+                workdir: job.workdir.clone(),
+                stdout: StreamResult::empty(),
+                stderr: None,
+                notice: None,
+            },
+        }
+    }
+
+    pub(super) fn wait(&mut self, request: WaitRequest) -> Result<Waiting, ErrorReply> {
+        self.adopt(&request.caller.session, request.caller.owner);
+        let n = self.find(&request.job)?;
+        let job = self
+            .jobs
+            .get_mut(&n)
+            .expect("find names a job in the table");
+        match &mut job.status {
+            Status::Ended(ended) => Ok(Waiting::Ended(ended.result.clone())),
+            Status::Running { waiters, .. } => {
+                let (tx, rx) = oneshot::channel();
+                waiters.retain(|w| !w.is_closed());
+                waiters.push(tx);
+                let job = &self.jobs[&n];
+                Ok(Waiting::Pending {
+                    summary: self.summary(job),
+                    result: rx,
+                })
+            }
+        }
+    }
+
+    pub(super) fn kill(&mut self, request: KillRequest) -> Result<Waiting, ErrorReply> {
+        self.adopt(&request.caller.session, request.caller.owner);
+        let signal = match &request.signal {
+            Some(name) => parse_signal(name)?,
+            None => Signal::TERM,
+        };
+        let grace = request
+            .grace_ms
+            .map_or(self.config.timeouts.kill_grace, Duration::from_millis);
+        let n = self.find(&request.job)?;
+        let job = self
+            .jobs
+            .get_mut(&n)
+            .expect("find names a job in the table");
+        match &mut job.status {
+            Status::Ended(ended) => {
+                let mut result = ended.result.clone();
+                let already = format!("{} had already ended; nothing was killed.", job.id);
+                result.notice = Some(match result.notice {
+                    Some(notice) => format!("{already}\n{notice}"),
+                    None => already,
+                });
+                Ok(Waiting::Ended(result))
+            }
+            Status::Running { control, waiters } => {
+                let stop = Stop {
+                    reason: StopReason::Killed,
+                    signal,
+                    grace,
+                };
+                if control.try_send(Control::Stop(stop)).is_err() {
+                    return Err(ErrorReply::new(
+                        ErrorKind::Internal,
+                        format!("{} is busy; ask again", job.id),
+                    ));
+                }
+                tracing::info!(job = %job.id, signal = ?signal, "killing a job on request");
+                let (tx, rx) = oneshot::channel();
+                waiters.push(tx);
+                let job = &self.jobs[&n];
+                Ok(Waiting::Pending {
+                    summary: self.summary(job),
+                    result: rx,
+                })
+            }
+        }
+    }
+
+    pub(super) fn list(&mut self, request: JobsRequest) -> Result<Vec<JobInfo>, ErrorReply> {
+        self.adopt(&request.caller.session, request.caller.owner);
+        // Naming a session is using it: a lingering one is adopted again.
+        if let Some(session) = &request.session {
+            self.adopt(session, request.caller.owner);
+        }
+        let numbers: Vec<u64> = match &request.session {
+            None => {
+                let mut all: Vec<u64> = self.jobs.keys().copied().collect();
+                all.sort_unstable();
+                all
+            }
+            Some(name) => match self.sessions.get(name) {
+                Some(session) => session.jobs.iter().copied().collect(),
+                // The caller's own session before its first job has none.
+                None if *name == request.caller.session => Vec::new(),
+                None => {
+                    return Err(ErrorReply::new(
+                        ErrorKind::NotFound,
+                        format!("no session {name}: `bashc sessions` lists the sessions bashd has"),
+                    ));
+                }
+            },
+        };
+        Ok(numbers
+            .iter()
+            .filter_map(|n| self.jobs.get(n))
+            .map(|job| self.info(job))
+            .collect())
+    }
+
+    pub(super) fn info(&self, job: &Job) -> JobInfo {
+        let (state, exit_code, duration_ms) = match &job.status {
+            Status::Ended(ended) => (
+                ended.result.state,
+                ended.result.exit_code,
+                ended.result.duration_ms,
+            ),
+            Status::Running { .. } => (
+                JobState::Running,
+                None,
+                job.started.elapsed().as_millis() as u64,
+            ),
+        };
+        let mode = match (job.background, job.mode) {
+            (true, _) | (_, Mode::Background) => "background",
+            (false, Mode::Slow) => "slow",
+            (false, Mode::Default) => "default",
+        };
+        JobInfo {
+            job: job.id.clone(),
+            session: job.session.clone(),
+            pid: job.pid,
+            state,
+            exit_code,
+            mode: mode.to_owned(),
+            command: job.command.clone(),
+            description: job.description.clone(),
+            started_at: rfc3339(job.started_at),
+            duration_ms,
+        }
+    }
+}
+
+/// `TERM`, `SIGTERM`, `sigterm` or `15`: the signals that end a process.
+pub(super) fn parse_signal(name: &str) -> Result<Signal, ErrorReply> {
+    const SIGNALS: &[(&str, Signal)] = &[
+        ("HUP", Signal::HUP),
+        ("INT", Signal::INT),
+        ("QUIT", Signal::QUIT),
+        ("ABRT", Signal::ABORT),
+        ("KILL", Signal::KILL),
+        ("USR1", Signal::USR1),
+        ("USR2", Signal::USR2),
+        ("ALRM", Signal::ALARM),
+        ("TERM", Signal::TERM),
+    ];
+    let upper = name.trim().to_ascii_uppercase();
+    let bare = upper.strip_prefix("SIG").unwrap_or(&upper);
+    SIGNALS
+        .iter()
+        .find(|(n, signal)| *n == bare || bare.parse::<i32>().ok() == Some(signal.as_raw()))
+        .map(|(_, signal)| *signal)
+        .ok_or_else(|| {
+            let names: Vec<&str> = SIGNALS.iter().map(|(n, _)| *n).collect();
+            ErrorReply::new(
+                ErrorKind::InvalidRequest,
+                format!(
+                    "unknown signal {name:?}: use one of {} (with or without SIG), or its number",
+                    names.join(", ")
+                ),
+            )
+        })
+}
+
+/// `2026-11-22T09:30:05Z`.
+pub(super) fn rfc3339(time: SystemTime) -> String {
+    let secs = time
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    // Howard Hinnant's days-to-civil algorithm.
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rest / 3600,
+        rest / 60 % 60,
+        rest % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    pub(super) fn rfc3339_dates() {
+        let at = |secs| rfc3339(std::time::UNIX_EPOCH + Duration::from_secs(secs));
+        assert_eq!(at(0), "1970-01-01T00:00:00Z");
+        assert_eq!(at(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(at(1_795_338_245), "2026-11-22T09:04:05Z");
+    }
+
+    #[test]
+    pub(super) fn signals_by_name_or_number() {
+        assert_eq!(parse_signal("TERM").unwrap(), Signal::TERM);
+        assert_eq!(parse_signal("sigint").unwrap(), Signal::INT);
+        assert_eq!(parse_signal("9").unwrap(), Signal::KILL);
+        let err = parse_signal("STOP").unwrap_err().message;
+        assert!(err.contains("unknown signal \"STOP\""), "{err}");
+    }
+}
