@@ -117,6 +117,7 @@ fn jobs_at_scale(tokio: &tokio::runtime::Runtime) {
             median_of(samples)
         };
         let empty = round_trip(client.clone(), daemon.params("true")).await;
+        let status_empty = status_round_trip(&client).await;
 
         let start = Instant::now();
         for i in 0..RUNNING {
@@ -134,6 +135,7 @@ fn jobs_at_scale(tokio: &tokio::runtime::Runtime) {
             finished += futures::future::join_all(batch).await.len();
         }
         let full = round_trip(client.clone(), daemon.params("true")).await;
+        let status_full = status_round_trip(&client).await;
         println!(
             "{RUNNING} background jobs started in {:.2} s ({:.2} ms each); daemon RSS with them and {FINISHED} finished: {:.1} MiB",
             started.as_secs_f64(),
@@ -144,6 +146,12 @@ fn jobs_at_scale(tokio: &tokio::runtime::Runtime) {
             &format!("exec true with {RUNNING} running and {FINISHED} finished jobs vs an empty table"),
             full,
             empty,
+            1.2,
+        );
+        report(
+            &format!("status round trip with {RUNNING} running and {FINISHED} finished jobs vs an empty table"),
+            status_full,
+            status_empty,
             1.2,
         );
     });
@@ -210,6 +218,17 @@ fn jobs_at_scale(tokio: &tokio::runtime::Runtime) {
         "SIGTERM with {RUNNING} running jobs: daemon gone after {:.2} s",
         start.elapsed().as_secs_f64()
     );
+}
+
+/// The median of 500 `status` requests on a warm connection: the actor's own cost.
+async fn status_round_trip(client: &bashc::Client) -> Duration {
+    let mut samples = Vec::new();
+    for _ in 0..500 {
+        let start = Instant::now();
+        client.status().await.unwrap();
+        samples.push(start.elapsed());
+    }
+    median_of(samples)
 }
 
 /// `yes | head -c 1G` through bashd against the same pipeline into a file.
