@@ -38,8 +38,11 @@ const KILL_ROUNDS: usize = 20;
 const KILL_ROUND_WAIT: Duration = Duration::from_secs(1);
 
 impl Mark {
-    /// Every live process of the job, right now. Blocking.
-    pub fn scan(&self) -> Vec<Member> {
+    /// Every live process of the job, right now. `by_group` also counts processes in
+    /// the job's process group that lost the cookie; only while the leader is
+    /// unreaped, since after that its group id can be reused by a stranger once the
+    /// group is empty. Blocking.
+    pub fn scan(&self, by_group: bool) -> Vec<Member> {
         let uid = rustix::process::geteuid().as_raw();
         let me = std::process::id() as i32;
         let Ok(entries) = fs::read_dir("/proc") else {
@@ -49,22 +52,22 @@ impl Mark {
             .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<i32>().ok())
             .filter(|&pid| pid != me)
             .filter(|&pid| fs::metadata(format!("/proc/{pid}")).is_ok_and(|meta| meta.uid() == uid))
-            .filter(|&pid| self.owns(pid))
+            .filter(|&pid| self.owns(pid, by_group))
             .filter_map(|pid| {
                 let pidfd =
                     rustix::process::pidfd_open(Pid::from_raw(pid)?, PidfdFlags::empty()).ok()?;
                 // The pid may have been reused between the check and the open: only a
                 // pidfd whose process still matches is kept.
-                self.owns(pid).then_some(Member { pidfd })
+                self.owns(pid, by_group).then_some(Member { pidfd })
             })
             .collect()
     }
 
     /// Whether the live process `pid` belongs to the job.
-    fn owns(&self, pid: i32) -> bool {
+    fn owns(&self, pid: i32, by_group: bool) -> bool {
         match read_stat(pid) {
             Some(stat) if stat.state != 'Z' && stat.state != 'X' => {
-                stat.pgid == self.pgid.as_raw_nonzero().get() || self.in_environ(pid)
+                (by_group && stat.pgid == self.pgid.as_raw_nonzero().get()) || self.in_environ(pid)
             }
             _ => false,
         }
@@ -79,7 +82,7 @@ impl Mark {
     /// every escapee of a job whose group is gone ends up, the daemon being a
     /// subreaper. Blocking.
     pub fn owns_any(&self, pids: &[i32]) -> bool {
-        pids.iter().any(|&pid| self.owns(pid))
+        pids.iter().any(|&pid| self.owns(pid, false))
     }
 }
 
@@ -110,9 +113,9 @@ pub async fn exited(pidfd: OwnedFd) {
 }
 
 /// Scans on a blocking thread.
-pub async fn scan(mark: &Mark) -> Vec<Member> {
+pub async fn scan(mark: &Mark, by_group: bool) -> Vec<Member> {
     let mark = mark.clone();
-    tokio::task::spawn_blocking(move || mark.scan())
+    tokio::task::spawn_blocking(move || mark.scan(by_group))
         .await
         .unwrap_or_default()
 }
@@ -130,14 +133,15 @@ pub async fn owns_any(mark: &Mark, orphans: Vec<i32>) -> bool {
 
 /// Ends every process of the job: `first` to each, then SIGKILL to whatever is left
 /// after `grace`, in rounds until a scan finds nothing. `leader_alive` says the
-/// leader is not reaped yet, so its group id cannot have been reused and the whole
-/// group can be signalled at once, catching processes forked since the scan.
+/// leader is not reaped yet, so its group id cannot have been reused: the whole group
+/// is signalled at once, catching processes forked since the scan, and the scans count
+/// group members that lost the cookie.
 /// Returns how many processes got `first`.
 pub async fn terminate(mark: &Mark, first: Signal, grace: Duration, leader_alive: bool) -> usize {
     if leader_alive {
         let _ = rustix::process::kill_process_group(mark.pgid, first);
     }
-    let members = scan(mark).await;
+    let members = scan(mark, leader_alive).await;
     let signalled = members.len();
     for member in &members {
         member.signal(first);
@@ -146,12 +150,12 @@ pub async fn terminate(mark: &Mark, first: Signal, grace: Duration, leader_alive
         && tokio::time::timeout(grace, all_exited(members))
             .await
             .is_ok()
-        && scan(mark).await.is_empty()
+        && scan(mark, leader_alive).await.is_empty()
     {
         return signalled;
     }
     for _ in 0..KILL_ROUNDS {
-        let members = scan(mark).await;
+        let members = scan(mark, leader_alive).await;
         if members.is_empty() {
             return signalled;
         }

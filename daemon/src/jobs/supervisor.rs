@@ -376,7 +376,8 @@ impl Supervisor {
         }
         self.detach(Moved::Stragglers).await;
         loop {
-            let alive = members::scan(&self.mark).await;
+            // The leader is reaped: only the cookie names the job's processes now.
+            let alive = members::scan(&self.mark, false).await;
             if alive.is_empty() {
                 return;
             }
