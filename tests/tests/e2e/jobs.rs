@@ -422,3 +422,46 @@ fn an_unknown_job_is_named_by_every_job_command() {
         show(&out)
     );
 }
+
+#[test]
+fn an_agent_keeps_one_session_and_a_bashc_inside_a_job_joins_the_jobs_session() {
+    let daemon = Daemon::start();
+    // Without BASHD_SESSION, the session is that of the nearest ancestor that is not a
+    // shell: this test process, through any number of `sh -c`.
+    let session_of = |out: std::process::Output| json(&out)["session"].clone();
+    let bashc = bashd_tests::bin_path("bashc");
+    let direct = daemon
+        .bashc()
+        .env_remove("BASHD_SESSION")
+        .args(["exec", "--json", "--", "true"])
+        .output()
+        .unwrap();
+    let agent = format!("agent-{}", std::process::id());
+    assert_eq!(session_of(direct), agent.as_str());
+    let out = std::process::Command::new("sh")
+        .args(["-c", "sh -c '\"$BASHC\" exec --json -- true'"])
+        .env("BASHC", &bashc)
+        .env("BASHD_RUNTIME_DIR", daemon.runtime_dir())
+        .env("BASHD_NO_AUTOSTART", "1")
+        .env_remove("BASHD_SESSION")
+        .output()
+        .unwrap();
+    assert_eq!(session_of(out), agent.as_str());
+
+    let out = daemon.run_bashc(&[
+        "exec",
+        "--json",
+        "--session",
+        "outer",
+        "--",
+        &format!("{} jobs --json", bashc.display()),
+    ]);
+    let result = json(&out);
+    let inner: serde_json::Value =
+        serde_json::from_str(result["stdout"]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(inner[0]["session"], "outer", "{result}");
+    assert_eq!(
+        inner[0]["state"], "running",
+        "the job lists itself: {result}"
+    );
+}
