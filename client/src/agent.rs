@@ -40,20 +40,7 @@ pub fn default_session() -> String {
 /// `pid` as a session owner, with its start time so that the daemon can tell it from a
 /// later process that gets the same pid.
 pub fn owner(pid: u32) -> Owner {
-    Owner {
-        pid,
-        start_time: start_time(pid),
-    }
-}
-
-/// Field 22 of `/proc/<pid>/stat`: when the process started, in clock ticks since boot.
-fn start_time(pid: u32) -> Option<u64> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.get(stat.rfind(')')? + 2..)?
-        .split(' ')
-        .nth(19)?
-        .parse()
-        .ok()
+    Owner::of(pid)
 }
 
 /// The name and parent pid of a process, from `/proc/<pid>/stat`.

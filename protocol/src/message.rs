@@ -99,6 +99,28 @@ pub struct Owner {
     pub start_time: Option<u64>,
 }
 
+impl Owner {
+    /// `pid`, with its start time read from `/proc` (`None` if it is gone).
+    pub fn of(pid: u32) -> Owner {
+        Owner {
+            pid,
+            start_time: process_start_time(pid),
+        }
+    }
+}
+
+/// Field 22 of `/proc/<pid>/stat`: when the process started, in clock ticks since
+/// boot. With the pid it names one process for the whole life of the system.
+pub fn process_start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The name is in parentheses and may itself hold spaces or parentheses.
+    stat.get(stat.rfind(')')? + 2..)?
+        .split(' ')
+        .nth(19)?
+        .parse()
+        .ok()
+}
+
 /// Names a job: by id (`j12`) or by the pid of its leader.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum JobRef {

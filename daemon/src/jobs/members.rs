@@ -187,17 +187,6 @@ fn read_stat(pid: i32) -> Option<Stat> {
     Some(Stat { state, pgid })
 }
 
-/// Field 22 of `/proc/<pid>/stat`: when the process started, in clock ticks since
-/// boot. With the pid it names one process for the whole life of the system.
-pub fn start_time(pid: u32) -> Option<u64> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.get(stat.rfind(')')? + 2..)?
-        .split(' ')
-        .nth(19)?
-        .parse()
-        .ok()
-}
-
 /// Raises the daemon's open-file limit to its hard limit: a job holds two pipes, and
 /// a thousand background jobs pass the usual soft limit of 1024. Returns the limit the
 /// daemon started with, for jobs to get back, when it was raised.

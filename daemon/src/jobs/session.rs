@@ -151,7 +151,7 @@ fn watch(
     let pidfd = rustix::process::pidfd_open(pid, PidfdFlags::empty()).ok()?;
     // Checked after the open: if it still matches, the pidfd holds that process.
     if let Some(expected) = owner.start_time
-        && members::start_time(owner.pid) != Some(expected)
+        && bashd_protocol::process_start_time(owner.pid) != Some(expected)
     {
         return None;
     }

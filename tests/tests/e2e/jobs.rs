@@ -14,6 +14,22 @@ fn gone(command_line: &str) -> bool {
     wait_until(GONE_WITHIN, || pids_running(command_line).is_empty())
 }
 
+/// Starts `command` in the background in `session`; its result.
+fn background(daemon: &Daemon, session: &str, command: &str) -> serde_json::Value {
+    let out = daemon.run_bashc(&[
+        "exec",
+        "--json",
+        "--session",
+        session,
+        "--mode",
+        "background",
+        "--",
+        command,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    json(&out)
+}
+
 /// The job id a result names.
 fn job_of(result: &serde_json::Value) -> String {
     result["job"]
@@ -180,18 +196,7 @@ fn two_checks_show_every_line_once_and_output_pages_by_line() {
 #[test]
 fn kill_ends_a_background_job_with_its_escapee_and_by_pid() {
     let daemon = Daemon::start();
-    let run = |session: &str, command: &str| {
-        json(&daemon.run_bashc(&[
-            "exec",
-            "--json",
-            "--session",
-            session,
-            "--mode",
-            "background",
-            "--",
-            command,
-        ]))
-    };
+    let run = |session: &str, command: &str| background(&daemon, session, command);
     let escaping = run("a", "setsid sleep 302.1 & sleep 302.2");
     wait_for_running("sleep 302.1");
     wait_for_running("sleep 302.2");
@@ -215,18 +220,7 @@ fn kill_ends_a_background_job_with_its_escapee_and_by_pid() {
 #[test]
 fn sessions_scope_jobs_and_closing_one_kills_its_jobs_and_removes_its_dir() {
     let daemon = Daemon::start();
-    let run = |session: &str, command: &str| {
-        json(&daemon.run_bashc(&[
-            "exec",
-            "--json",
-            "--session",
-            session,
-            "--mode",
-            "background",
-            "--",
-            command,
-        ]))
-    };
+    let run = |session: &str, command: &str| background(&daemon, session, command);
     let a = run("a", "echo hi; sleep 302.4");
     let b = run("b", "sleep 302.5");
     wait_for_running("sleep 302.4");

@@ -118,23 +118,10 @@ impl JobsActor {
     pub(super) fn wait(&mut self, request: WaitRequest) -> Result<Waiting, ErrorReply> {
         self.adopt(&request.caller.session, request.caller.owner);
         let n = self.find(&request.job)?;
-        let job = self
-            .jobs
-            .get_mut(&n)
-            .expect("find names a job in the table");
-        match &mut job.status {
-            Status::Ended(ended) => Ok(Waiting::Ended(ended.result.clone())),
-            Status::Running { waiters, .. } => {
-                let (tx, rx) = oneshot::channel();
-                waiters.retain(|w| !w.is_closed());
-                waiters.push(tx);
-                let job = &self.jobs[&n];
-                Ok(Waiting::Pending {
-                    summary: self.summary(job),
-                    result: rx,
-                })
-            }
+        if let Status::Ended(ended) = &self.jobs[&n].status {
+            return Ok(Waiting::Ended(ended.result.clone()));
         }
+        Ok(self.await_end(n))
     }
 
     pub(super) fn kill(&mut self, request: KillRequest) -> Result<Waiting, ErrorReply> {
@@ -147,11 +134,8 @@ impl JobsActor {
             .grace_ms
             .map_or(self.config.timeouts.kill_grace, Duration::from_millis);
         let n = self.find(&request.job)?;
-        let job = self
-            .jobs
-            .get_mut(&n)
-            .expect("find names a job in the table");
-        match &mut job.status {
+        let job = &self.jobs[&n];
+        match &job.status {
             Status::Ended(ended) => {
                 let mut result = ended.result.clone();
                 let already = format!("{} had already ended; nothing was killed.", job.id);
@@ -161,7 +145,7 @@ impl JobsActor {
                 });
                 Ok(Waiting::Ended(result))
             }
-            Status::Running { control, waiters } => {
+            Status::Running { control, .. } => {
                 let stop = Stop {
                     reason: StopReason::Killed,
                     signal,
@@ -174,14 +158,26 @@ impl JobsActor {
                     ));
                 }
                 tracing::info!(job = %job.id, signal = ?signal, "killing a job on request");
-                let (tx, rx) = oneshot::channel();
-                waiters.push(tx);
-                let job = &self.jobs[&n];
-                Ok(Waiting::Pending {
-                    summary: self.summary(job),
-                    result: rx,
-                })
+                Ok(self.await_end(n))
             }
+        }
+    }
+
+    /// Registers a waiter for the end of the running job `n`.
+    fn await_end(&mut self, n: u64) -> Waiting {
+        let (tx, rx) = oneshot::channel();
+        if let Some(Job {
+            status: Status::Running { waiters, .. },
+            ..
+        }) = self.jobs.get_mut(&n)
+        {
+            // Waits that timed out leave closed senders behind.
+            waiters.retain(|w| !w.is_closed());
+            waiters.push(tx);
+        }
+        Waiting::Pending {
+            summary: self.summary(&self.jobs[&n]),
+            result: rx,
         }
     }
 
