@@ -211,7 +211,6 @@ pub async fn supervise(
         meta,
     };
     if detached {
-        job.deadline = job.meta.started + background_timeout;
         job.detach(Moved::Requested).await;
     }
     job.leader_runs().await;

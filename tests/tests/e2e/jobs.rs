@@ -459,3 +459,24 @@ fn an_agent_keeps_one_session_and_a_bashc_inside_a_job_joins_the_jobs_session() 
         "the job lists itself: {result}"
     );
 }
+
+#[test]
+fn a_background_job_keeps_its_own_timeout() {
+    let daemon = Daemon::start();
+    let out = daemon.run_bashc(&[
+        "exec",
+        "--json",
+        "--mode",
+        "background",
+        "--timeout",
+        "1",
+        "--",
+        "sleep 305.1",
+    ]);
+    let started = json(&out);
+    wait_for_running("sleep 305.1");
+    let out = daemon.run_bashc(&["wait", &job_of(&started), "--json", "--timeout", "30"]);
+    assert_eq!(out.status.code(), Some(124), "{}", show(&out));
+    assert_eq!(json(&out)["state"], "timed_out");
+    assert!(gone("sleep 305.1"));
+}

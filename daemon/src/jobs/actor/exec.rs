@@ -158,9 +158,12 @@ impl JobsActor {
         tokio::spawn(async move {
             let ended =
                 supervisor::supervise(run, control_rx, events.clone(), reports.clone()).await;
-            let _ = events
-                .send(Response::Finished(Box::new(ended.result.clone())))
-                .await;
+            // A job in the background answered its request when it moved there.
+            if !ended.result.backgrounded {
+                let _ = events
+                    .send(Response::Finished(Box::new(ended.result.clone())))
+                    .await;
+            }
             let _ = reports.send(Report::Ended(Box::new(ended)));
         });
         self.jobs.insert(n, job);
