@@ -156,7 +156,7 @@ enum Moved {
 /// background, and a foreground job is stopped if it closes first.
 pub async fn supervise(
     run: JobRun,
-    control: mpsc::Receiver<Control>,
+    control: mpsc::UnboundedReceiver<Control>,
     requester: mpsc::Sender<Response>,
     reports: mpsc::UnboundedSender<Report>,
 ) -> Ended {
@@ -231,7 +231,7 @@ struct Supervisor {
     out: PipeReader,
     err: PipeReader,
     merged: bool,
-    control: mpsc::Receiver<Control>,
+    control: mpsc::UnboundedReceiver<Control>,
     control_open: bool,
     /// Until the reaper has collected the leader.
     exit: Option<oneshot::Receiver<WaitStatus>>,

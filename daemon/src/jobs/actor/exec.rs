@@ -121,7 +121,9 @@ impl JobsActor {
             }))
             .await;
 
-        let (control, control_rx) = mpsc::channel(16);
+        // Unbounded so that a stop is never dropped for want of room: it holds at most
+        // a stop per reason and a snapshot per request in flight.
+        let (control, control_rx) = mpsc::unbounded_channel();
         let job = new_job(
             Status::Running {
                 control,

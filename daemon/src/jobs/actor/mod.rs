@@ -74,7 +74,7 @@ struct Job {
 
 enum Status {
     Running {
-        control: mpsc::Sender<Control>,
+        control: mpsc::UnboundedSender<Control>,
         /// `wait` and `kill` requests, answered when the job ends.
         waiters: Vec<oneshot::Sender<ExecResult>>,
     },
@@ -306,7 +306,7 @@ impl JobsActor {
         let grace = self.config.timeouts.kill_grace;
         for job in self.jobs.values() {
             if let Status::Running { control, .. } = &job.status {
-                let _ = control.try_send(Control::Stop(Stop::term(StopReason::Shutdown, grace)));
+                let _ = control.send(Control::Stop(Stop::term(StopReason::Shutdown, grace)));
             }
         }
         while self.running > 0 {

@@ -59,7 +59,7 @@ impl JobsActor {
         if let StreamsAt::Closed = streams {
             return Err(ErrorReply::new(
                 ErrorKind::Internal,
-                format!("{} is busy; ask again", job.id),
+                format!("{} is ending right now; ask again", job.id),
             ));
         }
         Ok(Lookup {
@@ -79,7 +79,7 @@ impl JobsActor {
             Some(Status::Ended(ended)) => StreamsAt::Ready(ended.streams.clone()),
             Some(Status::Running { control, .. }) => {
                 let (reply, answer) = oneshot::channel();
-                match control.try_send(Control::Snapshot(reply)) {
+                match control.send(Control::Snapshot(reply)) {
                     Ok(()) => StreamsAt::Pending(answer),
                     Err(_) => StreamsAt::Closed,
                 }
@@ -134,6 +134,14 @@ impl JobsActor {
             .grace_ms
             .map_or(self.config.timeouts.kill_grace, Duration::from_millis);
         let n = self.find(&request.job)?;
+        if let Status::Running { control, .. } = &self.jobs[&n].status
+            && control.is_closed()
+        {
+            // It has just ended: its report is in the channel.
+            while let Ok(report) = self.reports.try_recv() {
+                self.report(report);
+            }
+        }
         let job = &self.jobs[&n];
         match &job.status {
             Status::Ended(ended) => {
@@ -151,10 +159,10 @@ impl JobsActor {
                     signal,
                     grace,
                 };
-                if control.try_send(Control::Stop(stop)).is_err() {
+                if control.send(Control::Stop(stop)).is_err() {
                     return Err(ErrorReply::new(
                         ErrorKind::Internal,
-                        format!("{} is busy; ask again", job.id),
+                        format!("{} is ending right now; ask again", job.id),
                     ));
                 }
                 tracing::info!(job = %job.id, signal = ?signal, "killing a job on request");

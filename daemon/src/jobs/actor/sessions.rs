@@ -26,8 +26,8 @@ impl JobsActor {
                         ..
                     }) = self.jobs.get(n)
                     {
-                        let _ = control
-                            .try_send(Control::Stop(Stop::term(StopReason::OwnersGone, grace)));
+                        let _ =
+                            control.send(Control::Stop(Stop::term(StopReason::OwnersGone, grace)));
                     }
                 }
             }
@@ -81,8 +81,8 @@ impl JobsActor {
                 }) = self.jobs.get(n)
                 {
                     killed_jobs += 1;
-                    let _ = control
-                        .try_send(Control::Stop(Stop::term(StopReason::SessionEnded, grace)));
+                    let _ =
+                        control.send(Control::Stop(Stop::term(StopReason::SessionEnded, grace)));
                 }
             }
             session.closing = Some(Closing {
