@@ -4,8 +4,6 @@
 
 use std::fs;
 
-use bashd_protocol::Owner;
-
 /// Processes that run commands on someone else's behalf and so are never the agent.
 const NOT_AN_AGENT: &[&str] = &[
     "bash", "sh", "dash", "zsh", "fish", "env", "sudo", "timeout", "nohup", "xargs", "bashc",
@@ -37,12 +35,6 @@ pub fn default_session() -> String {
     format!("agent-{}", find_agent_pid())
 }
 
-/// `pid` as a session owner, with its start time so that the daemon can tell it from a
-/// later process that gets the same pid.
-pub fn owner(pid: u32) -> Owner {
-    Owner::of(pid)
-}
-
 /// The name and parent pid of a process, from `/proc/<pid>/stat`.
 fn read_stat(pid: u32) -> Option<(String, u32)> {
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -66,12 +58,5 @@ mod tests {
             ppid,
             rustix::process::getppid().unwrap().as_raw_nonzero().get() as u32
         );
-    }
-
-    #[test]
-    fn an_owner_carries_its_start_time() {
-        let me = owner(std::process::id());
-        assert!(me.start_time.is_some_and(|t| t > 0));
-        assert_eq!(owner(u32::MAX).start_time, None);
     }
 }

@@ -6,7 +6,7 @@ mod agent;
 mod autostart;
 mod client;
 
-pub use agent::{default_session, find_agent_pid, owner};
+pub use agent::{default_session, find_agent_pid};
 pub use autostart::{AUTOSTART_ENV, connect_or_start};
 pub use bashd_protocol as protocol;
 pub use client::{Client, ClientError, Responses};

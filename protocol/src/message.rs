@@ -512,3 +512,15 @@ impl ExecParams {
         }
     }
 }
+
+#[cfg(test)]
+mod owner_tests {
+    use super::*;
+
+    #[test]
+    fn an_owner_carries_its_start_time() {
+        let me = Owner::of(std::process::id());
+        assert!(me.start_time.is_some_and(|t| t > 0));
+        assert_eq!(Owner::of(u32::MAX).start_time, None);
+    }
+}

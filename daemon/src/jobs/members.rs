@@ -136,28 +136,22 @@ pub async fn owns_any(mark: &Mark, orphans: Vec<i32>) -> bool {
 /// leader is not reaped yet, so its group id cannot have been reused: the whole group
 /// is signalled at once, catching processes forked since the scan, and the scans count
 /// group members that lost the cookie.
-/// Returns how many processes got `first`.
-pub async fn terminate(mark: &Mark, first: Signal, grace: Duration, leader_alive: bool) -> usize {
+pub async fn terminate(mark: &Mark, first: Signal, grace: Duration, leader_alive: bool) {
     if leader_alive {
         let _ = rustix::process::kill_process_group(mark.pgid, first);
     }
     let members = scan(mark, leader_alive).await;
-    let signalled = members.len();
     for member in &members {
         member.signal(first);
     }
-    if first != Signal::KILL
-        && tokio::time::timeout(grace, all_exited(members))
-            .await
-            .is_ok()
-        && scan(mark, leader_alive).await.is_empty()
-    {
-        return signalled;
+    if first != Signal::KILL {
+        let _ = tokio::time::timeout(grace, all_exited(members)).await;
     }
+    // Each round's scan also catches what was forked since the last one.
     for _ in 0..KILL_ROUNDS {
         let members = scan(mark, leader_alive).await;
         if members.is_empty() {
-            return signalled;
+            return;
         }
         for member in &members {
             member.signal(Signal::KILL);
@@ -168,7 +162,6 @@ pub async fn terminate(mark: &Mark, first: Signal, grace: Duration, leader_alive
         pgid = mark.pgid.as_raw_nonzero().get(),
         "processes of a job survived {KILL_ROUNDS} rounds of SIGKILL"
     );
-    signalled
 }
 
 struct Stat {

@@ -16,16 +16,28 @@ fn gone(command_line: &str) -> bool {
 
 /// Starts `command` in the background in `session`; its result.
 fn background(daemon: &Daemon, session: &str, command: &str) -> serde_json::Value {
-    let out = daemon.run_bashc(&[
-        "exec",
-        "--json",
-        "--session",
-        session,
-        "--mode",
-        "background",
-        "--",
-        command,
-    ]);
+    owned_background(daemon, session, None, command)
+}
+
+/// Starts `command` in the background in `session`, owned by `owner` when given.
+fn owned_background(
+    daemon: &Daemon,
+    session: &str,
+    owner: Option<u32>,
+    command: &str,
+) -> serde_json::Value {
+    let owner = owner.map(|pid| pid.to_string());
+    let owner_args: Vec<&str> = match &owner {
+        Some(pid) => vec!["--owner-pid", pid],
+        None => Vec::new(),
+    };
+    let args = [
+        &["exec", "--json", "--session", session][..],
+        &owner_args,
+        &["--mode", "background", "--", command],
+    ]
+    .concat();
+    let out = daemon.run_bashc(&args);
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     json(&out)
 }
@@ -285,20 +297,7 @@ fn a_dead_owners_background_job_lives_through_the_linger_then_dies() {
     daemon.write_config("[sessions]\nlinger_secs = 3\n");
     let daemon = daemon.spawn_and_wait();
     let mut owner = KillOnDrop::sleeper();
-    let owner_pid = owner.pid().to_string();
-    let out = daemon.run_bashc(&[
-        "exec",
-        "--json",
-        "--session",
-        "own1",
-        "--owner-pid",
-        &owner_pid,
-        "--mode",
-        "background",
-        "--",
-        "echo hi; sleep 303.1",
-    ]);
-    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    owned_background(&daemon, "own1", Some(owner.pid()), "echo hi; sleep 303.1");
     let sleep = wait_for_running("sleep 303.1")[0];
     let dir = daemon.runtime_dir().join("sessions/own1");
     assert!(dir.is_dir());
@@ -332,18 +331,7 @@ fn a_session_named_again_within_its_linger_is_adopted_and_kept() {
     let daemon = daemon.spawn_and_wait();
     let mut owner = KillOnDrop::sleeper();
     let heir = KillOnDrop::sleeper();
-    let out = daemon.run_bashc(&[
-        "exec",
-        "--session",
-        "own2",
-        "--owner-pid",
-        &owner.pid().to_string(),
-        "--mode",
-        "background",
-        "--",
-        "sleep 303.2",
-    ]);
-    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    owned_background(&daemon, "own2", Some(owner.pid()), "sleep 303.2");
     let sleep = wait_for_running("sleep 303.2")[0];
     owner.kill();
     let out = daemon.run_bashc(&[

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use bashc::protocol::{
-    Caller, Direction, ExecParams, Mode, OnTimeout, OutputOptions, OutputRequest, StreamName,
+    Caller, Direction, ExecParams, Mode, OnTimeout, OutputOptions, OutputRequest, Owner, StreamName,
 };
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -106,7 +106,7 @@ impl SessionArgs {
             .unwrap_or_else(|| format!("agent-{}", agent()));
         Caller {
             session,
-            owner: Some(bashc::owner(self.owner_pid.unwrap_or_else(agent))),
+            owner: Some(Owner::of(self.owner_pid.unwrap_or_else(agent))),
         }
     }
 }
