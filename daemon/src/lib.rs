@@ -4,21 +4,29 @@
 pub mod config;
 mod conn;
 pub mod jobs;
+mod journal;
 mod output;
 pub mod policy;
+mod recovery;
 pub mod runtime;
 mod server;
 
 use std::future::Future;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use anyhow::Context;
+use sd_notify::NotifyState;
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::Config;
 use crate::jobs::JobsActor;
 use crate::jobs::process::{self, Reaper};
+use crate::journal::Journal;
 use crate::runtime::Runtime;
 
 /// How long connections get to write their last answers after the jobs have stopped.
@@ -26,11 +34,14 @@ const CONNECTION_WIND_DOWN: Duration = Duration::from_secs(5);
 
 /// Serves `listener` until `shutdown` resolves; then stops accepting, stops every job
 /// (TERM, grace, KILL), lets connections send their last answers, and removes the
-/// socket and lock file.
+/// socket and lock file. Before serving, it ends what a daemon that did not stop left
+/// behind. SIGHUP loads the config from `config_arg` (the `--config` given, else the
+/// default path) again; a config that does not load leaves the old one in force.
 pub async fn run(
     runtime: Runtime,
     listener: std::os::unix::net::UnixListener,
     config: Config,
+    config_arg: Option<PathBuf>,
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
     process::become_subreaper()?;
@@ -39,17 +50,33 @@ pub async fn run(
         None
     });
     let listener = tokio::net::UnixListener::from_std(listener)?;
-    let config = Arc::new(config);
 
+    let (mut journal, replay) = Journal::open(&runtime.dir).with_context(|| {
+        format!(
+            "cannot open the journal {}",
+            journal::path(&runtime.dir).display()
+        )
+    })?;
+    recovery::recover(
+        &runtime.dir,
+        &mut journal,
+        replay,
+        config.timeouts.kill_grace,
+    )
+    .await?;
+
+    let (config_tx, config_rx) = watch::channel(Arc::new(config));
     let (reaper, reaper_handle) = Reaper::new(job_open_files);
     let reaper_task = tokio::spawn(reaper.run());
     let (actor, jobs) = JobsActor::new(
-        config.clone(),
+        config_rx,
         reaper_handle,
         process::find_shell(),
         runtime.dir.clone(),
+        journal,
     );
     let actor_task = tokio::spawn(actor.run());
+    let reload_task = tokio::spawn(reload_on_sighup(config_tx, config_arg));
 
     let stop_accepting = CancellationToken::new();
     let connections = TaskTracker::new();
@@ -58,7 +85,6 @@ pub async fn run(
         jobs.clone(),
         stop_accepting.clone(),
         connections.clone(),
-        config.limits.max_frame_bytes,
     ));
     tracing::info!(
         pid = std::process::id(),
@@ -66,9 +92,12 @@ pub async fn run(
         "bashd {} ready",
         env!("CARGO_PKG_VERSION")
     );
+    notify(&[NotifyState::Ready]);
 
     shutdown.await;
     tracing::info!("shutting down: stopping every job");
+    notify(&[NotifyState::Stopping]);
+    reload_task.abort();
     stop_accepting.cancel();
     let _ = server.await;
     jobs.shutdown().await;
@@ -86,4 +115,39 @@ pub async fn run(
     runtime.remove_files();
     tracing::info!("bashd stopped");
     Ok(())
+}
+
+/// Loads the config again at each SIGHUP; the jobs actor and new connections take the
+/// new one, jobs already running keep the limits they started with.
+async fn reload_on_sighup(config: watch::Sender<Arc<Config>>, config_arg: Option<PathBuf>) {
+    let mut hangups = match signal(SignalKind::hangup()) {
+        Ok(hangups) => hangups,
+        Err(e) => {
+            tracing::warn!("cannot watch SIGHUP, so the config cannot be reloaded: {e}");
+            return;
+        }
+    };
+    while hangups.recv().await.is_some() {
+        notify(&[NotifyState::Reloading]);
+        match Config::load(config_arg.as_deref()) {
+            Ok((new, path)) => {
+                config.send_replace(Arc::new(new));
+                match path {
+                    Some(path) => tracing::info!("reloaded config {}", path.display()),
+                    None => tracing::info!(
+                        "reloaded config: no config file, every setting has its default"
+                    ),
+                }
+            }
+            Err(e) => tracing::error!("config not reloaded, the old one stays in force: {e}"),
+        }
+        notify(&[NotifyState::Ready]);
+    }
+}
+
+/// Tells systemd, when it started the daemon with Type=notify; a no-op otherwise.
+fn notify(state: &[NotifyState]) {
+    if let Err(e) = sd_notify::notify(state) {
+        tracing::warn!("cannot notify systemd: {e}");
+    }
 }

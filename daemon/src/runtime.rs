@@ -4,6 +4,7 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 
 use bashd_protocol::runtime::{self, RuntimeDirError};
@@ -31,26 +32,37 @@ pub struct Runtime {
     lock_path: PathBuf,
     /// The open lock file; the `flock` on it lasts as long as this does.
     _lock: File,
+    /// The socket came from systemd (socket activation), which keeps its file.
+    inherited_socket: bool,
 }
 
 impl Runtime {
     /// Checks the directory, takes the lock, and binds the socket (mode 0600),
-    /// replacing a socket file that no live daemon holds.
-    pub fn acquire(dir: &Path) -> Result<(Runtime, std::os::unix::net::UnixListener), StartError> {
+    /// replacing a socket file that no live daemon holds; or, when systemd passed a
+    /// listening socket (`inherited`), serves that one and leaves its file alone.
+    pub fn acquire(
+        dir: &Path,
+        inherited: Option<UnixListener>,
+    ) -> Result<(Runtime, UnixListener), StartError> {
         runtime::ensure_runtime_dir(dir)?;
         let lock_path = runtime::lock_path(dir);
         let lock = take_lock(dir, &lock_path)?;
         let socket_path = runtime::socket_path(dir);
-        let listener = bind(&socket_path).map_err(|source| StartError::Bind {
-            path: socket_path.clone(),
-            source,
-        })?;
+        let inherited_socket = inherited.is_some();
+        let listener = match inherited {
+            Some(listener) => listener,
+            None => bind(&socket_path).map_err(|source| StartError::Bind {
+                path: socket_path.clone(),
+                source,
+            })?,
+        };
         Ok((
             Runtime {
                 dir: dir.to_owned(),
                 socket_path,
                 lock_path,
                 _lock: lock,
+                inherited_socket,
             },
             listener,
         ))
@@ -59,7 +71,8 @@ impl Runtime {
     /// Removes the socket and the lock file. Called last, while the lock is still held,
     /// so no other daemon can have started on this directory in between.
     pub fn remove_files(&self) {
-        for path in [&self.socket_path, &self.lock_path] {
+        let socket = (!self.inherited_socket).then_some(&self.socket_path);
+        for path in socket.into_iter().chain([&self.lock_path]) {
             if let Err(e) = fs::remove_file(path)
                 && e.kind() != io::ErrorKind::NotFound
             {
@@ -104,14 +117,14 @@ fn take_lock(dir: &Path, path: &Path) -> Result<File, StartError> {
     Ok(file)
 }
 
-fn bind(path: &Path) -> io::Result<std::os::unix::net::UnixListener> {
+fn bind(path: &Path) -> io::Result<UnixListener> {
     // We hold the lock, so a socket file here belongs to a daemon that is gone.
     match fs::remove_file(path) {
         Ok(()) => tracing::info!("replaced stale socket {}", path.display()),
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
         Err(e) => return Err(e),
     }
-    let listener = std::os::unix::net::UnixListener::bind(path)?;
+    let listener = UnixListener::bind(path)?;
     fs::set_permissions(path, fs::Permissions::from_mode(0o600))?;
     listener.set_nonblocking(true)?;
     Ok(listener)

@@ -17,7 +17,6 @@ pub async fn serve(
     jobs: JobsHandle,
     shutdown: CancellationToken,
     tracker: TaskTracker,
-    max_frame_bytes: usize,
 ) {
     let me = rustix::process::getuid().as_raw();
     loop {
@@ -51,11 +50,12 @@ pub async fn serve(
                 continue;
             }
         }
+        // A reloaded limit applies to connections made after the reload.
         tracker.spawn(conn::serve_connection(
             stream,
             jobs.clone(),
             shutdown.clone(),
-            max_frame_bytes,
+            jobs.max_frame_bytes(),
         ));
     }
 }

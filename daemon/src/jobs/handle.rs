@@ -11,13 +11,14 @@ use bashd_protocol::{
     JobsRequest, KillRequest, OutputPage, OutputRequest, Response, SessionClosed, SessionInfo,
     StatusInfo, StreamName, WaitRequest,
 };
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use super::check;
 use super::session::CloseReply;
 use super::supervisor::{self, Streams};
+use crate::config::Config;
 use crate::output;
-use crate::policy::{Denial, Policy};
+use crate::policy::Denial;
 
 /// Commands longer than this are checked on a blocking thread: parsing them takes long
 /// enough to hold up other requests on the same worker.
@@ -108,7 +109,8 @@ pub enum Waiting {
 #[derive(Debug, Clone)]
 pub struct JobsHandle {
     pub(super) cmds: mpsc::Sender<Cmd>,
-    pub(super) policy: Arc<Policy>,
+    /// The config in force, replaced whole on a reload; the policy is part of it.
+    pub(super) config: watch::Receiver<Arc<Config>>,
 }
 
 impl JobsHandle {
@@ -128,13 +130,18 @@ impl JobsHandle {
         rx
     }
 
+    /// The frame limit of the config in force, for a new connection.
+    pub fn max_frame_bytes(&self) -> usize {
+        self.config.borrow().limits.max_frame_bytes
+    }
+
     /// Checks a command against the policy, off the async workers when it is long.
     pub async fn check(&self, command: String) -> Result<(), Denial> {
+        let config = Arc::clone(&self.config.borrow());
         if command.len() <= CHECK_INLINE_BYTES {
-            return self.policy.check(&command);
+            return config.policy.check(&command);
         }
-        let policy = Arc::clone(&self.policy);
-        tokio::task::spawn_blocking(move || policy.check(&command))
+        tokio::task::spawn_blocking(move || config.policy.check(&command))
             .await
             .unwrap_or_else(|_| {
                 Err(Denial {

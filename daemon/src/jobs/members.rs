@@ -37,53 +37,87 @@ const KILL_ROUNDS: usize = 20;
 /// How long one round waits for the processes it signalled to go.
 const KILL_ROUND_WAIT: Duration = Duration::from_secs(1);
 
-impl Mark {
-    /// Every live process of the job, right now. `by_group` also counts processes in
-    /// the job's process group that lost the cookie; only while the leader is
-    /// unreaped, since after that its group id can be reused by a stranger once the
-    /// group is empty. Blocking.
-    pub fn scan(&self, by_group: bool) -> Vec<Member> {
-        let uid = rustix::process::geteuid().as_raw();
-        let me = std::process::id() as i32;
-        let Ok(entries) = fs::read_dir("/proc") else {
-            return Vec::new();
-        };
-        entries
-            .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<i32>().ok())
-            .filter(|&pid| pid != me)
-            .filter(|&pid| fs::metadata(format!("/proc/{pid}")).is_ok_and(|meta| meta.uid() == uid))
-            .filter(|&pid| self.owns(pid, by_group))
-            .filter_map(|pid| {
-                let pidfd =
-                    rustix::process::pidfd_open(Pid::from_raw(pid)?, PidfdFlags::empty()).ok()?;
-                // The pid may have been reused between the check and the open: only a
-                // pidfd whose process still matches is kept.
-                self.owns(pid, by_group).then_some(Member { pidfd })
-            })
-            .collect()
-    }
+/// What a scan looks for: the processes of one job, or of every job a dead daemon
+/// left behind (crash recovery).
+pub trait Matcher: Clone + Send + Sync + 'static {
+    /// Whether the live process `pid` is one of ours. Blocking: reads `/proc`.
+    fn belongs(&self, pid: i32) -> bool;
+    /// Signals the process groups that may be signalled whole, if any: a group whose
+    /// leader is known to be the job's, so its id cannot have been reused.
+    fn signal_groups(&self, signal: Signal);
+}
 
-    /// Whether the live process `pid` belongs to the job.
-    fn owns(&self, pid: i32, by_group: bool) -> bool {
+/// One job's processes; `by_group` also counts processes in the job's process group
+/// that lost the cookie: only while the leader is unreaped, since after that its group
+/// id can be reused by a stranger once the group is empty.
+#[derive(Debug, Clone)]
+pub struct JobMatch {
+    pub mark: Mark,
+    pub by_group: bool,
+}
+
+impl Matcher for JobMatch {
+    fn belongs(&self, pid: i32) -> bool {
         match read_stat(pid) {
-            Some(stat) if stat.state != 'Z' && stat.state != 'X' => {
-                (by_group && stat.pgid == self.pgid.as_raw_nonzero().get()) || self.in_environ(pid)
+            Some(stat) if stat.alive() => {
+                (self.by_group && stat.pgid == self.mark.pgid.as_raw_nonzero().get())
+                    || environ_has(pid, |var| var == self.mark.cookie)
             }
             _ => false,
         }
     }
 
-    fn in_environ(&self, pid: i32) -> bool {
-        fs::read(format!("/proc/{pid}/environ"))
-            .is_ok_and(|env| env.split(|&b| b == 0).any(|var| var == self.cookie))
+    fn signal_groups(&self, signal: Signal) {
+        if self.by_group {
+            let _ = rustix::process::kill_process_group(self.mark.pgid, signal);
+        }
+    }
+}
+
+impl Mark {
+    pub fn matching(&self, by_group: bool) -> JobMatch {
+        JobMatch {
+            mark: self.clone(),
+            by_group,
+        }
     }
 
     /// Whether any of `pids`, the daemon's orphaned children, belongs to the job: where
     /// every escapee of a job whose group is gone ends up, the daemon being a
     /// subreaper. Blocking.
     pub fn owns_any(&self, pids: &[i32]) -> bool {
-        pids.iter().any(|&pid| self.owns(pid, false))
+        let by_cookie = self.matching(false);
+        pids.iter().any(|&pid| by_cookie.belongs(pid))
     }
+}
+
+/// Every live process of the daemon's uid that `matcher` claims, right now, each held
+/// by a pidfd. Blocking.
+pub fn scan_blocking(matcher: &impl Matcher) -> Vec<Member> {
+    let uid = rustix::process::geteuid().as_raw();
+    let me = std::process::id() as i32;
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&pid| pid != me)
+        .filter(|&pid| fs::metadata(format!("/proc/{pid}")).is_ok_and(|meta| meta.uid() == uid))
+        .filter(|&pid| matcher.belongs(pid))
+        .filter_map(|pid| {
+            let pidfd =
+                rustix::process::pidfd_open(Pid::from_raw(pid)?, PidfdFlags::empty()).ok()?;
+            // The pid may have been reused between the check and the open: only a
+            // pidfd whose process still matches is kept.
+            matcher.belongs(pid).then_some(Member { pidfd })
+        })
+        .collect()
+}
+
+/// Whether the environment of `pid` holds a `NAME=value` entry for which `wanted` holds.
+pub fn environ_has(pid: i32, mut wanted: impl FnMut(&[u8]) -> bool) -> bool {
+    fs::read(format!("/proc/{pid}/environ"))
+        .is_ok_and(|env| env.split(|&b| b == 0).any(&mut wanted))
 }
 
 impl Member {
@@ -113,9 +147,9 @@ pub async fn exited(pidfd: OwnedFd) {
 }
 
 /// Scans on a blocking thread.
-pub async fn scan(mark: &Mark, by_group: bool) -> Vec<Member> {
-    let mark = mark.clone();
-    tokio::task::spawn_blocking(move || mark.scan(by_group))
+pub async fn scan(matcher: &impl Matcher) -> Vec<Member> {
+    let matcher = matcher.clone();
+    tokio::task::spawn_blocking(move || scan_blocking(&matcher))
         .await
         .unwrap_or_default()
 }
@@ -131,16 +165,14 @@ pub async fn owns_any(mark: &Mark, orphans: Vec<i32>) -> bool {
         .unwrap_or(false)
 }
 
-/// Ends every process of the job: `first` to each, then SIGKILL to whatever is left
-/// after `grace`, in rounds until a scan finds nothing. `leader_alive` says the
-/// leader is not reaped yet, so its group id cannot have been reused: the whole group
-/// is signalled at once, catching processes forked since the scan, and the scans count
-/// group members that lost the cookie.
-pub async fn terminate(mark: &Mark, first: Signal, grace: Duration, leader_alive: bool) {
-    if leader_alive {
-        let _ = rustix::process::kill_process_group(mark.pgid, first);
-    }
-    let members = scan(mark, leader_alive).await;
+/// Ends every process `matcher` claims: `first` to each (and to the groups it may
+/// signal whole, which catches processes forked since the scan), then SIGKILL to
+/// whatever is left after `grace`, in rounds until a scan finds nothing. Returns how
+/// many processes the first scan found.
+pub async fn terminate(matcher: &impl Matcher, first: Signal, grace: Duration) -> usize {
+    let members = scan(matcher).await;
+    let found = members.len();
+    matcher.signal_groups(first);
     for member in &members {
         member.signal(first);
     }
@@ -149,28 +181,33 @@ pub async fn terminate(mark: &Mark, first: Signal, grace: Duration, leader_alive
     }
     // Each round's scan also catches what was forked since the last one.
     for _ in 0..KILL_ROUNDS {
-        let members = scan(mark, leader_alive).await;
+        let members = scan(matcher).await;
         if members.is_empty() {
-            return;
+            return found;
         }
+        matcher.signal_groups(Signal::KILL);
         for member in &members {
             member.signal(Signal::KILL);
         }
         let _ = tokio::time::timeout(KILL_ROUND_WAIT, all_exited(members)).await;
     }
-    tracing::warn!(
-        pgid = mark.pgid.as_raw_nonzero().get(),
-        "processes of a job survived {KILL_ROUNDS} rounds of SIGKILL"
-    );
+    tracing::warn!("processes of a job survived {KILL_ROUNDS} rounds of SIGKILL");
+    found
 }
 
-struct Stat {
-    state: char,
-    pgid: i32,
+pub struct Stat {
+    pub state: char,
+    pub pgid: i32,
+}
+
+impl Stat {
+    pub fn alive(&self) -> bool {
+        self.state != 'Z' && self.state != 'X'
+    }
 }
 
 /// State and process group of a process, from `/proc/<pid>/stat`.
-fn read_stat(pid: i32) -> Option<Stat> {
+pub fn read_stat(pid: i32) -> Option<Stat> {
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The name is in parentheses and may itself hold spaces or parentheses.
     let mut fields = stat.get(stat.rfind(')')? + 2..)?.split(' ');

@@ -5,7 +5,7 @@
 mod actor;
 mod check;
 mod handle;
-mod members;
+pub(crate) mod members;
 pub mod process;
 mod session;
 mod supervisor;

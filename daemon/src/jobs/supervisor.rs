@@ -376,7 +376,7 @@ impl Supervisor {
         self.detach(Moved::Stragglers).await;
         loop {
             // The leader is reaped: only the cookie names the job's processes now.
-            let alive = members::scan(&self.mark, false).await;
+            let alive = members::scan(&self.mark.matching(false)).await;
             if alive.is_empty() {
                 return;
             }
@@ -415,14 +415,8 @@ impl Supervisor {
 
     /// Signals every process of the job and waits until none is left.
     async fn terminate(&mut self, stop: Stop) {
-        let mark = self.mark.clone();
-        let leader_alive = self.exit.is_some();
-        let mut terminated = Box::pin(members::terminate(
-            &mark,
-            stop.signal,
-            stop.grace,
-            leader_alive,
-        ));
+        let matcher = self.mark.matching(self.exit.is_some());
+        let mut terminated = Box::pin(members::terminate(&matcher, stop.signal, stop.grace));
         // Output read meanwhile is kept; a second stop changes nothing.
         while !matches!(self.wake(&mut terminated).await, Wake::Phase(_)) {}
         let reaped_by = Instant::now() + LEADER_REAP_WAIT;

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use bashd_protocol::{
     ErrorKind, ErrorReply, ExecParams, ExecResult, JobState, Mode, Response, Started, StreamResult,
-    is_valid_session_id, limits,
+    is_valid_session_id, limits, process_start_time,
 };
 use tokio::sync::mpsc;
 
@@ -15,6 +15,7 @@ use crate::jobs::members::Mark;
 use crate::jobs::process::SpawnSpec;
 use crate::jobs::session::Session;
 use crate::jobs::supervisor::{self, Ended, JobMeta, JobRun, Report, Streams};
+use crate::journal::{self, Leader};
 use crate::output::{self, OutputSource, Shape};
 use crate::policy::Denial;
 
@@ -50,8 +51,19 @@ impl JobsActor {
         } else {
             self.adopt(&session, params.owner);
         }
-        let n = self.next_job;
-        self.next_job += 1;
+        let n = match self.journal.job(&self.instance, &session) {
+            Ok(n) => n,
+            Err(e) => {
+                let message = format!(
+                    "cannot record the job in the journal {}: {e}; bashd runs nothing it could not clean up after a crash (free space in that directory, then try again)",
+                    journal::path(&self.runtime_dir).display()
+                );
+                tracing::error!("{message}");
+                let error = ErrorReply::new(ErrorKind::Internal, message);
+                let _ = events.send(Response::Error(error)).await;
+                return;
+            }
+        };
         let id = format!("j{n}");
         if let Some(entry) = self.sessions.get_mut(&session) {
             entry.jobs.insert(n);
@@ -81,6 +93,7 @@ impl JobsActor {
                 .await;
             let job = new_job(Status::Ended(Box::new(ended)), None);
             self.jobs.insert(n, job);
+            self.journal_end(n);
             self.mark_finished(&session, n);
             return;
         }
@@ -107,11 +120,22 @@ impl JobsActor {
                 let ended = denied_or_failed(&id, &params, JobState::Failed, Some(message));
                 let job = new_job(Status::Ended(Box::new(ended)), None);
                 self.jobs.insert(n, job);
+                self.journal_end(n);
                 self.mark_finished(&session, n);
                 return;
             }
         };
         let pid = spawned.pid.as_raw_nonzero().get() as u32;
+        // The shell is unreaped until its supervisor says so, so its stat is there.
+        let leader = Leader {
+            pid,
+            pgid: pid,
+            start_time: process_start_time(pid).unwrap_or(0),
+        };
+        if let Err(e) = self.journal.leader(n, leader) {
+            // The job line is there: a restart still finds the job by its cookie.
+            tracing::warn!(job = %id, "cannot record the pid of the job in the journal: {e}");
+        }
         tracing::info!(job = %id, session = %session, pid, command = %params.command, "job started");
         let _ = events
             .send(Response::Started(Started {

@@ -13,13 +13,14 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use bashd_protocol::{ExecResult, Mode, Response, StatusInfo, runtime};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use super::handle::{Cmd, JobsHandle, shutting_down};
 use super::process::ReaperHandle;
 use super::session::{Session, SessionEvent};
 use super::supervisor::{Control, Ended, Report, Stop, StopReason};
 use crate::config::Config;
+use crate::journal::Journal;
 use crate::output;
 
 /// Identifies this daemon instance in job cookies (`BASHD_JOB=<instance>/<job>`).
@@ -32,7 +33,9 @@ pub fn new_instance_id() -> String {
 }
 
 pub struct JobsActor {
+    /// The config in force, taken from `config_updates` before each event.
     config: Arc<Config>,
+    config_updates: watch::Receiver<Arc<Config>>,
     cmds: mpsc::Receiver<Cmd>,
     reports_tx: mpsc::UnboundedSender<Report>,
     reports: mpsc::UnboundedReceiver<Report>,
@@ -45,7 +48,8 @@ pub struct JobsActor {
     by_pid: HashMap<u32, u64>,
     sessions: HashMap<String, Session>,
     running: usize,
-    next_job: u64,
+    /// Job starts and ends, and the job counter.
+    journal: Journal,
     instance: String,
     shell: PathBuf,
     runtime_dir: PathBuf,
@@ -90,10 +94,11 @@ enum Event {
 
 impl JobsActor {
     pub fn new(
-        config: Arc<Config>,
+        config_updates: watch::Receiver<Arc<Config>>,
         reaper: ReaperHandle,
         shell: PathBuf,
         runtime_dir: PathBuf,
+        journal: Journal,
     ) -> (JobsActor, JobsHandle) {
         let (cmd_tx, cmds) = mpsc::channel(256);
         // Unbounded so a supervisor or a watcher never waits on the actor; there are at
@@ -101,7 +106,8 @@ impl JobsActor {
         let (reports_tx, reports) = mpsc::unbounded_channel();
         let (session_events_tx, session_events) = mpsc::unbounded_channel();
         let actor = JobsActor {
-            config,
+            config: Arc::clone(&config_updates.borrow()),
+            config_updates: config_updates.clone(),
             cmds,
             reports_tx,
             reports,
@@ -112,18 +118,17 @@ impl JobsActor {
             by_pid: HashMap::new(),
             sessions: HashMap::new(),
             running: 0,
-            next_job: 1,
+            journal,
             instance: new_instance_id(),
             shell,
             runtime_dir,
             started: Instant::now(),
         };
-        let policy = Arc::new(actor.config.policy.clone());
         (
             actor,
             JobsHandle {
                 cmds: cmd_tx,
-                policy,
+                config: config_updates,
             },
         )
     }
@@ -139,6 +144,9 @@ impl JobsActor {
                 Some(report) = self.reports.recv() => Event::Report(report),
                 Some(event) = self.session_events.recv() => Event::Session(event),
             };
+            if self.config_updates.has_changed().unwrap_or(false) {
+                self.config = Arc::clone(&self.config_updates.borrow_and_update());
+            }
             match event {
                 Event::Cmd(Cmd::Shutdown { reply }) => {
                     self.stop_all().await;
@@ -228,6 +236,7 @@ impl JobsActor {
             "job ended"
         );
         let Some(n) = number(&result.job) else { return };
+        self.journal_end(n);
         let Some(job) = self.jobs.get_mut(&n) else {
             return;
         };
@@ -259,6 +268,17 @@ impl JobsActor {
         self.mark_finished(&name, n);
         if closed {
             self.finish_close(&name);
+        }
+    }
+
+    /// Records in the journal that job `n` is over; a failure only costs a restart a
+    /// look for processes that are not there.
+    fn journal_end(&mut self, n: u64) {
+        if let Err(e) = self.journal.end(n) {
+            tracing::warn!(
+                job = n,
+                "cannot record the end of a job in the journal: {e}"
+            );
         }
     }
 
@@ -318,6 +338,10 @@ impl JobsActor {
         let names: Vec<String> = self.sessions.keys().cloned().collect();
         for name in names {
             self.close_session(&name, None);
+        }
+        // Every job has ended: what is left is the counter.
+        if let Err(e) = self.journal.compact() {
+            tracing::warn!("cannot compact the journal: {e}");
         }
     }
 }

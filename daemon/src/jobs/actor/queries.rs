@@ -25,7 +25,7 @@ impl JobsActor {
     pub(super) fn unknown_job(&self, job: &JobRef) -> ErrorReply {
         let message = match job {
             JobRef::Id(id) => match number(id) {
-                Some(n) if n > 0 && n < self.next_job => format!(
+                Some(n) if n > 0 && n < self.journal.next() => format!(
                     "job {id} is no longer kept: its session ended, or it is older than the last {} finished jobs of its session (sessions.keep_finished)",
                     self.config.sessions.keep_finished
                 ),

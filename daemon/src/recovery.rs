@@ -1,0 +1,201 @@
+//! What a starting daemon does about the one before it (DESIGN §6): every job the
+//! journal names as started and never ended is ended, whatever is alive of it found by
+//! its cookie, or by its process group while its leader is verified by start time;
+//! every session dir is removed, since with the lock held no live daemon owns one; the
+//! journal is compacted. It runs before the first connection is served.
+//!
+//! Removal never follows a symlink and never leaves the runtime dir: an entry that
+//! bashd did not make is left alone and logged.
+
+use std::collections::HashSet;
+use std::fs;
+use std::io;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use bashd_protocol::{is_valid_session_id, process_start_time, runtime};
+use rustix::process::{Pid, Signal};
+
+use crate::jobs::members::{self, Matcher};
+use crate::journal::{self, Journal, Leader, Replay};
+
+/// What the runtime dir may hold; the rest was not made by bashd.
+const KNOWN_ENTRIES: &[&str] = &[
+    "bashd.sock",
+    "bashd.lock",
+    "autostart.lock",
+    "bashd.log",
+    "journal",
+    "journal.tmp",
+    "sessions",
+];
+
+/// Ends what the daemon before this one left, cleans the runtime dir `dir`, compacts
+/// the journal, and logs one line of what it did.
+pub async fn recover(
+    dir: &Path,
+    journal: &mut Journal,
+    replay: Replay,
+    grace: Duration,
+) -> anyhow::Result<()> {
+    if !replay.problems.is_empty() {
+        tracing::warn!(
+            "journal {}: {} line(s) could not be read and were skipped: {}",
+            journal::path(dir).display(),
+            replay.problems.len(),
+            replay.problems.join("; ")
+        );
+    }
+    let jobs: Vec<u64> = replay.open.keys().copied().collect();
+    let mut killed = 0;
+    if !jobs.is_empty() {
+        let dead = DeadJobs::new(&replay);
+        killed = members::terminate(&dead, Signal::TERM, grace).await;
+        if members::scan(&dead).await.is_empty() {
+            for &n in &jobs {
+                journal.close(n);
+            }
+        } else {
+            // They stay in the journal, for the next start to try again.
+            tracing::error!(
+                "processes of jobs a previous bashd started survived SIGKILL; they stay in the journal"
+            );
+        }
+    }
+    let swept = sweep(dir)?;
+    journal.compact().with_context(|| {
+        format!(
+            "cannot rewrite the journal {}",
+            journal::path(dir).display()
+        )
+    })?;
+
+    for entry in &swept.left_alone {
+        tracing::warn!("left alone {entry}: bashd did not make it");
+    }
+    if !jobs.is_empty() || !swept.removed.is_empty() {
+        let ids: Vec<String> = jobs.iter().map(|n| format!("j{n}")).collect();
+        tracing::info!(
+            "cleaned up after a bashd that did not stop: killed {killed} process(es) of {} unfinished job(s) [{}]; removed {} session dir(s) [{}]",
+            jobs.len(),
+            ids.join(" "),
+            swept.removed.len(),
+            swept.removed.join(" ")
+        );
+    }
+    Ok(())
+}
+
+/// Every process of the jobs a dead daemon left.
+#[derive(Clone)]
+struct DeadJobs {
+    cookies: Arc<HashSet<Vec<u8>>>,
+    /// Leaders that were alive, with the start time the journal gave, when recovery
+    /// began; each is checked again before its group is counted or signalled.
+    leaders: Arc<Vec<Leader>>,
+}
+
+impl DeadJobs {
+    fn new(replay: &Replay) -> DeadJobs {
+        let me = std::process::id();
+        let leaders = replay
+            .open
+            .values()
+            .filter_map(|job| job.leader)
+            .filter(|leader| leader.pid != me && leader.pgid != me)
+            .filter(is_alive)
+            .collect();
+        DeadJobs {
+            cookies: Arc::new(replay.open.values().map(|job| job.cookie()).collect()),
+            leaders: Arc::new(leaders),
+        }
+    }
+}
+
+/// Whether the leader's pid still names the process the journal recorded, so its
+/// group id is still the job's.
+fn is_alive(leader: &Leader) -> bool {
+    process_start_time(leader.pid) == Some(leader.start_time)
+}
+
+impl Matcher for DeadJobs {
+    fn belongs(&self, pid: i32) -> bool {
+        let Some(stat) = members::read_stat(pid) else {
+            return false;
+        };
+        if !stat.alive() {
+            return false;
+        }
+        let in_group = self
+            .leaders
+            .iter()
+            .any(|leader| leader.pgid as i32 == stat.pgid && is_alive(leader));
+        in_group || members::environ_has(pid, |var| self.cookies.contains(var))
+    }
+
+    fn signal_groups(&self, signal: Signal) {
+        for leader in self.leaders.iter().filter(|leader| is_alive(leader)) {
+            if let Some(pgid) = Pid::from_raw(leader.pgid as i32) {
+                let _ = rustix::process::kill_process_group(pgid, signal);
+            }
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Swept {
+    /// Session dirs removed, by session.
+    removed: Vec<String>,
+    /// Paths that bashd did not make.
+    left_alone: Vec<String>,
+}
+
+/// Removes every session dir of the runtime dir and names what it does not know.
+fn sweep(dir: &Path) -> anyhow::Result<Swept> {
+    let mut swept = Swept::default();
+    let entries = fs::read_dir(dir)
+        .with_context(|| format!("cannot list the runtime dir {}", dir.display()))?;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        if !KNOWN_ENTRIES.iter().any(|known| name == *known) {
+            swept.left_alone.push(entry.path().display().to_string());
+        }
+    }
+    let sessions = runtime::sessions_dir(dir);
+    let meta = match fs::symlink_metadata(&sessions) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(swept),
+        Err(e) => {
+            return Err(e).with_context(|| format!("cannot inspect {}", sessions.display()));
+        }
+    };
+    let me = rustix::process::getuid().as_raw();
+    if !meta.is_dir() || meta.uid() != me {
+        anyhow::bail!(
+            "{} is not a directory bashd made (a symlink, a file, or another user's); remove it and start bashd again",
+            sessions.display()
+        );
+    }
+    let entries =
+        fs::read_dir(&sessions).with_context(|| format!("cannot list {}", sessions.display()))?;
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        // symlink_metadata: a symlink is never taken for the directory it points to.
+        let ours = fs::symlink_metadata(&path)
+            .is_ok_and(|meta| meta.is_dir() && meta.uid() == me && is_valid_session_id(&name));
+        if !ours {
+            swept.left_alone.push(path.display().to_string());
+            continue;
+        }
+        // remove_dir_all removes a symlink inside, never what it points to.
+        match fs::remove_dir_all(&path) {
+            Ok(()) => swept.removed.push(name),
+            Err(e) => tracing::warn!("cannot remove stale session dir {}: {e}", path.display()),
+        }
+    }
+    Ok(swept)
+}
