@@ -65,7 +65,8 @@ pub async fn recover(
             );
         }
     }
-    let swept = sweep(dir)?;
+    let mut swept = sweep(dir)?;
+    swept.removed.sort();
     journal.compact().with_context(|| {
         format!(
             "cannot rewrite the journal {}",

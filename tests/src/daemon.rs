@@ -60,14 +60,32 @@ impl Daemon {
 
     /// Starts `bashd` on this directory and waits for its socket to answer.
     pub fn spawn_and_wait(mut self) -> Daemon {
+        self.restart();
+        self
+    }
+
+    /// Starts a new `bashd` on this directory (the last one this value started must
+    /// be gone) and waits for its socket to answer. Its log is appended to
+    /// [`Daemon::log`].
+    pub fn restart(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.log_path())
+            .expect("cannot open the daemon's log file");
         let child = self
             .bashd_command()
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
+            .stderr(log)
             .spawn()
             .expect("cannot spawn bashd");
         self.child = Some(child);
+        self.wait_for_socket();
+    }
+
+    /// Waits until the socket accepts a connection.
+    pub fn wait_for_socket(&self) {
         let socket = self.socket_path();
         let answered = procs::wait_until(START_TIMEOUT, || {
             std::os::unix::net::UnixStream::connect(&socket).is_ok()
@@ -77,7 +95,28 @@ impl Daemon {
             "bashd did not answer on {} in time",
             socket.display()
         );
-        self
+    }
+
+    /// SIGKILLs the daemon this value started and reaps it; its jobs live on.
+    pub fn kill_daemon(&mut self) {
+        let child = self.child_mut();
+        child.kill().expect("cannot SIGKILL bashd");
+        child.wait().expect("cannot reap bashd");
+    }
+
+    /// Where the daemons this value starts write their log (stderr).
+    pub fn log_path(&self) -> PathBuf {
+        self.temp.path().join("bashd.stderr")
+    }
+
+    /// Everything the daemons this value started have logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.log_path()).unwrap_or_default()
+    }
+
+    /// Waits until the log holds `text`; false if it does not within `timeout`.
+    pub fn wait_for_log(&self, text: &str, timeout: Duration) -> bool {
+        procs::wait_until(timeout, || self.log().contains(text))
     }
 
     /// A `bashd` command for this runtime directory, not started.
@@ -86,7 +125,7 @@ impl Daemon {
         command
             .env(runtime::RUNTIME_DIR_ENV, &self.runtime_dir)
             .env("XDG_CONFIG_HOME", self.config_home())
-            .env("BASHD_LOG", "warn");
+            .env("BASHD_LOG", "info");
         command
     }
 
@@ -197,6 +236,9 @@ impl Daemon {
 
 impl Drop for Daemon {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("--- bashd log\n{}--- end of bashd log", self.log());
+        }
         let kill = |pid: u32| {
             if let Some(pid) = rustix::process::Pid::from_raw(pid as i32) {
                 let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);

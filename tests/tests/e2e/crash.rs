@@ -1,0 +1,287 @@
+//! Crash safety (issue 6): what a daemon that was SIGKILLed leaves is ended by the next
+//! one, the runtime dir is cleaned without leaving it, the journal survives damage,
+//! and the config reloads on SIGHUP. Which processes live is read from /proc.
+
+use std::fs;
+use std::os::unix::fs::{PermissionsExt, symlink};
+use std::time::{Duration, Instant};
+
+use bashc::protocol::runtime;
+use bashd_tests::{Daemon, alive, pids_running, wait_for_running, wait_until};
+use rustix::process::{Pid, Signal};
+
+use crate::{json, show};
+
+const GONE_WITHIN: Duration = Duration::from_secs(10);
+
+/// The names in `R/sessions`.
+fn session_dirs(daemon: &Daemon) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(runtime::sessions_dir(daemon.runtime_dir()))
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+/// The number of a job id: `j12` is 12.
+fn job_number(result: &serde_json::Value) -> u64 {
+    result["job"].as_str().unwrap()[1..].parse().unwrap()
+}
+
+fn exec_json(daemon: &Daemon, args: &[&str]) -> serde_json::Value {
+    let out = daemon.run_bashc(&[&["exec", "--json"][..], args].concat());
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    json(&out)
+}
+
+fn signal(pid: u32, signal: Signal) {
+    rustix::process::kill_process(Pid::from_raw(pid as i32).unwrap(), signal).unwrap();
+}
+
+#[test]
+fn the_next_start_ends_what_a_sigkilled_daemon_left_and_ids_go_on() {
+    let mut daemon = Daemon::start();
+    let first = exec_json(
+        &daemon,
+        &[
+            "--session",
+            "crash-a",
+            "--mode",
+            "background",
+            "--",
+            "setsid sleep 306.101 & sleep 306.102",
+        ],
+    );
+    let second = exec_json(
+        &daemon,
+        &[
+            "--session",
+            "crash-b",
+            "--mode",
+            "background",
+            "--",
+            "sleep 306.103",
+        ],
+    );
+    let last = exec_json(&daemon, &["--session", "crash-b", "--", "true"]);
+    let mut pids = Vec::new();
+    for command in ["sleep 306.101", "sleep 306.102", "sleep 306.103"] {
+        pids.extend(wait_for_running(command));
+    }
+    assert_eq!(session_dirs(&daemon), ["crash-a", "crash-b"]);
+
+    daemon.kill_daemon();
+    // Without a daemon the jobs are orphans, not dead.
+    assert!(pids.iter().all(|&pid| alive(pid)), "{pids:?}");
+
+    let restarted = Instant::now();
+    daemon.restart();
+    assert!(
+        wait_until(GONE_WITHIN, || daemon.job_processes().is_empty()),
+        "job processes alive {:?} after the restart",
+        daemon.job_processes()
+    );
+    assert!(
+        restarted.elapsed() < GONE_WITHIN,
+        "took {:?}",
+        restarted.elapsed()
+    );
+    assert!(pids.iter().all(|&pid| !alive(pid)), "{pids:?}");
+    // An answer means the cleanup is over: it runs before the first one.
+    let next = exec_json(&daemon, &["--session", "crash-c", "--", "true"]);
+    let dirs = session_dirs(&daemon);
+    assert!(
+        !dirs.iter().any(|d| d == "crash-a" || d == "crash-b"),
+        "{dirs:?}"
+    );
+    let log = daemon.log();
+    assert!(
+        log.contains("cleaned up after a bashd that did not stop")
+            && log.contains("2 unfinished job(s)")
+            && log.contains("removed 2 session dir(s)"),
+        "{log}"
+    );
+
+    let highest = [&first, &second, &last].map(job_number).into_iter().max();
+    assert!(
+        Some(job_number(&next)) > highest,
+        "new job {} after {highest:?}",
+        next["job"]
+    );
+}
+
+#[test]
+fn cleanup_removes_stale_session_dirs_and_nothing_outside_the_runtime_dir() {
+    let daemon = Daemon::unstarted();
+    let dir = daemon.runtime_dir().to_owned();
+    let sessions = runtime::sessions_dir(&dir);
+    let stale = sessions.join("stale-session");
+    fs::create_dir_all(&stale).unwrap();
+    fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).unwrap();
+    fs::write(stale.join("j3.stdout"), "old output").unwrap();
+    let outside = daemon.scratch().join("outside");
+    fs::create_dir_all(outside.join("inner")).unwrap();
+    fs::write(outside.join("keep.txt"), "precious").unwrap();
+    fs::write(outside.join("inner/keep.txt"), "precious").unwrap();
+    symlink(&outside, stale.join("link-inside")).unwrap();
+    symlink(&outside, sessions.join("link-in-sessions")).unwrap();
+    fs::write(dir.join("notes.txt"), "not bashd's").unwrap();
+    // A socket file whose daemon is gone.
+    drop(std::os::unix::net::UnixListener::bind(runtime::socket_path(&dir)).unwrap());
+
+    let daemon = daemon.spawn_and_wait();
+    let out = daemon.run_bashc(&["exec", "--", "echo serving"]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+
+    assert!(!stale.exists(), "the stale session dir is left");
+    for file in ["keep.txt", "inner/keep.txt"] {
+        assert_eq!(
+            fs::read_to_string(outside.join(file)).unwrap(),
+            "precious",
+            "{file} outside the runtime dir was touched"
+        );
+    }
+    let link = sessions.join("link-in-sessions");
+    assert!(
+        fs::symlink_metadata(&link).is_ok_and(|m| m.file_type().is_symlink()),
+        "the symlink bashd did not make was removed"
+    );
+    assert_eq!(
+        fs::read_to_string(dir.join("notes.txt")).unwrap(),
+        "not bashd's"
+    );
+    let log = daemon.log();
+    for left in [
+        link.display().to_string(),
+        dir.join("notes.txt").display().to_string(),
+    ] {
+        assert!(
+            log.contains(&format!("left alone {left}")),
+            "{left}:\n{log}"
+        );
+    }
+}
+
+#[test]
+fn a_journal_with_a_torn_line_and_garbage_is_survived_and_reported() {
+    let daemon = Daemon::unstarted();
+    let dir = daemon.runtime_dir().to_owned();
+    fs::create_dir_all(&dir).unwrap();
+    fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).unwrap();
+    fs::write(
+        dir.join("journal"),
+        b"bashd-journal 1\njob 41 abc-def s1\n\xde\xad garbage \x01\nend 41\njob 57 abc-def s1\npid 57 12",
+    )
+    .unwrap();
+    let daemon = daemon.spawn_and_wait();
+    let result = exec_json(&daemon, &["--", "echo fine"]);
+    assert_eq!(result["stdout"]["text"], "fine\n");
+    assert!(job_number(&result) > 57, "{}", result["job"]);
+    let log = daemon.log();
+    assert!(
+        log.contains("2 line(s) could not be read")
+            && log.contains("line 3: not a journal record")
+            && log.contains("line 6: torn last line"),
+        "{log}"
+    );
+    // Compacted: the damage is gone, the counter kept.
+    let journal = fs::read_to_string(dir.join("journal")).unwrap();
+    assert!(
+        journal.starts_with("bashd-journal 1\nnext 58\n"),
+        "{journal}"
+    );
+}
+
+#[test]
+fn sighup_reloads_the_config_and_keeps_the_old_one_when_the_new_is_broken() {
+    let daemon = Daemon::unstarted();
+    daemon.write_config("[limits]\nmax_lines = 50\n");
+    let mut daemon = daemon.spawn_and_wait();
+    let shown = |daemon: &Daemon| {
+        let result = exec_json(daemon, &["--", "seq 1 20"]);
+        result["stdout"]["shown_lines"].as_u64().unwrap()
+    };
+    assert_eq!(shown(&daemon), 20);
+
+    daemon.write_config("[limits]\nmax_lines = 5\nmax_lnes = 4\n");
+    signal(daemon.pid(), Signal::HUP);
+    assert!(
+        daemon.wait_for_log("config not reloaded", GONE_WITHIN),
+        "{}",
+        daemon.log()
+    );
+    assert!(
+        daemon.log().contains("unknown key limits.max_lnes"),
+        "{}",
+        daemon.log()
+    );
+    assert_eq!(shown(&daemon), 20, "the broken config was applied");
+
+    daemon.write_config("[limits]\nmax_lines = 5\n");
+    signal(daemon.pid(), Signal::HUP);
+    assert!(
+        daemon.wait_for_log("reloaded config", GONE_WITHIN),
+        "{}",
+        daemon.log()
+    );
+    assert_eq!(shown(&daemon), 5, "the new config was not applied");
+    assert!(
+        daemon.child_mut().try_wait().unwrap().is_none(),
+        "bashd exited"
+    );
+}
+
+#[test]
+fn sigterm_ends_background_jobs_and_escapees_within_the_grace() {
+    let mut daemon = Daemon::start();
+    exec_json(
+        &daemon,
+        &[
+            "--mode",
+            "background",
+            "--",
+            "setsid sleep 306.201 & sleep 306.202",
+        ],
+    );
+    wait_for_running("sleep 306.201");
+    wait_for_running("sleep 306.202");
+    let sent = Instant::now();
+    signal(daemon.pid(), Signal::TERM);
+    let status = daemon.child_mut().wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+    // The default grace is 2 s and sleep dies on SIGTERM; generous for a loaded CI.
+    assert!(
+        sent.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        sent.elapsed()
+    );
+    assert!(
+        daemon.job_processes().is_empty(),
+        "{:?}",
+        daemon.job_processes()
+    );
+    assert!(pids_running("sleep 306.201").is_empty());
+    assert!(!daemon.socket_path().exists());
+    assert!(
+        session_dirs(&daemon).is_empty(),
+        "{:?}",
+        session_dirs(&daemon)
+    );
+}
+
+/// The journal keeps the counter across a clean stop too.
+#[test]
+fn job_ids_are_not_reused_after_a_clean_stop() {
+    let mut daemon = Daemon::start();
+    let before = exec_json(&daemon, &["--", "true"]);
+    signal(daemon.pid(), Signal::TERM);
+    assert_eq!(daemon.child_mut().wait().unwrap().code(), Some(0));
+    daemon.restart();
+    let after = exec_json(&daemon, &["--", "true"]);
+    assert!(job_number(&after) > job_number(&before));
+}
