@@ -68,13 +68,20 @@ impl Daemon {
     /// be gone) and waits for its socket to answer. Its log is appended to
     /// [`Daemon::log`].
     pub fn restart(&mut self) {
+        let command = self.bashd_command();
+        self.start_with(command);
+    }
+
+    /// Starts `command`, which runs a `bashd` on this directory (the last one this
+    /// value started must be gone), with its stderr appended to [`Daemon::log`], and
+    /// waits for the socket to answer.
+    pub fn start_with(&mut self, mut command: Command) {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(self.log_path())
             .expect("cannot open the daemon's log file");
-        let child = self
-            .bashd_command()
+        let child = command
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)

@@ -9,6 +9,7 @@ mod jobs;
 mod output;
 mod policy;
 mod protocol;
+mod systemd;
 
 use std::process::Output;
 
