@@ -355,6 +355,24 @@ mod tests {
     }
 
     #[test]
+    fn a_long_running_journal_compacts_itself() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut journal, _) = Journal::open(dir.path()).unwrap();
+        let running = journal.job("ab", "s").unwrap();
+        for _ in 0..COMPACT_AFTER_LINES {
+            let n = journal.job("ab", "s").unwrap();
+            journal.end(n).unwrap();
+        }
+        // 40,000 lines appended; without compaction the file would hold them all.
+        let text = fs::read_to_string(path(dir.path())).unwrap();
+        let lines = text.lines().count();
+        assert!(lines <= COMPACT_AFTER_LINES + 4, "{lines} lines");
+        let replay = parse(text.as_bytes());
+        assert_eq!(replay.open.keys().copied().collect::<Vec<_>>(), [running]);
+        assert_eq!(replay.next, journal.next());
+    }
+
+    #[test]
     fn a_journal_is_written_reread_and_compacted() {
         let dir = tempfile::tempdir().unwrap();
         let (mut journal, replay) = Journal::open(dir.path()).unwrap();

@@ -222,7 +222,9 @@ fn sighup_reloads_the_config_and_keeps_the_old_one_when_the_new_is_broken() {
     );
     assert_eq!(shown(&daemon), 20, "the broken config was applied");
 
-    daemon.write_config("[limits]\nmax_lines = 5\n");
+    daemon.write_config(
+        "[limits]\nmax_lines = 5\n\n[[policy.deny]]\nid = \"no-publish\"\ncommand = \"npm\"\nargs = [\"publish\"]\nmessage = \"CI releases\"\n",
+    );
     signal(daemon.pid(), Signal::HUP);
     assert!(
         daemon.wait_for_log("reloaded config", GONE_WITHIN),
@@ -230,6 +232,17 @@ fn sighup_reloads_the_config_and_keeps_the_old_one_when_the_new_is_broken() {
         daemon.log()
     );
     assert_eq!(shown(&daemon), 5, "the new config was not applied");
+    // The policy is part of it.
+    let out = daemon.run_bashc(&["exec", "--json", "--", "npm publish"]);
+    assert_eq!(json(&out)["state"], "denied", "{}", show(&out));
+    assert!(
+        json(&out)["notice"]
+            .as_str()
+            .unwrap()
+            .contains("no-publish"),
+        "{}",
+        show(&out)
+    );
     assert!(
         daemon.child_mut().try_wait().unwrap().is_none(),
         "bashd exited"
@@ -284,4 +297,28 @@ fn job_ids_are_not_reused_after_a_clean_stop() {
     daemon.restart();
     let after = exec_json(&daemon, &["--", "true"]);
     assert!(job_number(&after) > job_number(&before));
+}
+
+#[test]
+fn a_sessions_dir_that_is_a_symlink_stops_the_daemon_with_the_fix() {
+    let daemon = Daemon::unstarted();
+    let dir = daemon.runtime_dir().to_owned();
+    fs::create_dir_all(&dir).unwrap();
+    fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).unwrap();
+    let outside = daemon.scratch().join("elsewhere");
+    fs::create_dir_all(outside.join("agent-1")).unwrap();
+    symlink(&outside, runtime::sessions_dir(&dir)).unwrap();
+
+    let out = daemon.bashd_command().output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let sessions = runtime::sessions_dir(&dir);
+    assert!(
+        crate::stderr(&out).contains(&format!(
+            "{} is not a directory bashd made",
+            sessions.display()
+        )) && crate::stderr(&out).contains("remove it"),
+        "{}",
+        show(&out)
+    );
+    assert!(outside.join("agent-1").is_dir(), "followed the symlink");
 }
