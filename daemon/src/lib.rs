@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use sd_notify::NotifyState;
-use tokio::signal::unix::{SignalKind, signal};
+use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -50,6 +50,8 @@ pub async fn run(
         None
     });
     let listener = tokio::net::UnixListener::from_std(listener)?;
+    // Watched from here on: SIGHUP's default action would end the daemon mid-recovery.
+    let hangups = signal(SignalKind::hangup()).context("cannot watch SIGHUP")?;
 
     let (mut journal, replay) = Journal::open(&runtime.dir).with_context(|| {
         format!(
@@ -76,7 +78,7 @@ pub async fn run(
         journal,
     );
     let actor_task = tokio::spawn(actor.run());
-    let reload_task = tokio::spawn(reload_on_sighup(config_tx, config_arg));
+    let reload_task = tokio::spawn(reload_on_sighup(hangups, config_tx, config_arg));
 
     let stop_accepting = CancellationToken::new();
     let connections = TaskTracker::new();
@@ -119,14 +121,11 @@ pub async fn run(
 
 /// Loads the config again at each SIGHUP; the jobs actor and new connections take the
 /// new one, jobs already running keep the limits they started with.
-async fn reload_on_sighup(config: watch::Sender<Arc<Config>>, config_arg: Option<PathBuf>) {
-    let mut hangups = match signal(SignalKind::hangup()) {
-        Ok(hangups) => hangups,
-        Err(e) => {
-            tracing::warn!("cannot watch SIGHUP, so the config cannot be reloaded: {e}");
-            return;
-        }
-    };
+async fn reload_on_sighup(
+    mut hangups: Signal,
+    config: watch::Sender<Arc<Config>>,
+    config_arg: Option<PathBuf>,
+) {
     while hangups.recv().await.is_some() {
         notify(&[NotifyState::Reloading]);
         match Config::load(config_arg.as_deref()) {
