@@ -213,6 +213,20 @@ impl Daemon {
         params
     }
 
+    /// The names in `R/sessions`, sorted: the session dirs on disk, whoever made them.
+    pub fn session_dirs(&self) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(runtime::sessions_dir(&self.runtime_dir))
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        names
+    }
+
     /// Live processes started by jobs of this daemon: they carry a job cookie and
     /// this runtime dir in their environment.
     pub fn job_processes(&self) -> Vec<u32> {

@@ -162,15 +162,7 @@ fn after_twenty_rounds_of_sigkills_one_start_leaves_no_job_process_and_no_stale_
             .map(|&pid| bashd_tests::procs::cmdline(pid))
             .collect::<Vec<_>>()
     );
-    let dirs: Vec<String> =
-        std::fs::read_dir(bashc::protocol::runtime::sessions_dir(daemon.runtime_dir()))
-            .map(|entries| {
-                entries
-                    .flatten()
-                    .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .collect()
-            })
-            .unwrap_or_default();
+    let dirs = daemon.session_dirs();
     let stale: Vec<&String> = dirs.iter().filter(|d| !live.contains(d)).collect();
     assert!(
         stale.is_empty(),

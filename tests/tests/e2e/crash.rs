@@ -14,20 +14,6 @@ use crate::{json, show};
 
 const GONE_WITHIN: Duration = Duration::from_secs(10);
 
-/// The names in `R/sessions`.
-fn session_dirs(daemon: &Daemon) -> Vec<String> {
-    let mut names: Vec<String> = fs::read_dir(runtime::sessions_dir(daemon.runtime_dir()))
-        .map(|entries| {
-            entries
-                .flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
-    names.sort();
-    names
-}
-
 /// The number of a job id: `j12` is 12.
 fn job_number(result: &serde_json::Value) -> u64 {
     result["job"].as_str().unwrap()[1..].parse().unwrap()
@@ -73,7 +59,7 @@ fn the_next_start_ends_what_a_sigkilled_daemon_left_and_ids_go_on() {
     for command in ["sleep 306.101", "sleep 306.102", "sleep 306.103"] {
         pids.extend(wait_for_running(command));
     }
-    assert_eq!(session_dirs(&daemon), ["crash-a", "crash-b"]);
+    assert_eq!(daemon.session_dirs(), ["crash-a", "crash-b"]);
 
     daemon.kill_daemon();
     // Without a daemon the jobs are orphans, not dead.
@@ -94,7 +80,7 @@ fn the_next_start_ends_what_a_sigkilled_daemon_left_and_ids_go_on() {
     assert!(pids.iter().all(|&pid| !alive(pid)), "{pids:?}");
     // An answer means the cleanup is over: it runs before the first one.
     let next = exec_json(&daemon, &["--session", "crash-c", "--", "true"]);
-    let dirs = session_dirs(&daemon);
+    let dirs = daemon.session_dirs();
     assert!(
         !dirs.iter().any(|d| d == "crash-a" || d == "crash-b"),
         "{dirs:?}"
@@ -281,9 +267,9 @@ fn sigterm_ends_background_jobs_and_escapees_within_the_grace() {
     assert!(pids_running("sleep 306.201").is_empty());
     assert!(!daemon.socket_path().exists());
     assert!(
-        session_dirs(&daemon).is_empty(),
+        daemon.session_dirs().is_empty(),
         "{:?}",
-        session_dirs(&daemon)
+        daemon.session_dirs()
     );
 }
 
