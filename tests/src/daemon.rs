@@ -213,6 +213,16 @@ impl Daemon {
         params
     }
 
+    /// Creates the runtime dir as bashd would (mode 0700), for a test to seed it
+    /// before the daemon starts; its path.
+    pub fn make_runtime_dir(&self) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::create_dir_all(&self.runtime_dir).unwrap();
+        std::fs::set_permissions(&self.runtime_dir, std::fs::Permissions::from_mode(0o700))
+            .unwrap();
+        self.runtime_dir.clone()
+    }
+
     /// The names in `R/sessions`, sorted: the session dirs on disk, whoever made them.
     pub fn session_dirs(&self) -> Vec<String> {
         let mut names: Vec<String> = std::fs::read_dir(runtime::sessions_dir(&self.runtime_dir))

@@ -3,7 +3,7 @@
 //! and the config reloads on SIGHUP. Which processes live is read from /proc.
 
 use std::fs;
-use std::os::unix::fs::{PermissionsExt, symlink};
+use std::os::unix::fs::symlink;
 use std::time::{Duration, Instant};
 
 use bashc::protocol::runtime;
@@ -104,11 +104,10 @@ fn the_next_start_ends_what_a_sigkilled_daemon_left_and_ids_go_on() {
 #[test]
 fn cleanup_removes_stale_session_dirs_and_nothing_outside_the_runtime_dir() {
     let daemon = Daemon::unstarted();
-    let dir = daemon.runtime_dir().to_owned();
+    let dir = daemon.make_runtime_dir();
     let sessions = runtime::sessions_dir(&dir);
     let stale = sessions.join("stale-session");
     fs::create_dir_all(&stale).unwrap();
-    fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).unwrap();
     fs::write(stale.join("j3.stdout"), "old output").unwrap();
     let outside = daemon.scratch().join("outside");
     fs::create_dir_all(outside.join("inner")).unwrap();
@@ -156,9 +155,7 @@ fn cleanup_removes_stale_session_dirs_and_nothing_outside_the_runtime_dir() {
 #[test]
 fn a_journal_with_a_torn_line_and_garbage_is_survived_and_reported() {
     let daemon = Daemon::unstarted();
-    let dir = daemon.runtime_dir().to_owned();
-    fs::create_dir_all(&dir).unwrap();
-    fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).unwrap();
+    let dir = daemon.make_runtime_dir();
     fs::write(
         dir.join("journal"),
         b"bashd-journal 1\njob 41 abc-def s1\n\xde\xad garbage \x01\nend 41\njob 57 abc-def s1\npid 57 12",
@@ -288,9 +285,7 @@ fn job_ids_are_not_reused_after_a_clean_stop() {
 #[test]
 fn a_sessions_dir_that_is_a_symlink_stops_the_daemon_with_the_fix() {
     let daemon = Daemon::unstarted();
-    let dir = daemon.runtime_dir().to_owned();
-    fs::create_dir_all(&dir).unwrap();
-    fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).unwrap();
+    let dir = daemon.make_runtime_dir();
     let outside = daemon.scratch().join("elsewhere");
     fs::create_dir_all(outside.join("agent-1")).unwrap();
     symlink(&outside, runtime::sessions_dir(&dir)).unwrap();

@@ -93,9 +93,7 @@ fn a_socket_activated_daemon_serves_the_socket_it_inherits() {
         return;
     };
     let mut daemon = Daemon::unstarted();
-    let dir = daemon.runtime_dir().to_owned();
-    fs::create_dir_all(&dir).unwrap();
-    fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).unwrap();
+    let dir = daemon.make_runtime_dir();
     let socket = runtime::socket_path(&dir);
     let mut command = Command::new(activate);
     command
