@@ -4,8 +4,8 @@
 //! pidfd opened before its identity is checked again, so a pid reused since the scan
 //! is never hit.
 //!
-//! The supervisor of the job is the only caller. Scans read `/proc` and so run on a
-//! blocking thread.
+//! Callers: the supervisor of a job, for that job; crash recovery, for the jobs of a
+//! daemon that died. Scans read `/proc` and so run on a blocking thread.
 
 use std::fs;
 use std::io;
