@@ -41,6 +41,17 @@ pub fn environ(pid: u32) -> Vec<String> {
     nul_separated(format!("/proc/{pid}/environ"))
 }
 
+/// The parent pid of a process, from `/proc/<pid>/stat`.
+pub fn parent_pid(pid: u32) -> Option<u32> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The name is in parentheses and may itself hold spaces or parentheses.
+    stat.get(stat.rfind(')')? + 2..)?
+        .split(' ')
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
 /// The command line of a process, joined with spaces.
 pub fn cmdline(pid: u32) -> String {
     nul_separated(format!("/proc/{pid}/cmdline")).join(" ")

@@ -7,6 +7,7 @@ mod crash;
 mod daemon_lifecycle;
 mod exec;
 mod jobs;
+mod mcp;
 mod output;
 mod policy;
 mod protocol;

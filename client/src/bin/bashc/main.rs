@@ -3,6 +3,7 @@
 //! killed; 126 for a policy denial; 255 when the daemon cannot be reached or refuses.
 
 mod jobs;
+mod mcp;
 mod render;
 
 use std::io::{Read, Write};
@@ -81,6 +82,14 @@ enum Command {
     Policy(PolicyCommand),
     /// Show the daemon's pid, version, uptime, runtime dir and running jobs.
     Status(StatusArgs),
+    /// Serve bashd to an MCP agent (Claude Code, Codex, OpenCode, ...) on stdin/stdout.
+    ///
+    /// An MCP server with the tools bash, bash_check, bash_wait, bash_kill, bash_jobs
+    /// and bash_output. One server is one session (mcp-<agent pid> unless --session
+    /// or $BASHD_SESSION), owned by the agent that started it; it exits when its stdin
+    /// closes. Commands run in the directory it was started in unless a call names
+    /// another. Starts bashd when none is running.
+    Mcp(mcp::McpArgs),
 }
 
 #[derive(Debug, Args)]
@@ -269,6 +278,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Session(jobs::SessionCommand::Close(args)) => jobs::close(args).await,
         Command::Policy(PolicyCommand::Check(args)) => policy_check(args).await,
         Command::Status(args) => status(args).await,
+        Command::Mcp(args) => mcp::mcp(args).await,
     }
 }
 

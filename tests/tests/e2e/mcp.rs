@@ -1,0 +1,463 @@
+//! `bashc mcp` (issue 8), driven as an agent drives it: rmcp's client over the child's
+//! stdio, raw JSON-RPC lines, and a bash "agent" that is SIGKILLed. Which processes
+//! live is read from /proc.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use bashd_tests::{Daemon, alive, bin_path, pids_running, wait_for_running, wait_until};
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::RunningService;
+use rmcp::transport::TokioChildProcess;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+const GONE_WITHIN: Duration = Duration::from_secs(10);
+
+/// `bashc mcp` for this daemon's runtime dir, started in `workdir`, with the session it
+/// picks itself (no BASHD_SESSION).
+fn mcp_command(daemon: &Daemon, workdir: &Path) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(bin_path("bashc"));
+    command
+        .arg("mcp")
+        .env(
+            bashc::protocol::runtime::RUNTIME_DIR_ENV,
+            daemon.runtime_dir(),
+        )
+        .env("XDG_CONFIG_HOME", daemon.config_home())
+        .env_remove("BASHD_SESSION")
+        .current_dir(workdir);
+    command
+}
+
+async fn connect(daemon: &Daemon) -> RunningService<RoleClient, ()> {
+    let mut command = mcp_command(daemon, daemon.scratch());
+    command.env("BASHD_NO_AUTOSTART", "1");
+    let (transport, _) = TokioChildProcess::builder(command)
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("cannot start bashc mcp");
+    ().serve(transport)
+        .await
+        .expect("MCP initialization failed")
+}
+
+async fn call(client: &RunningService<RoleClient, ()>, tool: &str, args: Value) -> CallToolResult {
+    let Value::Object(args) = args else {
+        panic!("arguments must be an object")
+    };
+    client
+        .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(args))
+        .await
+        .unwrap_or_else(|e| panic!("{tool} failed as a protocol error: {e}"))
+}
+
+fn text(result: &CallToolResult) -> String {
+    result
+        .content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect()
+}
+
+fn structured(result: &CallToolResult) -> &Value {
+    result
+        .structured_content
+        .as_ref()
+        .expect("a result carries structured content")
+}
+
+fn is_error(result: &CallToolResult) -> bool {
+    result.is_error == Some(true)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_runs_follows_pages_and_kills_jobs_through_the_tools() {
+    let daemon = Daemon::start();
+    let client = connect(&daemon).await;
+    let info = client.peer_info().expect("the server introduced itself");
+    assert_eq!(info.server_info.as_ref().unwrap().name, "bashd");
+
+    let tools = client.list_all_tools().await.unwrap();
+    let mut names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "bash",
+            "bash_check",
+            "bash_jobs",
+            "bash_kill",
+            "bash_output",
+            "bash_wait"
+        ]
+    );
+    let bash = tools.iter().find(|t| t.name == "bash").unwrap();
+    let schema = Value::Object((*bash.input_schema).clone());
+    assert_eq!(schema["required"], json!(["command"]), "{schema}");
+    for property in [
+        "command",
+        "mode",
+        "timeout_secs",
+        "workdir",
+        "description",
+        "max_lines",
+    ] {
+        assert!(
+            schema["properties"][property].is_object(),
+            "bash lacks {property}: {schema}"
+        );
+    }
+    let description = bash.description.as_deref().unwrap();
+    for words in [
+        "do not persist between calls",
+        "`workdir`",
+        "is NOT killed",
+        "bash_output",
+        "2000 lines and 50 KiB",
+        "permission denied:",
+    ] {
+        assert!(
+            description.contains(words),
+            "bash says nothing of {words:?}"
+        );
+    }
+    for tool in &tools {
+        assert!(
+            tool.description.as_ref().is_some_and(|d| d.len() > 60),
+            "{} is not described",
+            tool.name
+        );
+    }
+
+    // A command: its text, its JSON, its session.
+    let result = call(
+        &client,
+        "bash",
+        json!({"command": "echo hello; echo oops >&2"}),
+    )
+    .await;
+    assert!(!is_error(&result), "{}", text(&result));
+    assert!(
+        text(&result).contains("stdout:\nhello\n") && text(&result).contains("exit code: 0"),
+        "{}",
+        text(&result)
+    );
+    let json = structured(&result);
+    assert_eq!(json["state"], "exited");
+    assert_eq!(json["stderr"]["text"], "oops\n");
+    assert!(
+        json["session"].as_str().unwrap().starts_with("mcp-"),
+        "{json}"
+    );
+    assert_eq!(json["workdir"], daemon.scratch().to_str().unwrap());
+
+    let result = call(&client, "bash", json!({"command": "exit 3"})).await;
+    assert!(is_error(&result), "a non-zero exit is a tool error");
+    assert_eq!(structured(&result)["exit_code"], 3);
+
+    // A background job, followed by two checks that neither repeat nor lose a line.
+    let result = call(
+        &client,
+        "bash",
+        json!({
+            "command": "for i in 1 2 3 4 5 6; do echo line$i; sleep 0.2; done; setsid sleep 306.301 & sleep 306.302",
+            "mode": "background",
+            "description": "six lines, then two sleeps",
+        }),
+    )
+    .await;
+    assert!(!is_error(&result), "{}", text(&result));
+    assert_eq!(structured(&result)["state"], "running");
+    let job = structured(&result)["job"].as_str().unwrap().to_owned();
+    assert!(
+        text(&result).contains(&format!("bash_check(job=\"{job}\")")),
+        "{}",
+        text(&result)
+    );
+
+    let mut seen = String::new();
+    let mut checks_with_lines = 0;
+    let all_seen = {
+        let deadline = tokio::time::Instant::now() + GONE_WITHIN;
+        loop {
+            let result = call(&client, "bash_check", json!({"job": job})).await;
+            assert!(!is_error(&result), "{}", text(&result));
+            let new = structured(&result)["stdout"]["text"]
+                .as_str()
+                .unwrap()
+                .to_owned();
+            if !new.is_empty() {
+                checks_with_lines += 1;
+                seen.push_str(&new);
+            }
+            if seen.contains("line6") || tokio::time::Instant::now() > deadline {
+                break seen.contains("line6");
+            }
+            tokio::time::sleep(Duration::from_millis(150)).await;
+        }
+    };
+    assert!(all_seen, "checks saw {seen:?}");
+    assert_eq!(seen, "line1\nline2\nline3\nline4\nline5\nline6\n");
+    assert!(checks_with_lines >= 2, "one check saw everything");
+
+    let page = call(
+        &client,
+        "bash_output",
+        json!({"job": job, "offset": 2, "limit": 2}),
+    )
+    .await;
+    assert!(!is_error(&page), "{}", text(&page));
+    assert_eq!(text(&page), "line2\nline3\n");
+
+    let jobs = call(&client, "bash_jobs", json!({})).await;
+    let listed = structured(&jobs)["jobs"].as_array().unwrap().clone();
+    let entry = listed
+        .iter()
+        .find(|j| j["job"] == job.as_str())
+        .expect("job listed");
+    assert_eq!(entry["state"], "running");
+    assert_eq!(entry["description"], "six lines, then two sleeps");
+
+    let waited = call(
+        &client,
+        "bash_wait",
+        json!({"job": job, "timeout_secs": 0.2}),
+    )
+    .await;
+    assert_eq!(structured(&waited)["state"], "running");
+
+    let sleeps = [
+        wait_for_running("sleep 306.301"),
+        wait_for_running("sleep 306.302"),
+    ]
+    .concat();
+    let killed = call(&client, "bash_kill", json!({"job": job})).await;
+    assert!(!is_error(&killed), "{}", text(&killed));
+    assert_eq!(structured(&killed)["state"], "killed");
+    assert!(
+        wait_until(GONE_WITHIN, || sleeps.iter().all(|&pid| !alive(pid))),
+        "the job's processes outlived bash_kill"
+    );
+
+    // A denial is a tool error, and nothing ran.
+    let denied = call(&client, "bash", json!({"command": "git add -A"})).await;
+    assert!(is_error(&denied));
+    assert_eq!(structured(&denied)["state"], "denied");
+    assert!(
+        text(&denied).contains("permission denied: git-add-blind"),
+        "{}",
+        text(&denied)
+    );
+
+    // Bad arguments are tool errors that name the argument.
+    for (tool, args, named) in [
+        ("bash_check", json!({"job": "j999"}), "`job`"),
+        (
+            "bash",
+            json!({"command": "ls", "workdir": "/no/such/dir"}),
+            "`workdir`",
+        ),
+        ("bash", json!({"command": 5}), "`command`"),
+        (
+            "bash",
+            json!({"command": "ls", "timeout_secs": "soon"}),
+            "`timeout_secs`",
+        ),
+        ("bash_output", json!({"job": job, "offset": 0}), "`offset`"),
+    ] {
+        let result = call(&client, tool, args.clone()).await;
+        assert!(is_error(&result), "{tool} {args} was not an error");
+        assert!(
+            text(&result).contains(named),
+            "{tool} {args}: {}",
+            text(&result)
+        );
+    }
+
+    // An unknown tool is a protocol error, and the server goes on.
+    let unknown = client
+        .call_tool(CallToolRequestParams::new("bash_nope"))
+        .await;
+    assert!(unknown.is_err(), "{unknown:?}");
+    let result = call(&client, "bash", json!({"command": "echo still here"})).await;
+    assert!(text(&result).contains("still here"));
+
+    client.cancel().await.unwrap();
+}
+
+type Lines = tokio::io::Lines<BufReader<tokio::process::ChildStdout>>;
+
+/// The next message the server writes, within a deadline.
+async fn next_message(lines: &mut Lines) -> Value {
+    let line = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+        .await
+        .expect("bashc mcp wrote nothing")
+        .unwrap()
+        .expect("bashc mcp closed stdout");
+    serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
+}
+
+/// Reads messages until the response with `id`.
+async fn response(lines: &mut Lines, id: i64) -> Value {
+    loop {
+        let message = next_message(lines).await;
+        if message["id"] == id {
+            return message;
+        }
+    }
+}
+
+#[tokio::test]
+async fn malformed_json_rpc_gets_an_error_and_the_server_starts_bashd_and_goes_on() {
+    // No daemon yet: `bashc mcp` starts one.
+    let daemon = Daemon::unstarted();
+    let mut child = mcp_command(&daemon, daemon.scratch())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let send = |message: String| format!("{message}\n").into_bytes();
+
+    stdin.write_all(b"{this is not json\n").await.unwrap();
+    let error = next_message(&mut lines).await;
+    assert_eq!(error["error"]["code"], -32700, "{error}");
+    assert!(error["id"].is_null(), "{error}");
+    stdin
+        .write_all(&send(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"}}})
+            .to_string(),
+        ))
+        .await
+        .unwrap();
+    let initialized = response(&mut lines, 1).await;
+    assert_eq!(
+        initialized["result"]["serverInfo"]["name"], "bashd",
+        "{initialized}"
+    );
+    stdin
+        .write_all(&send(
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string(),
+        ))
+        .await
+        .unwrap();
+    stdin.write_all(b"{\"id\": 2}\n").await.unwrap();
+    let invalid = response(&mut lines, 2).await;
+    assert_eq!(invalid["error"]["code"], -32600, "{invalid}");
+    stdin
+        .write_all(&send(
+            json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+            "name": "bash", "arguments": {"command": "echo served"}}})
+            .to_string(),
+        ))
+        .await
+        .unwrap();
+    let served = response(&mut lines, 3).await;
+    assert_eq!(
+        served["result"]["structuredContent"]["stdout"]["text"], "served\n",
+        "{served}"
+    );
+    assert_eq!(daemon.daemons().len(), 1, "bashc mcp did not start bashd");
+    stdin
+        .write_all(&send(
+            json!({"jsonrpc": "2.0", "id": 4, "method": "ping"}).to_string(),
+        ))
+        .await
+        .unwrap();
+    assert!(response(&mut lines, 4).await["result"].is_object());
+
+    // End of input: the server exits.
+    drop(stdin);
+    let status = tokio::time::timeout(GONE_WITHIN, child.wait()).await;
+    assert!(
+        status.is_ok_and(|s| s.unwrap().success()),
+        "bashc mcp did not exit at EOF"
+    );
+}
+
+/// An agent, here a bash that holds `bashc mcp` as a coprocess, starts a foreground
+/// and a background command and is SIGKILLed: the server exits, the foreground job
+/// dies at once, the background one at the end of the session's linger.
+#[test]
+fn when_the_agent_is_killed_the_server_exits_and_its_session_winds_down() {
+    let daemon = Daemon::unstarted();
+    daemon.write_config("[sessions]\nlinger_secs = 3\n");
+    let daemon = daemon.spawn_and_wait();
+    let responses = daemon.scratch().join("responses");
+    let messages = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "bash-agent", "version": "0"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "bash", "arguments": {"command": "sleep 306.401", "timeout_secs": 600}}}),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+            "name": "bash", "arguments": {"command": "sleep 306.402", "mode": "background"}}}),
+    ];
+    let script = format!(
+        "coproc MCP {{ exec {bashc} mcp 2>/dev/null; }}\n\
+         printf '%s\\n' {messages} >&\"${{MCP[1]}}\"\n\
+         while read -r line <&\"${{MCP[0]}}\"; do printf '%s\\n' \"$line\" >> {responses}; done\n",
+        bashc = bin_path("bashc").display(),
+        messages = messages
+            .iter()
+            .map(|m| format!("'{m}'"))
+            .collect::<Vec<_>>()
+            .join(" "),
+        responses = responses.display(),
+    );
+    let mut agent = bashd_tests::KillOnDrop(
+        std::process::Command::new("bash")
+            .args(["-c", &script])
+            .env(
+                bashc::protocol::runtime::RUNTIME_DIR_ENV,
+                daemon.runtime_dir(),
+            )
+            .env("XDG_CONFIG_HOME", daemon.config_home())
+            .env("BASHD_NO_AUTOSTART", "1")
+            .env_remove("BASHD_SESSION")
+            .current_dir(daemon.scratch())
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let foreground = wait_for_running("sleep 306.401");
+    let background = wait_for_running("sleep 306.402");
+    assert!(
+        wait_until(GONE_WITHIN, || std::fs::read_to_string(&responses)
+            .is_ok_and(|r| r.contains("\"id\":3"))),
+        "the background call was not answered"
+    );
+    // Other tests run servers too: this one is the agent's child.
+    let server: Vec<u32> = pids_running(&format!("{} mcp", bin_path("bashc").display()))
+        .into_iter()
+        .filter(|&pid| bashd_tests::procs::parent_pid(pid) == Some(agent.pid()))
+        .collect();
+    assert_eq!(server.len(), 1, "{server:?}");
+
+    agent.kill();
+    assert!(
+        wait_until(GONE_WITHIN, || !alive(server[0])),
+        "bashc mcp outlived its agent"
+    );
+    assert!(
+        wait_until(GONE_WITHIN, || foreground.iter().all(|&p| !alive(p))),
+        "the foreground job outlived the agent"
+    );
+    assert!(
+        background.iter().all(|&p| alive(p)),
+        "the background job died before the linger ended"
+    );
+    assert!(
+        wait_until(GONE_WITHIN, || background.iter().all(|&p| !alive(p))),
+        "the background job outlived the linger"
+    );
+}
