@@ -31,6 +31,67 @@ fn main() {
     if wanted("recovery") {
         recovery(&tokio);
     }
+    if wanted("mcp") {
+        mcp(&tokio);
+    }
+}
+
+/// A `bash` tool call through `bashc mcp` against the same command through the library:
+/// what the MCP layer (JSON-RPC, rmcp, the gate, rendering) adds to a call.
+fn mcp(tokio: &tokio::runtime::Runtime) {
+    use rmcp::ServiceExt;
+    use rmcp::model::CallToolRequestParams;
+    let daemon = Daemon::start();
+    let (through_mcp, through_library) = tokio.block_on(async {
+        let mut command = tokio::process::Command::new(bashd_tests::bin_path("bashc"));
+        command
+            .arg("mcp")
+            .env(
+                bashc::protocol::runtime::RUNTIME_DIR_ENV,
+                daemon.runtime_dir(),
+            )
+            .env("BASHD_NO_AUTOSTART", "1")
+            .current_dir(daemon.scratch());
+        let (transport, _) = rmcp::transport::TokioChildProcess::builder(command)
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let client = ().serve(transport).await.unwrap();
+        let arguments = serde_json::json!({"command": "true"});
+        let arguments = arguments.as_object().unwrap().clone();
+        let mut samples = Vec::new();
+        for _ in 0..ROUND_TRIPS {
+            let start = Instant::now();
+            let result = client
+                .call_tool(CallToolRequestParams::new("bash").with_arguments(arguments.clone()))
+                .await
+                .unwrap();
+            assert_ne!(result.is_error, Some(true));
+            samples.push(start.elapsed());
+        }
+        client.cancel().await.unwrap();
+        let library = daemon.client().await;
+        // The same job as the server asks for: the server passes its whole
+        // environment, which is this one, and bash takes longer to start with more.
+        let mut params = daemon.params("true");
+        use std::os::unix::ffi::OsStrExt;
+        params.env = std::env::vars_os()
+            .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
+            .collect();
+        let mut direct = Vec::new();
+        for _ in 0..ROUND_TRIPS {
+            let start = Instant::now();
+            library.exec(params.clone()).await.unwrap();
+            direct.push(start.elapsed());
+        }
+        (median_of(samples), median_of(direct))
+    });
+    report(
+        "bash tool call through bashc mcp vs the library, command true (median)",
+        through_mcp,
+        through_library,
+        1.2,
+    );
 }
 
 /// A daemon SIGKILLed with many background jobs: how long the next one takes to answer
