@@ -316,10 +316,7 @@ fn exec_params(args: &ExecArgs) -> anyhow::Result<ExecParams> {
         bail!("working directory {} is not valid UTF-8", workdir.display());
     };
     let Caller { session, owner } = args.session.caller();
-    use std::os::unix::ffi::OsStrExt;
-    let env = std::env::vars_os()
-        .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
-        .collect();
+    let env = environment();
     Ok(ExecParams {
         owner,
         mode: match args.mode {
@@ -364,6 +361,15 @@ async fn output(args: OutputArgs) -> anyhow::Result<u8> {
     }
     print(args.json, &page, render::page_text)?;
     Ok(0)
+}
+
+/// This process's environment, as bytes: a job runs with the environment of the one
+/// that asked for it.
+pub(crate) fn environment() -> Vec<(Vec<u8>, Vec<u8>)> {
+    use std::os::unix::ffi::OsStrExt;
+    std::env::vars_os()
+        .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
+        .collect()
 }
 
 /// The words of a command joined with spaces, or stdin for `-`.

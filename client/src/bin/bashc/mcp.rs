@@ -48,14 +48,10 @@ pub async fn mcp(args: McpArgs) -> anyhow::Result<u8> {
         owner: Some(Owner::of(args.owner_pid.unwrap_or(agent))),
     };
     let workdir = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
-    use std::os::unix::ffi::OsStrExt;
-    let env = std::env::vars_os()
-        .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
-        .collect();
     let tools = BashTools {
         caller,
         workdir,
-        env: Arc::new(env),
+        env: Arc::new(crate::environment()),
         client: Arc::new(Mutex::new(None)),
     };
     // Start the daemon now, not at the first call; a failure is told then.
