@@ -126,6 +126,12 @@ impl Client {
         &self.welcome
     }
 
+    /// Whether the connection has ended (the daemon went away): a request on it fails
+    /// without reaching any daemon, so a new connection is worth making.
+    pub fn is_closed(&self) -> bool {
+        self.outgoing.is_closed()
+    }
+
     /// Sends a request; its responses arrive on the returned stream.
     pub async fn request(&self, request: Request) -> Result<Responses, ClientError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);

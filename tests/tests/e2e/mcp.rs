@@ -288,6 +288,29 @@ async fn an_agent_runs_follows_pages_and_kills_jobs_through_the_tools() {
     client.cancel().await.unwrap();
 }
 
+/// A daemon that dies and comes back (crash, upgrade) costs the agent nothing: the
+/// server connects again on its next call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_server_reconnects_to_a_restarted_daemon() {
+    let mut daemon = Daemon::start();
+    let client = connect(&daemon).await;
+    let result = call(&client, "bash", json!({"command": "echo before"})).await;
+    assert_eq!(structured(&result)["stdout"]["text"], "before\n");
+    let first = structured(&result)["job"].as_str().unwrap().to_owned();
+
+    daemon.kill_daemon();
+    daemon.restart();
+    let result = call(&client, "bash", json!({"command": "echo after"})).await;
+    assert!(!is_error(&result), "{}", text(&result));
+    assert_eq!(structured(&result)["stdout"]["text"], "after\n");
+    assert_ne!(
+        structured(&result)["job"],
+        first.as_str(),
+        "a job id was reused"
+    );
+    client.cancel().await.unwrap();
+}
+
 type Lines = tokio::io::Lines<BufReader<tokio::process::ChildStdout>>;
 
 /// The next message the server writes, within a deadline.

@@ -466,10 +466,11 @@ fn parse<T: for<'de> Deserialize<'de>>(arguments: serde_json::Value) -> Result<T
 }
 
 impl BashTools {
-    /// The connection to bashd, made (and bashd started) if there is none.
+    /// The connection to bashd, made (and bashd started) if there is none or the one
+    /// there has ended.
     async fn client(&self) -> Result<Client, ClientError> {
         let mut client = self.client.lock().await;
-        if let Some(client) = client.as_ref() {
+        if let Some(client) = client.as_ref().filter(|c| !c.is_closed()) {
             return Ok(client.clone());
         }
         let dir = bashc::protocol::runtime::runtime_dir();
