@@ -484,3 +484,44 @@ fn when_the_agent_is_killed_the_server_exits_and_its_session_winds_down() {
         "the background job outlived the linger"
     );
 }
+
+/// A process the agent leaves behind may keep the server's stdin open; the agent's
+/// death ends the server all the same.
+#[test]
+fn the_server_exits_when_its_agent_dies_even_with_stdin_still_open() {
+    let daemon = Daemon::start();
+    let (stdin_read, stdin_write) = std::io::pipe().unwrap();
+    let mut agent = bashd_tests::KillOnDrop(
+        std::process::Command::new("bash")
+            .args([
+                "-c",
+                &format!("exec 3<&0; {} mcp <&3 & wait", bin_path("bashc").display()),
+            ])
+            .env(
+                bashc::protocol::runtime::RUNTIME_DIR_ENV,
+                daemon.runtime_dir(),
+            )
+            .env("BASHD_NO_AUTOSTART", "1")
+            .stdin(stdin_read)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let command_line = format!("{} mcp", bin_path("bashc").display());
+    let mut server = Vec::new();
+    assert!(wait_until(GONE_WITHIN, || {
+        server = pids_running(&command_line)
+            .into_iter()
+            .filter(|&pid| bashd_tests::procs::parent_pid(pid) == Some(agent.pid()))
+            .collect();
+        !server.is_empty()
+    }));
+
+    agent.kill();
+    assert!(
+        wait_until(GONE_WITHIN, || !alive(server[0])),
+        "bashc mcp outlived its agent"
+    );
+    drop(stdin_write);
+}

@@ -255,7 +255,11 @@ fn main() -> ExitCode {
         Ok(tokio) => tokio,
         Err(e) => return fail(anyhow::Error::from(e).context("cannot start the async runtime")),
     };
-    match tokio.block_on(run(cli)) {
+    let outcome = tokio.block_on(run(cli));
+    // A read of stdin still blocked on a thread of its own (`bashc mcp` whose agent
+    // died with the pipe held open elsewhere) must not hold the exit up.
+    tokio.shutdown_background();
+    match outcome {
         Ok(code) => ExitCode::from(code),
         Err(e) => fail(e),
     }

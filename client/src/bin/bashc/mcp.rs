@@ -41,7 +41,7 @@ pub struct McpArgs {
 }
 
 pub async fn mcp(args: McpArgs) -> anyhow::Result<u8> {
-    let agent = rustix::process::getppid().map_or(1, |pid| pid.as_raw_nonzero().get() as u32);
+    let agent = parent();
     let session = args.session.unwrap_or_else(|| format!("mcp-{agent}"));
     let caller = Caller {
         session,
@@ -61,17 +61,42 @@ pub async fn mcp(args: McpArgs) -> anyhow::Result<u8> {
     let (rmcp_end, gate_end) = tokio::io::duplex(GATE_BUFFER);
     let (stdin_closed_tx, stdin_closed) = tokio::sync::oneshot::channel();
     tokio::spawn(gate(gate_end, stdin_closed_tx));
-    let server = tools
-        .serve(rmcp_end)
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot start the MCP server: {e}"))?;
+    let serving = async move {
+        let server = tools
+            .serve(rmcp_end)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot start the MCP server: {e}"))?;
+        let _ = server.waiting().await;
+        anyhow::Ok(())
+    };
     // The agent is gone or done when stdin closes: exit then, without waiting for calls
-    // in flight; closing the connection to bashd ends their foreground jobs.
+    // in flight; closing the connection to bashd ends their foreground jobs. A process
+    // the agent left may hold stdin open: the agent's own end counts too.
     tokio::select! {
         _ = stdin_closed => {}
-        _ = server.waiting() => {}
+        served = serving => served?,
+        () = reparented(agent) => {}
     }
     Ok(0)
+}
+
+/// How often the server looks whether its agent is still its parent.
+const AGENT_POLL: std::time::Duration = std::time::Duration::from_secs(1);
+
+fn parent() -> u32 {
+    rustix::process::getppid().map_or(1, |pid| pid.as_raw_nonzero().get() as u32)
+}
+
+/// Resolves once the process is no longer the child of `agent`: the agent has exited.
+/// (Not PR_SET_PDEATHSIG: it fires when the agent's *thread* that started the server
+/// exits, which a thread-pooled agent does while alive.)
+async fn reparented(agent: u32) {
+    loop {
+        tokio::time::sleep(AGENT_POLL).await;
+        if parent() != agent {
+            return;
+        }
+    }
 }
 
 /// Bytes in flight between the gate and rmcp, each way.
