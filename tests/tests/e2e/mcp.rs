@@ -220,6 +220,13 @@ async fn an_agent_runs_follows_pages_and_kills_jobs_through_the_tools() {
         .expect("job listed");
     assert_eq!(entry["state"], "running");
     assert_eq!(entry["description"], "six lines, then two sleeps");
+    // The user sees it too.
+    let listing = daemon.run_bashc(&["jobs", "--all"]);
+    assert!(
+        String::from_utf8_lossy(&listing.stdout).contains("# six lines, then two sleeps"),
+        "{}",
+        crate::show(&listing)
+    );
 
     let waited = call(
         &client,
