@@ -154,6 +154,25 @@ async fn an_agent_runs_follows_pages_and_kills_jobs_through_the_tools() {
     );
     assert_eq!(json["workdir"], daemon.scratch().to_str().unwrap());
 
+    // A cut stream says how to read the rest, and the rest is there.
+    let long = call(&client, "bash", json!({"command": "seq 1 3000"})).await;
+    assert_eq!(structured(&long)["stdout"]["truncated"], true);
+    let long_job = structured(&long)["job"].as_str().unwrap().to_owned();
+    assert!(
+        text(&long).contains(&format!(
+            "bash_output(job=\"{long_job}\", stream=\"stdout\", offset=1)"
+        )),
+        "{}",
+        text(&long)
+    );
+    let tail = call(
+        &client,
+        "bash_output",
+        json!({"job": long_job, "offset": 2999, "limit": 5}),
+    )
+    .await;
+    assert_eq!(text(&tail), "2999\n3000\n");
+
     let result = call(&client, "bash", json!({"command": "exit 3"})).await;
     assert!(is_error(&result), "a non-zero exit is a tool error");
     assert_eq!(structured(&result)["exit_code"], 3);
