@@ -398,6 +398,19 @@ async fn malformed_json_rpc_gets_an_error_and_the_server_starts_bashd_and_goes_o
         ))
         .await
         .unwrap();
+    // A message past the size limit is refused whole, and costs no more than the limit.
+    let mut huge = vec![b'x'; 17 << 20];
+    huge.push(b'\n');
+    stdin.write_all(&huge).await.unwrap();
+    let too_long = next_message(&mut lines).await;
+    assert_eq!(too_long["error"]["code"], -32700, "{too_long}");
+    assert!(
+        too_long["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("longer than"),
+        "{too_long}"
+    );
     stdin.write_all(b"{\"id\": 2}\n").await.unwrap();
     let invalid = response(&mut lines, 2).await;
     assert_eq!(invalid["error"]["code"], -32600, "{invalid}");

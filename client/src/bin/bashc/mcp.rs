@@ -153,9 +153,19 @@ async fn gate(rmcp: tokio::io::DuplexStream, stdin_closed: tokio::sync::oneshot:
                 format!("a message is longer than {MAX_MESSAGE_BYTES} bytes; it was dropped"),
             );
             let _ = lines_tx.send(error).await;
-            // Skip the rest of it.
-            let mut rest = Vec::new();
-            let _ = stdin.read_until(b'\n', &mut rest).await;
+            // Skip the rest of it, a bounded piece at a time.
+            loop {
+                let mut rest = Vec::new();
+                match (&mut stdin)
+                    .take(MAX_MESSAGE_BYTES as u64)
+                    .read_until(b'\n', &mut rest)
+                    .await
+                {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) if rest.ends_with(b"\n") => break,
+                    Ok(_) => {}
+                }
+            }
             continue;
         }
         match check_message(&line) {
