@@ -209,35 +209,9 @@ fn stdin_is_dev_null_even_when_the_clients_stdin_stays_open() {
 
 #[test]
 fn a_timeout_with_kill_ends_the_whole_process_group() {
-    let daemon = Daemon::start();
-    let child = daemon
-        .bashc()
-        .args([
-            "exec",
-            "--json",
-            "--timeout",
-            "1",
-            "--on-timeout",
-            "kill",
-            "--",
-            "sleep 300.101 & bash -c 'sleep 301.101' & (sleep 302.101); wait",
-        ])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let markers = ["sleep 300.101", "sleep 301.101", "sleep 302.101"];
-    for marker in markers {
-        wait_for_running(marker);
-    }
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(124), "{}", show(&out));
-    assert_eq!(json(&out)["state"], "timed_out");
-    assert!(
-        wait_until(Duration::from_secs(5), || markers
-            .iter()
-            .all(|m| pids_running(m).is_empty())),
-        "still alive 5 s after the timeout: {:?}",
-        markers.map(pids_running)
+    crate::assert_timeout_kills(
+        "sleep 300.101 & bash -c 'sleep 301.101' & (sleep 302.101); wait",
+        &["sleep 300.101", "sleep 301.101", "sleep 302.101"],
     );
 }
 

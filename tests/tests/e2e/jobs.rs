@@ -52,31 +52,10 @@ fn job_of(result: &serde_json::Value) -> String {
 
 #[test]
 fn a_timeout_with_on_timeout_kill_kills_escapees_too() {
-    let daemon = Daemon::start();
-    let child = daemon
-        .bashc()
-        .args([
-            "exec",
-            "--json",
-            "--timeout",
-            "1",
-            "--on-timeout",
-            "kill",
-            "--",
-            "setsid sleep 301.1 & (nohup sleep 301.2 >/dev/null 2>&1 &); sleep 301.3",
-        ])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    for sleep in ["sleep 301.1", "sleep 301.2", "sleep 301.3"] {
-        wait_for_running(sleep);
-    }
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(124), "{}", show(&out));
-    assert_eq!(json(&out)["state"], "timed_out");
-    for sleep in ["sleep 301.1", "sleep 301.2", "sleep 301.3"] {
-        assert!(gone(sleep), "`{sleep}` outlived its job's timeout");
-    }
+    crate::assert_timeout_kills(
+        "setsid sleep 301.1 & (nohup sleep 301.2 >/dev/null 2>&1 &); sleep 301.3",
+        &["sleep 301.1", "sleep 301.2", "sleep 301.3"],
+    );
 }
 
 #[test]

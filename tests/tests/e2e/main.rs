@@ -13,7 +13,10 @@ mod policy;
 mod protocol;
 mod systemd;
 
-use std::process::Output;
+use std::process::{Output, Stdio};
+use std::time::Duration;
+
+use bashd_tests::{Daemon, pids_running, wait_for_running, wait_until};
 
 /// Formats a finished `bashc` run for an assertion message.
 pub fn show(output: &Output) -> String {
@@ -36,4 +39,38 @@ pub fn stderr(output: &Output) -> String {
 pub fn json(output: &Output) -> serde_json::Value {
     serde_json::from_slice(&output.stdout)
         .unwrap_or_else(|e| panic!("bashc did not print JSON ({e}):\n{}", show(output)))
+}
+
+/// Runs `command` through `bashc exec --timeout 1 --on-timeout kill` once every one of
+/// `sleeps` (exact command lines) runs, and asserts that the call times out (124,
+/// `timed_out`) and that none of them outlives it by more than 10 s.
+pub fn assert_timeout_kills(command: &str, sleeps: &[&str]) {
+    let daemon = Daemon::start();
+    let child = daemon
+        .bashc()
+        .args([
+            "exec",
+            "--json",
+            "--timeout",
+            "1",
+            "--on-timeout",
+            "kill",
+            "--",
+            command,
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    for sleep in sleeps {
+        wait_for_running(sleep);
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(124), "{}", show(&out));
+    assert_eq!(json(&out)["state"], "timed_out");
+    for sleep in sleeps {
+        assert!(
+            wait_until(Duration::from_secs(10), || pids_running(sleep).is_empty()),
+            "`{sleep}` outlived its job's timeout"
+        );
+    }
 }
