@@ -466,11 +466,12 @@ impl Supervisor {
             ],
         };
         let result = self.result(JobState::Running, Some(notice));
-        let _ = requester.send(Response::Finished(Box::new(result))).await;
+        // Before the answer, so that a check sent on seeing it starts after `seen`.
         let _ = self.reports.send(Report::Backgrounded {
             job: job.clone(),
             seen,
         });
+        let _ = requester.send(Response::Finished(Box::new(result))).await;
     }
 
     fn result(&self, state: JobState, notice: Option<String>) -> ExecResult {

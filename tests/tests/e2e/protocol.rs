@@ -7,10 +7,11 @@ use std::time::Duration;
 
 use bashc::protocol::codec::ClientCodec;
 use bashc::protocol::{
-    ClientFrame, ErrorKind, Hello, PROTOCOL_VERSION, Request, Response, ServerFrame,
+    Caller, ClientFrame, ErrorKind, Hello, JobRef, JobRequest, KillRequest, PROTOCOL_VERSION,
+    Request, Response, ServerFrame,
 };
 use bashd_tests::Daemon;
-use bashd_tests::procs::memory_kib;
+use bashd_tests::procs::{memory_kib, pids_running};
 use bytes::BytesMut;
 use tokio_util::codec::{Decoder, Encoder};
 
@@ -180,6 +181,66 @@ async fn one_connection_carries_many_requests_at_once() {
     let status = client.status().await.unwrap();
     assert_eq!(status.daemon_pid, daemon.pid());
     assert_eq!(status.running_jobs, 0);
+}
+
+#[tokio::test]
+async fn a_job_that_answered_is_no_longer_running_for_the_next_request() {
+    let daemon = Daemon::start();
+    let client = daemon.client().await;
+    // The answer and the daemon's own record of the end travel different paths; a
+    // request sent on the answer must never find the job still running.
+    for round in 0..200 {
+        let result = client.exec(daemon.params("true")).await.unwrap();
+        let status = client.status().await.unwrap();
+        assert_eq!(
+            status.running_jobs, 0,
+            "round {round}: {} was still running after its answer",
+            result.job
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_check_sent_on_a_move_to_the_background_repeats_nothing() {
+    let daemon = Daemon::start();
+    let client = daemon.client().await;
+    let caller = || Caller {
+        session: "test".into(),
+        owner: None,
+    };
+    // The shell exits at once and leaves its sleep: the job moves to the background
+    // with "started" already shown, and a check sent on that answer starts after it.
+    for round in 0..20 {
+        let moved = client
+            .exec(daemon.params("sleep 600.7 & echo started"))
+            .await
+            .unwrap();
+        assert!(moved.backgrounded, "round {round}: {moved:?}");
+        assert_eq!(moved.stdout.text, "started\n", "round {round}");
+        let job = JobRef::Id(moved.job.clone());
+        let checked = client
+            .check(JobRequest {
+                caller: caller(),
+                job: job.clone(),
+            })
+            .await
+            .unwrap();
+        assert_eq!(
+            checked.stdout.text, "",
+            "round {round}: {} showed a line twice",
+            moved.job
+        );
+        client
+            .kill(KillRequest {
+                caller: caller(),
+                job,
+                signal: None,
+                grace_ms: None,
+            })
+            .await
+            .unwrap();
+    }
+    assert!(pids_running("sleep 600.7").is_empty());
 }
 
 #[test]

@@ -184,13 +184,14 @@ impl JobsActor {
         tokio::spawn(async move {
             let ended =
                 supervisor::supervise(run, control_rx, events.clone(), reports.clone()).await;
-            // A job in the background answered its request when it moved there.
-            if !ended.result.backgrounded {
-                let _ = events
-                    .send(Response::Finished(Box::new(ended.result.clone())))
-                    .await;
-            }
+            // The actor hears of the end before the requester does, so whatever the
+            // requester asks next (status, jobs, check) already sees the job ended.
+            let answer = (!ended.result.backgrounded).then(|| ended.result.clone());
             let _ = reports.send(Report::Ended(Box::new(ended)));
+            // A job in the background answered its request when it moved there.
+            if let Some(result) = answer {
+                let _ = events.send(Response::Finished(Box::new(result))).await;
+            }
         });
         self.jobs.insert(n, job);
         self.by_pid.insert(pid, n);

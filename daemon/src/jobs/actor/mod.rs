@@ -136,13 +136,16 @@ impl JobsActor {
     pub async fn run(mut self) {
         loop {
             // Cancelling any branch loses nothing: all three are channel receives.
+            // Reports come first: a supervisor reports a job's end or move before it
+            // answers the request, and a command sent on that answer must see it.
             let event = tokio::select! {
+                biased;
+                Some(report) = self.reports.recv() => Event::Report(report),
+                Some(event) = self.session_events.recv() => Event::Session(event),
                 cmd = self.cmds.recv() => match cmd {
                     Some(cmd) => Event::Cmd(cmd),
                     None => break,
                 },
-                Some(report) = self.reports.recv() => Event::Report(report),
-                Some(event) = self.session_events.recv() => Event::Session(event),
             };
             if self.config_updates.has_changed().unwrap_or(false) {
                 self.config = Arc::clone(&self.config_updates.borrow_and_update());
