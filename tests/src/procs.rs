@@ -67,6 +67,16 @@ pub fn pids_running(command_line: &str) -> Vec<u32> {
         .collect()
 }
 
+/// Whether `pid` holds a socket open: a client has connected by then.
+pub fn has_socket(pid: u32) -> bool {
+    fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|fds| {
+        fds.flatten().any(|fd| {
+            fs::read_link(fd.path())
+                .is_ok_and(|target| target.to_string_lossy().starts_with("socket:"))
+        })
+    })
+}
+
 /// Live processes whose environment has every one of `entries` (`KEY=VALUE`, or a
 /// `KEY=` prefix).
 pub fn pids_with_env(entries: &[&str]) -> Vec<u32> {

@@ -556,6 +556,10 @@ fn the_server_exits_when_its_agent_dies_even_with_stdin_still_open() {
             .collect();
         !server.is_empty()
     }));
+    // Connected to bashd: past the start, where it takes its parent for its agent.
+    assert!(wait_until(GONE_WITHIN, || bashd_tests::procs::has_socket(
+        server[0]
+    )));
 
     agent.kill();
     assert!(

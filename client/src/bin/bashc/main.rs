@@ -247,6 +247,9 @@ struct StatusArgs {
 }
 
 fn main() -> ExitCode {
+    // First thing: the longer bashc runs before reading it, the likelier an agent that
+    // dies at once has already handed it to another parent.
+    let parent = mcp::parent();
     let cli = Cli::parse();
     let tokio = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -255,7 +258,7 @@ fn main() -> ExitCode {
         Ok(tokio) => tokio,
         Err(e) => return fail(anyhow::Error::from(e).context("cannot start the async runtime")),
     };
-    let outcome = tokio.block_on(run(cli));
+    let outcome = tokio.block_on(run(cli, parent));
     // A read of stdin still blocked on a thread of its own (`bashc mcp` whose agent
     // died with the pipe held open elsewhere) must not hold the exit up.
     tokio.shutdown_background();
@@ -270,7 +273,7 @@ fn fail(e: anyhow::Error) -> ExitCode {
     ExitCode::from(EXIT_UNREACHABLE)
 }
 
-async fn run(cli: Cli) -> anyhow::Result<u8> {
+async fn run(cli: Cli, parent: u32) -> anyhow::Result<u8> {
     match cli.command {
         Command::Exec(args) => exec(args).await,
         Command::Output(args) => output(args).await,
@@ -282,7 +285,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Session(jobs::SessionCommand::Close(args)) => jobs::close(args).await,
         Command::Policy(PolicyCommand::Check(args)) => policy_check(args).await,
         Command::Status(args) => status(args).await,
-        Command::Mcp(args) => mcp::mcp(args).await,
+        Command::Mcp(args) => mcp::mcp(args, parent).await,
     }
 }
 

@@ -40,8 +40,8 @@ pub struct McpArgs {
     owner_pid: Option<u32>,
 }
 
-pub async fn mcp(args: McpArgs) -> anyhow::Result<u8> {
-    let agent = parent();
+/// `agent` is the parent bashc had when it started: the agent, unless it has died.
+pub async fn mcp(args: McpArgs, agent: u32) -> anyhow::Result<u8> {
     let session = args.session.unwrap_or_else(|| format!("mcp-{agent}"));
     let caller = Caller {
         session,
@@ -83,7 +83,7 @@ pub async fn mcp(args: McpArgs) -> anyhow::Result<u8> {
 /// How often the server looks whether its agent is still its parent.
 const AGENT_POLL: std::time::Duration = std::time::Duration::from_secs(1);
 
-fn parent() -> u32 {
+pub fn parent() -> u32 {
     rustix::process::getppid().map_or(1, |pid| pid.as_raw_nonzero().get() as u32)
 }
 
