@@ -281,8 +281,9 @@ fn a_dead_owners_background_job_lives_through_the_linger_then_dies() {
     let dir = daemon.runtime_dir().join("sessions/own1");
     assert!(dir.is_dir());
 
-    owner.kill();
+    // Taken before the kill: the daemon may see the owner die before kill() returns.
     let killed_at = Instant::now();
+    owner.kill();
     // Lingering: the job must still be alive well into the 3 s.
     std::thread::sleep(Duration::from_millis(1500));
     assert!(
