@@ -25,6 +25,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::Config;
 use crate::jobs::JobsActor;
+use crate::jobs::members::Scanner;
 use crate::jobs::process::{self, Reaper};
 use crate::journal::Journal;
 use crate::runtime::Runtime;
@@ -59,10 +60,12 @@ pub async fn run(
             journal::path(&runtime.dir).display()
         )
     })?;
+    let scanner = Scanner::start();
     recovery::recover(
         &runtime.dir,
         &mut journal,
         replay,
+        &scanner,
         config.timeouts.kill_grace,
     )
     .await?;
@@ -73,6 +76,7 @@ pub async fn run(
     let (actor, jobs) = JobsActor::new(
         config_rx,
         reaper_handle,
+        scanner,
         process::find_shell(),
         runtime.dir.clone(),
         journal,

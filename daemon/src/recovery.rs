@@ -19,7 +19,7 @@ use anyhow::Context;
 use bashd_protocol::{is_valid_session_id, process_start_time, runtime};
 use rustix::process::{Pid, Signal};
 
-use crate::jobs::members::{self, Matcher};
+use crate::jobs::members::{self, Matcher, Scanner, Seen};
 use crate::journal::{self, Journal, Leader, Replay};
 
 /// What the runtime dir may hold; the rest was not made by bashd.
@@ -39,6 +39,7 @@ pub async fn recover(
     dir: &Path,
     journal: &mut Journal,
     replay: Replay,
+    scanner: &Scanner,
     grace: Duration,
 ) -> anyhow::Result<()> {
     if !replay.problems.is_empty() {
@@ -53,8 +54,8 @@ pub async fn recover(
     let mut killed = 0;
     if !jobs.is_empty() {
         let dead = DeadJobs::new(&replay);
-        killed = members::terminate(&dead, Signal::TERM, grace).await;
-        if members::scan(&dead).await.is_empty() {
+        killed = members::terminate(scanner, &dead, Signal::TERM, grace).await;
+        if scanner.scan(&dead).await.is_empty() {
             for &n in &jobs {
                 journal.close(n);
             }
@@ -123,18 +124,12 @@ fn is_alive(leader: &Leader) -> bool {
 }
 
 impl Matcher for DeadJobs {
-    fn belongs(&self, pid: i32) -> bool {
-        let Some(stat) = members::read_stat(pid) else {
-            return false;
-        };
-        if !stat.alive() {
-            return false;
-        }
+    fn claims(&self, seen: &Seen) -> bool {
         let in_group = self
             .leaders
             .iter()
-            .any(|leader| leader.pgid as i32 == stat.pgid && is_alive(leader));
-        in_group || members::environ_has(pid, |var| self.cookies.contains(var))
+            .any(|leader| leader.pgid as i32 == seen.pgid && is_alive(leader));
+        in_group || seen.cookies.iter().any(|c| self.cookies.contains(c))
     }
 
     fn signal_groups(&self, signal: Signal) {

@@ -5,17 +5,20 @@
 //! is never hit.
 //!
 //! Callers: the supervisor of a job, for that job; crash recovery, for the jobs of a
-//! daemon that died. Scans read `/proc` and so run on a blocking thread.
+//! daemon that died. Scans share their reads of `/proc` (`Scanner`), which run on a
+//! blocking thread.
 
 use std::fs;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use rustix::process::{Pid, PidfdFlags, Signal};
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
+use tokio::sync::{mpsc, oneshot};
 
 /// How a job's processes are recognised.
 #[derive(Debug, Clone)]
@@ -37,11 +40,50 @@ const KILL_ROUNDS: usize = 20;
 /// How long one round waits for the processes it signalled to go.
 const KILL_ROUND_WAIT: Duration = Duration::from_secs(1);
 
+/// The environment entry that marks a job's processes: `BASHD_JOB=<instance>/<job>`.
+pub const COOKIE_NAME: &[u8] = b"BASHD_JOB=";
+
+/// One live process of the daemon's uid, as a scan saw it.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub pid: i32,
+    pub pgid: i32,
+    /// Its `BASHD_JOB=` entries, exactly as they sit in its environment.
+    pub cookies: Vec<Vec<u8>>,
+}
+
+impl Seen {
+    /// `pid` as it is now; `None` when it is gone, a zombie, or another user's.
+    /// Blocking: reads `/proc`.
+    pub fn read(pid: i32) -> Option<Seen> {
+        let uid = rustix::process::geteuid().as_raw();
+        if fs::metadata(format!("/proc/{pid}")).ok()?.uid() != uid {
+            return None;
+        }
+        let stat = read_stat(pid).filter(Stat::alive)?;
+        let env = fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+        let cookies = env
+            .split(|&b| b == 0)
+            .filter(|var| var.starts_with(COOKIE_NAME))
+            .map(<[u8]>::to_vec)
+            .collect();
+        Some(Seen {
+            pid,
+            pgid: stat.pgid,
+            cookies,
+        })
+    }
+
+    pub fn has_cookie(&self, cookie: &[u8]) -> bool {
+        self.cookies.iter().any(|c| c == cookie)
+    }
+}
+
 /// What a scan looks for: the processes of one job, or of every job a dead daemon
 /// left behind (crash recovery).
 pub trait Matcher: Clone + Send + Sync + 'static {
-    /// Whether the live process `pid` is one of ours. Blocking: reads `/proc`.
-    fn belongs(&self, pid: i32) -> bool;
+    /// Whether `seen` is one of ours. May read `/proc`, so called on a blocking thread.
+    fn claims(&self, seen: &Seen) -> bool;
     /// Signals the process groups that may be signalled whole, if any: a group whose
     /// leader is known to be the job's, so its id cannot have been reused.
     fn signal_groups(&self, signal: Signal);
@@ -57,14 +99,9 @@ pub struct JobMatch {
 }
 
 impl Matcher for JobMatch {
-    fn belongs(&self, pid: i32) -> bool {
-        match read_stat(pid) {
-            Some(stat) if stat.alive() => {
-                (self.by_group && stat.pgid == self.mark.pgid.as_raw_nonzero().get())
-                    || environ_has(pid, |var| var == self.mark.cookie)
-            }
-            _ => false,
-        }
+    fn claims(&self, seen: &Seen) -> bool {
+        (self.by_group && seen.pgid == self.mark.pgid.as_raw_nonzero().get())
+            || seen.has_cookie(&self.mark.cookie)
     }
 
     fn signal_groups(&self, signal: Signal) {
@@ -87,14 +124,14 @@ impl Mark {
     /// subreaper. Blocking.
     pub fn owns_any(&self, pids: &[i32]) -> bool {
         let by_cookie = self.matching(false);
-        pids.iter().any(|&pid| by_cookie.belongs(pid))
+        pids.iter()
+            .filter_map(|&pid| Seen::read(pid))
+            .any(|seen| by_cookie.claims(&seen))
     }
 }
 
-/// Every live process of the daemon's uid that `matcher` claims, right now, each held
-/// by a pidfd. Blocking.
-pub fn scan_blocking(matcher: &impl Matcher) -> Vec<Member> {
-    let uid = rustix::process::geteuid().as_raw();
+/// Every live process of the daemon's uid but the daemon itself. Blocking.
+fn read_all() -> Vec<Seen> {
     let me = std::process::id() as i32;
     let Ok(entries) = fs::read_dir("/proc") else {
         return Vec::new();
@@ -102,22 +139,86 @@ pub fn scan_blocking(matcher: &impl Matcher) -> Vec<Member> {
     entries
         .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<i32>().ok())
         .filter(|&pid| pid != me)
-        .filter(|&pid| fs::metadata(format!("/proc/{pid}")).is_ok_and(|meta| meta.uid() == uid))
-        .filter(|&pid| matcher.belongs(pid))
-        .filter_map(|pid| {
-            let pidfd =
-                rustix::process::pidfd_open(Pid::from_raw(pid)?, PidfdFlags::empty()).ok()?;
-            // The pid may have been reused between the check and the open: only a
-            // pidfd whose process still matches is kept.
-            matcher.belongs(pid).then_some(Member { pidfd })
-        })
+        .filter_map(Seen::read)
         .collect()
 }
 
-/// Whether the environment of `pid` holds a `NAME=value` entry for which `wanted` holds.
-pub fn environ_has(pid: i32, mut wanted: impl FnMut(&[u8]) -> bool) -> bool {
-    fs::read(format!("/proc/{pid}/environ"))
-        .is_ok_and(|env| env.split(|&b| b == 0).any(&mut wanted))
+/// What one read of `/proc` saw, shared by every scan that waited for it.
+pub type Snapshot = Arc<Vec<Seen>>;
+
+/// Reads `/proc` for every scan at once. A thousand jobs stopping together (a
+/// shutdown) would otherwise read the whole process table a thousand times; here a
+/// read serves every scan asked for before it began, and a scan asked for during a
+/// read waits for the next one, so it never misses a process forked before it asked.
+#[derive(Debug, Clone)]
+pub struct Scanner {
+    requests: mpsc::UnboundedSender<oneshot::Sender<Snapshot>>,
+}
+
+impl Scanner {
+    /// Starts the task that reads; it ends when the last handle is dropped.
+    pub fn start() -> Scanner {
+        let (requests, mut waiting) = mpsc::unbounded_channel::<oneshot::Sender<Snapshot>>();
+        tokio::spawn(async move {
+            while let Some(first) = waiting.recv().await {
+                let mut waiters = vec![first];
+                while let Ok(next) = waiting.try_recv() {
+                    waiters.push(next);
+                }
+                let snapshot = Arc::new(
+                    tokio::task::spawn_blocking(read_all)
+                        .await
+                        .unwrap_or_default(),
+                );
+                for waiter in waiters {
+                    let _ = waiter.send(Arc::clone(&snapshot));
+                }
+            }
+        });
+        Scanner { requests }
+    }
+
+    /// A read of `/proc` begun after this call.
+    async fn snapshot(&self) -> Snapshot {
+        let (reply, answer) = oneshot::channel();
+        if self.requests.send(reply).is_ok()
+            && let Ok(snapshot) = answer.await
+        {
+            return snapshot;
+        }
+        // The task is gone (the runtime is shutting down): read alone.
+        Arc::new(
+            tokio::task::spawn_blocking(read_all)
+                .await
+                .unwrap_or_default(),
+        )
+    }
+
+    /// Every live process of the daemon's uid that `matcher` claims, each held by a
+    /// pidfd.
+    pub async fn scan(&self, matcher: &impl Matcher) -> Vec<Member> {
+        let snapshot = self.snapshot().await;
+        let matcher = matcher.clone();
+        tokio::task::spawn_blocking(move || claimed(&snapshot, &matcher))
+            .await
+            .unwrap_or_default()
+    }
+}
+
+/// The processes of `snapshot` that `matcher` claims, each held by a pidfd opened
+/// before it is read and claimed again: a pid reused since the snapshot is never
+/// kept. Blocking.
+fn claimed(snapshot: &[Seen], matcher: &impl Matcher) -> Vec<Member> {
+    snapshot
+        .iter()
+        .filter(|seen| matcher.claims(seen))
+        .filter_map(|seen| {
+            let pidfd =
+                rustix::process::pidfd_open(Pid::from_raw(seen.pid)?, PidfdFlags::empty()).ok()?;
+            let now = Seen::read(seen.pid)?;
+            matcher.claims(&now).then_some(Member { pidfd })
+        })
+        .collect()
 }
 
 impl Member {
@@ -146,14 +247,6 @@ pub async fn exited(pidfd: OwnedFd) {
     }
 }
 
-/// Scans on a blocking thread.
-pub async fn scan(matcher: &impl Matcher) -> Vec<Member> {
-    let matcher = matcher.clone();
-    tokio::task::spawn_blocking(move || scan_blocking(&matcher))
-        .await
-        .unwrap_or_default()
-}
-
 /// Whether any of `orphans` belongs to the job, read on a blocking thread.
 pub async fn owns_any(mark: &Mark, orphans: Vec<i32>) -> bool {
     if orphans.is_empty() {
@@ -169,8 +262,13 @@ pub async fn owns_any(mark: &Mark, orphans: Vec<i32>) -> bool {
 /// signal whole, which catches processes forked since the scan), then SIGKILL to
 /// whatever is left after `grace`, in rounds until a scan finds nothing. Returns how
 /// many processes the first scan found.
-pub async fn terminate(matcher: &impl Matcher, first: Signal, grace: Duration) -> usize {
-    let members = scan(matcher).await;
+pub async fn terminate(
+    scanner: &Scanner,
+    matcher: &impl Matcher,
+    first: Signal,
+    grace: Duration,
+) -> usize {
+    let members = scanner.scan(matcher).await;
     let found = members.len();
     matcher.signal_groups(first);
     for member in &members {
@@ -181,7 +279,7 @@ pub async fn terminate(matcher: &impl Matcher, first: Signal, grace: Duration) -
     }
     // Each round's scan also catches what was forked since the last one.
     for _ in 0..KILL_ROUNDS {
-        let members = scan(matcher).await;
+        let members = scanner.scan(matcher).await;
         if members.is_empty() {
             return found;
         }
@@ -234,4 +332,89 @@ pub fn raise_open_files_limit() -> io::Result<Option<rustix::process::Rlimit>> {
         },
     )?;
     Ok(Some(original))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::{Child, Command};
+
+    use super::*;
+
+    struct Killed(Child);
+
+    impl Drop for Killed {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    /// A process carrying a cookie no other test's has: tests run side by side.
+    fn job(test: &str, n: usize) -> (Killed, JobMatch) {
+        let cookie = format!("{}-{test}/j{n}", std::process::id());
+        let child = Command::new("sleep")
+            .arg("60")
+            .env("BASHD_JOB", &cookie)
+            .spawn()
+            .unwrap();
+        let mark = Mark {
+            // Not the child's group: only the cookie may find it.
+            pgid: rustix::process::getpid(),
+            cookie: [COOKIE_NAME, cookie.as_bytes()].concat(),
+        };
+        (Killed(child), mark.matching(false))
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_scans_each_find_their_own_job() {
+        let scanner = Scanner::start();
+        let jobs: Vec<_> = (0..3).map(|n| job("concurrent", n)).collect();
+        let mut scans = tokio::task::JoinSet::new();
+        for (n, (child, matcher)) in jobs.iter().enumerate() {
+            for _ in 0..10 {
+                let (scanner, matcher, pid) = (scanner.clone(), matcher.clone(), child.0.id());
+                scans.spawn(async move { (n, pid, scanner.scan(&matcher).await.len()) });
+            }
+        }
+        while let Some(scan) = scans.join_next().await {
+            let (n, pid, found) = scan.unwrap();
+            assert_eq!(found, 1, "job {n} (pid {pid})");
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_scan_sees_a_process_started_before_it_was_asked_for() {
+        let scanner = Scanner::start();
+        // Keep reads in flight, so that some scans are asked for in the middle of one.
+        let busy = {
+            let scanner = scanner.clone();
+            let (_, nobody) = job("before", usize::MAX);
+            tokio::spawn(async move {
+                loop {
+                    scanner.scan(&nobody).await;
+                }
+            })
+        };
+        for n in 0..30 {
+            let (child, matcher) = job("before", n);
+            assert_eq!(scanner.scan(&matcher).await.len(), 1, "round {n}");
+            drop(child);
+        }
+        busy.abort();
+    }
+
+    #[tokio::test]
+    async fn terminate_ends_its_job_and_nothing_else() {
+        let scanner = Scanner::start();
+        let (mut mine, matcher) = job("terminate", 0);
+        let (mut other, _) = job("terminate", 1);
+        let found = terminate(&scanner, &matcher, Signal::TERM, Duration::from_secs(5)).await;
+        assert_eq!(found, 1);
+        assert!(mine.0.wait().unwrap().signal().is_some());
+        assert!(
+            other.0.try_wait().unwrap().is_none(),
+            "another job's process was hit"
+        );
+    }
 }

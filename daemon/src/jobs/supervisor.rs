@@ -23,7 +23,7 @@ use tokio::io::AsyncReadExt;
 use tokio::net::unix::pipe;
 use tokio::sync::{mpsc, oneshot};
 
-use super::members::{self, Mark};
+use super::members::{self, Mark, Scanner};
 use super::process::{ReaperHandle, Spawned};
 use crate::config::OnStraggler;
 use crate::output::{self, OutputSource, Shape, StreamCapture};
@@ -59,6 +59,7 @@ pub struct JobRun {
     pub spawned: Spawned,
     pub mark: Mark,
     pub reaper: ReaperHandle,
+    pub scanner: Scanner,
     /// From the start; past it, a foreground job goes by `on_timeout`.
     pub timeout: Duration,
     pub on_timeout: OnTimeout,
@@ -165,6 +166,7 @@ pub async fn supervise(
         spawned,
         mark,
         reaper,
+        scanner,
         timeout,
         on_timeout,
         background_timeout,
@@ -208,6 +210,7 @@ pub async fn supervise(
         stragglers_killed: false,
         mark,
         reaper,
+        scanner,
         meta,
     };
     if detached {
@@ -228,6 +231,7 @@ struct Supervisor {
     meta: JobMeta,
     mark: Mark,
     reaper: ReaperHandle,
+    scanner: Scanner,
     out: PipeReader,
     err: PipeReader,
     merged: bool,
@@ -376,7 +380,7 @@ impl Supervisor {
         self.detach(Moved::Stragglers).await;
         loop {
             // The leader is reaped: only the cookie names the job's processes now.
-            let alive = members::scan(&self.mark.matching(false)).await;
+            let alive = self.scanner.scan(&self.mark.matching(false)).await;
             if alive.is_empty() {
                 return;
             }
@@ -416,7 +420,13 @@ impl Supervisor {
     /// Signals every process of the job and waits until none is left.
     async fn terminate(&mut self, stop: Stop) {
         let matcher = self.mark.matching(self.exit.is_some());
-        let mut terminated = Box::pin(members::terminate(&matcher, stop.signal, stop.grace));
+        let scanner = self.scanner.clone();
+        let mut terminated = Box::pin(members::terminate(
+            &scanner,
+            &matcher,
+            stop.signal,
+            stop.grace,
+        ));
         // Output read meanwhile is kept; a second stop changes nothing.
         while !matches!(self.wake(&mut terminated).await, Wake::Phase(_)) {}
         let reaped_by = Instant::now() + LEADER_REAP_WAIT;

@@ -169,6 +169,7 @@ impl JobsActor {
             },
             spawned,
             reaper: self.reaper.clone(),
+            scanner: self.scanner.clone(),
             timeout: plan.timeout,
             on_timeout: params.on_timeout.unwrap_or(self.config.timeouts.on_timeout),
             background_timeout: Duration::from_secs(self.config.timeouts.background_secs)

@@ -16,6 +16,7 @@ use bashd_protocol::{ExecResult, Mode, Response, StatusInfo, runtime};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::handle::{Cmd, JobsHandle, shutting_down};
+use super::members::Scanner;
 use super::process::ReaperHandle;
 use super::session::{Session, SessionEvent};
 use super::supervisor::{Control, Ended, Report, Stop, StopReason};
@@ -42,6 +43,8 @@ pub struct JobsActor {
     session_events_tx: mpsc::UnboundedSender<SessionEvent>,
     session_events: mpsc::UnboundedReceiver<SessionEvent>,
     reaper: ReaperHandle,
+    /// Shared by every job's supervisor, which scans when it kills.
+    scanner: Scanner,
     /// Every job the table holds, by number (`j12` is 12).
     jobs: HashMap<u64, Job>,
     /// Leader pid to job, for `--pid`; a reused pid names its newest job.
@@ -96,6 +99,7 @@ impl JobsActor {
     pub fn new(
         config_updates: watch::Receiver<Arc<Config>>,
         reaper: ReaperHandle,
+        scanner: Scanner,
         shell: PathBuf,
         runtime_dir: PathBuf,
         journal: Journal,
@@ -114,6 +118,7 @@ impl JobsActor {
             session_events_tx,
             session_events,
             reaper,
+            scanner,
             jobs: HashMap::new(),
             by_pid: HashMap::new(),
             sessions: HashMap::new(),
