@@ -89,7 +89,7 @@ pub struct Lookup {
 
 #[derive(Debug)]
 pub enum StreamsAt {
-    Ready(Streams),
+    Ready(Box<Streams>),
     /// The job's supervisor answers.
     Pending(oneshot::Receiver<Streams>),
     /// The supervisor is gone: the job has just ended.
@@ -170,7 +170,7 @@ impl JobsHandle {
             .ask(|reply| Cmd::Lookup { caller, job, reply })
             .await??;
         let streams = match std::mem::replace(&mut lookup.streams, StreamsAt::Closed) {
-            StreamsAt::Ready(streams) => streams,
+            StreamsAt::Ready(streams) => *streams,
             StreamsAt::Pending(answer) => answer.await.map_err(|_| {
                 ErrorReply::new(
                     ErrorKind::Internal,

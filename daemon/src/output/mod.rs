@@ -98,6 +98,7 @@ impl StreamCapture {
             Content::File {
                 path: spill.path().to_owned(),
                 len: spill.written(),
+                marks: spill.marks().to_vec(),
                 capped: spill.capped(),
                 error: spill.error().map(str::to_owned),
             }

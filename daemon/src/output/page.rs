@@ -2,13 +2,13 @@
 //! viewers count them, over the spill file or the text kept in memory.
 
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, Read};
+use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 
 use bashd_protocol::{ErrorKind, ErrorReply, OutputPage, StreamName};
 
-use super::store::char_floor;
+use super::store::{LineMark, char_floor};
 
 /// The most text one page carries, whatever the line count asked for: a line longer
 /// than this is cut, and the page says so.
@@ -34,6 +34,8 @@ pub enum Content {
     File {
         path: PathBuf,
         len: u64,
+        /// Where some lines start, in order, for a page to start reading near its own.
+        marks: Vec<LineMark>,
         capped: bool,
         error: Option<String>,
     },
@@ -61,7 +63,7 @@ pub fn page(
     };
     let (lines, full_output, capped) = match &source.content {
         Content::Memory(text) => {
-            let lines = read_lines(&text[..], offset, limit).map_err(|e| {
+            let lines = read_lines(&text[..], 1, offset, limit).map_err(|e| {
                 ErrorReply::new(
                     ErrorKind::Internal,
                     format!("cannot page the output of {job}: {e}"),
@@ -72,17 +74,25 @@ pub fn page(
         Content::File {
             path,
             len,
+            marks,
             capped,
             error,
         } => {
-            let file = File::options()
-                .read(true)
-                .custom_flags(crate::runtime::o_nofollow())
-                .open(path)
-                .map_err(|e| cannot_read(path, e, error.as_deref()))?;
-            let reader = BufReader::with_capacity(256 * 1024, file.take(*len));
-            let lines = read_lines(reader, offset, limit)
-                .map_err(|e| cannot_read(path, e, error.as_deref()))?;
+            let start = marks[..marks.partition_point(|m| m.line <= offset && m.byte <= *len)]
+                .last()
+                .copied()
+                .unwrap_or(LineMark { line: 1, byte: 0 });
+            let read = || {
+                let mut file = File::options()
+                    .read(true)
+                    .custom_flags(crate::runtime::o_nofollow())
+                    .open(path)?;
+                file.seek(SeekFrom::Start(start.byte))?;
+                let reader =
+                    BufReader::with_capacity(256 * 1024, file.take(len.saturating_sub(start.byte)));
+                read_lines(reader, start.line, offset, limit)
+            };
+            let lines = read().map_err(|e| cannot_read(path, e, error.as_deref()))?;
             (lines, Some(path.to_string_lossy().into_owned()), *capped)
         }
     };
@@ -129,8 +139,13 @@ struct Lines {
 
 /// Skips to line `offset` (1-based) and takes up to `limit` lines and at most
 /// [`PAGE_MAX_BYTES`], without ever holding more than that in memory.
-fn read_lines(mut reader: impl BufRead, offset: u64, limit: u64) -> io::Result<Lines> {
-    let mut line = 1;
+fn read_lines(
+    mut reader: impl BufRead,
+    start_line: u64,
+    offset: u64,
+    limit: u64,
+) -> io::Result<Lines> {
+    let mut line = start_line;
     while line < offset {
         let buf = reader.fill_buf()?;
         if buf.is_empty() {
@@ -224,7 +239,7 @@ mod tests {
     use super::*;
 
     fn lines(text: &str, offset: u64, limit: u64) -> Lines {
-        read_lines(text.as_bytes(), offset, limit).unwrap()
+        read_lines(text.as_bytes(), 1, offset, limit).unwrap()
     }
 
     #[test]
@@ -282,6 +297,7 @@ mod tests {
             content: Content::File {
                 path: path.clone(),
                 len: 4,
+                marks: Vec::new(),
                 capped: false,
                 error: None,
             },
@@ -296,5 +312,70 @@ mod tests {
             ("1\n2\n", 2, None)
         );
         assert_eq!(page.full_output.as_deref(), path.to_str());
+    }
+
+    #[test]
+    fn a_page_read_from_a_mark_is_the_page_read_from_the_top() {
+        let text = crate::output::store::tests::varied_lines();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sessions/s/j1.stdout");
+        let limits = crate::output::Limits {
+            max_lines: 10,
+            max_bytes: 100,
+            max_spill_bytes: 1 << 30,
+        };
+        let mut store = crate::output::store::Store::new(limits, path.clone(), true);
+        for chunk in text.chunks(100_000) {
+            store.push(chunk);
+        }
+        let marks = store.spill().marks().to_vec();
+        assert!(marks.len() >= 4);
+        let total_lines = store.total_lines();
+        let source = |marks: Vec<LineMark>| OutputSource {
+            content: Content::File {
+                path: path.clone(),
+                len: text.len() as u64,
+                marks,
+                capped: false,
+                error: None,
+            },
+            total_lines,
+            complete_lines: total_lines,
+            total_bytes: text.len() as u64,
+            complete: true,
+        };
+        let mut offsets = vec![
+            1,
+            2,
+            6_999,
+            7_000,
+            7_001,
+            7_002,
+            total_lines,
+            total_lines + 1,
+        ];
+        for mark in &marks {
+            offsets.extend([mark.line - 1, mark.line, mark.line + 1]);
+        }
+        for offset in offsets {
+            for limit in [1, 3, 1_000] {
+                let read = |marks| {
+                    let page = page(
+                        source(marks),
+                        "j1".into(),
+                        StreamName::Stdout,
+                        offset,
+                        limit,
+                    )
+                    .unwrap();
+                    (page.text, page.lines, page.next_offset, page.notice)
+                };
+                assert_eq!(
+                    read(marks.clone()),
+                    read(Vec::new()),
+                    "offset {offset}, limit {limit}"
+                );
+            }
+        }
     }
 }

@@ -125,7 +125,25 @@ pub struct Spill {
     cap: u64,
     written: u64,
     state: SpillState,
+    /// Newlines in the file.
+    lines: u64,
+    /// A line start about every [`MARK_EVERY`] bytes.
+    marks: Vec<LineMark>,
+    /// The byte from which the next line start is marked.
+    next_mark: u64,
 }
+
+/// Line `line` (counted from 1) starts at byte `byte` of the spill file: a page far
+/// into a big file starts reading there instead of at the top. A mark every 1 MiB
+/// costs 16 bytes a MiB and bounds what a page reads before its first line to about
+/// 1 MiB and a line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LineMark {
+    pub line: u64,
+    pub byte: u64,
+}
+
+const MARK_EVERY: u64 = 1 << 20;
 
 #[derive(Debug)]
 enum SpillState {
@@ -144,7 +162,42 @@ impl Spill {
             cap,
             written: 0,
             state: SpillState::NotStarted,
+            lines: 0,
+            marks: Vec::new(),
+            next_mark: MARK_EVERY,
         }
+    }
+
+    /// The line starts marked so far.
+    pub fn marks(&self) -> &[LineMark] {
+        &self.marks
+    }
+
+    /// Counts the lines of `text`, just written at byte `at`, and marks the first line
+    /// start at or past `next_mark`.
+    fn index(&mut self, text: &[u8], at: u64) {
+        let mut counted = 0;
+        loop {
+            // A line starts at `next_mark` or later after a newline at `next_mark - 1`
+            // or later; `counted` never passes that point.
+            let from = (self.next_mark - 1).saturating_sub(at) as usize;
+            if from >= text.len() {
+                break;
+            }
+            let Some(i) = memchr::memchr(b'\n', &text[from..]) else {
+                break;
+            };
+            let newline = from + i;
+            self.lines += memchr::memchr_iter(b'\n', &text[counted..=newline]).count() as u64;
+            counted = newline + 1;
+            let byte = at + counted as u64;
+            self.marks.push(LineMark {
+                line: self.lines + 1,
+                byte,
+            });
+            self.next_mark = byte + MARK_EVERY;
+        }
+        self.lines += memchr::memchr_iter(b'\n', &text[counted..]).count() as u64;
     }
 
     pub fn started(&self) -> bool {
@@ -199,6 +252,7 @@ impl Spill {
             self.state = SpillState::Failed(e.to_string());
             return;
         }
+        self.index(&text[..fits], self.written);
         self.written += fits as u64;
         if fits < text.len() {
             self.state = SpillState::Capped;
@@ -276,7 +330,7 @@ pub fn char_ceil(text: &[u8], at: usize) -> usize {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn limits(max_lines: u64, max_bytes: usize) -> Limits {
@@ -348,6 +402,81 @@ mod tests {
         store.push(b"1\n2\n3\n");
         assert!(store.spill().error().is_some());
         assert_eq!(store.total_lines(), 3);
+    }
+
+    /// About 6 MiB of lines of many lengths, one of them longer than a mark's span.
+    pub(crate) fn varied_lines() -> Vec<u8> {
+        let mut text = Vec::new();
+        for i in 0..20_000u64 {
+            let len = if i == 7_000 {
+                1_500_000
+            } else {
+                (i * 7_919) % 600
+            };
+            text.extend(std::iter::repeat_n(b'a' + (i % 26) as u8, len as usize));
+            text.push(b'\n');
+        }
+        text.extend_from_slice(b"no newline at the end");
+        text
+    }
+
+    #[test]
+    fn marks_are_the_first_line_starts_past_each_mebibyte_whatever_the_pieces() {
+        let text = varied_lines();
+        for piece in [1 << 20, 65_536, 4_093] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("sessions/s/j1.stdout");
+            let mut store = Store::new(
+                Limits {
+                    max_spill_bytes: 1 << 30,
+                    ..limits(10, 100)
+                },
+                path.clone(),
+                true,
+            );
+            for chunk in text.chunks(piece) {
+                store.push(chunk);
+            }
+            assert_eq!(fs::read(&path).unwrap(), text);
+            let marks = store.spill().marks();
+            assert!(marks.len() >= 4, "{marks:?}");
+            let mut from = MARK_EVERY;
+            for mark in marks {
+                let byte = mark.byte as usize;
+                let first_start =
+                    from as usize + memchr::memchr(b'\n', &text[from as usize - 1..]).unwrap();
+                assert_eq!(byte, first_start, "piece {piece}: {mark:?}");
+                let lines_before = memchr::memchr_iter(b'\n', &text[..byte]).count() as u64;
+                assert_eq!(mark.line, lines_before + 1, "piece {piece}: {mark:?}");
+                from = mark.byte + MARK_EVERY;
+            }
+            assert!(
+                text.get(from as usize - 1..)
+                    .is_none_or(|rest| memchr::memchr(b'\n', rest).is_none()),
+                "piece {piece}: a line start past {from} is not marked"
+            );
+        }
+    }
+
+    #[test]
+    fn a_line_that_starts_on_the_mebibyte_is_marked() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sessions/s/j1.stdout");
+        let limits = Limits {
+            max_spill_bytes: 1 << 30,
+            ..limits(10, 100)
+        };
+        let mut store = Store::new(limits, path, true);
+        let mut text = vec![b'a'; MARK_EVERY as usize - 1];
+        text.extend_from_slice(b"\nb\n");
+        store.push(&text);
+        assert_eq!(
+            store.spill().marks(),
+            [LineMark {
+                line: 2,
+                byte: MARK_EVERY
+            }]
+        );
     }
 
     #[test]

@@ -292,6 +292,33 @@ fn output_pages_through_the_whole_stream() {
     assert!(stderr(&out).contains("j999"), "{}", show(&out));
 }
 
+#[test]
+fn pages_deep_into_a_file_of_several_mebibytes_are_exact() {
+    let daemon = Daemon::start();
+    // 3.4 MB of lines of 1 to 6 digits: pages start reading near their first line.
+    let result = exec_json(&daemon, &["--", "seq 1 500000"]);
+    let job = result["job"].as_str().unwrap();
+    for offset in [1, 149_795, 187_000, 299_999, 333_333, 499_990] {
+        let out = daemon.run_bashc(&[
+            "output",
+            job,
+            "--offset",
+            &offset.to_string(),
+            "--limit",
+            "7",
+        ]);
+        let last = (offset + 6).min(500_000);
+        assert_eq!(
+            stdout(&out),
+            numbered(offset..=last),
+            "offset {offset}: {}",
+            show(&out)
+        );
+    }
+    let out = daemon.run_bashc(&["output", job, "--offset", "500001"]);
+    assert_eq!(stdout(&out), "", "{}", show(&out));
+}
+
 #[tokio::test]
 async fn a_running_jobs_output_can_be_paged() {
     let daemon = Daemon::start();

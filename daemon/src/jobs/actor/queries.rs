@@ -76,7 +76,7 @@ impl JobsActor {
 
     pub(super) fn streams(&self, n: u64) -> StreamsAt {
         match self.jobs.get(&n).map(|job| &job.status) {
-            Some(Status::Ended(ended)) => StreamsAt::Ready(ended.streams.clone()),
+            Some(Status::Ended(ended)) => StreamsAt::Ready(Box::new(ended.streams.clone())),
             Some(Status::Running { control, .. }) => {
                 let (reply, answer) = oneshot::channel();
                 match control.send(Control::Snapshot(reply)) {
