@@ -40,6 +40,9 @@ const KILL_ROUNDS: usize = 20;
 /// How long one round waits for the processes it signalled to go.
 const KILL_ROUND_WAIT: Duration = Duration::from_secs(1);
 
+/// How many milliseconds a read waits for a process to finish an exec.
+const EXEC_WAIT_TRIES: usize = 100;
+
 /// The environment entry that marks a job's processes: `BASHD_JOB=<instance>/<job>`.
 pub const COOKIE_NAME: &[u8] = b"BASHD_JOB=";
 
@@ -61,7 +64,21 @@ impl Seen {
             return None;
         }
         let stat = read_stat(pid).filter(Stat::alive)?;
-        let env = fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+        let environ = || fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+        let mut env = environ();
+        if env.is_empty() {
+            // Caught in an exec, a job's process would pass for a stranger: wait the
+            // exec out (microseconds), then read again.
+            for _ in 0..EXEC_WAIT_TRIES {
+                match read_stat(pid) {
+                    Some(stat) if stat.alive() && stat.in_exec => {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                    _ => break,
+                }
+            }
+            env = environ();
+        }
         let cookies = env
             .split(|&b| b == 0)
             .filter(|var| var.starts_with(COOKIE_NAME))
@@ -296,7 +313,14 @@ pub async fn terminate(
 pub struct Stat {
     pub state: char,
     pub pgid: i32,
+    /// Between an exec's switch to the new program's memory and the setting up of its
+    /// environment, a few microseconds in which `/proc/<pid>/environ` reads empty.
+    pub in_exec: bool,
 }
+
+/// `PF_KTHREAD` in the flags of `/proc/<pid>/stat`: a kernel thread has no memory of
+/// its own, so no environment, and is never in an exec.
+const PF_KTHREAD: u64 = 0x0020_0000;
 
 impl Stat {
     pub fn alive(&self) -> bool {
@@ -307,12 +331,19 @@ impl Stat {
 /// State and process group of a process, from `/proc/<pid>/stat`.
 pub fn read_stat(pid: i32) -> Option<Stat> {
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The name is in parentheses and may itself hold spaces or parentheses.
-    let mut fields = stat.get(stat.rfind(')')? + 2..)?.split(' ');
-    let state = fields.next()?.chars().next()?;
-    let _ppid = fields.next()?;
-    let pgid = fields.next()?.parse().ok()?;
-    Some(Stat { state, pgid })
+    // The name is in parentheses and may itself hold spaces or parentheses. Field N
+    // of proc(5) is at N - 3 after it.
+    let fields: Vec<&str> = stat.get(stat.rfind(')')? + 2..)?.split(' ').collect();
+    let state = fields.first()?.chars().next()?;
+    let pgid = fields.get(2)?.parse().ok()?;
+    let flags: u64 = fields.get(6)?.parse().ok()?;
+    // env_end (field 51) is 0 until the new program's environment is in place.
+    let env_end = fields.get(48).and_then(|f| f.parse::<u64>().ok());
+    Some(Stat {
+        state,
+        pgid,
+        in_exec: flags & PF_KTHREAD == 0 && env_end == Some(0),
+    })
 }
 
 /// Raises the daemon's open-file limit to its hard limit: a job holds two pipes, and
@@ -402,6 +433,16 @@ mod tests {
             drop(child);
         }
         busy.abort();
+    }
+
+    #[test]
+    fn a_running_program_and_a_kernel_thread_are_not_in_an_exec() {
+        let me = read_stat(std::process::id() as i32).unwrap();
+        assert!(me.alive() && !me.in_exec);
+        // kthreadd: no memory of its own, so env_end 0, and still not in an exec.
+        if let Some(kthreadd) = read_stat(2) {
+            assert!(!kthreadd.in_exec);
+        }
     }
 
     #[tokio::test]
