@@ -64,11 +64,12 @@ impl Seen {
             return None;
         }
         let stat = read_stat(pid).filter(Stat::alive)?;
-        let environ = || fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+        let environ = || fs::read(format!("/proc/{pid}/environ"));
         let mut env = environ();
-        if env.is_empty() {
-            // Caught in an exec, a job's process would pass for a stranger: wait the
-            // exec out (microseconds), then read again.
+        // Read empty, it may be caught in an exec and would pass for a stranger: wait
+        // the exec out (microseconds), then read again. Not when unreadable (a process
+        // that made itself undumpable): its stat shows env_end 0 whatever it does.
+        if env.as_ref().is_ok_and(Vec::is_empty) {
             for _ in 0..EXEC_WAIT_TRIES {
                 match read_stat(pid) {
                     Some(stat) if stat.alive() && stat.in_exec => {
@@ -79,6 +80,7 @@ impl Seen {
             }
             env = environ();
         }
+        let env = env.unwrap_or_default();
         let cookies = env
             .split(|&b| b == 0)
             .filter(|var| var.starts_with(COOKIE_NAME))
