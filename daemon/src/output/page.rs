@@ -137,8 +137,9 @@ struct Lines {
     cut_line: Option<u64>,
 }
 
-/// Skips to line `offset` (1-based) and takes up to `limit` lines and at most
-/// [`PAGE_MAX_BYTES`], without ever holding more than that in memory.
+/// Skips to line `offset` (1-based) of a reader that starts at line `start_line`, and
+/// takes up to `limit` lines and at most [`PAGE_MAX_BYTES`], without ever holding more
+/// than that in memory.
 fn read_lines(
     mut reader: impl BufRead,
     start_line: u64,
