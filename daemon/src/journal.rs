@@ -54,7 +54,7 @@ pub struct Leader {
 impl OpenJob {
     /// The environment entry every process of the job carries.
     pub fn cookie(&self) -> Vec<u8> {
-        format!("BASHD_JOB={}/j{}", self.instance, self.job).into_bytes()
+        crate::jobs::members::cookie(&self.instance, &format!("j{}", self.job))
     }
 }
 

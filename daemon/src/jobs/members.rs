@@ -43,8 +43,13 @@ const KILL_ROUND_WAIT: Duration = Duration::from_secs(1);
 /// How many milliseconds a read waits for a process to finish an exec.
 const EXEC_WAIT_TRIES: usize = 100;
 
-/// The environment entry that marks a job's processes: `BASHD_JOB=<instance>/<job>`.
-pub const COOKIE_NAME: &[u8] = b"BASHD_JOB=";
+/// The environment variable that marks a job's processes.
+pub const COOKIE_VAR: &str = "BASHD_JOB";
+
+/// `BASHD_JOB=<instance>/<job>`: the environment entry every process of a job carries.
+pub fn cookie(instance: &str, job: &str) -> Vec<u8> {
+    format!("{COOKIE_VAR}={instance}/{job}").into_bytes()
+}
 
 /// One live process of the daemon's uid, as a scan saw it.
 #[derive(Debug, Clone)]
@@ -83,7 +88,10 @@ impl Seen {
         let env = env.unwrap_or_default();
         let cookies = env
             .split(|&b| b == 0)
-            .filter(|var| var.starts_with(COOKIE_NAME))
+            .filter(|var| {
+                var.strip_prefix(COOKIE_VAR.as_bytes())
+                    .is_some_and(|rest| rest.starts_with(b"="))
+            })
             .map(<[u8]>::to_vec)
             .collect();
         Some(Seen {
@@ -385,16 +393,17 @@ mod tests {
 
     /// A process carrying a cookie no other test's has: tests run side by side.
     fn job(test: &str, n: usize) -> (Killed, JobMatch) {
-        let cookie = format!("{}-{test}/j{n}", std::process::id());
+        let instance = format!("{}-{test}", std::process::id());
+        let job = format!("j{n}");
         let child = Command::new("sleep")
             .arg("60")
-            .env("BASHD_JOB", &cookie)
+            .env(COOKIE_VAR, format!("{instance}/{job}"))
             .spawn()
             .unwrap();
         let mark = Mark {
             // Not the child's group: only the cookie may find it.
             pgid: rustix::process::getpid(),
-            cookie: [COOKIE_NAME, cookie.as_bytes()].concat(),
+            cookie: cookie(&instance, &job),
         };
         (Killed(child), mark.matching(false))
     }

@@ -11,7 +11,7 @@ use bashd_protocol::{
 use tokio::sync::mpsc;
 
 use super::{Job, JobsActor, Status};
-use crate::jobs::members::Mark;
+use crate::jobs::members::{self, Mark};
 use crate::jobs::process::SpawnSpec;
 use crate::jobs::session::Session;
 use crate::jobs::supervisor::{self, Ended, JobMeta, JobRun, Report, Streams};
@@ -98,7 +98,7 @@ impl JobsActor {
             return;
         }
 
-        let cookie = format!("BASHD_JOB={}/{id}", self.instance);
+        let cookie = members::cookie(&self.instance, &id);
         let spec = SpawnSpec {
             shell: self.shell.clone(),
             command: params.command.clone(),
@@ -165,7 +165,7 @@ impl JobsActor {
             },
             mark: Mark {
                 pgid: spawned.pid,
-                cookie: cookie.into_bytes(),
+                cookie,
             },
             spawned,
             reaper: self.reaper.clone(),
@@ -280,7 +280,7 @@ impl JobsActor {
     /// The client's environment, then the hardening set over it, then bashd's own.
     fn job_env(&self, params: &ExecParams, job: &str) -> Vec<(Vec<u8>, Vec<u8>)> {
         let ours: [(&str, String); 2] = [
-            ("BASHD_JOB", format!("{}/{job}", self.instance)),
+            (members::COOKIE_VAR, format!("{}/{job}", self.instance)),
             ("BASHD_SESSION", params.session.clone()),
         ];
         let overridden = |key: &[u8]| {
