@@ -69,7 +69,8 @@ impl Store {
             // Everything so far is in `head`, since nothing passed a limit before.
             self.spill.start(&self.head);
         }
-        self.spill.write(text);
+        // Every line so far is in the file, if any of this text gets in.
+        self.spill.write(text, self.newlines);
 
         let room = self.limits.max_bytes - self.head.len();
         self.head.extend_from_slice(&text[..room.min(text.len())]);
@@ -125,8 +126,6 @@ pub struct Spill {
     cap: u64,
     written: u64,
     state: SpillState,
-    /// Newlines in the file.
-    lines: u64,
     /// A line start about every [`MARK_EVERY`] bytes.
     marks: Vec<LineMark>,
     /// The byte from which the next line start is marked.
@@ -162,7 +161,6 @@ impl Spill {
             cap,
             written: 0,
             state: SpillState::NotStarted,
-            lines: 0,
             marks: Vec::new(),
             next_mark: MARK_EVERY,
         }
@@ -173,9 +171,10 @@ impl Spill {
         &self.marks
     }
 
-    /// Counts the lines of `text`, just written at byte `at`, and marks the first line
-    /// start at or past `next_mark`.
-    fn index(&mut self, text: &[u8], at: u64) {
+    /// Marks the first line start at or past `next_mark` in `text`, just written at
+    /// byte `at` after `lines_before` lines. Counts newlines only up to a mark.
+    fn index(&mut self, text: &[u8], at: u64, lines_before: u64) {
+        let mut lines = lines_before;
         let mut counted = 0;
         loop {
             // A line starts at `next_mark` or later after a newline at `next_mark - 1`
@@ -188,16 +187,15 @@ impl Spill {
                 break;
             };
             let newline = from + i;
-            self.lines += memchr::memchr_iter(b'\n', &text[counted..=newline]).count() as u64;
+            lines += memchr::memchr_iter(b'\n', &text[counted..=newline]).count() as u64;
             counted = newline + 1;
             let byte = at + counted as u64;
             self.marks.push(LineMark {
-                line: self.lines + 1,
+                line: lines + 1,
                 byte,
             });
             self.next_mark = byte + MARK_EVERY;
         }
-        self.lines += memchr::memchr_iter(b'\n', &text[counted..]).count() as u64;
     }
 
     pub fn started(&self) -> bool {
@@ -232,10 +230,10 @@ impl Spill {
                 SpillState::Failed(e.to_string())
             }
         };
-        self.write(already);
+        self.write(already, 0);
     }
 
-    fn write(&mut self, text: &[u8]) {
+    fn write(&mut self, text: &[u8], lines_before: u64) {
         let SpillState::Writing(file) = &mut self.state else {
             return;
         };
@@ -252,7 +250,7 @@ impl Spill {
             self.state = SpillState::Failed(e.to_string());
             return;
         }
-        self.index(&text[..fits], self.written);
+        self.index(&text[..fits], self.written, lines_before);
         self.written += fits as u64;
         if fits < text.len() {
             self.state = SpillState::Capped;
@@ -423,7 +421,14 @@ pub(crate) mod tests {
     #[test]
     fn marks_are_the_first_line_starts_past_each_mebibyte_whatever_the_pieces() {
         let text = varied_lines();
-        for piece in [1 << 20, 65_536, 4_093] {
+        // The last one keeps its first line in memory and spills it when the limit is
+        // passed, as a foreground job does.
+        for (piece, from_start) in [
+            (1 << 20, true),
+            (65_536, true),
+            (4_093, true),
+            (65_536, false),
+        ] {
             let dir = tempfile::tempdir().unwrap();
             let path = dir.path().join("sessions/s/j1.stdout");
             let mut store = Store::new(
@@ -432,9 +437,15 @@ pub(crate) mod tests {
                     ..limits(10, 100)
                 },
                 path.clone(),
-                true,
+                from_start,
             );
-            for chunk in text.chunks(piece) {
+            let mut rest = &text[..];
+            if !from_start {
+                store.push(&text[..1]);
+                assert!(!store.spill().started());
+                rest = &text[1..];
+            }
+            for chunk in rest.chunks(piece) {
                 store.push(chunk);
             }
             assert_eq!(fs::read(&path).unwrap(), text);
