@@ -254,9 +254,7 @@ fn basics(tokio: &tokio::runtime::Runtime) {
 fn jobs_at_scale(tokio: &tokio::runtime::Runtime) {
     const RUNNING: usize = 1000;
     const FINISHED: usize = 10_000;
-    let daemon = Daemon::unstarted();
-    daemon.write_config("[sessions]\nkeep_finished = 20000\n");
-    let mut daemon = daemon.spawn_and_wait();
+    let mut daemon = Daemon::start_with_config("[sessions]\nkeep_finished = 20000\n");
     let rss = |daemon: &Daemon| memory_kib(daemon.pid(), "VmRSS").unwrap_or(0) as f64 / 1024.0;
     tokio.block_on(async {
         let client = daemon.client().await;

@@ -43,6 +43,13 @@ impl Daemon {
         daemon.spawn_and_wait()
     }
 
+    /// Starts `bashd` with `config` as its config file and waits until it answers.
+    pub fn start_with_config(config: &str) -> Daemon {
+        let daemon = Self::unstarted();
+        daemon.write_config(config);
+        daemon.spawn_and_wait()
+    }
+
     /// A runtime directory with no daemon yet; `spawn_and_wait` starts one, and drop
     /// cleans up whatever was started on the directory, by anyone.
     pub fn unstarted() -> Daemon {

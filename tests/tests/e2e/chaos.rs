@@ -88,9 +88,8 @@ fn after_twenty_rounds_of_sigkills_one_start_leaves_no_job_process_and_no_stale_
     let seed = seed();
     eprintln!("chaos seed {seed} (BASHD_CHAOS_SEED={seed} replays it)");
     let mut rng = Rng(seed);
-    let daemon = Daemon::unstarted();
-    daemon.write_config("[sessions]\nlinger_secs = 1\n[timeouts]\nkill_grace_ms = 300\n");
-    let mut daemon = daemon.spawn_and_wait();
+    let mut daemon =
+        Daemon::start_with_config("[sessions]\nlinger_secs = 1\n[timeouts]\nkill_grace_ms = 300\n");
     let mut owners: Vec<KillOnDrop> = (0..SESSIONS).map(|_| KillOnDrop::sleeper()).collect();
     let mut daemon_alive = true;
     let mut victims = Vec::new();

@@ -182,9 +182,7 @@ fn a_journal_with_a_torn_line_and_garbage_is_survived_and_reported() {
 
 #[test]
 fn sighup_reloads_the_config_and_keeps_the_old_one_when_the_new_is_broken() {
-    let daemon = Daemon::unstarted();
-    daemon.write_config("[limits]\nmax_lines = 50\n");
-    let mut daemon = daemon.spawn_and_wait();
+    let mut daemon = Daemon::start_with_config("[limits]\nmax_lines = 50\n");
     let shown = |daemon: &Daemon| {
         let result = exec_json(daemon, &["--", "seq 1 20"]);
         result["stdout"]["shown_lines"].as_u64().unwrap()

@@ -239,9 +239,8 @@ fn an_autostarted_daemon_does_not_keep_the_agents_pipes_open() {
 
 #[test]
 fn a_config_file_sets_the_limits_of_jobs() {
-    let daemon = Daemon::unstarted();
-    daemon.write_config("[limits]\nmax_lines = 3\n\n[env]\nFROM_CONFIG = \"yes\"\n");
-    let daemon = daemon.spawn_and_wait();
+    let daemon =
+        Daemon::start_with_config("[limits]\nmax_lines = 3\n\n[env]\nFROM_CONFIG = \"yes\"\n");
     let out = daemon.run_bashc(&["exec", "--json", "--", "seq 1 10; echo $FROM_CONFIG"]);
     let result = json(&out);
     assert_eq!(result["stdout"]["text"], "9\n10\nyes\n", "{result}");

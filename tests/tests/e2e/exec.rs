@@ -296,9 +296,7 @@ fn output_beyond_the_limits_is_cut_to_the_last_whole_lines() {
 
 #[test]
 fn with_on_straggler_kill_processes_left_behind_by_the_shell_are_killed_and_named() {
-    let daemon = Daemon::unstarted();
-    daemon.write_config("[sessions]\non_straggler = \"kill\"\n");
-    let daemon = daemon.spawn_and_wait();
+    let daemon = Daemon::start_with_config("[sessions]\non_straggler = \"kill\"\n");
     let out = daemon.run_bashc(&[
         "exec",
         "--json",

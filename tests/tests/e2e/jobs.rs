@@ -272,9 +272,7 @@ fn sessions_scope_jobs_and_closing_one_kills_its_jobs_and_removes_its_dir() {
 
 #[test]
 fn a_dead_owners_background_job_lives_through_the_linger_then_dies() {
-    let daemon = Daemon::unstarted();
-    daemon.write_config("[sessions]\nlinger_secs = 3\n");
-    let daemon = daemon.spawn_and_wait();
+    let daemon = Daemon::start_with_config("[sessions]\nlinger_secs = 3\n");
     let mut owner = KillOnDrop::sleeper();
     owned_background(&daemon, "own1", Some(owner.pid()), "echo hi; sleep 303.1");
     let sleep = wait_for_running("sleep 303.1")[0];
@@ -306,9 +304,7 @@ fn a_dead_owners_background_job_lives_through_the_linger_then_dies() {
 
 #[test]
 fn a_session_named_again_within_its_linger_is_adopted_and_kept() {
-    let daemon = Daemon::unstarted();
-    daemon.write_config("[sessions]\nlinger_secs = 2\n");
-    let daemon = daemon.spawn_and_wait();
+    let daemon = Daemon::start_with_config("[sessions]\nlinger_secs = 2\n");
     let mut owner = KillOnDrop::sleeper();
     let heir = KillOnDrop::sleeper();
     owned_background(&daemon, "own2", Some(owner.pid()), "sleep 303.2");

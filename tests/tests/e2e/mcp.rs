@@ -450,9 +450,7 @@ async fn malformed_json_rpc_gets_an_error_and_the_server_starts_bashd_and_goes_o
 /// dies at once, the background one at the end of the session's linger.
 #[test]
 fn when_the_agent_is_killed_the_server_exits_and_its_session_winds_down() {
-    let daemon = Daemon::unstarted();
-    daemon.write_config("[sessions]\nlinger_secs = 3\n");
-    let daemon = daemon.spawn_and_wait();
+    let daemon = Daemon::start_with_config("[sessions]\nlinger_secs = 3\n");
     let responses = daemon.scratch().join("responses");
     let messages = [
         json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {

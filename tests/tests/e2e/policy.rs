@@ -74,11 +74,9 @@ fn policy_check_says_what_would_happen_and_runs_nothing() {
 
 #[test]
 fn the_config_adds_rules_and_switches_built_ins_off() {
-    let daemon = Daemon::unstarted();
-    daemon.write_config(
+    let daemon = Daemon::start_with_config(
         "[policy]\ndisable = [\"git-add-blind\"]\n\n[[policy.deny]]\nid = \"no-publish\"\ncommand = \"npm\"\nargs = [\"publish\"]\nmessage = \"releases are made by CI; push a tag instead\"\n",
     );
-    let daemon = daemon.spawn_and_wait();
     let out = daemon.run_bashc(&["exec", "--", "npm publish --dry-run"]);
     assert_eq!(out.status.code(), Some(126), "{}", show(&out));
     assert!(
