@@ -7,10 +7,12 @@
 pub mod codec;
 pub mod limits;
 pub mod message;
+pub mod notice;
 pub mod runtime;
 
 pub use codec::{FrameCodec, FrameError};
 pub use message::*;
+pub use notice::{BackgroundWhy, ErrorHint, JobId, Notice, Worded};
 
 /// Bumped on every incompatible change of the messages; `Hello` and `Welcome` carry it.
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;

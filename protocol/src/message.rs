@@ -6,6 +6,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::notice::{ErrorHint, JobId, Notice};
+
 /// Echoed by every response, so one connection can carry many requests at once.
 pub type RequestId = u64;
 
@@ -171,7 +173,7 @@ pub struct KillRequest {
 /// One line of `bashc jobs` (DESIGN §9).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JobInfo {
-    pub job: String,
+    pub job: JobId,
     pub session: String,
     pub pid: Option<u32>,
     pub state: JobState,
@@ -289,7 +291,7 @@ pub struct OutputRequest {
 /// Lines of a job's full output (`bashc output`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OutputPage {
-    pub job: String,
+    pub job: JobId,
     pub stream: StreamName,
     /// The line `text` starts with, 1-based.
     pub offset: u64,
@@ -307,12 +309,12 @@ pub struct OutputPage {
     pub full_output: Option<String>,
     /// Why fewer lines than asked came back, when it is not the end of the stream:
     /// a line cut at the page size, or a spill file that stopped at its cap.
-    pub notice: Option<String>,
+    pub notices: Vec<Notice>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Started {
-    pub job: String,
+    pub job: JobId,
     pub session: String,
     pub pid: u32,
 }
@@ -403,7 +405,7 @@ impl StreamResult {
 /// The result of `exec`, `wait`, `kill` and `check` (DESIGN §9).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ExecResult {
-    pub job: String,
+    pub job: JobId,
     pub session: String,
     pub pid: Option<u32>,
     pub state: JobState,
@@ -416,7 +418,8 @@ pub struct ExecResult {
     pub stdout: StreamResult,
     /// `None` when stderr was merged into stdout.
     pub stderr: Option<StreamResult>,
-    pub notice: Option<String>,
+    /// What the result says beyond its figures, in the order a person reads it.
+    pub notices: Vec<Notice>,
 }
 
 /// The answer of `bashc policy check`.
@@ -460,7 +463,9 @@ pub enum ErrorKind {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorReply {
     pub kind: ErrorKind,
+    /// What went wrong, naming the thing; the front end adds the hint in its own words.
     pub message: String,
+    pub hint: Option<ErrorHint>,
 }
 
 impl ErrorReply {
@@ -468,7 +473,13 @@ impl ErrorReply {
         ErrorReply {
             kind,
             message: message.into(),
+            hint: None,
         }
+    }
+
+    pub fn with_hint(mut self, hint: ErrorHint) -> Self {
+        self.hint = Some(hint);
+        self
     }
 }
 

@@ -1,0 +1,167 @@
+//! What a result has to say beyond its figures, as data: each front end words it in its
+//! own terms (the CLI as `bashc ...` commands, `bashc mcp` as tool calls), so the daemon
+//! holds no sentence meant for a person and nothing is rewritten by pattern.
+//!
+//! Every variant has named fields, even when it has none, so that `--json` shows each
+//! notice the same way: an object with one key, the kind, e.g.
+//! `{"timed_out": {"after_secs": 30}}`.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::message::StreamName;
+
+/// A job's id as bashd gives it out: `j12`. Ids increase and are never reused within a
+/// runtime directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(into = "String", try_from = "String")]
+pub struct JobId(pub u64);
+
+impl fmt::Display for JobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "j{}", self.0)
+    }
+}
+
+impl FromStr for JobId {
+    type Err = String;
+
+    /// `j` and a number: what [`JobId`]'s `Display` writes.
+    fn from_str(text: &str) -> Result<JobId, String> {
+        text.strip_prefix('j')
+            .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|n| n.parse().ok())
+            .map(JobId)
+            .ok_or_else(|| format!("{text:?} is not a job id (j12)"))
+    }
+}
+
+impl From<JobId> for String {
+    fn from(id: JobId) -> String {
+        id.to_string()
+    }
+}
+
+impl TryFrom<String> for JobId {
+    type Error = String;
+
+    fn try_from(text: String) -> Result<JobId, String> {
+        text.parse()
+    }
+}
+
+/// One thing a result says beyond its figures.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Notice {
+    /// The request was answered while the job runs on in the background.
+    Background {
+        job: JobId,
+        pid: u32,
+        why: BackgroundWhy,
+        /// The timeout it passed, when `why` is `timeout`.
+        timeout_secs: Option<u64>,
+    },
+    /// The job passed its timeout and was killed with every process it started.
+    TimedOut { after_secs: u64 },
+    /// The daemon stopped, and killed the job on its way.
+    Shutdown {},
+    /// Every owner of the session exited while the job ran in the foreground.
+    OwnersGone { session: String },
+    /// The session was closed, or its linger time ran out.
+    SessionEnded { session: String },
+    /// The shell exited leaving processes, and `sessions.on_straggler = "kill"` ended
+    /// them.
+    StragglersKilled {},
+    /// The stream's spill file could not be written in full.
+    SpillIncomplete {
+        stream: StreamName,
+        path: String,
+        error: String,
+    },
+    /// The stream's spill file stopped at `limits.max_spill_bytes`.
+    SpillCapped {
+        stream: StreamName,
+        path: String,
+        cap_bytes: u64,
+        written_bytes: u64,
+        total_bytes: u64,
+    },
+    /// A check showed the last new lines; `lines` lines from `offset` on were not shown.
+    LinesNotShown {
+        job: JobId,
+        stream: StreamName,
+        offset: u64,
+        lines: u64,
+    },
+    /// A check found nothing new.
+    NoNewOutput { job: JobId, ended: bool },
+    /// A wait gave up before the job ended.
+    StillRunning { job: JobId, waited_ms: u64 },
+    /// A kill found the job ended already; nothing was signalled.
+    AlreadyEnded { job: JobId },
+    /// The policy refused the command before anything ran. `message` is the rule's
+    /// own, starting `permission denied:`.
+    Denied { rule: String, message: String },
+    /// The job could not be started.
+    NotStarted { error: String },
+    /// A page stopped inside a line longer than the page size.
+    LineCut {
+        line: u64,
+        page_bytes: u64,
+        /// The spill file holding the whole line, when there is one.
+        path: Option<String>,
+    },
+    /// A page reached the end of a spill file that stopped at its cap; the stream's
+    /// later lines were not kept.
+    PageCapped { last_line: u64, lost_lines: u64 },
+}
+
+/// Why a job was moved to the background.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BackgroundWhy {
+    /// Mode `background`.
+    Requested,
+    /// It passed its timeout with `on_timeout = background`.
+    Timeout,
+    /// Its shell exited while processes it started still run.
+    Stragglers,
+}
+
+/// What a client can do about an error, when there is something to point at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorHint {
+    /// Job ids are the ones `exec` and `jobs` give out.
+    JobIds,
+    /// A job named by pid is named by its shell's pid, as `jobs` shows it.
+    JobPids,
+    /// `sessions` lists the sessions the daemon has.
+    Sessions,
+}
+
+/// A value as `--json` prints it: its own keys, then `notice`, its notices worded by
+/// the front end, for readers of the key results had before notices were data.
+#[derive(Debug, Serialize)]
+pub struct Worded<'a, T: Serialize> {
+    #[serde(flatten)]
+    pub value: &'a T,
+    pub notice: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn job_ids_read_what_they_write() {
+        assert_eq!("j12".parse::<JobId>(), Ok(JobId(12)));
+        assert_eq!(JobId(7).to_string(), "j7");
+        for bad in ["", "j", "12", "j-1", "j1x", "J1", "j99999999999999999999999"] {
+            assert!(bad.parse::<JobId>().is_err(), "{bad}");
+        }
+    }
+}
