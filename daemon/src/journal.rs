@@ -25,7 +25,7 @@ use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use bashd_protocol::is_valid_session_id;
+use bashd_protocol::{JobId, is_valid_session_id};
 
 const HEADER: &str = "bashd-journal 1";
 /// Lines appended since the last compaction before the journal is rewritten with
@@ -54,8 +54,18 @@ pub struct Leader {
 impl OpenJob {
     /// The environment entry every process of the job carries.
     pub fn cookie(&self) -> Vec<u8> {
-        crate::jobs::members::cookie(&self.instance, &format!("j{}", self.job))
+        cookie(&self.instance, JobId(self.job))
     }
+}
+
+/// The environment variable that marks a job's processes.
+pub const COOKIE_VAR: &str = "BASHD_JOB";
+
+/// `BASHD_JOB=<instance>/<job>`: the environment entry every process of a job carries.
+/// The journal records the instance and the job, so it owns the spelling that recovery
+/// looks for and the spawn puts in each job's environment.
+pub fn cookie(instance: &str, job: JobId) -> Vec<u8> {
+    format!("{COOKIE_VAR}={instance}/{job}").into_bytes()
 }
 
 /// What reading a journal found.

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use bashd_protocol::{is_valid_session_id, process_start_time, runtime};
+use bashd_protocol::{JobId, is_valid_session_id, process_start_time, runtime};
 use rustix::process::{Pid, Signal};
 
 use crate::jobs::members::{self, Matcher, Scanner, Seen};
@@ -79,7 +79,7 @@ pub async fn recover(
         tracing::warn!("left alone {entry}: bashd did not make it");
     }
     if !jobs.is_empty() || !swept.removed.is_empty() {
-        let ids: Vec<String> = jobs.iter().map(|n| format!("j{n}")).collect();
+        let ids: Vec<String> = jobs.iter().map(|&n| JobId(n).to_string()).collect();
         tracing::info!(
             "cleaned up after a bashd that did not stop: killed {killed} process(es) of {} unfinished job(s) [{}]; removed {} session dir(s) [{}]",
             jobs.len(),

@@ -160,7 +160,15 @@ mod tests {
     fn job_ids_read_what_they_write() {
         assert_eq!("j12".parse::<JobId>(), Ok(JobId(12)));
         assert_eq!(JobId(7).to_string(), "j7");
-        for bad in ["", "j", "12", "j-1", "j1x", "J1", "j99999999999999999999999"] {
+        for bad in [
+            "",
+            "j",
+            "12",
+            "j-1",
+            "j1x",
+            "J1",
+            "j99999999999999999999999",
+        ] {
             assert!(bad.parse::<JobId>().is_err(), "{bad}");
         }
     }

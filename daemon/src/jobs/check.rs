@@ -4,7 +4,8 @@
 //! next check, so nothing is shown twice or skipped. Blocking: it reads spill files.
 
 use bashd_protocol::{
-    Direction, ErrorReply, ExecResult, JobState, StreamName, StreamResult, TruncatedBy,
+    Direction, ErrorReply, ExecResult, JobId, JobState, Notice, StreamName, StreamResult,
+    TruncatedBy,
 };
 
 use super::supervisor::Streams;
@@ -18,11 +19,11 @@ pub fn new_output(
     max_lines: u64,
     max_bytes: usize,
 ) -> Result<(ExecResult, [u64; 2]), ErrorReply> {
-    let job = summary.job.clone();
+    let job = summary.job;
     let mut notices = Vec::new();
     let (stdout, seen_out) = stream(
         &streams.stdout,
-        &job,
+        job,
         StreamName::Stdout,
         cursor[0],
         max_lines,
@@ -33,7 +34,7 @@ pub fn new_output(
         Some(source) => {
             let (result, seen) = stream(
                 source,
-                &job,
+                job,
                 StreamName::Stderr,
                 cursor[1],
                 max_lines,
@@ -45,54 +46,46 @@ pub fn new_output(
         None => (None, 0),
     };
     if stdout.total_lines == 0 && stderr.as_ref().is_none_or(|s| s.total_lines == 0) {
-        notices.push(if summary.state == JobState::Running {
-            format!("No new output from {job} since the last check.")
-        } else {
-            format!("No new output from {job} since the last check; it has ended.")
+        notices.push(Notice::NoNewOutput {
+            job,
+            ended: summary.state != JobState::Running,
         });
     }
     summary.stdout = stdout;
     summary.stderr = stderr;
-    summary.notice = Some(notices.join("\n"));
+    summary.notices = notices;
     Ok((summary, [seen_out, seen_err]))
 }
 
 /// The new lines of one stream after `cursor`, and the cursor after them.
 fn stream(
     source: &OutputSource,
-    job: &str,
+    job: JobId,
     name: StreamName,
     cursor: u64,
     max_lines: u64,
     max_bytes: usize,
-    notices: &mut Vec<String>,
+    notices: &mut Vec<Notice>,
 ) -> Result<(StreamResult, u64), ErrorReply> {
     let end = source.complete_lines;
     if end <= cursor {
         return Ok((StreamResult::empty(), cursor));
     }
     let first = (cursor + 1).max((end + 1).saturating_sub(max_lines.max(1)));
-    let page = output::page(source.clone(), job.to_owned(), name, first, end + 1 - first)?;
+    let page = output::page(source.clone(), job, name, first, end + 1 - first)?;
     // A page stops early at its byte cap: the lines after it wait for the next check.
     let covered = first + page.lines - 1;
     let (text, shown_lines, partial) = keep_last(page.text, page.lines, max_bytes);
     let shown_bytes = text.len() as u64;
     let before = first - (cursor + 1);
-    let stream_name = match name {
-        StreamName::Stdout => "stdout",
-        StreamName::Stderr => "stderr",
-    };
     let unshown = before + page.lines - shown_lines;
     if unshown > 0 {
-        let stream_flag = match name {
-            StreamName::Stdout => "",
-            StreamName::Stderr => " --stream stderr",
-        };
-        notices.push(format!(
-            "{stream_name}: {unshown} of the new lines are not shown; read them with: bashc output {job}{stream_flag} --offset {} --limit {}",
-            cursor + 1,
-            unshown
-        ));
+        notices.push(Notice::LinesNotShown {
+            job,
+            stream: name,
+            offset: cursor + 1,
+            lines: unshown,
+        });
     }
     let by = if shown_lines < page.lines || partial {
         TruncatedBy::Bytes

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bashd_protocol::{
-    Caller, ErrorKind, ErrorReply, ExecParams, ExecResult, JobInfo, JobRef, JobRequest,
-    JobsRequest, KillRequest, OutputPage, OutputRequest, Response, SessionClosed, SessionInfo,
-    StatusInfo, StreamName, WaitRequest,
+    Caller, ErrorKind, ErrorReply, ExecParams, ExecResult, JobId, JobInfo, JobRef, JobRequest,
+    JobsRequest, KillRequest, Notice, OutputPage, OutputRequest, Response, SessionClosed,
+    SessionInfo, StatusInfo, StreamName, WaitRequest,
 };
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -43,7 +43,7 @@ pub enum Cmd {
     },
     /// A `check` of `session` has shown these many lines of each stream of `job`.
     Advance {
-        job: u64,
+        job: JobId,
         session: String,
         seen: [u64; 2],
     },
@@ -193,7 +193,7 @@ impl JobsHandle {
         let source = match (request.stream, streams.stderr) {
             (StreamName::Stdout, _) => streams.stdout,
             (StreamName::Stderr, Some(stderr)) => stderr,
-            (StreamName::Stderr, None) => return Err(supervisor::merged_stderr(&job)),
+            (StreamName::Stderr, None) => return Err(supervisor::merged_stderr(job)),
         };
         let (stream, offset) = (request.stream, request.offset);
         let limit = request.limit.unwrap_or(lookup.page_lines);
@@ -214,9 +214,8 @@ impl JobsHandle {
         let (result, seen) =
             blocking(move || check::new_output(summary, streams, cursor, page_lines, max_bytes))
                 .await??;
-        if let Some(job) = result.job.strip_prefix('j').and_then(|n| n.parse().ok()) {
-            let _ = self.cmds.send(Cmd::Advance { job, session, seen }).await;
-        }
+        let job = result.job;
+        let _ = self.cmds.send(Cmd::Advance { job, session, seen }).await;
         Ok(result)
     }
 
@@ -271,11 +270,10 @@ impl JobsHandle {
 
 /// A `wait` that timed out: the job as it stands.
 fn still_running(mut summary: ExecResult, waited: Duration) -> ExecResult {
-    let job = &summary.job;
-    summary.notice = Some(format!(
-        "{job} is still running after waiting {} s. New output: bashc check {job}; wait again: bashc wait {job}; stop it: bashc kill {job}.",
-        waited.as_secs_f64()
-    ));
+    summary.notices = vec![Notice::StillRunning {
+        job: summary.job,
+        waited_ms: waited.as_millis() as u64,
+    }];
     summary
 }
 

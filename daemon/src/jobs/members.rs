@@ -20,6 +20,8 @@ use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::journal::COOKIE_VAR;
+
 /// How a job's processes are recognised.
 #[derive(Debug, Clone)]
 pub struct Mark {
@@ -42,14 +44,6 @@ const KILL_ROUND_WAIT: Duration = Duration::from_secs(1);
 
 /// How many milliseconds a read waits for a process to finish an exec.
 const EXEC_WAIT_TRIES: usize = 100;
-
-/// The environment variable that marks a job's processes.
-pub const COOKIE_VAR: &str = "BASHD_JOB";
-
-/// `BASHD_JOB=<instance>/<job>`: the environment entry every process of a job carries.
-pub fn cookie(instance: &str, job: &str) -> Vec<u8> {
-    format!("{COOKIE_VAR}={instance}/{job}").into_bytes()
-}
 
 /// One live process of the daemon's uid, as a scan saw it.
 #[derive(Debug, Clone)]
@@ -380,7 +374,10 @@ mod tests {
     use std::os::unix::process::ExitStatusExt;
     use std::process::{Child, Command};
 
+    use bashd_protocol::JobId;
+
     use super::*;
+    use crate::journal::cookie;
 
     struct Killed(Child);
 
@@ -394,7 +391,7 @@ mod tests {
     /// A process carrying a cookie no other test's has: tests run side by side.
     fn job(test: &str, n: usize) -> (Killed, JobMatch) {
         let instance = format!("{}-{test}", std::process::id());
-        let job = format!("j{n}");
+        let job = JobId(n as u64);
         let child = Command::new("sleep")
             .arg("60")
             .env(COOKIE_VAR, format!("{instance}/{job}"))
@@ -403,7 +400,7 @@ mod tests {
         let mark = Mark {
             // Not the child's group: only the cookie may find it.
             pgid: rustix::process::getpid(),
-            cookie: cookie(&instance, &job),
+            cookie: cookie(&instance, job),
         };
         (Killed(child), mark.matching(false))
     }

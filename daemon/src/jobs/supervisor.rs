@@ -17,7 +17,10 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use bashd_protocol::{ErrorKind, ErrorReply, ExecResult, JobState, OnTimeout, Response};
+use bashd_protocol::{
+    BackgroundWhy, ErrorKind, ErrorReply, ExecResult, JobId, JobState, Notice, OnTimeout, Response,
+    StreamName,
+};
 use rustix::process::{Signal, WaitStatus};
 use tokio::io::AsyncReadExt;
 use tokio::net::unix::pipe;
@@ -45,7 +48,7 @@ const BIG_PIPE_BYTES: usize = 1024 * 1024;
 /// What the job table knows of a job when it starts.
 #[derive(Debug, Clone)]
 pub struct JobMeta {
-    pub job: String,
+    pub job: JobId,
     pub session: String,
     pub description: Option<String>,
     pub workdir: String,
@@ -96,7 +99,7 @@ pub enum Report {
     /// The request was answered and the job runs on in the background. `seen` is how
     /// many lines of each stream that answer covered, so `check` starts after them.
     Backgrounded {
-        job: String,
+        job: JobId,
         seen: [u64; 2],
     },
     Ended(Box<Ended>),
@@ -142,14 +145,6 @@ pub enum Control {
     Stop(Stop),
     /// A snapshot of the output so far, for `output` and `check` while the job runs.
     Snapshot(oneshot::Sender<Streams>),
-}
-
-/// Why a job's request was answered before the job ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Moved {
-    Requested,
-    Timeout,
-    Stragglers,
 }
 
 /// Runs the job to its end and returns its result. `requester` is the channel of the
@@ -214,7 +209,7 @@ pub async fn supervise(
         meta,
     };
     if detached {
-        job.detach(Moved::Requested).await;
+        job.detach(BackgroundWhy::Requested).await;
     }
     job.leader_runs().await;
     if job.stop.is_none() && job.leader.is_some() {
@@ -251,7 +246,7 @@ struct Supervisor {
     kill_grace: Duration,
     shape: Shape,
     stop: Option<Stop>,
-    moved: Option<Moved>,
+    moved: Option<BackgroundWhy>,
     stragglers_killed: bool,
 }
 
@@ -346,7 +341,7 @@ impl Supervisor {
                         && self.background_timeout > self.timeout;
                     if move_on {
                         self.deadline = self.meta.started + self.background_timeout;
-                        self.detach(Moved::Timeout).await;
+                        self.detach(BackgroundWhy::Timeout).await;
                     } else {
                         self.stop = Some(Stop::term(StopReason::Timeout, self.kill_grace));
                     }
@@ -377,7 +372,7 @@ impl Supervisor {
             self.stop = Some(Stop::term(StopReason::Stragglers, self.kill_grace));
             return;
         }
-        self.detach(Moved::Stragglers).await;
+        self.detach(BackgroundWhy::Stragglers).await;
         loop {
             // The leader is reaped: only the cookie names the job's processes now.
             let alive = self.scanner.scan(&self.mark.matching(false)).await;
@@ -448,46 +443,37 @@ impl Supervisor {
     }
 
     /// Answers the request now; the job runs on in the background.
-    async fn detach(&mut self, why: Moved) {
+    async fn detach(&mut self, why: BackgroundWhy) {
         let Some(requester) = self.requester.take() else {
             return;
         };
         self.moved = Some(why);
-        let job = &self.meta.job;
-        let pid = self.mark.pgid.as_raw_nonzero().get();
-        let how = format!(
-            "New output: bashc check {job}; wait for it: bashc wait {job}; stop it: bashc kill {job}."
-        );
-        let notice = match why {
-            Moved::Requested => format!("Running in the background as {job} (pid {pid}). {how}"),
-            Moved::Timeout => format!(
-                "The command passed its timeout of {} s and moved to the background as {job} (pid {pid}); it keeps running. {how}",
-                self.timeout.as_secs()
-            ),
-            Moved::Stragglers => format!(
-                "The command's shell exited, but processes it started are still running; they stay in the background as {job}. {how}"
-            ),
+        let notice = Notice::Background {
+            job: self.meta.job,
+            pid: self.mark.pgid.as_raw_nonzero().get() as u32,
+            why,
+            timeout_secs: (why == BackgroundWhy::Timeout).then(|| self.timeout.as_secs()),
         };
         let seen = match why {
-            Moved::Requested => [0, 0],
-            Moved::Timeout | Moved::Stragglers => [
+            BackgroundWhy::Requested => [0, 0],
+            BackgroundWhy::Timeout | BackgroundWhy::Stragglers => [
                 self.out.capture.complete_lines(),
                 self.err.capture.complete_lines(),
             ],
         };
-        let result = self.result(JobState::Running, Some(notice));
+        let result = self.result(JobState::Running, vec![notice]);
         // Before the answer, so that a check sent on seeing it starts after `seen`.
         let _ = self.reports.send(Report::Backgrounded {
-            job: job.clone(),
+            job: self.meta.job,
             seen,
         });
         let _ = requester.send(Response::Finished(Box::new(result))).await;
     }
 
-    fn result(&self, state: JobState, notice: Option<String>) -> ExecResult {
+    fn result(&self, state: JobState, notices: Vec<Notice>) -> ExecResult {
         let status = self.leader;
         ExecResult {
-            job: self.meta.job.clone(),
+            job: self.meta.job,
             session: self.meta.session.clone(),
             pid: Some(self.mark.pgid.as_raw_nonzero().get() as u32),
             state,
@@ -499,7 +485,7 @@ impl Supervisor {
             workdir: self.meta.workdir.clone(),
             stdout: self.out.capture.result(self.shape),
             stderr: (!self.merged).then(|| self.err.capture.result(self.shape)),
-            notice,
+            notices,
         }
     }
 
@@ -523,35 +509,26 @@ impl Supervisor {
         } else {
             self.timeout
         };
+        let session = || self.meta.session.clone();
         match self.stop.map(|s| s.reason) {
-            Some(StopReason::Timeout) => notices.push(format!(
-                "Command timed out after {} s and was killed with every process it started. Use --mode slow, --timeout SECS or --on-timeout background for longer commands.",
-                limit.as_secs()
-            )),
-            Some(StopReason::Shutdown) => {
-                notices.push("bashd is shutting down; the command was killed.".to_owned())
+            Some(StopReason::Timeout) => notices.push(Notice::TimedOut {
+                after_secs: limit.as_secs(),
+            }),
+            Some(StopReason::Shutdown) => notices.push(Notice::Shutdown {}),
+            Some(StopReason::OwnersGone) => notices.push(Notice::OwnersGone { session: session() }),
+            Some(StopReason::SessionEnded) => {
+                notices.push(Notice::SessionEnded { session: session() })
             }
-            Some(StopReason::OwnersGone) => notices.push(format!(
-                "Every process that owned session {} has exited, so its foreground command was killed.",
-                self.meta.session
-            )),
-            Some(StopReason::SessionEnded) => notices.push(format!(
-                "Session {} ended (closed, or its linger time ran out), so the job was killed.",
-                self.meta.session
-            )),
             Some(StopReason::Killed | StopReason::Abandoned | StopReason::Stragglers) | None => {}
         }
         if self.stragglers_killed {
-            notices.push(
-                "The command's shell exited while processes it started were still running; they were killed (sessions.on_straggler = \"kill\")."
-                    .to_owned(),
-            );
+            notices.push(Notice::StragglersKilled {});
         }
-        notices.extend(self.out.capture.notice("stdout"));
+        notices.extend(self.out.capture.notice(StreamName::Stdout));
         if !self.merged {
-            notices.extend(self.err.capture.notice("stderr"));
+            notices.extend(self.err.capture.notice(StreamName::Stderr));
         }
-        let result = self.result(state, (!notices.is_empty()).then(|| notices.join("\n")));
+        let result = self.result(state, notices);
         Ended {
             result,
             streams: self.streams(),
@@ -559,7 +536,7 @@ impl Supervisor {
     }
 }
 
-pub fn merged_stderr(job: &str) -> ErrorReply {
+pub fn merged_stderr(job: JobId) -> ErrorReply {
     ErrorReply::new(
         ErrorKind::InvalidRequest,
         format!("{job} ran with --merge-stderr: its stderr is in its stdout"),

@@ -14,7 +14,7 @@ mod store;
 
 use std::path::PathBuf;
 
-use bashd_protocol::StreamResult;
+use bashd_protocol::{Notice, StreamName, StreamResult};
 
 pub use page::{Content, OutputSource, page};
 pub use render::Shape;
@@ -63,21 +63,22 @@ impl StreamCapture {
 
     /// What a result must say about the spill file beyond its path: that it stopped at
     /// its cap, or could not be written.
-    pub fn notice(&self, stream: &str) -> Option<String> {
+    pub fn notice(&self, stream: StreamName) -> Option<Notice> {
         let spill = self.store.spill();
-        let path = spill.path().display();
+        let path = spill.path().to_string_lossy().into_owned();
         if let Some(error) = spill.error() {
-            return Some(format!(
-                "Full output file may be incomplete: {path} ({error})"
-            ));
+            return Some(Notice::SpillIncomplete {
+                stream,
+                path,
+                error: error.to_owned(),
+            });
         }
-        spill.capped().then(|| {
-            format!(
-                "{stream}: full output truncated at {} (limits.max_spill_bytes): {path} holds the first {} of {} bytes.",
-                human_size(self.store.limits().max_spill_bytes),
-                spill.written(),
-                self.store.total_bytes()
-            )
+        spill.capped().then(|| Notice::SpillCapped {
+            stream,
+            path,
+            cap_bytes: self.store.limits().max_spill_bytes,
+            written_bytes: spill.written(),
+            total_bytes: self.store.total_bytes(),
         })
     }
 
@@ -116,16 +117,6 @@ impl StreamCapture {
             total_bytes: self.store.total_bytes() + pending.len() as u64,
             complete: self.finished,
         }
-    }
-}
-
-/// `100 MiB` for whole mebibytes, else the number of bytes.
-pub fn human_size(bytes: u64) -> String {
-    const MIB: u64 = 1024 * 1024;
-    if bytes >= MIB && bytes.is_multiple_of(MIB) {
-        format!("{} MiB", bytes / MIB)
-    } else {
-        format!("{bytes} bytes")
     }
 }
 

@@ -6,7 +6,7 @@ use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 
-use bashd_protocol::{ErrorKind, ErrorReply, OutputPage, StreamName};
+use bashd_protocol::{ErrorKind, ErrorReply, JobId, Notice, OutputPage, StreamName};
 
 use super::store::{LineMark, char_floor};
 
@@ -45,7 +45,7 @@ pub enum Content {
 /// async workers.
 pub fn page(
     source: OutputSource,
-    job: String,
+    job: JobId,
     stream: StreamName,
     offset: u64,
     limit: u64,
@@ -96,21 +96,20 @@ pub fn page(
             (lines, Some(path.to_string_lossy().into_owned()), *capped)
         }
     };
-    let mut notice = Vec::new();
+    let mut notices = Vec::new();
     if let Some(line) = lines.cut_line {
-        let path = full_output.as_deref().unwrap_or("the output");
-        notice.push(format!(
-            "Line {line} is longer than {} KiB and is cut here; the whole line is in {path}.",
-            PAGE_MAX_BYTES / 1024
-        ));
+        notices.push(Notice::LineCut {
+            line,
+            page_bytes: PAGE_MAX_BYTES as u64,
+            path: full_output.clone(),
+        });
     }
     let end = offset + lines.count;
     if lines.next.is_none() && capped && end <= source.total_lines {
-        notice.push(format!(
-            "The full output file stopped at its size cap after line {}; the {} lines after it were not kept.",
-            end - 1,
-            source.total_lines - (end - 1)
-        ));
+        notices.push(Notice::PageCapped {
+            last_line: end - 1,
+            lost_lines: source.total_lines - (end - 1),
+        });
     }
     Ok(OutputPage {
         job,
@@ -123,7 +122,7 @@ pub fn page(
         total_bytes: source.total_bytes,
         complete: source.complete,
         full_output,
-        notice: (!notice.is_empty()).then(|| notice.join("\n")),
+        notices,
     })
 }
 
@@ -307,7 +306,7 @@ mod tests {
             total_bytes: 4,
             complete: false,
         };
-        let page = page(source, "j1".into(), StreamName::Stdout, 1, 100).unwrap();
+        let page = page(source, JobId(1), StreamName::Stdout, 1, 100).unwrap();
         assert_eq!(
             (page.text.as_str(), page.lines, page.next_offset),
             ("1\n2\n", 2, None)
@@ -361,15 +360,9 @@ mod tests {
         for offset in offsets {
             for limit in [1, 3, 1_000] {
                 let read = |marks| {
-                    let page = page(
-                        source(marks),
-                        "j1".into(),
-                        StreamName::Stdout,
-                        offset,
-                        limit,
-                    )
-                    .unwrap();
-                    (page.text, page.lines, page.next_offset, page.notice)
+                    let page =
+                        page(source(marks), JobId(1), StreamName::Stdout, offset, limit).unwrap();
+                    (page.text, page.lines, page.next_offset, page.notices)
                 };
                 assert_eq!(
                     read(marks.clone()),

@@ -5,13 +5,13 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
 use bashd_protocol::{
-    ErrorKind, ErrorReply, ExecParams, ExecResult, JobState, Mode, Response, Started, StreamResult,
-    is_valid_session_id, limits, process_start_time,
+    ErrorKind, ErrorReply, ExecParams, ExecResult, JobId, JobState, Mode, Notice, Response,
+    Started, StreamResult, is_valid_session_id, limits, process_start_time,
 };
 use tokio::sync::mpsc;
 
 use super::{Job, JobsActor, Status};
-use crate::jobs::members::{self, Mark};
+use crate::jobs::members::Mark;
 use crate::jobs::process::SpawnSpec;
 use crate::jobs::session::Session;
 use crate::jobs::supervisor::{self, Ended, JobMeta, JobRun, Report, Streams};
@@ -64,12 +64,12 @@ impl JobsActor {
                 return;
             }
         };
-        let id = format!("j{n}");
+        let id = JobId(n);
         if let Some(entry) = self.sessions.get_mut(&session) {
             entry.jobs.insert(n);
         }
         let new_job = |status: Status, pid: Option<u32>| Job {
-            id: id.clone(),
+            id,
             session: session.clone(),
             command: cut(&params.command, LISTED_COMMAND_BYTES),
             description: params.description.clone(),
@@ -87,7 +87,11 @@ impl JobsActor {
 
         if let Some(denial) = denial {
             tracing::info!(job = %id, session = %session, rule = %denial.rule, command = %params.command, "job denied");
-            let ended = denied_or_failed(&id, &params, JobState::Denied, Some(denial.message));
+            let notice = Notice::Denied {
+                rule: denial.rule.clone(),
+                message: denial.message,
+            };
+            let ended = denied_or_failed(id, &params, JobState::Denied, notice);
             let _ = events
                 .send(Response::Finished(Box::new(ended.result.clone())))
                 .await;
@@ -98,12 +102,12 @@ impl JobsActor {
             return;
         }
 
-        let cookie = members::cookie(&self.instance, &id);
+        let cookie = journal::cookie(&self.instance, id);
         let spec = SpawnSpec {
             shell: self.shell.clone(),
             command: params.command.clone(),
             workdir: plan.workdir.clone(),
-            env: self.job_env(&params, &id),
+            env: self.job_env(&params, id),
             merge_stderr: params.merge_stderr,
         };
         let spawned = match self.reaper.spawn(spec).await {
@@ -117,7 +121,12 @@ impl JobsActor {
                         message.clone(),
                     )))
                     .await;
-                let ended = denied_or_failed(&id, &params, JobState::Failed, Some(message));
+                let ended = denied_or_failed(
+                    id,
+                    &params,
+                    JobState::Failed,
+                    Notice::NotStarted { error: message },
+                );
                 let job = new_job(Status::Ended(Box::new(ended)), None);
                 self.jobs.insert(n, job);
                 self.journal_end(n);
@@ -278,9 +287,9 @@ impl JobsActor {
     }
 
     /// The client's environment, then the hardening set over it, then bashd's own.
-    fn job_env(&self, params: &ExecParams, job: &str) -> Vec<(Vec<u8>, Vec<u8>)> {
+    fn job_env(&self, params: &ExecParams, job: JobId) -> Vec<(Vec<u8>, Vec<u8>)> {
         let ours: [(&str, String); 2] = [
-            (members::COOKIE_VAR, format!("{}/{job}", self.instance)),
+            (journal::COOKIE_VAR, format!("{}/{job}", self.instance)),
             ("BASHD_SESSION", params.session.clone()),
         ];
         let overridden = |key: &[u8]| {
@@ -316,10 +325,10 @@ struct Plan {
 
 /// The end of a job that never ran: refused by the policy, or not startable.
 pub(super) fn denied_or_failed(
-    id: &str,
+    id: JobId,
     params: &ExecParams,
     state: JobState,
-    notice: Option<String>,
+    notice: Notice,
 ) -> Ended {
     let empty = OutputSource {
         content: output::Content::Memory(Vec::new()),
@@ -330,7 +339,7 @@ pub(super) fn denied_or_failed(
     };
     Ended {
         result: ExecResult {
-            job: id.to_owned(),
+            job: id,
             session: params.session.clone(),
             pid: None,
             state,
@@ -342,7 +351,7 @@ pub(super) fn denied_or_failed(
             workdir: params.workdir.clone(),
             stdout: StreamResult::empty(),
             stderr: (!params.merge_stderr).then(StreamResult::empty),
-            notice,
+            notices: vec![notice],
         },
         streams: Streams {
             stderr: (!params.merge_stderr).then(|| empty.clone()),

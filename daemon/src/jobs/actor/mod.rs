@@ -12,7 +12,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
-use bashd_protocol::{ExecResult, Mode, Response, StatusInfo, runtime};
+use bashd_protocol::{
+    ErrorHint, ErrorKind, ErrorReply, ExecResult, JobId, Mode, Response, StatusInfo, runtime,
+};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::handle::{Cmd, JobsHandle, shutting_down};
@@ -60,7 +62,7 @@ pub struct JobsActor {
 }
 
 struct Job {
-    id: String,
+    id: JobId,
     session: String,
     command: String,
     description: Option<String>,
@@ -191,7 +193,7 @@ impl JobsActor {
                 let _ = reply.send(self.lookup(&job, session.as_deref()));
             }
             Cmd::Advance { job, session, seen } => {
-                if let Some(job) = self.jobs.get_mut(&job) {
+                if let Some(job) = self.jobs.get_mut(&job.0) {
                     let cursor = job.cursors.entry(session).or_default();
                     cursor[0] = cursor[0].max(seen[0]);
                     cursor[1] = cursor[1].max(seen[1]);
@@ -223,7 +225,7 @@ impl JobsActor {
     fn report(&mut self, report: Report) {
         match report {
             Report::Backgrounded { job, seen } => {
-                if let Some(job) = number(&job).and_then(|n| self.jobs.get_mut(&n)) {
+                if let Some(job) = self.jobs.get_mut(&job.0) {
                     job.background = true;
                     job.cursors.insert(job.session.clone(), seen);
                 }
@@ -243,7 +245,7 @@ impl JobsActor {
             duration_ms = result.duration_ms,
             "job ended"
         );
-        let Some(n) = number(&result.job) else { return };
+        let n = result.job.0;
         self.journal_end(n);
         let Some(job) = self.jobs.get_mut(&n) else {
             return;
@@ -354,7 +356,8 @@ impl JobsActor {
     }
 }
 
-/// `j12` -> 12.
-fn number(id: &str) -> Option<u64> {
-    id.strip_prefix('j')?.parse().ok()
+/// The error for a session the daemon does not have.
+fn unknown_session(name: &str) -> ErrorReply {
+    ErrorReply::new(ErrorKind::NotFound, format!("no session {name}"))
+        .with_hint(ErrorHint::Sessions)
 }

@@ -3,41 +3,47 @@
 use std::time::{Duration, SystemTime};
 
 use bashd_protocol::{
-    ErrorKind, ErrorReply, ExecResult, JobInfo, JobRef, JobState, JobsRequest, KillRequest, Mode,
-    StreamResult, WaitRequest,
+    ErrorHint, ErrorKind, ErrorReply, ExecResult, JobId, JobInfo, JobRef, JobState, JobsRequest,
+    KillRequest, Mode, Notice, StreamResult, WaitRequest,
 };
 use rustix::process::Signal;
 use tokio::sync::oneshot;
 
-use super::{Job, JobsActor, Status, number};
+use super::{Job, JobsActor, Status};
 use crate::jobs::handle::{Lookup, StreamsAt, Waiting};
 use crate::jobs::supervisor::{Control, Stop, StopReason};
 
 impl JobsActor {
     pub(super) fn find(&self, job: &JobRef) -> Result<u64, ErrorReply> {
         let found = match job {
-            JobRef::Id(id) => number(id).filter(|n| self.jobs.contains_key(n)),
+            JobRef::Id(id) => id
+                .parse::<JobId>()
+                .ok()
+                .map(|id| id.0)
+                .filter(|n| self.jobs.contains_key(n)),
             JobRef::Pid(pid) => self.by_pid.get(pid).copied(),
         };
         found.ok_or_else(|| self.unknown_job(job))
     }
 
     pub(super) fn unknown_job(&self, job: &JobRef) -> ErrorReply {
-        let message = match job {
-            JobRef::Id(id) => match number(id) {
-                Some(n) if n > 0 && n < self.journal.next() => format!(
-                    "job {id} is no longer kept: its session ended, or it is older than the last {} finished jobs of its session (sessions.keep_finished)",
-                    self.config.sessions.keep_finished
+        match job {
+            JobRef::Id(id) => match id.parse::<JobId>() {
+                Ok(JobId(n)) if n > 0 && n < self.journal.next() => ErrorReply::new(
+                    ErrorKind::NotFound,
+                    format!(
+                        "job {id} is no longer kept: its session ended, or it is older than the last {} finished jobs of its session (sessions.keep_finished)",
+                        self.config.sessions.keep_finished
+                    ),
                 ),
-                _ => format!(
-                    "no job {id}: job ids look like j12, as `bashc exec` and `bashc jobs` show them"
-                ),
+                _ => ErrorReply::new(ErrorKind::NotFound, format!("no job {id}"))
+                    .with_hint(ErrorHint::JobIds),
             },
-            JobRef::Pid(pid) => format!(
-                "no job has pid {pid}: --pid takes the pid of a job's shell, as `bashc jobs` shows it"
-            ),
-        };
-        ErrorReply::new(ErrorKind::NotFound, message)
+            JobRef::Pid(pid) => {
+                ErrorReply::new(ErrorKind::NotFound, format!("no job has pid {pid}"))
+                    .with_hint(ErrorHint::JobPids)
+            }
+        }
     }
 
     /// The job's state and a way to its output, for `output` and `check`.
@@ -94,11 +100,11 @@ impl JobsActor {
             Status::Ended(ended) => ExecResult {
                 stdout: StreamResult::empty(),
                 stderr: ended.result.stderr.as_ref().map(|_| StreamResult::empty()),
-                notice: None,
+                notices: Vec::new(),
                 ..ended.result.clone()
             },
             Status::Running { .. } => ExecResult {
-                job: job.id.clone(),
+                job: job.id,
                 session: job.session.clone(),
                 pid: job.pid,
                 state: JobState::Running,
@@ -110,7 +116,7 @@ impl JobsActor {
                 workdir: job.workdir.clone(),
                 stdout: StreamResult::empty(),
                 stderr: None,
-                notice: None,
+                notices: Vec::new(),
             },
         }
     }
@@ -146,11 +152,9 @@ impl JobsActor {
         match &job.status {
             Status::Ended(ended) => {
                 let mut result = ended.result.clone();
-                let already = format!("{} had already ended; nothing was killed.", job.id);
-                result.notice = Some(match result.notice {
-                    Some(notice) => format!("{already}\n{notice}"),
-                    None => already,
-                });
+                result
+                    .notices
+                    .insert(0, Notice::AlreadyEnded { job: job.id });
                 Ok(Waiting::Ended(result))
             }
             Status::Running { control, .. } => {
@@ -206,10 +210,7 @@ impl JobsActor {
                 // The caller's own session before its first job has none.
                 None if *name == request.caller.session => Vec::new(),
                 None => {
-                    return Err(ErrorReply::new(
-                        ErrorKind::NotFound,
-                        format!("no session {name}: `bashc sessions` lists the sessions bashd has"),
-                    ));
+                    return Err(super::unknown_session(name));
                 }
             },
         };
@@ -239,7 +240,7 @@ impl JobsActor {
             (false, Mode::Default) => "default",
         };
         JobInfo {
-            job: job.id.clone(),
+            job: job.id,
             session: job.session.clone(),
             pid: job.pid,
             state,

@@ -1,6 +1,6 @@
 //! Sessions in the job table: owners exiting, lingers ending, adoption, closing.
 
-use bashd_protocol::{ErrorKind, ErrorReply, Owner, SessionClosed, SessionInfo};
+use bashd_protocol::{Owner, SessionClosed, SessionInfo};
 
 use super::{Job, JobsActor, Status};
 use crate::jobs::session::{CloseReply, Closing, SessionEvent};
@@ -64,10 +64,7 @@ impl JobsActor {
     pub(super) fn close_session(&mut self, name: &str, reply: Option<CloseReply>) {
         let Some(session) = self.sessions.get_mut(name) else {
             if let Some(reply) = reply {
-                let _ = reply.send(Err(ErrorReply::new(
-                    ErrorKind::NotFound,
-                    format!("no session {name}: `bashc sessions` lists the sessions bashd has"),
-                )));
+                let _ = reply.send(Err(super::unknown_session(name)));
             }
             return;
         };
