@@ -24,7 +24,7 @@ const START_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Connects to the daemon of `runtime_dir`, starting one if none answers and
 /// `BASHD_NO_AUTOSTART` is not `1`.
-pub async fn connect_or_start(runtime_dir: &Path) -> Result<Client, ClientError> {
+pub(crate) async fn connect_or_start(runtime_dir: &Path) -> Result<Client, ClientError> {
     let socket = runtime::socket_path(runtime_dir);
     match Client::connect(&socket).await {
         Err(e) if e.is_not_running() => {}

@@ -1,6 +1,7 @@
-//! One connection to the daemon. A connection task owns the socket and the table of
-//! requests in flight; `Client` handles send it requests and get their responses
-//! on channels of their own.
+//! One connection to the daemon, over any byte stream: the runtime dir's Unix socket
+//! today, an SSH channel to another host's daemon later. A connection task owns the
+//! stream and the table of requests in flight; `Client` handles send it requests and
+//! get their responses on channels of their own.
 
 use std::collections::HashMap;
 use std::io;
@@ -15,8 +16,8 @@ use bashd_protocol::{
     RequestId, Response, ServerFrame, SessionClosed, SessionInfo, StatusInfo, WaitRequest, Welcome,
 };
 use futures::{SinkExt, StreamExt};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::UnixStream;
-use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::mpsc;
 use tokio_util::codec::{FramedRead, FramedWrite};
 
@@ -94,8 +95,29 @@ impl Client {
                 source,
             })?;
         let (read, write) = stream.into_split();
-        let mut frames_in = FramedRead::new(read, ClientCodec::default());
-        let mut frames_out = FramedWrite::new(write, ClientCodec::default());
+        Client::handshake(read, write).await
+    }
+
+    /// Speaks the protocol over `stream`, whatever carries it (a socket, a pipe to
+    /// `ssh HOST bashc bridge`), starting with the handshake.
+    pub async fn over<S>(stream: S) -> Result<Client, ClientError>
+    where
+        S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+    {
+        let (read, write) = tokio::io::split(stream);
+        Client::handshake(read, write).await
+    }
+
+    /// Speaks the protocol over a pair of one-way streams (a child's stdout and
+    /// stdin): sends `Hello`, waits for `Welcome`, then hands both to the connection
+    /// task.
+    pub async fn handshake<R, W>(reader: R, writer: W) -> Result<Client, ClientError>
+    where
+        R: AsyncRead + Send + Unpin + 'static,
+        W: AsyncWrite + Send + Unpin + 'static,
+    {
+        let mut frames_in = FramedRead::new(reader, ClientCodec::default());
+        let mut frames_out = FramedWrite::new(writer, ClientCodec::default());
         frames_out
             .send(ClientFrame::Hello(Hello {
                 protocol: PROTOCOL_VERSION,
@@ -248,13 +270,13 @@ impl Client {
     }
 }
 
-/// Owns the socket: writes requests, routes responses to their requests by id.
+/// Owns the stream: writes requests, routes responses to their requests by id.
 /// Ends when the daemon closes the connection or every `Client` is dropped; either
 /// way the channels of the requests still pending close, which their callers see
 /// as `Disconnected`.
-async fn run_connection(
-    mut frames_in: FramedRead<OwnedReadHalf, ClientCodec>,
-    mut frames_out: FramedWrite<OwnedWriteHalf, ClientCodec>,
+async fn run_connection<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
+    mut frames_in: FramedRead<R, ClientCodec>,
+    mut frames_out: FramedWrite<W, ClientCodec>,
     mut outgoing: mpsc::Receiver<Outgoing>,
 ) {
     let mut pending: HashMap<RequestId, mpsc::Sender<Response>> = HashMap::new();
@@ -288,5 +310,66 @@ async fn run_connection(
                 Some(Err(_)) | None => return,
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bashd_protocol::codec::DaemonCodec;
+    use bashd_protocol::{ClientFrame, StatusInfo};
+
+    use super::*;
+
+    fn status() -> StatusInfo {
+        StatusInfo {
+            daemon_pid: 42,
+            daemon_version: "test".to_owned(),
+            protocol: PROTOCOL_VERSION,
+            uptime_ms: 7,
+            runtime_dir: "/nowhere".to_owned(),
+            running_jobs: 0,
+        }
+    }
+
+    /// A daemon that answers `Hello` and one `Status`, over whatever stream it is given.
+    async fn fake_daemon(stream: tokio::io::DuplexStream) {
+        let (read, write) = tokio::io::split(stream);
+        let mut frames_in = FramedRead::new(read, DaemonCodec::default());
+        let mut frames_out = FramedWrite::new(write, DaemonCodec::default());
+        let Some(Ok(ClientFrame::Hello(hello))) = frames_in.next().await else {
+            panic!("the first frame was not Hello");
+        };
+        assert_eq!(hello.protocol, PROTOCOL_VERSION);
+        let welcome = Welcome {
+            protocol: PROTOCOL_VERSION,
+            daemon_version: "test".to_owned(),
+            daemon_pid: 42,
+        };
+        frames_out
+            .send(ServerFrame::Welcome(welcome))
+            .await
+            .unwrap();
+        let Some(Ok(ClientFrame::Request(id, Request::Status))) = frames_in.next().await else {
+            panic!("the request was not Status");
+        };
+        frames_out
+            .send(ServerFrame::Response(id, Response::Status(status())))
+            .await
+            .unwrap();
+        // The daemon goes away: the client must notice.
+    }
+
+    #[tokio::test]
+    async fn the_protocol_runs_over_any_byte_stream() {
+        let (client_end, daemon_end) = tokio::io::duplex(4096);
+        let daemon = tokio::spawn(fake_daemon(daemon_end));
+        let client = Client::over(client_end).await.unwrap();
+        assert_eq!(client.welcome().daemon_pid, 42);
+        assert_eq!(client.status().await.unwrap(), status());
+        daemon.await.unwrap();
+        assert!(matches!(
+            client.status().await,
+            Err(ClientError::Disconnected)
+        ));
     }
 }

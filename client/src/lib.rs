@@ -1,12 +1,18 @@
 //! The async client library of bashd. [`Client`] speaks the protocol over one
-//! connection, with any number of requests in flight; [`connect_or_start`] also starts
-//! the daemon when none is running. The `bashc` CLI is built on this and nothing else.
+//! connection (any byte stream), with any number of requests in flight; [`connect`]
+//! reaches the daemon a [`Target`] names, starting a local one when none is running;
+//! [`ExecOptions`] makes a command's request from the options every front end shares.
+//! The `bashc` CLI and `bashc mcp` are built on this and nothing else.
 
 mod agent;
 mod autostart;
 mod client;
+mod options;
+mod target;
 
 pub use agent::{default_session, find_agent_pid};
-pub use autostart::{AUTOSTART_ENV, connect_or_start};
+pub use autostart::AUTOSTART_ENV;
 pub use bashd_protocol as protocol;
 pub use client::{Client, ClientError, Responses};
+pub use options::ExecOptions;
+pub use target::{Target, connect};

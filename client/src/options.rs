@@ -1,0 +1,40 @@
+//! The options of a command that every front end offers (`bashc exec`, the MCP `bash`
+//! tool), made into `ExecParams` in one place.
+
+use bashd_protocol::{Caller, ExecParams, Mode, OnTimeout, OutputOptions};
+
+/// What a front end asks of a command besides the command itself and on whose behalf:
+/// each front end fills it from its own arguments, and [`ExecOptions::params`] makes the
+/// request. `None` and `false` take the daemon's defaults.
+#[derive(Debug, Clone, Default)]
+pub struct ExecOptions {
+    /// `None`: mode `default`.
+    pub mode: Option<Mode>,
+    /// Overrides the mode's timeout.
+    pub timeout_secs: Option<u64>,
+    pub on_timeout: Option<OnTimeout>,
+    /// Absolute: each front end resolves a relative one against its own directory.
+    pub workdir: String,
+    pub description: Option<String>,
+    pub merge_stderr: bool,
+    pub output: OutputOptions,
+    /// The job's environment, as raw bytes: the front end's own, usually.
+    pub env: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+impl ExecOptions {
+    /// The request that runs `command` with these options for `caller`.
+    pub fn params(self, command: impl Into<String>, caller: Caller) -> ExecParams {
+        ExecParams {
+            owner: caller.owner,
+            mode: self.mode.unwrap_or(Mode::Default),
+            timeout_secs: self.timeout_secs,
+            on_timeout: self.on_timeout,
+            description: self.description,
+            env: self.env,
+            merge_stderr: self.merge_stderr,
+            output: self.output,
+            ..ExecParams::new(command, caller.session, self.workdir)
+        }
+    }
+}
