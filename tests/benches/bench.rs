@@ -60,7 +60,7 @@ fn paging(tokio: &tokio::runtime::Runtime) {
                     let start = Instant::now();
                     let page = client
                         .output(bashc::protocol::OutputRequest {
-                            job: bashc::protocol::JobRef::Id(job.clone()),
+                            job: bashc::protocol::JobRef::Id(job.to_string()),
                             stream: bashc::protocol::StreamName::Stdout,
                             offset,
                             limit: Some(10),

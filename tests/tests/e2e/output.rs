@@ -333,7 +333,7 @@ async fn a_running_jobs_output_can_be_paged() {
         panic!("no Started response");
     };
     let request = OutputRequest {
-        job: bashc::protocol::JobRef::Id(started.job.clone()),
+        job: bashc::protocol::JobRef::Id(started.job.to_string()),
         stream: StreamName::Stdout,
         offset: 4,
         limit: None,

@@ -217,7 +217,7 @@ async fn a_check_sent_on_a_move_to_the_background_repeats_nothing() {
             .unwrap();
         assert!(moved.backgrounded, "round {round}: {moved:?}");
         assert_eq!(moved.stdout.text, "started\n", "round {round}");
-        let job = JobRef::Id(moved.job.clone());
+        let job = JobRef::Id(moved.job.to_string());
         let checked = client
             .check(JobRequest {
                 caller: caller(),
