@@ -5,7 +5,8 @@ use anyhow::bail;
 use bashc::protocol::{JobRef, JobRequest, JobsRequest, KillRequest, WaitRequest};
 use clap::{Args, Subcommand};
 
-use crate::{SessionArgs, connect, print, render};
+use crate::common::{SessionArgs, connect, print, print_result};
+use crate::render;
 
 /// Exit status of a `wait` whose timeout passed while the job runs on.
 const EXIT_STILL_RUNNING: u8 = 124;
@@ -125,7 +126,7 @@ pub async fn check(args: CheckArgs) -> anyhow::Result<u8> {
         job: args.job.job_ref()?,
     };
     let result = connect().await?.check(request).await?;
-    print(args.json, &result, render::exec_text)?;
+    print_result(args.json, &result)?;
     Ok(render::exit_status(&result))
 }
 
@@ -136,7 +137,7 @@ pub async fn wait(args: WaitArgs) -> anyhow::Result<u8> {
         timeout_ms: args.timeout.map(millis).transpose()?,
     };
     let result = connect().await?.wait(request).await?;
-    print(args.json, &result, render::exec_text)?;
+    print_result(args.json, &result)?;
     Ok(match result.state {
         bashc::protocol::JobState::Running => EXIT_STILL_RUNNING,
         _ => render::exit_status(&result),
@@ -151,7 +152,7 @@ pub async fn kill(args: KillArgs) -> anyhow::Result<u8> {
         grace_ms: args.grace.map(millis).transpose()?,
     };
     let result = connect().await?.kill(request).await?;
-    print(args.json, &result, render::exec_text)?;
+    print_result(args.json, &result)?;
     Ok(render::exit_status(&result))
 }
 

@@ -2,18 +2,21 @@
 //! prints. Exit status: the command's own; 128+N for a signal; 124 for a timeout that
 //! killed; 126 for a policy denial; 255 when the daemon cannot be reached or refuses.
 
+mod common;
 mod jobs;
 mod mcp;
+mod options;
 mod render;
 
-use std::io::{Read, Write};
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
-use bashc::protocol::{
-    Caller, Direction, ExecParams, Mode, OnTimeout, OutputOptions, OutputRequest, Owner, StreamName,
-};
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use bashc::protocol::{ExecParams, OutputOptions, OutputRequest, Worded};
+use bashc::{ClientError, ExecOptions};
+use clap::{Args, Parser, Subcommand};
+
+use crate::common::{SessionArgs, command_text, connect, environment, print};
+use crate::options::{DirectionArg, ModeArg, OnTimeoutArg, StreamArg};
 
 /// Exit status when bashd cannot be reached or refuses a request.
 const EXIT_UNREACHABLE: u8 = 255;
@@ -93,60 +96,6 @@ enum Command {
 }
 
 #[derive(Debug, Args)]
-pub(crate) struct SessionArgs {
-    /// The session to act in; default: $BASHD_SESSION, else `agent-<pid>` of the
-    /// nearest ancestor that is not a shell or a wrapper.
-    #[arg(long, env = "BASHD_SESSION")]
-    session: Option<String>,
-    /// The process that owns the session (default: that same ancestor). When every
-    /// owner has exited, the session's foreground jobs are killed, and its background
-    /// jobs after the linger time (15 min) unless someone uses the session again.
-    #[arg(long, value_name = "PID")]
-    owner_pid: Option<u32>,
-}
-
-impl SessionArgs {
-    /// The session and owner a request acts for.
-    pub(crate) fn caller(&self) -> Caller {
-        let agent = || bashc::find_agent_pid();
-        let session = self
-            .session
-            .clone()
-            .unwrap_or_else(|| format!("agent-{}", agent()));
-        Caller {
-            session,
-            owner: Some(Owner::of(self.owner_pid.unwrap_or_else(agent))),
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum ModeArg {
-    /// Timeout 30 s.
-    Default,
-    /// Timeout 15 min.
-    Slow,
-    /// Return at once with the job id; timeout 24 h.
-    Background,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum OnTimeoutArg {
-    /// Kill the command and every process it started.
-    Kill,
-    /// Return what it printed so far and let it run on as a background job.
-    Background,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum DirectionArg {
-    Tail,
-    Head,
-    #[value(name = "head_tail")]
-    HeadTail,
-}
-
-#[derive(Debug, Args)]
 struct ExecArgs {
     #[command(flatten)]
     session: SessionArgs,
@@ -215,12 +164,6 @@ struct PolicyCheckArgs {
     command: Vec<String>,
 }
 
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum StreamArg {
-    Stdout,
-    Stderr,
-}
-
 #[derive(Debug, Args)]
 struct OutputArgs {
     #[command(flatten)]
@@ -268,8 +211,16 @@ fn main() -> ExitCode {
     }
 }
 
+/// Prints an error, with the hint the daemon gave for it in the CLI's words.
 fn fail(e: anyhow::Error) -> ExitCode {
-    eprintln!("bashc: {e:#}");
+    let hint = e.chain().find_map(|cause| match cause.downcast_ref() {
+        Some(ClientError::Daemon(reply) | ClientError::Refused(reply)) => reply.hint,
+        _ => None,
+    });
+    match hint {
+        Some(hint) => eprintln!("bashc: {e:#}: {}", render::hint_text(hint)),
+        None => eprintln!("bashc: {e:#}"),
+    }
     ExitCode::from(EXIT_UNREACHABLE)
 }
 
@@ -289,16 +240,11 @@ async fn run(cli: Cli, parent: u32) -> anyhow::Result<u8> {
     }
 }
 
-pub(crate) async fn connect() -> anyhow::Result<bashc::Client> {
-    let dir = bashc::protocol::runtime::runtime_dir();
-    Ok(bashc::connect_or_start(&dir).await?)
-}
-
 async fn exec(args: ExecArgs) -> anyhow::Result<u8> {
     let params = exec_params(&args)?;
     let client = connect().await?;
     let result = client.exec(params).await?;
-    print(args.json, &result, render::exec_text)?;
+    common::print_result(args.json, &result)?;
     Ok(render::exit_status(&result))
 }
 
@@ -306,12 +252,6 @@ fn exec_params(args: &ExecArgs) -> anyhow::Result<ExecParams> {
     if args.stream {
         bail!("--stream is not supported by this version of bashc yet");
     }
-    let direction = args.direction.map(|d| match d {
-        DirectionArg::Tail => Direction::Tail,
-        DirectionArg::Head => Direction::Head,
-        DirectionArg::HeadTail => Direction::HeadTail,
-    });
-
     let command = command_text(&args.command)?;
     let cwd = std::env::current_dir()
         .context("cannot read the current directory (was it removed?); pass --workdir")?;
@@ -322,32 +262,23 @@ fn exec_params(args: &ExecArgs) -> anyhow::Result<ExecParams> {
     let Some(workdir) = workdir.to_str() else {
         bail!("working directory {} is not valid UTF-8", workdir.display());
     };
-    let Caller { session, owner } = args.session.caller();
-    let env = environment();
-    Ok(ExecParams {
-        owner,
-        mode: match args.mode {
-            ModeArg::Default => Mode::Default,
-            ModeArg::Slow => Mode::Slow,
-            ModeArg::Background => Mode::Background,
-        },
+    let options = ExecOptions {
+        mode: Some(args.mode.into()),
         timeout_secs: args.timeout,
-        on_timeout: args.on_timeout.map(|on| match on {
-            OnTimeoutArg::Kill => OnTimeout::Kill,
-            OnTimeoutArg::Background => OnTimeout::Background,
-        }),
+        on_timeout: args.on_timeout.map(Into::into),
+        workdir: workdir.to_owned(),
         description: args.description.clone(),
-        env,
         merge_stderr: args.merge_stderr,
         output: OutputOptions {
             max_lines: args.max_lines,
             max_bytes: args.max_bytes,
-            direction,
+            direction: args.direction.map(Into::into),
             head: args.head,
             tail: args.tail,
         },
-        ..ExecParams::new(command, session, workdir)
-    })
+        env: environment(),
+    };
+    Ok(options.params(command, args.session.caller()))
 }
 
 async fn output(args: OutputArgs) -> anyhow::Result<u8> {
@@ -355,41 +286,21 @@ async fn output(args: OutputArgs) -> anyhow::Result<u8> {
     let page = client
         .output(OutputRequest {
             job: args.job.job_ref()?,
-            stream: match args.stream {
-                StreamArg::Stdout => StreamName::Stdout,
-                StreamArg::Stderr => StreamName::Stderr,
-            },
+            stream: args.stream.into(),
             offset: args.offset,
             limit: args.limit,
         })
         .await?;
-    if let Some(notice) = page.notice.as_ref().filter(|_| !args.json) {
+    let notice = render::notices_text(&page.notices);
+    if let Some(notice) = notice.as_ref().filter(|_| !args.json) {
         eprintln!("bashc: {notice}");
     }
-    print(args.json, &page, render::page_text)?;
+    let worded = Worded {
+        value: &page,
+        notice,
+    };
+    print(args.json, &worded, |worded| render::page_text(worded.value))?;
     Ok(0)
-}
-
-/// This process's environment, as bytes: a job runs with the environment of the one
-/// that asked for it.
-pub(crate) fn environment() -> Vec<(Vec<u8>, Vec<u8>)> {
-    use std::os::unix::ffi::OsStrExt;
-    std::env::vars_os()
-        .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
-        .collect()
-}
-
-/// The words of a command joined with spaces, or stdin for `-`.
-fn command_text(words: &[String]) -> anyhow::Result<String> {
-    if words.len() == 1 && words[0] == "-" {
-        let mut command = String::new();
-        std::io::stdin()
-            .read_to_string(&mut command)
-            .context("cannot read the command from stdin")?;
-        Ok(command)
-    } else {
-        Ok(words.join(" "))
-    }
 }
 
 async fn policy_check(args: PolicyCheckArgs) -> anyhow::Result<u8> {
@@ -405,21 +316,4 @@ async fn status(args: StatusArgs) -> anyhow::Result<u8> {
     let status = client.status().await?;
     print(args.json, &status, render::status_text)?;
     Ok(0)
-}
-
-/// Prints `value` as pretty JSON, or as the text `text` makes of it.
-pub(crate) fn print<T: serde::Serialize>(
-    json: bool,
-    value: &T,
-    text: fn(&T) -> String,
-) -> anyhow::Result<()> {
-    let mut stdout = std::io::stdout().lock();
-    if json {
-        serde_json::to_writer_pretty(&mut stdout, value)?;
-        writeln!(stdout)?;
-    } else {
-        stdout.write_all(text(value).as_bytes())?;
-    }
-    stdout.flush()?;
-    Ok(())
 }

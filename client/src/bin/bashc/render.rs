@@ -1,10 +1,13 @@
-//! The text forms of results (DESIGN §9) and the exit status a result maps to.
+//! The text forms of results (DESIGN §9), the CLI's words for notices and error hints,
+//! and the exit status a result maps to. `bashc mcp` words notices and hints as tool
+//! calls in `mcp/words.rs`, and shares the rest.
 
 use std::fmt::Write;
+use std::time::Duration;
 
 use bashc::protocol::{
-    Direction, ExecResult, JobInfo, JobState, OutputPage, PolicyVerdict, SessionInfo, StatusInfo,
-    StreamResult,
+    BackgroundWhy, Direction, ErrorHint, ExecResult, JobId, JobInfo, JobState, Notice, OutputPage,
+    PolicyVerdict, SessionInfo, StatusInfo, StreamName, StreamResult,
 };
 
 const EXIT_TIMEOUT: u8 = 124;
@@ -27,7 +30,14 @@ pub fn exit_status(result: &ExecResult) -> u8 {
     }
 }
 
+/// A job's result as `bashc exec`, `check`, `wait` and `kill` print it.
 pub fn exec_text(result: &ExecResult) -> String {
+    result_text(result, notices_text(&result.notices).as_deref())
+}
+
+/// A job's result with its notices worded as `notice`: its streams, the notice, then
+/// its exit code or state.
+pub fn result_text(result: &ExecResult, notice: Option<&str>) -> String {
     let mut out = String::new();
     let streams = [
         ("stdout", Some(&result.stdout)),
@@ -38,7 +48,7 @@ pub fn exec_text(result: &ExecResult) -> String {
             section(&mut out, name, stream);
         }
     }
-    if let Some(notice) = &result.notice {
+    if let Some(notice) = notice {
         let _ = writeln!(out, "{notice}\n");
     }
     let code = exit_status(result);
@@ -113,6 +123,157 @@ fn shown_part(stream: &StreamResult) -> String {
             "{} of {total} lines, from the start and the end{partial}",
             stream.shown_lines
         ),
+    }
+}
+
+/// The notices of a result or page as one text, a line each in their order; `None`
+/// when there are none. `--json` shows it as `notice`.
+pub fn notices_text(notices: &[Notice]) -> Option<String> {
+    join_notices(notices, notice_text)
+}
+
+/// Notices worded by `word`, a line each; `None` when there are none.
+pub fn join_notices(notices: &[Notice], word: fn(&Notice) -> String) -> Option<String> {
+    (!notices.is_empty()).then(|| notices.iter().map(word).collect::<Vec<_>>().join("\n"))
+}
+
+/// A notice as the CLI says it, naming the `bashc` commands that act on it.
+pub fn notice_text(notice: &Notice) -> String {
+    match notice {
+        Notice::Background {
+            job,
+            pid,
+            why,
+            timeout_secs,
+        } => {
+            let how = format!(
+                "New output: bashc check {job}; wait for it: bashc wait {job}; stop it: bashc kill {job}."
+            );
+            background_text(*job, *pid, *why, *timeout_secs, &how)
+        }
+        Notice::TimedOut { after_secs } => format!(
+            "Command timed out after {after_secs} s and was killed with every process it started. Use --mode slow, --timeout SECS or --on-timeout background for longer commands."
+        ),
+        Notice::LinesNotShown {
+            job,
+            stream,
+            offset,
+            lines,
+        } => {
+            let flag = match stream {
+                StreamName::Stdout => "",
+                StreamName::Stderr => " --stream stderr",
+            };
+            format!(
+                "{}: {lines} of the new lines are not shown; read them with: bashc output {job}{flag} --offset {offset} --limit {lines}",
+                stream_name(*stream)
+            )
+        }
+        Notice::StillRunning { job, waited_ms } => format!(
+            "{job} is still running after waiting {} s. New output: bashc check {job}; wait again: bashc wait {job}; stop it: bashc kill {job}.",
+            waited_secs(*waited_ms)
+        ),
+        Notice::Shutdown {} => "bashd is shutting down; the command was killed.".to_owned(),
+        Notice::OwnersGone { session } => format!(
+            "Every process that owned session {session} has exited, so its foreground command was killed."
+        ),
+        Notice::SessionEnded { session } => format!(
+            "Session {session} ended (closed, or its linger time ran out), so the job was killed."
+        ),
+        Notice::StragglersKilled {} => "The command's shell exited while processes it started were still running; they were killed (sessions.on_straggler = \"kill\").".to_owned(),
+        Notice::SpillIncomplete { path, error, .. } => {
+            format!("Full output file may be incomplete: {path} ({error})")
+        }
+        Notice::SpillCapped {
+            stream,
+            path,
+            cap_bytes,
+            written_bytes,
+            total_bytes,
+        } => format!(
+            "{}: full output truncated at {} (limits.max_spill_bytes): {path} holds the first {written_bytes} of {total_bytes} bytes.",
+            stream_name(*stream),
+            human_size(*cap_bytes)
+        ),
+        Notice::NoNewOutput { job, ended: false } => {
+            format!("No new output from {job} since the last check.")
+        }
+        Notice::NoNewOutput { job, ended: true } => {
+            format!("No new output from {job} since the last check; it has ended.")
+        }
+        Notice::AlreadyEnded { job } => format!("{job} had already ended; nothing was killed."),
+        Notice::Denied { message, .. } => message.clone(),
+        Notice::NotStarted { error } => error.clone(),
+        Notice::LineCut {
+            line,
+            page_bytes,
+            path,
+        } => format!(
+            "Line {line} is longer than {} KiB and is cut here; the whole line is in {}.",
+            page_bytes / 1024,
+            path.as_deref().unwrap_or("the output")
+        ),
+        Notice::PageCapped {
+            last_line,
+            lost_lines,
+        } => format!(
+            "The full output file stopped at its size cap after line {last_line}; the {lost_lines} lines after it were not kept."
+        ),
+    }
+}
+
+/// That a job runs on in the background, and why; `how` says how to follow it.
+pub fn background_text(
+    job: JobId,
+    pid: u32,
+    why: BackgroundWhy,
+    timeout_secs: Option<u64>,
+    how: &str,
+) -> String {
+    match why {
+        BackgroundWhy::Requested => {
+            format!("Running in the background as {job} (pid {pid}). {how}")
+        }
+        BackgroundWhy::Timeout => {
+            let timeout = timeout_secs.map_or(String::new(), |secs| format!(" of {secs} s"));
+            format!(
+                "The command passed its timeout{timeout} and moved to the background as {job} (pid {pid}); it keeps running. {how}"
+            )
+        }
+        BackgroundWhy::Stragglers => format!(
+            "The command's shell exited, but processes it started are still running; they stay in the background as {job}. {how}"
+        ),
+    }
+}
+
+/// How long a wait waited, in seconds, as exactly as it was measured (`0.2`, `1.5`).
+pub fn waited_secs(waited_ms: u64) -> f64 {
+    Duration::from_millis(waited_ms).as_secs_f64()
+}
+
+/// What the CLI adds to an error the daemon gave a hint for.
+pub fn hint_text(hint: ErrorHint) -> &'static str {
+    match hint {
+        ErrorHint::JobIds => "job ids look like j12, as `bashc exec` and `bashc jobs` show them",
+        ErrorHint::JobPids => "--pid takes the pid of a job's shell, as `bashc jobs` shows it",
+        ErrorHint::Sessions => "`bashc sessions` lists the sessions bashd has",
+    }
+}
+
+pub fn stream_name(stream: StreamName) -> &'static str {
+    match stream {
+        StreamName::Stdout => "stdout",
+        StreamName::Stderr => "stderr",
+    }
+}
+
+/// `100 MiB` for a whole number of mebibytes, else the number of bytes.
+fn human_size(bytes: u64) -> String {
+    const MIB: u64 = 1024 * 1024;
+    if bytes >= MIB && bytes.is_multiple_of(MIB) {
+        format!("{} MiB", bytes / MIB)
+    } else {
+        format!("{bytes} bytes")
     }
 }
 
@@ -233,4 +394,221 @@ fn signal_name(signal: i32) -> String {
         _ => return format!("signal {signal}"),
     };
     name.to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use bashc::protocol::{ErrorHint, Worded};
+
+    use super::*;
+
+    fn job() -> JobId {
+        JobId(12)
+    }
+
+    /// The sentences the daemon said before notices were data, byte for byte.
+    #[test]
+    fn notices_read_as_they_did_when_the_daemon_worded_them() {
+        let how =
+            "New output: bashc check j12; wait for it: bashc wait j12; stop it: bashc kill j12.";
+        let background = |why, timeout_secs| Notice::Background {
+            job: job(),
+            pid: 4242,
+            why,
+            timeout_secs,
+        };
+        let path = "/r/sessions/s/j12.stdout".to_owned();
+        let cases = [
+            (
+                background(BackgroundWhy::Requested, None),
+                format!("Running in the background as j12 (pid 4242). {how}"),
+            ),
+            (
+                background(BackgroundWhy::Timeout, Some(30)),
+                format!(
+                    "The command passed its timeout of 30 s and moved to the background as j12 (pid 4242); it keeps running. {how}"
+                ),
+            ),
+            (
+                background(BackgroundWhy::Stragglers, None),
+                format!(
+                    "The command's shell exited, but processes it started are still running; they stay in the background as j12. {how}"
+                ),
+            ),
+            (
+                Notice::TimedOut { after_secs: 2 },
+                "Command timed out after 2 s and was killed with every process it started. Use --mode slow, --timeout SECS or --on-timeout background for longer commands.".to_owned(),
+            ),
+            (
+                Notice::Shutdown {},
+                "bashd is shutting down; the command was killed.".to_owned(),
+            ),
+            (
+                Notice::OwnersGone {
+                    session: "s".to_owned(),
+                },
+                "Every process that owned session s has exited, so its foreground command was killed.".to_owned(),
+            ),
+            (
+                Notice::SessionEnded {
+                    session: "s".to_owned(),
+                },
+                "Session s ended (closed, or its linger time ran out), so the job was killed.".to_owned(),
+            ),
+            (
+                Notice::StragglersKilled {},
+                "The command's shell exited while processes it started were still running; they were killed (sessions.on_straggler = \"kill\").".to_owned(),
+            ),
+            (
+                Notice::SpillIncomplete {
+                    stream: StreamName::Stdout,
+                    path: path.clone(),
+                    error: "No space left on device".to_owned(),
+                },
+                format!("Full output file may be incomplete: {path} (No space left on device)"),
+            ),
+            (
+                Notice::SpillCapped {
+                    stream: StreamName::Stderr,
+                    path: path.clone(),
+                    cap_bytes: 100 << 20,
+                    written_bytes: 100 << 20,
+                    total_bytes: 200 << 20,
+                },
+                format!(
+                    "stderr: full output truncated at 100 MiB (limits.max_spill_bytes): {path} holds the first 104857600 of 209715200 bytes."
+                ),
+            ),
+            (
+                Notice::SpillCapped {
+                    stream: StreamName::Stdout,
+                    path: path.clone(),
+                    cap_bytes: 1000,
+                    written_bytes: 1000,
+                    total_bytes: 5000,
+                },
+                format!(
+                    "stdout: full output truncated at 1000 bytes (limits.max_spill_bytes): {path} holds the first 1000 of 5000 bytes."
+                ),
+            ),
+            (
+                Notice::LinesNotShown {
+                    job: job(),
+                    stream: StreamName::Stdout,
+                    offset: 3,
+                    lines: 7,
+                },
+                "stdout: 7 of the new lines are not shown; read them with: bashc output j12 --offset 3 --limit 7".to_owned(),
+            ),
+            (
+                Notice::LinesNotShown {
+                    job: job(),
+                    stream: StreamName::Stderr,
+                    offset: 3,
+                    lines: 7,
+                },
+                "stderr: 7 of the new lines are not shown; read them with: bashc output j12 --stream stderr --offset 3 --limit 7".to_owned(),
+            ),
+            (
+                Notice::NoNewOutput {
+                    job: job(),
+                    ended: false,
+                },
+                "No new output from j12 since the last check.".to_owned(),
+            ),
+            (
+                Notice::NoNewOutput {
+                    job: job(),
+                    ended: true,
+                },
+                "No new output from j12 since the last check; it has ended.".to_owned(),
+            ),
+            (
+                Notice::StillRunning {
+                    job: job(),
+                    waited_ms: 1500,
+                },
+                "j12 is still running after waiting 1.5 s. New output: bashc check j12; wait again: bashc wait j12; stop it: bashc kill j12.".to_owned(),
+            ),
+            (
+                Notice::AlreadyEnded { job: job() },
+                "j12 had already ended; nothing was killed.".to_owned(),
+            ),
+            (
+                Notice::Denied {
+                    rule: "git-add-blind".to_owned(),
+                    message: "permission denied: git-add-blind: stage paths by name".to_owned(),
+                },
+                "permission denied: git-add-blind: stage paths by name".to_owned(),
+            ),
+            (
+                Notice::NotStarted {
+                    error: "Working directory does not exist: /nope".to_owned(),
+                },
+                "Working directory does not exist: /nope".to_owned(),
+            ),
+            (
+                Notice::LineCut {
+                    line: 4,
+                    page_bytes: 1 << 20,
+                    path: None,
+                },
+                "Line 4 is longer than 1024 KiB and is cut here; the whole line is in the output.".to_owned(),
+            ),
+            (
+                Notice::PageCapped {
+                    last_line: 9,
+                    lost_lines: 4,
+                },
+                "The full output file stopped at its size cap after line 9; the 4 lines after it were not kept.".to_owned(),
+            ),
+        ];
+        for (notice, words) in cases {
+            assert_eq!(notice_text(&notice), words);
+        }
+        assert_eq!(
+            hint_text(ErrorHint::JobIds),
+            "job ids look like j12, as `bashc exec` and `bashc jobs` show them"
+        );
+    }
+
+    #[test]
+    fn json_keeps_the_worded_notice_last_beside_the_notices() {
+        let notices = vec![Notice::Shutdown {}, Notice::AlreadyEnded { job: job() }];
+        let notice = notices_text(&notices);
+        assert_eq!(
+            notice.as_deref(),
+            Some(
+                "bashd is shutting down; the command was killed.\nj12 had already ended; nothing was killed."
+            )
+        );
+        assert_eq!(notices_text(&[]), None);
+        let page = OutputPage {
+            job: job(),
+            stream: StreamName::Stdout,
+            offset: 1,
+            lines: 0,
+            text: String::new(),
+            next_offset: None,
+            total_lines: 0,
+            total_bytes: 0,
+            complete: true,
+            full_output: None,
+            notices,
+        };
+        // As `--json` prints it: in field order (a `Value` would sort the keys).
+        let text = serde_json::to_string(&Worded {
+            value: &page,
+            notice,
+        })
+        .unwrap();
+        assert!(
+            text.starts_with("{\"job\":\"j12\",")
+                && text.ends_with(",\"notice\":\"bashd is shutting down; the command was killed.\\nj12 had already ended; nothing was killed.\"}"),
+            "{text}"
+        );
+        let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(json["job"], "j12");
+        assert_eq!(json["notices"][0], serde_json::json!({"shutdown": {}}));
+    }
 }

@@ -1,0 +1,89 @@
+//! The choices `bashc exec` and the MCP `bash` tool share, as one set of argument
+//! types: each derives clap's `ValueEnum` for the CLI and serde and schemars for the
+//! MCP schema, and maps into protocol's type in one `From`.
+//!
+//! Variants carry their help as `#[value(help)]`, not doc comments: schemars would
+//! turn documented variants into a `oneOf`, which MCP clients do not all accept.
+
+use bashc::protocol::{Direction, Mode, OnTimeout, StreamName};
+use clap::ValueEnum;
+use rmcp::schemars::JsonSchema;
+use serde::Deserialize;
+
+#[derive(Debug, Clone, Copy, ValueEnum, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[schemars(crate = "rmcp::schemars")]
+pub enum ModeArg {
+    #[value(help = "Timeout 30 s")]
+    Default,
+    #[value(help = "Timeout 15 min")]
+    Slow,
+    #[value(help = "Return at once with the job id; timeout 24 h")]
+    Background,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[schemars(crate = "rmcp::schemars")]
+pub enum OnTimeoutArg {
+    #[value(help = "Kill the command and every process it started")]
+    Kill,
+    #[value(help = "Return what it printed so far and let it run on as a background job")]
+    Background,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[schemars(crate = "rmcp::schemars")]
+pub enum DirectionArg {
+    Tail,
+    Head,
+    #[value(name = "head_tail")]
+    HeadTail,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[schemars(crate = "rmcp::schemars")]
+pub enum StreamArg {
+    Stdout,
+    Stderr,
+}
+
+impl From<ModeArg> for Mode {
+    fn from(mode: ModeArg) -> Mode {
+        match mode {
+            ModeArg::Default => Mode::Default,
+            ModeArg::Slow => Mode::Slow,
+            ModeArg::Background => Mode::Background,
+        }
+    }
+}
+
+impl From<OnTimeoutArg> for OnTimeout {
+    fn from(on_timeout: OnTimeoutArg) -> OnTimeout {
+        match on_timeout {
+            OnTimeoutArg::Kill => OnTimeout::Kill,
+            OnTimeoutArg::Background => OnTimeout::Background,
+        }
+    }
+}
+
+impl From<DirectionArg> for Direction {
+    fn from(direction: DirectionArg) -> Direction {
+        match direction {
+            DirectionArg::Tail => Direction::Tail,
+            DirectionArg::Head => Direction::Head,
+            DirectionArg::HeadTail => Direction::HeadTail,
+        }
+    }
+}
+
+impl From<StreamArg> for StreamName {
+    fn from(stream: StreamArg) -> StreamName {
+        match stream {
+            StreamArg::Stdout => StreamName::Stdout,
+            StreamArg::Stderr => StreamName::Stderr,
+        }
+    }
+}
