@@ -1,252 +1,32 @@
-//! `bashc mcp` (DESIGN §12): bashd as the bash tool of any MCP agent. A Model Context
-//! Protocol server on stdio, built on rmcp, whose tools call the daemon through one
-//! client connection. One server is one session, owned by the agent that started it
-//! (its parent): when the agent goes, stdin closes, the server exits, and the daemon
-//! lets the session linger as for any other owner.
+//! The tools of `bashc mcp`: their definitions and argument types, and the calls they
+//! make to the daemon through the library's client, which `words.rs` words.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use bashc::protocol::{
-    Caller, Direction, ErrorKind, ExecParams, ExecResult, JobRef, JobRequest, JobState,
-    JobsRequest, KillRequest, Mode, OnTimeout, OutputOptions, OutputRequest, Owner, StreamName,
-    WaitRequest,
+    Caller, ErrorKind, ExecResult, JobRef, JobRequest, JobState, JobsRequest, KillRequest,
+    OutputOptions, OutputRequest, WaitRequest,
 };
-use bashc::{Client, ClientError};
-use clap::Args;
+use bashc::{Client, ClientError, ExecOptions};
 use rmcp::handler::server::common::schema_for_type;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::schemars::JsonSchema;
 use rmcp::service::RequestContext;
-use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde::Deserialize;
 use tokio::sync::Mutex;
 
+use super::words;
+use crate::options::{DirectionArg, ModeArg, OnTimeoutArg, StreamArg};
 use crate::render;
-
-#[derive(Debug, Args)]
-pub struct McpArgs {
-    /// The session the agent's commands run in (default: $BASHD_SESSION, else
-    /// mcp-<pid of the agent that started this server>).
-    #[arg(long, env = "BASHD_SESSION")]
-    session: Option<String>,
-    /// The process that owns the session (default: the agent that started this
-    /// server, its parent). When it exits, the session's foreground jobs are killed,
-    /// and its background jobs after the linger time (15 min) unless it comes back.
-    #[arg(long, value_name = "PID")]
-    owner_pid: Option<u32>,
-}
-
-/// `agent` is the parent bashc had when it started: the agent, unless it has died.
-pub async fn mcp(args: McpArgs, agent: u32) -> anyhow::Result<u8> {
-    let session = args.session.unwrap_or_else(|| format!("mcp-{agent}"));
-    let caller = Caller {
-        session,
-        owner: Some(Owner::of(args.owner_pid.unwrap_or(agent))),
-    };
-    let workdir = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
-    let tools = BashTools {
-        caller,
-        workdir,
-        env: Arc::new(crate::environment()),
-        client: Arc::new(Mutex::new(None)),
-    };
-    // Start the daemon now, not at the first call; a failure is told then.
-    if let Err(e) = tools.client().await {
-        eprintln!("bashc mcp: {e}");
-    }
-    let (rmcp_end, gate_end) = tokio::io::duplex(GATE_BUFFER);
-    let (stdin_closed_tx, stdin_closed) = tokio::sync::oneshot::channel();
-    tokio::spawn(gate(gate_end, stdin_closed_tx));
-    let serving = async move {
-        let server = tools
-            .serve(rmcp_end)
-            .await
-            .map_err(|e| anyhow::anyhow!("cannot start the MCP server: {e}"))?;
-        let _ = server.waiting().await;
-        anyhow::Ok(())
-    };
-    // The agent is gone or done when stdin closes: exit then, without waiting for calls
-    // in flight; closing the connection to bashd ends their foreground jobs. A process
-    // the agent left may hold stdin open: the agent's own end counts too.
-    tokio::select! {
-        _ = stdin_closed => {}
-        served = serving => served?,
-        () = reparented(agent) => {}
-    }
-    Ok(0)
-}
-
-/// How often the server looks whether its agent is still its parent.
-const AGENT_POLL: std::time::Duration = std::time::Duration::from_secs(1);
-
-pub fn parent() -> u32 {
-    rustix::process::getppid().map_or(1, |pid| pid.as_raw_nonzero().get() as u32)
-}
-
-/// Resolves once the process is no longer the child of `agent`: the agent has exited.
-/// (Not PR_SET_PDEATHSIG: it fires when the agent's *thread* that started the server
-/// exits, which a thread-pooled agent does while alive.)
-async fn reparented(agent: u32) {
-    loop {
-        tokio::time::sleep(AGENT_POLL).await;
-        if parent() != agent {
-            return;
-        }
-    }
-}
-
-/// Bytes in flight between the gate and rmcp, each way.
-const GATE_BUFFER: usize = 1 << 20;
-/// The longest message taken from the agent.
-const MAX_MESSAGE_BYTES: usize = 16 << 20;
-
-/// Stands between stdio and rmcp: a line that is not JSON-RPC gets the JSON-RPC error
-/// for it (rmcp would drop it without a word); every other line goes on to rmcp, and
-/// everything rmcp writes goes to stdout. One task writes stdout, so no two messages
-/// mix. `stdin_closed` fires at end of input.
-async fn gate(rmcp: tokio::io::DuplexStream, stdin_closed: tokio::sync::oneshot::Sender<()>) {
-    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-    let (from_rmcp, mut to_rmcp) = tokio::io::split(rmcp);
-    let (lines_tx, mut lines) = tokio::sync::mpsc::channel::<Vec<u8>>(64);
-    let writer = tokio::spawn(async move {
-        let mut stdout = tokio::io::stdout();
-        while let Some(line) = lines.recv().await {
-            if stdout.write_all(&line).await.is_err() || stdout.flush().await.is_err() {
-                return;
-            }
-        }
-    });
-    let answers = lines_tx.clone();
-    tokio::spawn(async move {
-        let mut from_rmcp = BufReader::new(from_rmcp);
-        loop {
-            let mut line = Vec::new();
-            match from_rmcp.read_until(b'\n', &mut line).await {
-                Ok(0) | Err(_) => return,
-                Ok(_) => {
-                    if answers.send(line).await.is_err() {
-                        return;
-                    }
-                }
-            }
-        }
-    });
-    let mut stdin = BufReader::new(tokio::io::stdin());
-    loop {
-        let mut line = Vec::new();
-        let read = (&mut stdin)
-            .take(MAX_MESSAGE_BYTES as u64)
-            .read_until(b'\n', &mut line)
-            .await;
-        match read {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {}
-        }
-        if !line.ends_with(b"\n") && line.len() >= MAX_MESSAGE_BYTES {
-            let error = protocol_error(
-                serde_json::Value::Null,
-                PARSE_ERROR,
-                format!("a message is longer than {MAX_MESSAGE_BYTES} bytes; it was dropped"),
-            );
-            let _ = lines_tx.send(error).await;
-            // Skip the rest of it, a bounded piece at a time.
-            loop {
-                let mut rest = Vec::new();
-                match (&mut stdin)
-                    .take(MAX_MESSAGE_BYTES as u64)
-                    .read_until(b'\n', &mut rest)
-                    .await
-                {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) if rest.ends_with(b"\n") => break,
-                    Ok(_) => {}
-                }
-            }
-            continue;
-        }
-        match check_message(&line) {
-            Ok(()) => {
-                if !line.ends_with(b"\n") {
-                    line.push(b'\n');
-                }
-                if to_rmcp.write_all(&line).await.is_err() {
-                    break;
-                }
-            }
-            Err(Some(error)) => {
-                if lines_tx.send(error).await.is_err() {
-                    break;
-                }
-            }
-            Err(None) => {}
-        }
-    }
-    let _ = to_rmcp.shutdown().await;
-    let _ = stdin_closed.send(());
-    drop(lines_tx);
-    let _ = writer.await;
-}
-
-const PARSE_ERROR: i64 = -32700;
-const INVALID_REQUEST: i64 = -32600;
-
-/// `Ok` for a line to pass on to rmcp; `Err(Some(answer))` for one that is not
-/// JSON-RPC; `Err(None)` for a blank line.
-fn check_message(line: &[u8]) -> Result<(), Option<Vec<u8>>> {
-    if line.iter().all(u8::is_ascii_whitespace) {
-        return Err(None);
-    }
-    let message: serde_json::Value = serde_json::from_slice(line).map_err(|e| {
-        Some(protocol_error(
-            serde_json::Value::Null,
-            PARSE_ERROR,
-            format!("not JSON: {e}"),
-        ))
-    })?;
-    let valid = |m: &serde_json::Value| {
-        m.get("jsonrpc").and_then(|v| v.as_str()) == Some("2.0")
-            && (m.get("method").is_some_and(|v| v.is_string())
-                || m.get("result").is_some()
-                || m.get("error").is_some())
-    };
-    let ok = match &message {
-        serde_json::Value::Object(_) => valid(&message),
-        serde_json::Value::Array(batch) => !batch.is_empty() && batch.iter().all(valid),
-        _ => false,
-    };
-    if ok {
-        return Ok(());
-    }
-    let id = message
-        .get("id")
-        .cloned()
-        .unwrap_or(serde_json::Value::Null);
-    Err(Some(protocol_error(
-        id,
-        INVALID_REQUEST,
-        "not a JSON-RPC 2.0 message: it needs \"jsonrpc\": \"2.0\" and a \"method\"".to_owned(),
-    )))
-}
-
-/// A JSON-RPC error response, as one line.
-fn protocol_error(id: serde_json::Value, code: i64, message: String) -> Vec<u8> {
-    let mut line = serde_json::to_vec(&serde_json::json!({
-        "jsonrpc": "2.0",
-        "id": id,
-        "error": { "code": code, "message": message },
-    }))
-    .unwrap_or_default();
-    line.push(b'\n');
-    line
-}
 
 /// The tools; one per server process, cloned into each call.
 #[derive(Clone)]
-struct BashTools {
+pub struct BashTools {
     /// The session and its owner, for every request.
     caller: Caller,
     /// Where a command runs when the call names no `workdir`.
@@ -317,40 +97,6 @@ struct BashArgs {
     tail: Option<u32>,
 }
 
-#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-#[schemars(crate = "rmcp::schemars")]
-enum ModeArg {
-    Default,
-    Slow,
-    Background,
-}
-
-#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-#[schemars(crate = "rmcp::schemars")]
-enum OnTimeoutArg {
-    Background,
-    Kill,
-}
-
-#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-#[schemars(crate = "rmcp::schemars")]
-enum DirectionArg {
-    Tail,
-    Head,
-    HeadTail,
-}
-
-#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-#[schemars(crate = "rmcp::schemars")]
-enum StreamArg {
-    Stdout,
-    Stderr,
-}
-
 /// Arguments of `bash_check`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -404,11 +150,11 @@ struct OutputArgs {
 }
 
 /// A call that cannot be made as asked: the tool error the agent sees.
-struct CallError(String);
+pub struct CallError(pub String);
 
 impl From<ClientError> for CallError {
     fn from(e: ClientError) -> Self {
-        CallError(e.to_string())
+        CallError(words::error(&e))
     }
 }
 
@@ -478,11 +224,7 @@ impl ServerHandler for BashTools {
                 ));
             }
         };
-        Ok(outcome
-            .unwrap_or_else(|CallError(message)| {
-                CallToolResult::error(vec![ContentBlock::text(message)])
-            })
-            .into())
+        Ok(outcome.unwrap_or_else(words::call_error).into())
     }
 }
 
@@ -501,15 +243,25 @@ fn parse<T: for<'de> Deserialize<'de>>(arguments: serde_json::Value) -> Result<T
 }
 
 impl BashTools {
+    /// Tools acting for `caller`, running commands in `workdir` unless a call names
+    /// another, with the environment `env`. No connection is made yet.
+    pub fn new(caller: Caller, workdir: PathBuf, env: Arc<Vec<(Vec<u8>, Vec<u8>)>>) -> BashTools {
+        BashTools {
+            caller,
+            workdir,
+            env,
+            client: Arc::new(Mutex::new(None)),
+        }
+    }
+
     /// The connection to bashd, made (and bashd started) if there is none or the one
     /// there has ended.
-    async fn client(&self) -> Result<Client, ClientError> {
+    pub async fn client(&self) -> Result<Client, ClientError> {
         let mut client = self.client.lock().await;
         if let Some(client) = client.as_ref().filter(|c| !c.is_closed()) {
             return Ok(client.clone());
         }
-        let dir = bashc::protocol::runtime::runtime_dir();
-        let new = bashc::connect_or_start(&dir).await?;
+        let new = bashc::connect(&bashc::Target::local()).await?;
         *client = Some(new.clone());
         Ok(new)
     }
@@ -523,38 +275,27 @@ impl BashTools {
 
     async fn bash(&self, args: BashArgs) -> Result<CallToolResult, CallError> {
         let workdir = self.workdir_of(args.workdir.as_deref())?;
-        let params = ExecParams {
-            owner: self.caller.owner,
-            mode: match args.mode.unwrap_or(ModeArg::Default) {
-                ModeArg::Default => Mode::Default,
-                ModeArg::Slow => Mode::Slow,
-                ModeArg::Background => Mode::Background,
-            },
+        let options = ExecOptions {
+            mode: args.mode.map(Into::into),
             timeout_secs: args.timeout_secs,
-            on_timeout: args.on_timeout.map(|on| match on {
-                OnTimeoutArg::Background => OnTimeout::Background,
-                OnTimeoutArg::Kill => OnTimeout::Kill,
-            }),
+            on_timeout: args.on_timeout.map(Into::into),
+            workdir,
             description: args.description,
-            env: self.env.as_ref().clone(),
             merge_stderr: args.merge_stderr.unwrap_or(false),
             output: OutputOptions {
                 max_lines: args.max_lines,
                 max_bytes: args.max_bytes,
-                direction: args.direction.map(|d| match d {
-                    DirectionArg::Tail => Direction::Tail,
-                    DirectionArg::Head => Direction::Head,
-                    DirectionArg::HeadTail => Direction::HeadTail,
-                }),
+                direction: args.direction.map(Into::into),
                 head: args.head,
                 tail: args.tail,
             },
-            ..ExecParams::new(args.command, self.caller.session.clone(), workdir)
+            env: self.env.as_ref().clone(),
         };
+        let params = options.params(args.command, self.caller.clone());
         let client = self.client().await?;
         let result = client.exec(params).await;
         let result = self.answer(result, "command").await?;
-        Ok(exec_result(&result, is_failure(&result)))
+        Ok(words::exec_result(&result, is_failure(&result)))
     }
 
     async fn check(&self, args: JobArgs) -> Result<CallToolResult, CallError> {
@@ -564,7 +305,7 @@ impl BashTools {
         };
         let result = self.client().await?.check(request).await;
         let result = self.answer(result, "job").await?;
-        Ok(exec_result(&result, is_failure(&result)))
+        Ok(words::exec_result(&result, is_failure(&result)))
     }
 
     async fn wait(&self, args: WaitArgs) -> Result<CallToolResult, CallError> {
@@ -584,7 +325,7 @@ impl BashTools {
         };
         let result = self.client().await?.wait(request).await;
         let result = self.answer(result, "job").await?;
-        Ok(exec_result(&result, is_failure(&result)))
+        Ok(words::exec_result(&result, is_failure(&result)))
     }
 
     async fn kill(&self, args: KillArgs) -> Result<CallToolResult, CallError> {
@@ -598,7 +339,7 @@ impl BashTools {
         let result = self.answer(result, "job").await?;
         // Killed is what was asked for; a job that had ended already says how.
         let failed = result.state != JobState::Killed && is_failure(&result);
-        Ok(exec_result(&result, failed))
+        Ok(words::exec_result(&result, failed))
     }
 
     async fn jobs(&self) -> Result<CallToolResult, CallError> {
@@ -613,7 +354,11 @@ impl BashTools {
         } else {
             render::jobs_text(&jobs)
         };
-        Ok(result(text, serde_json::json!({ "jobs": jobs }), false))
+        Ok(words::tool_result(
+            text,
+            serde_json::json!({ "jobs": jobs }),
+            false,
+        ))
     }
 
     async fn output(&self, args: OutputArgs) -> Result<CallToolResult, CallError> {
@@ -624,21 +369,13 @@ impl BashTools {
         }
         let request = OutputRequest {
             job: JobRef::Id(args.job),
-            stream: match args.stream.unwrap_or(StreamArg::Stdout) {
-                StreamArg::Stdout => StreamName::Stdout,
-                StreamArg::Stderr => StreamName::Stderr,
-            },
+            stream: args.stream.unwrap_or(StreamArg::Stdout).into(),
             offset: args.offset.unwrap_or(1),
             limit: args.limit,
         };
         let page = self.client().await?.output(request).await;
         let page = self.answer(page, "job").await?;
-        let mut text = render::page_text(&page);
-        if let Some(notice) = &page.notice {
-            text.push_str(&format!("\n[{notice}]\n"));
-        }
-        let structured = serde_json::to_value(&page).unwrap_or_default();
-        Ok(result(text, structured, false))
+        Ok(words::page_result(&page))
     }
 
     /// The daemon's answer, or the tool error for it: a thing the daemon did not find
@@ -651,11 +388,11 @@ impl BashTools {
         match answer {
             Ok(value) => Ok(value),
             Err(ClientError::Daemon(reply)) if reply.kind == ErrorKind::NotFound => Err(CallError(
-                format!("bad argument `{subject}`: {}", tool_words(&reply.message)),
+                format!("bad argument `{subject}`: {}", words::reply(&reply)),
             )),
             Err(e) => {
                 self.lost(&e).await;
-                Err(CallError(tool_words(&e.to_string())))
+                Err(CallError(words::error(&e)))
             }
         }
     }
@@ -697,153 +434,9 @@ fn is_failure(result: &ExecResult) -> bool {
     }
 }
 
-/// A job's result: the text of DESIGN §9 as content, the JSON result as structured
-/// content.
-fn exec_result(result: &ExecResult, failed: bool) -> CallToolResult {
-    let mut text = tool_words(&render::exec_text(result));
-    for (name, stream) in [
-        ("stdout", Some(&result.stdout)),
-        ("stderr", result.stderr.as_ref()),
-    ] {
-        if let Some(stream) = stream.filter(|s| s.truncated) {
-            text.push_str(&format!(
-                "[the whole {name} ({} lines) is kept: bash_output(job=\"{}\", stream=\"{name}\", offset=1) pages through it]\n",
-                stream.total_lines, result.job
-            ));
-        }
-    }
-    let structured = serde_json::to_value(result).unwrap_or_default();
-    self::result(text, structured, failed)
-}
-
-fn result(text: String, structured: serde_json::Value, failed: bool) -> CallToolResult {
-    let mut result = if failed {
-        CallToolResult::error(vec![ContentBlock::text(text)])
-    } else {
-        CallToolResult::success(vec![ContentBlock::text(text)])
-    };
-    result.structured_content = Some(structured);
-    result
-}
-
-/// The daemon words its hints for the `bashc` CLI (`bashc check j3`); an agent on MCP
-/// calls tools instead, so the hints are reworded as the tool calls they stand for.
-fn tool_words(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(at) = rest.find("bashc ") {
-        out.push_str(&rest[..at]);
-        let after = &rest[at + "bashc ".len()..];
-        let (call, used) = reword(after);
-        match call {
-            Some(call) => {
-                out.push_str(&call);
-                rest = &after[used..];
-            }
-            None => {
-                out.push_str("bashc ");
-                rest = after;
-            }
-        }
-    }
-    out.push_str(rest);
-    out
-}
-
-/// `check j3` -> `bash_check(job="j3")`, and `output j3 --stream stderr --offset 5
-/// --limit 10` -> `bash_output(job="j3", stream="stderr", offset=5, limit=10)`; how
-/// much of `text` the hint took.
-fn reword(text: &str) -> (Option<String>, usize) {
-    let words: Vec<(usize, &str)> = text
-        .split(' ')
-        .scan(0, |at, word| {
-            let start = *at;
-            *at += word.len() + 1;
-            Some((start, word))
-        })
-        .collect();
-    // A word's leading letters and digits: `j4;` is `j4`, `7\n` is `7`.
-    let clean = |word: &str| {
-        let end = word
-            .find(|c: char| !c.is_ascii_alphanumeric())
-            .unwrap_or(word.len());
-        word[..end].to_owned()
-    };
-    let job = |word: &str| {
-        let id = clean(word);
-        (id.len() > 1 && id.starts_with('j') && id[1..].bytes().all(|b| b.is_ascii_digit())).then(
-            || {
-                let len = id.len();
-                (id, len)
-            },
-        )
-    };
-    let Some(&(_, verb)) = words.first() else {
-        return (None, 0);
-    };
-    let tool = match verb {
-        "check" | "wait" | "kill" | "output" => verb,
-        "jobs" | "jobs`" => return (Some("bash_jobs()".to_owned()), "jobs".len()),
-        _ => return (None, 0),
-    };
-    let Some(&(job_at, job_word)) = words.get(1) else {
-        return (None, 0);
-    };
-    let Some((id, id_len)) = job(job_word) else {
-        return (None, 0);
-    };
-    let mut call = format!("bash_{tool}(job=\"{id}\"");
-    let mut used = job_at + id_len;
-    if tool == "output" && id_len == job_word.len() {
-        let mut i = 2;
-        while let (Some(&(_, flag)), Some(&(value_at, value))) = (words.get(i), words.get(i + 1)) {
-            let name = match flag {
-                "--stream" => "stream",
-                "--offset" => "offset",
-                "--limit" => "limit",
-                _ => break,
-            };
-            let value_clean = clean(value);
-            if name == "stream" {
-                call.push_str(&format!(", stream=\"{value_clean}\""));
-            } else {
-                call.push_str(&format!(", {name}={value_clean}"));
-            }
-            used = value_at + value_clean.len();
-            if value_clean.len() != value.len() {
-                break;
-            }
-            i += 2;
-        }
-    }
-    call.push(')');
-    (Some(call), used)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cli_hints_become_tool_calls() {
-        assert_eq!(
-            tool_words(
-                "New output: bashc check j4; wait for it: bashc wait j4; stop it: bashc kill j4."
-            ),
-            "New output: bash_check(job=\"j4\"); wait for it: bash_wait(job=\"j4\"); stop it: bash_kill(job=\"j4\")."
-        );
-        assert_eq!(
-            tool_words(
-                "stdout: 7 of the new lines are not shown; read them with: bashc output j9 --stream stderr --offset 3 --limit 7\n"
-            ),
-            "stdout: 7 of the new lines are not shown; read them with: bash_output(job=\"j9\", stream=\"stderr\", offset=3, limit=7)\n"
-        );
-        assert_eq!(
-            tool_words("job ids look like j12, as `bashc exec` and `bashc jobs` show them"),
-            "job ids look like j12, as `bashc exec` and `bash_jobs()` show them"
-        );
-        assert_eq!(tool_words("run bashc status"), "run bashc status");
-    }
 
     #[test]
     fn a_wrong_argument_is_named() {

@@ -1,0 +1,88 @@
+//! `bashc mcp` (DESIGN §12): bashd as the bash tool of any MCP agent. A Model Context
+//! Protocol server on stdio, built on rmcp, whose tools call the daemon through one
+//! client connection. One server is one session, owned by the agent that started it
+//! (its parent): when the agent goes, stdin closes, the server exits, and the daemon
+//! lets the session linger as for any other owner.
+//!
+//! `gate.rs` stands between stdio and rmcp; `tools.rs` defines the tools and makes their
+//! calls; `words.rs` says results, notices and errors in the words of tool calls.
+
+mod gate;
+mod tools;
+mod words;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use bashc::protocol::{Caller, Owner};
+use clap::Args;
+use rmcp::ServiceExt;
+
+use self::tools::BashTools;
+
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    /// The session the agent's commands run in (default: $BASHD_SESSION, else
+    /// mcp-<pid of the agent that started this server>).
+    #[arg(long, env = "BASHD_SESSION")]
+    session: Option<String>,
+    /// The process that owns the session (default: the agent that started this
+    /// server, its parent). When it exits, the session's foreground jobs are killed,
+    /// and its background jobs after the linger time (15 min) unless it comes back.
+    #[arg(long, value_name = "PID")]
+    owner_pid: Option<u32>,
+}
+
+/// `agent` is the parent bashc had when it started: the agent, unless it has died.
+pub async fn mcp(args: McpArgs, agent: u32) -> anyhow::Result<u8> {
+    let session = args.session.unwrap_or_else(|| format!("mcp-{agent}"));
+    let caller = Caller {
+        session,
+        owner: Some(Owner::of(args.owner_pid.unwrap_or(agent))),
+    };
+    let workdir = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    let tools = BashTools::new(caller, workdir, Arc::new(crate::common::environment()));
+    // Start the daemon now, not at the first call; a failure is told then.
+    if let Err(e) = tools.client().await {
+        eprintln!("bashc mcp: {e}");
+    }
+    let (rmcp_end, gate_end) = tokio::io::duplex(gate::GATE_BUFFER);
+    let (stdin_closed_tx, stdin_closed) = tokio::sync::oneshot::channel();
+    tokio::spawn(gate::gate(gate_end, stdin_closed_tx));
+    let serving = async move {
+        let server = tools
+            .serve(rmcp_end)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot start the MCP server: {e}"))?;
+        let _ = server.waiting().await;
+        anyhow::Ok(())
+    };
+    // The agent is gone or done when stdin closes: exit then, without waiting for calls
+    // in flight; closing the connection to bashd ends their foreground jobs. A process
+    // the agent left may hold stdin open: the agent's own end counts too.
+    tokio::select! {
+        _ = stdin_closed => {}
+        served = serving => served?,
+        () = reparented(agent) => {}
+    }
+    Ok(0)
+}
+
+/// How often the server looks whether its agent is still its parent.
+const AGENT_POLL: std::time::Duration = std::time::Duration::from_secs(1);
+
+pub fn parent() -> u32 {
+    rustix::process::getppid().map_or(1, |pid| pid.as_raw_nonzero().get() as u32)
+}
+
+/// Resolves once the process is no longer the child of `agent`: the agent has exited.
+/// (Not PR_SET_PDEATHSIG: it fires when the agent's *thread* that started the server
+/// exits, which a thread-pooled agent does while alive.)
+async fn reparented(agent: u32) {
+    loop {
+        tokio::time::sleep(AGENT_POLL).await;
+        if parent() != agent {
+            return;
+        }
+    }
+}

@@ -1,0 +1,299 @@
+//! `bashc mcp`'s words: results, notices and error hints as an agent on MCP reads them,
+//! naming tool calls (`bash_check(job="j4")`) where the CLI names `bashc` commands.
+//! Built from the daemon's data, never from its text; the text a notice has in
+//! both front ends (one that names no command) is the CLI's, from `render`.
+
+use bashc::ClientError;
+use bashc::protocol::{
+    ErrorHint, ErrorReply, ExecResult, JobId, Notice, OutputPage, StreamName, Worded,
+};
+use rmcp::model::{CallToolResult, ContentBlock};
+
+use super::tools::CallError;
+use crate::render;
+
+/// A job's result: its text, with the notices in tool words and a line under each cut
+/// stream naming the call that pages it, as content; the JSON result, with the same
+/// notice words under `notice`, as structured content.
+pub fn exec_result(result: &ExecResult, failed: bool) -> CallToolResult {
+    let notice = notices(&result.notices);
+    let mut text = render::result_text(result, notice.as_deref());
+    for (name, stream) in [
+        ("stdout", Some(&result.stdout)),
+        ("stderr", result.stderr.as_ref()),
+    ] {
+        if let Some(stream) = stream.filter(|s| s.truncated) {
+            text.push_str(&format!(
+                "[the whole {name} ({} lines) is kept: bash_output(job=\"{}\", stream=\"{name}\", offset=1) pages through it]\n",
+                stream.total_lines, result.job
+            ));
+        }
+    }
+    let structured = Worded {
+        value: result,
+        notice,
+    };
+    tool_result(text, to_json(&structured), failed)
+}
+
+/// A page of output: its lines, then its notices in brackets; the page as structured
+/// content.
+pub fn page_result(page: &OutputPage) -> CallToolResult {
+    let notice = notices(&page.notices);
+    let mut text = render::page_text(page);
+    if let Some(notice) = &notice {
+        text.push_str(&format!("\n[{notice}]\n"));
+    }
+    let structured = Worded {
+        value: page,
+        notice,
+    };
+    tool_result(text, to_json(&structured), false)
+}
+
+/// A tool's answer: `text` as content, `structured` beside it, an error (`isError`)
+/// when `failed`.
+pub fn tool_result(text: String, structured: serde_json::Value, failed: bool) -> CallToolResult {
+    let mut result = if failed {
+        CallToolResult::error(vec![ContentBlock::text(text)])
+    } else {
+        CallToolResult::success(vec![ContentBlock::text(text)])
+    };
+    result.structured_content = Some(structured);
+    result
+}
+
+/// A call that could not be made, as the tool error the agent sees.
+pub fn call_error(CallError(message): CallError) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(message)])
+}
+
+/// A client error, with the daemon's hint in tool words when it gave one.
+pub fn error(error: &ClientError) -> String {
+    match error {
+        ClientError::Daemon(reply) => self::reply(reply),
+        ClientError::Refused(ErrorReply {
+            hint: Some(given), ..
+        }) => format!("{error}: {}", hint(*given)),
+        _ => error.to_string(),
+    }
+}
+
+/// The daemon's error message, with its hint in tool words when it gave one.
+pub fn reply(reply: &ErrorReply) -> String {
+    match reply.hint {
+        Some(given) => format!("{}: {}", reply.message, hint(given)),
+        None => reply.message.clone(),
+    }
+}
+
+/// Notices in tool words, a line each; `None` when there are none.
+fn notices(notices: &[Notice]) -> Option<String> {
+    render::join_notices(notices, notice)
+}
+
+/// A notice as an agent on MCP reads it: the calls that act on it are tool calls.
+fn notice(notice: &Notice) -> String {
+    match notice {
+        Notice::Background {
+            job,
+            pid,
+            why,
+            timeout_secs,
+        } => {
+            let how = format!(
+                "New output: {}; wait for it: {}; stop it: {}.",
+                call("bash_check", *job),
+                call("bash_wait", *job),
+                call("bash_kill", *job)
+            );
+            render::background_text(*job, *pid, *why, *timeout_secs, &how)
+        }
+        Notice::TimedOut { after_secs } => format!(
+            "Command timed out after {after_secs} s and was killed with every process it started. Use mode=\"slow\", timeout_secs or on_timeout=\"background\" for longer commands."
+        ),
+        Notice::LinesNotShown {
+            job,
+            stream,
+            offset,
+            lines,
+        } => {
+            let stream_argument = match stream {
+                StreamName::Stdout => String::new(),
+                StreamName::Stderr => ", stream=\"stderr\"".to_owned(),
+            };
+            format!(
+                "{}: {lines} of the new lines are not shown; read them with: bash_output(job=\"{job}\"{stream_argument}, offset={offset}, limit={lines})",
+                render::stream_name(*stream)
+            )
+        }
+        Notice::StillRunning { job, waited_ms } => format!(
+            "{job} is still running after waiting {} s. New output: {}; wait again: {}; stop it: {}.",
+            render::waited_secs(*waited_ms),
+            call("bash_check", *job),
+            call("bash_wait", *job),
+            call("bash_kill", *job)
+        ),
+        // These name no command: both front ends say them alike.
+        Notice::Shutdown {}
+        | Notice::OwnersGone { .. }
+        | Notice::SessionEnded { .. }
+        | Notice::StragglersKilled {}
+        | Notice::SpillIncomplete { .. }
+        | Notice::SpillCapped { .. }
+        | Notice::NoNewOutput { .. }
+        | Notice::AlreadyEnded { .. }
+        | Notice::Denied { .. }
+        | Notice::NotStarted { .. }
+        | Notice::LineCut { .. }
+        | Notice::PageCapped { .. } => render::notice_text(notice),
+    }
+}
+
+/// What an agent can do about an error the daemon gave a hint for.
+fn hint(hint: ErrorHint) -> &'static str {
+    match hint {
+        ErrorHint::JobIds => "job ids look like j12, as `bash` and `bash_jobs()` show them",
+        // The tools name jobs by id only; the daemon's words for a pid, kept for
+        // completeness.
+        ErrorHint::JobPids => "a job's pid is the pid of its shell, as `bash_jobs()` shows it",
+        // The tools reach no session but the server's own.
+        ErrorHint::Sessions => "these tools act in this server's session only",
+    }
+}
+
+/// `bash_check(job="j4")`.
+fn call(tool: &str, job: JobId) -> String {
+    format!("{tool}(job=\"{job}\")")
+}
+
+fn to_json<T: serde::Serialize>(value: &T) -> serde_json::Value {
+    serde_json::to_value(value).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use bashc::protocol::{BackgroundWhy, ErrorKind};
+
+    use super::*;
+
+    #[test]
+    fn hints_name_tool_calls() {
+        let background = Notice::Background {
+            job: JobId(4),
+            pid: 77,
+            why: BackgroundWhy::Requested,
+            timeout_secs: None,
+        };
+        assert_eq!(
+            notice(&background),
+            "Running in the background as j4 (pid 77). New output: bash_check(job=\"j4\"); wait for it: bash_wait(job=\"j4\"); stop it: bash_kill(job=\"j4\")."
+        );
+        let unshown = |stream| Notice::LinesNotShown {
+            job: JobId(9),
+            stream,
+            offset: 3,
+            lines: 7,
+        };
+        assert_eq!(
+            notice(&unshown(StreamName::Stderr)),
+            "stderr: 7 of the new lines are not shown; read them with: bash_output(job=\"j9\", stream=\"stderr\", offset=3, limit=7)"
+        );
+        assert_eq!(
+            notice(&unshown(StreamName::Stdout)),
+            "stdout: 7 of the new lines are not shown; read them with: bash_output(job=\"j9\", offset=3, limit=7)"
+        );
+        assert_eq!(
+            notice(&Notice::StillRunning {
+                job: JobId(2),
+                waited_ms: 200
+            }),
+            "j2 is still running after waiting 0.2 s. New output: bash_check(job=\"j2\"); wait again: bash_wait(job=\"j2\"); stop it: bash_kill(job=\"j2\")."
+        );
+        let timed_out = notice(&Notice::TimedOut { after_secs: 30 });
+        assert!(!timed_out.contains("--"), "{timed_out}");
+        let not_found =
+            ErrorReply::new(ErrorKind::NotFound, "no job j999").with_hint(ErrorHint::JobIds);
+        assert_eq!(
+            reply(&not_found),
+            "no job j999: job ids look like j12, as `bash` and `bash_jobs()` show them"
+        );
+    }
+
+    #[test]
+    fn no_notice_words_name_the_cli() {
+        for notice in every_notice() {
+            let words = self::notice(&notice);
+            assert!(!words.contains("bashc "), "{words}");
+            assert!(!words.contains("--"), "{words}");
+        }
+    }
+
+    /// One of each notice.
+    fn every_notice() -> Vec<Notice> {
+        let job = JobId(5);
+        let stream = StreamName::Stdout;
+        let path = "/r/sessions/s/j5.stdout".to_owned();
+        let mut notices: Vec<Notice> = [
+            BackgroundWhy::Requested,
+            BackgroundWhy::Timeout,
+            BackgroundWhy::Stragglers,
+        ]
+        .into_iter()
+        .map(|why| Notice::Background {
+            job,
+            pid: 1,
+            why,
+            timeout_secs: Some(30),
+        })
+        .collect();
+        notices.extend([
+            Notice::TimedOut { after_secs: 30 },
+            Notice::Shutdown {},
+            Notice::OwnersGone {
+                session: "s".to_owned(),
+            },
+            Notice::SessionEnded {
+                session: "s".to_owned(),
+            },
+            Notice::StragglersKilled {},
+            Notice::SpillIncomplete {
+                stream,
+                path: path.clone(),
+                error: "disk full".to_owned(),
+            },
+            Notice::SpillCapped {
+                stream,
+                path: path.clone(),
+                cap_bytes: 1 << 20,
+                written_bytes: 1 << 20,
+                total_bytes: 2 << 20,
+            },
+            Notice::LinesNotShown {
+                job,
+                stream: StreamName::Stderr,
+                offset: 1,
+                lines: 2,
+            },
+            Notice::NoNewOutput { job, ended: true },
+            Notice::StillRunning {
+                job,
+                waited_ms: 1500,
+            },
+            Notice::AlreadyEnded { job },
+            Notice::NotStarted {
+                error: "no such directory".to_owned(),
+            },
+            Notice::LineCut {
+                line: 3,
+                page_bytes: 1 << 20,
+                path: Some(path),
+            },
+            Notice::PageCapped {
+                last_line: 9,
+                lost_lines: 4,
+            },
+        ]);
+        notices
+    }
+}
