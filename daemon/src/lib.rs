@@ -8,6 +8,7 @@ mod journal;
 mod output;
 pub mod policy;
 mod recovery;
+pub mod resident;
 pub mod runtime;
 mod server;
 
@@ -25,7 +26,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::Config;
 use crate::jobs::JobsActor;
-use crate::jobs::members::Scanner;
+use crate::jobs::contain::{Containment, Scanner};
 use crate::jobs::process::{self, Reaper};
 use crate::journal::Journal;
 use crate::runtime::Runtime;
@@ -75,8 +76,8 @@ pub async fn run(
     let reaper_task = tokio::spawn(reaper.run());
     let (actor, jobs) = JobsActor::new(
         config_rx,
-        reaper_handle,
-        scanner,
+        reaper_handle.clone(),
+        Containment::scan(scanner, reaper_handle),
         process::find_shell(),
         runtime.dir.clone(),
         journal,

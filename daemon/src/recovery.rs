@@ -1,26 +1,24 @@
 //! What a starting daemon does about the one before it (DESIGN §6): every job the
-//! journal names as started and never ended is ended, whatever is alive of it found by
-//! its cookie, or by its process group while its leader is verified by start time;
-//! every session dir is removed, since with the lock held no live daemon owns one; the
-//! journal is compacted. It runs before the first connection is served.
+//! journal names as started and never ended is ended by containment
+//! (`jobs::contain::end_dead_jobs`: today whatever is alive of it found by its cookie,
+//! or by its process group while its leader is verified by start time); every session
+//! dir is removed, since with the lock held no live daemon owns one; the journal is
+//! compacted. It runs before the first connection is served.
 //!
 //! Removal never follows a symlink and never leaves the runtime dir: an entry that
 //! bashd did not make is left alone and logged.
 
-use std::collections::HashSet;
 use std::fs;
 use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use bashd_protocol::{JobId, is_valid_session_id, process_start_time, runtime};
-use rustix::process::{Pid, Signal};
+use bashd_protocol::{JobId, is_valid_session_id, runtime};
 
-use crate::jobs::members::{self, Matcher, Scanner, Seen};
-use crate::journal::{self, Journal, Leader, Replay};
+use crate::jobs::contain::{self, Scanner};
+use crate::journal::{self, Journal, Replay};
 
 /// What the runtime dir may hold; the rest was not made by bashd.
 const KNOWN_ENTRIES: &[&str] = &[
@@ -53,9 +51,9 @@ pub async fn recover(
     let jobs: Vec<u64> = replay.open.keys().copied().collect();
     let mut killed = 0;
     if !jobs.is_empty() {
-        let dead = DeadJobs::new(&replay);
-        killed = members::terminate(scanner, &dead, Signal::TERM, grace).await;
-        if scanner.scan(&dead).await.is_empty() {
+        let ended = contain::end_dead_jobs(scanner, replay.open.values(), grace).await;
+        killed = ended.killed;
+        if !ended.survivors {
             for &n in &jobs {
                 journal.close(n);
             }
@@ -89,56 +87,6 @@ pub async fn recover(
         );
     }
     Ok(())
-}
-
-/// Every process of the jobs a dead daemon left.
-#[derive(Clone)]
-struct DeadJobs {
-    cookies: Arc<HashSet<Vec<u8>>>,
-    /// Leaders that were alive, with the start time the journal gave, when recovery
-    /// began; each is checked again before its group is counted or signalled.
-    leaders: Arc<Vec<Leader>>,
-}
-
-impl DeadJobs {
-    fn new(replay: &Replay) -> DeadJobs {
-        let me = std::process::id();
-        let leaders = replay
-            .open
-            .values()
-            .filter_map(|job| job.leader)
-            .filter(|leader| leader.pid != me && leader.pgid != me)
-            .filter(is_alive)
-            .collect();
-        DeadJobs {
-            cookies: Arc::new(replay.open.values().map(|job| job.cookie()).collect()),
-            leaders: Arc::new(leaders),
-        }
-    }
-}
-
-/// Whether the leader's pid still names the process the journal recorded, so its
-/// group id is still the job's.
-fn is_alive(leader: &Leader) -> bool {
-    process_start_time(leader.pid) == Some(leader.start_time)
-}
-
-impl Matcher for DeadJobs {
-    fn claims(&self, seen: &Seen) -> bool {
-        let in_group = self
-            .leaders
-            .iter()
-            .any(|leader| leader.pgid as i32 == seen.pgid && is_alive(leader));
-        in_group || seen.cookies.iter().any(|c| self.cookies.contains(c))
-    }
-
-    fn signal_groups(&self, signal: Signal) {
-        for leader in self.leaders.iter().filter(|leader| is_alive(leader)) {
-            if let Some(pgid) = Pid::from_raw(leader.pgid as i32) {
-                let _ = rustix::process::kill_process_group(pgid, signal);
-            }
-        }
-    }
 }
 
 #[derive(Debug, Default)]

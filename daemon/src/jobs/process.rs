@@ -1,10 +1,11 @@
-//! Spawning, signalling and reaping job processes.
+//! Spawning and reaping job processes, and waiting for a process through its pidfd.
 //!
 //! [`Reaper`] is the only code in the daemon that calls `wait*`. It also performs every
 //! spawn, so a child is registered before the reaper can next look for exits: no exit
 //! status is ever reaped before someone is waiting for it. Exits of processes that are
 //! not job leaders (descendants reparented to the daemon, which is a child subreaper)
-//! are reaped and dropped.
+//! are reaped and dropped. Which processes belong to a job, and signalling them, is
+//! `contain/`'s.
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -16,6 +17,8 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use rustix::process::{Pid, Rlimit, WaitOptions, WaitStatus};
+use tokio::io::Interest;
+use tokio::io::unix::AsyncFd;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::{mpsc, oneshot};
 
@@ -237,4 +240,36 @@ pub fn find_shell() -> PathBuf {
         .map(|dir| dir.join("bash"))
         .find(|path| path.is_file())
         .unwrap_or_else(|| PathBuf::from("/bin/bash"))
+}
+
+/// Waits until the process of `pidfd` has exited: a pidfd turns readable then. It
+/// reaps nothing: the reaper does.
+pub async fn exited(pidfd: OwnedFd) {
+    // SAFETY: the AsyncFd owns the pidfd and drops it last.
+    match unsafe { AsyncFd::register_with_interest(pidfd, Interest::READABLE) } {
+        Ok(fd) => {
+            let _ = fd.readable().await;
+        }
+        // Not pollable: nothing to wait on, so never report an exit that did not happen.
+        Err(_) => std::future::pending().await,
+    }
+}
+
+/// Raises the daemon's open-file limit to its hard limit: a job holds two pipes, and
+/// a thousand background jobs pass the usual soft limit of 1024. Returns the limit the
+/// daemon started with, for jobs to get back, when it was raised.
+pub fn raise_open_files_limit() -> io::Result<Option<Rlimit>> {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let original = getrlimit(Resource::Nofile);
+    if original.current == original.maximum {
+        return Ok(None);
+    }
+    setrlimit(
+        Resource::Nofile,
+        Rlimit {
+            current: original.maximum,
+            maximum: original.maximum,
+        },
+    )?;
+    Ok(Some(original))
 }

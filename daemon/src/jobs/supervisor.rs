@@ -26,8 +26,8 @@ use tokio::io::AsyncReadExt;
 use tokio::net::unix::pipe;
 use tokio::sync::{mpsc, oneshot};
 
-use super::members::{self, Mark, Scanner};
-use super::process::{ReaperHandle, Spawned};
+use super::contain::{Contained, JobProcesses, Leader};
+use super::process::Spawned;
 use crate::config::OnStraggler;
 use crate::output::{self, OutputSource, Shape, StreamCapture};
 
@@ -60,9 +60,8 @@ pub struct JobMeta {
 pub struct JobRun {
     pub meta: JobMeta,
     pub spawned: Spawned,
-    pub mark: Mark,
-    pub reaper: ReaperHandle,
-    pub scanner: Scanner,
+    /// Every process of the job, as containment knows them.
+    pub processes: Contained,
     /// From the start; past it, a foreground job goes by `on_timeout`.
     pub timeout: Duration,
     pub on_timeout: OnTimeout,
@@ -159,9 +158,7 @@ pub async fn supervise(
     let JobRun {
         meta,
         spawned,
-        mark,
-        reaper,
-        scanner,
+        processes,
         timeout,
         on_timeout,
         background_timeout,
@@ -173,10 +170,10 @@ pub async fn supervise(
         detached,
     } = run;
     let Spawned {
+        pid,
         stdout,
         stderr,
         exit,
-        ..
     } = spawned;
     let merged = stderr.is_none();
     let capture = |stream: &str| {
@@ -203,9 +200,8 @@ pub async fn supervise(
         stop: None,
         moved: None,
         stragglers_killed: false,
-        mark,
-        reaper,
-        scanner,
+        pid: pid.as_raw_nonzero().get() as u32,
+        processes,
         meta,
     };
     if detached {
@@ -224,9 +220,9 @@ pub async fn supervise(
 
 struct Supervisor {
     meta: JobMeta,
-    mark: Mark,
-    reaper: ReaperHandle,
-    scanner: Scanner,
+    /// The leader's pid, which results show.
+    pid: u32,
+    processes: Contained,
     out: PipeReader,
     err: PipeReader,
     merged: bool,
@@ -364,7 +360,7 @@ impl Supervisor {
                 Wake::Busy | Wake::LeaderExited => {}
             }
         }
-        if self.stop.is_some() || !self.has_stragglers().await {
+        if self.stop.is_some() || !self.processes.outlived_leader().await {
             return;
         }
         if self.on_straggler == OnStraggler::Kill {
@@ -373,55 +369,41 @@ impl Supervisor {
             return;
         }
         self.detach(BackgroundWhy::Stragglers).await;
+        let processes = self.processes.clone();
+        let mut all_exited = Box::pin(async move { processes.all_exited().await });
         loop {
-            // The leader is reaped: only the cookie names the job's processes now.
-            let alive = self.scanner.scan(&self.mark.matching(false)).await;
-            if alive.is_empty() {
-                return;
-            }
-            let mut all_exited = Box::pin(members::all_exited(alive));
-            loop {
-                let deadline = self.deadline;
-                let phase = async {
-                    tokio::select! {
-                        () = &mut all_exited => StragglerEvent::AllExited,
-                        () = tokio::time::sleep_until(deadline.into()) => StragglerEvent::Deadline,
-                    }
-                };
-                match self.wake(phase).await {
-                    // Some may have started others before they went: look again.
-                    Wake::Phase(StragglerEvent::AllExited) => break,
-                    Wake::Phase(StragglerEvent::Deadline) => {
-                        self.stop = Some(Stop::term(StopReason::Timeout, self.kill_grace));
-                        return;
-                    }
-                    Wake::Stop(stop) => {
-                        self.stop = Some(stop);
-                        return;
-                    }
-                    Wake::Busy | Wake::LeaderExited => {}
+            let deadline = self.deadline;
+            let phase = async {
+                tokio::select! {
+                    () = &mut all_exited => StragglerEvent::AllExited,
+                    () = tokio::time::sleep_until(deadline.into()) => StragglerEvent::Deadline,
                 }
+            };
+            match self.wake(phase).await {
+                Wake::Phase(StragglerEvent::AllExited) => return,
+                Wake::Phase(StragglerEvent::Deadline) => {
+                    self.stop = Some(Stop::term(StopReason::Timeout, self.kill_grace));
+                    return;
+                }
+                Wake::Stop(stop) => {
+                    self.stop = Some(stop);
+                    return;
+                }
+                Wake::Busy | Wake::LeaderExited => {}
             }
         }
     }
 
-    /// Whether anything of the job outlived its shell: its group, or an escapee the
-    /// daemon inherited.
-    async fn has_stragglers(&self) -> bool {
-        rustix::process::test_kill_process_group(self.mark.pgid).is_ok()
-            || members::owns_any(&self.mark, self.reaper.orphans().await).await
-    }
-
     /// Signals every process of the job and waits until none is left.
     async fn terminate(&mut self, stop: Stop) {
-        let matcher = self.mark.matching(self.exit.is_some());
-        let scanner = self.scanner.clone();
-        let mut terminated = Box::pin(members::terminate(
-            &scanner,
-            &matcher,
-            stop.signal,
-            stop.grace,
-        ));
+        let leader = if self.exit.is_some() {
+            Leader::Unreaped
+        } else {
+            Leader::Reaped
+        };
+        let processes = self.processes.clone();
+        let mut terminated =
+            Box::pin(async move { processes.terminate(stop.signal, stop.grace, leader).await });
         // Output read meanwhile is kept; a second stop changes nothing.
         while !matches!(self.wake(&mut terminated).await, Wake::Phase(_)) {}
         let reaped_by = Instant::now() + LEADER_REAP_WAIT;
@@ -450,9 +432,9 @@ impl Supervisor {
         self.moved = Some(why);
         let notice = Notice::Background {
             job: self.meta.job,
-            pid: self.mark.pgid.as_raw_nonzero().get() as u32,
+            pid: self.pid,
             why,
-            timeout_secs: (why == BackgroundWhy::Timeout).then(|| self.timeout.as_secs()),
+            timeout_secs: (why == BackgroundWhy::Timeout).then_some(self.timeout.as_secs()),
         };
         let seen = match why {
             BackgroundWhy::Requested => [0, 0],
@@ -475,7 +457,7 @@ impl Supervisor {
         ExecResult {
             job: self.meta.job,
             session: self.meta.session.clone(),
-            pid: Some(self.mark.pgid.as_raw_nonzero().get() as u32),
+            pid: Some(self.pid),
             state,
             exit_code: status.and_then(|s| s.exit_status()),
             signal: status.and_then(|s| s.terminating_signal()),

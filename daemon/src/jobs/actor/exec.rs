@@ -11,7 +11,6 @@ use bashd_protocol::{
 use tokio::sync::mpsc;
 
 use super::{Job, JobsActor, Status};
-use crate::jobs::members::Mark;
 use crate::jobs::process::SpawnSpec;
 use crate::jobs::session::Session;
 use crate::jobs::supervisor::{self, Ended, JobMeta, JobRun, Report, Streams};
@@ -148,7 +147,7 @@ impl JobsActor {
         tracing::info!(job = %id, session = %session, pid, command = %params.command, "job started");
         let _ = events
             .send(Response::Started(Started {
-                job: id.clone(),
+                job: id,
                 session: session.clone(),
                 pid,
             }))
@@ -166,19 +165,14 @@ impl JobsActor {
         );
         let run = JobRun {
             meta: JobMeta {
-                job: id.clone(),
+                job: id,
                 session: session.clone(),
                 description: params.description,
                 workdir: job.workdir.clone(),
                 started: job.started,
             },
-            mark: Mark {
-                pgid: spawned.pid,
-                cookie,
-            },
+            processes: self.containment.job(spawned.pid, cookie),
             spawned,
-            reaper: self.reaper.clone(),
-            scanner: self.scanner.clone(),
             timeout: plan.timeout,
             on_timeout: params.on_timeout.unwrap_or(self.config.timeouts.on_timeout),
             background_timeout: Duration::from_secs(self.config.timeouts.background_secs)

@@ -17,8 +17,8 @@ use bashd_protocol::{
 };
 use tokio::sync::{mpsc, oneshot, watch};
 
+use super::contain::Containment;
 use super::handle::{Cmd, JobsHandle, shutting_down};
-use super::members::Scanner;
 use super::process::ReaperHandle;
 use super::session::{Session, SessionEvent};
 use super::supervisor::{Control, Ended, Report, Stop, StopReason};
@@ -45,8 +45,8 @@ pub struct JobsActor {
     session_events_tx: mpsc::UnboundedSender<SessionEvent>,
     session_events: mpsc::UnboundedReceiver<SessionEvent>,
     reaper: ReaperHandle,
-    /// Shared by every job's supervisor, which scans when it kills.
-    scanner: Scanner,
+    /// Where each job's processes come from, and how they are ended.
+    containment: Containment,
     /// Every job the table holds, by number (`j12` is 12).
     jobs: HashMap<u64, Job>,
     /// Leader pid to job, for `--pid`; a reused pid names its newest job.
@@ -101,7 +101,7 @@ impl JobsActor {
     pub fn new(
         config_updates: watch::Receiver<Arc<Config>>,
         reaper: ReaperHandle,
-        scanner: Scanner,
+        containment: Containment,
         shell: PathBuf,
         runtime_dir: PathBuf,
         journal: Journal,
@@ -120,7 +120,7 @@ impl JobsActor {
             session_events_tx,
             session_events,
             reaper,
-            scanner,
+            containment,
             jobs: HashMap::new(),
             by_pid: HashMap::new(),
             sessions: HashMap::new(),

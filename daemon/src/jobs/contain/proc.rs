@@ -1,46 +1,21 @@
-//! Finding and ending every process of a job (DESIGN §4): its process group, and every
-//! process of the daemon's uid whose environment carries the job's cookie, which finds
-//! the ones that left the group (`setsid`, double forks). Each is signalled through a
-//! pidfd opened before its identity is checked again, so a pid reused since the scan
-//! is never hit.
+//! Reading `/proc` for the processes of the daemon's uid, and holding the ones a scan
+//! claims through pidfds. [`Scanner`] shares its reads: one read of the process table
+//! serves every scan asked for before it began, which a thousand jobs stopping together
+//! (a shutdown) need. Reads run on a blocking thread.
 //!
-//! Callers: the supervisor of a job, for that job; crash recovery, for the jobs of a
-//! daemon that died. Scans share their reads of `/proc` (`Scanner`), which run on a
-//! blocking thread.
+//! Used by the scan mechanism (`scan.rs`), for a running job and for the jobs of a
+//! daemon that died.
 
 use std::fs;
-use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::sync::Arc;
 use std::time::Duration;
 
 use rustix::process::{Pid, PidfdFlags, Signal};
-use tokio::io::Interest;
-use tokio::io::unix::AsyncFd;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::journal::COOKIE_VAR;
-
-/// How a job's processes are recognised.
-#[derive(Debug, Clone)]
-pub struct Mark {
-    /// The leader's pid, which is the group id of every process that stayed in it.
-    pub pgid: Pid,
-    /// `BASHD_JOB=<instance>/<job>`, exactly as it sits in the environment.
-    pub cookie: Vec<u8>,
-}
-
-/// A live process of a job, held by a pidfd.
-#[derive(Debug)]
-pub struct Member {
-    pidfd: OwnedFd,
-}
-
-/// Rounds of SIGKILL before giving up on a job whose processes keep forking.
-const KILL_ROUNDS: usize = 20;
-/// How long one round waits for the processes it signalled to go.
-const KILL_ROUND_WAIT: Duration = Duration::from_secs(1);
 
 /// How many milliseconds a read waits for a process to finish an exec.
 const EXEC_WAIT_TRIES: usize = 100;
@@ -110,58 +85,22 @@ pub trait Matcher: Clone + Send + Sync + 'static {
     fn signal_groups(&self, signal: Signal);
 }
 
-/// One job's processes; `by_group` also counts processes in the job's process group
-/// that lost the cookie: only while the leader is unreaped, since after that its group
-/// id can be reused by a stranger once the group is empty.
-#[derive(Debug, Clone)]
-pub struct JobMatch {
-    pub mark: Mark,
-    pub by_group: bool,
+/// A live process of a job, held by a pidfd.
+#[derive(Debug)]
+pub struct Member {
+    pidfd: OwnedFd,
 }
 
-impl Matcher for JobMatch {
-    fn claims(&self, seen: &Seen) -> bool {
-        (self.by_group && seen.pgid == self.mark.pgid.as_raw_nonzero().get())
-            || seen.has_cookie(&self.mark.cookie)
+impl Member {
+    pub fn signal(&self, signal: Signal) {
+        // ESRCH: it has just exited, which is what was wanted.
+        let _ = rustix::process::pidfd_send_signal(self.pidfd.as_fd(), signal);
     }
 
-    fn signal_groups(&self, signal: Signal) {
-        if self.by_group {
-            let _ = rustix::process::kill_process_group(self.mark.pgid, signal);
-        }
+    /// Resolves when the process has exited.
+    pub async fn exited(self) {
+        crate::jobs::process::exited(self.pidfd).await;
     }
-}
-
-impl Mark {
-    pub fn matching(&self, by_group: bool) -> JobMatch {
-        JobMatch {
-            mark: self.clone(),
-            by_group,
-        }
-    }
-
-    /// Whether any of `pids`, the daemon's orphaned children, belongs to the job: where
-    /// every escapee of a job whose group is gone ends up, the daemon being a
-    /// subreaper. Blocking.
-    pub fn owns_any(&self, pids: &[i32]) -> bool {
-        let by_cookie = self.matching(false);
-        pids.iter()
-            .filter_map(|&pid| Seen::read(pid))
-            .any(|seen| by_cookie.claims(&seen))
-    }
-}
-
-/// Every live process of the daemon's uid but the daemon itself. Blocking.
-fn read_all() -> Vec<Seen> {
-    let me = std::process::id() as i32;
-    let Ok(entries) = fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|&pid| pid != me)
-        .filter_map(Seen::read)
-        .collect()
 }
 
 /// What one read of `/proc` saw, shared by every scan that waited for it.
@@ -226,6 +165,19 @@ impl Scanner {
     }
 }
 
+/// Every live process of the daemon's uid but the daemon itself. Blocking.
+fn read_all() -> Vec<Seen> {
+    let me = std::process::id() as i32;
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&pid| pid != me)
+        .filter_map(Seen::read)
+        .collect()
+}
+
 /// The processes of `snapshot` that `matcher` claims, each held by a pidfd opened
 /// before it is read and claimed again: a pid reused since the snapshot is never
 /// kept. Blocking.
@@ -242,76 +194,11 @@ fn claimed(snapshot: &[Seen], matcher: &impl Matcher) -> Vec<Member> {
         .collect()
 }
 
-impl Member {
-    fn signal(&self, signal: Signal) {
-        // ESRCH: it has just exited, which is what was wanted.
-        let _ = rustix::process::pidfd_send_signal(self.pidfd.as_fd(), signal);
-    }
-}
-
 /// Waits until every one of `members` has exited.
 pub async fn all_exited(members: Vec<Member>) {
     for member in members {
-        exited(member.pidfd).await;
+        member.exited().await;
     }
-}
-
-/// Waits until the process of `pidfd` has exited: a pidfd turns readable then.
-pub async fn exited(pidfd: OwnedFd) {
-    // SAFETY: the AsyncFd owns the pidfd and drops it last.
-    match unsafe { AsyncFd::register_with_interest(pidfd, Interest::READABLE) } {
-        Ok(fd) => {
-            let _ = fd.readable().await;
-        }
-        // Not pollable: nothing to wait on, so never report an exit that did not happen.
-        Err(_) => std::future::pending().await,
-    }
-}
-
-/// Whether any of `orphans` belongs to the job, read on a blocking thread.
-pub async fn owns_any(mark: &Mark, orphans: Vec<i32>) -> bool {
-    if orphans.is_empty() {
-        return false;
-    }
-    let mark = mark.clone();
-    tokio::task::spawn_blocking(move || mark.owns_any(&orphans))
-        .await
-        .unwrap_or(false)
-}
-
-/// Ends every process `matcher` claims: `first` to each (and to the groups it may
-/// signal whole, which catches processes forked since the scan), then SIGKILL to
-/// whatever is left after `grace`, in rounds until a scan finds nothing. Returns how
-/// many processes the first scan found.
-pub async fn terminate(
-    scanner: &Scanner,
-    matcher: &impl Matcher,
-    first: Signal,
-    grace: Duration,
-) -> usize {
-    let members = scanner.scan(matcher).await;
-    let found = members.len();
-    matcher.signal_groups(first);
-    for member in &members {
-        member.signal(first);
-    }
-    if first != Signal::KILL {
-        let _ = tokio::time::timeout(grace, all_exited(members)).await;
-    }
-    // Each round's scan also catches what was forked since the last one.
-    for _ in 0..KILL_ROUNDS {
-        let members = scanner.scan(matcher).await;
-        if members.is_empty() {
-            return found;
-        }
-        matcher.signal_groups(Signal::KILL);
-        for member in &members {
-            member.signal(Signal::KILL);
-        }
-        let _ = tokio::time::timeout(KILL_ROUND_WAIT, all_exited(members)).await;
-    }
-    tracing::warn!("processes of a job survived {KILL_ROUNDS} rounds of SIGKILL");
-    found
 }
 
 pub struct Stat {
@@ -350,28 +237,8 @@ pub fn read_stat(pid: i32) -> Option<Stat> {
     })
 }
 
-/// Raises the daemon's open-file limit to its hard limit: a job holds two pipes, and
-/// a thousand background jobs pass the usual soft limit of 1024. Returns the limit the
-/// daemon started with, for jobs to get back, when it was raised.
-pub fn raise_open_files_limit() -> io::Result<Option<rustix::process::Rlimit>> {
-    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
-    let original = getrlimit(Resource::Nofile);
-    if original.current == original.maximum {
-        return Ok(None);
-    }
-    setrlimit(
-        Resource::Nofile,
-        Rlimit {
-            current: original.maximum,
-            maximum: original.maximum,
-        },
-    )?;
-    Ok(Some(original))
-}
-
 #[cfg(test)]
-mod tests {
-    use std::os::unix::process::ExitStatusExt;
+pub(super) mod tests {
     use std::process::{Child, Command};
 
     use bashd_protocol::JobId;
@@ -379,7 +246,19 @@ mod tests {
     use super::*;
     use crate::journal::cookie;
 
-    struct Killed(Child);
+    /// Claims the processes that carry one cookie.
+    #[derive(Debug, Clone)]
+    pub struct ByCookie(pub Vec<u8>);
+
+    impl Matcher for ByCookie {
+        fn claims(&self, seen: &Seen) -> bool {
+            seen.has_cookie(&self.0)
+        }
+
+        fn signal_groups(&self, _: Signal) {}
+    }
+
+    pub struct Killed(pub Child);
 
     impl Drop for Killed {
         fn drop(&mut self) {
@@ -388,8 +267,9 @@ mod tests {
         }
     }
 
-    /// A process carrying a cookie no other test's has: tests run side by side.
-    fn job(test: &str, n: usize) -> (Killed, JobMatch) {
+    /// A `sleep` carrying a cookie no other test's has (tests run side by side), and
+    /// the cookie.
+    pub fn job(test: &str, n: usize) -> (Killed, Vec<u8>) {
         let instance = format!("{}-{test}", std::process::id());
         let job = JobId(n as u64);
         let child = Command::new("sleep")
@@ -397,12 +277,7 @@ mod tests {
             .env(COOKIE_VAR, format!("{instance}/{job}"))
             .spawn()
             .unwrap();
-        let mark = Mark {
-            // Not the child's group: only the cookie may find it.
-            pgid: rustix::process::getpid(),
-            cookie: cookie(&instance, job),
-        };
-        (Killed(child), mark.matching(false))
+        (Killed(child), cookie(&instance, job))
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -410,9 +285,10 @@ mod tests {
         let scanner = Scanner::start();
         let jobs: Vec<_> = (0..3).map(|n| job("concurrent", n)).collect();
         let mut scans = tokio::task::JoinSet::new();
-        for (n, (child, matcher)) in jobs.iter().enumerate() {
+        for (n, (child, cookie)) in jobs.iter().enumerate() {
             for _ in 0..10 {
-                let (scanner, matcher, pid) = (scanner.clone(), matcher.clone(), child.0.id());
+                let (scanner, matcher, pid) =
+                    (scanner.clone(), ByCookie(cookie.clone()), child.0.id());
                 scans.spawn(async move { (n, pid, scanner.scan(&matcher).await.len()) });
             }
         }
@@ -431,13 +307,13 @@ mod tests {
             let (_, nobody) = job("before", usize::MAX);
             tokio::spawn(async move {
                 loop {
-                    scanner.scan(&nobody).await;
+                    scanner.scan(&ByCookie(nobody.clone())).await;
                 }
             })
         };
         for n in 0..30 {
-            let (child, matcher) = job("before", n);
-            assert_eq!(scanner.scan(&matcher).await.len(), 1, "round {n}");
+            let (child, cookie) = job("before", n);
+            assert_eq!(scanner.scan(&ByCookie(cookie)).await.len(), 1, "round {n}");
             drop(child);
         }
         busy.abort();
@@ -451,19 +327,5 @@ mod tests {
         if let Some(kthreadd) = read_stat(2) {
             assert!(!kthreadd.in_exec);
         }
-    }
-
-    #[tokio::test]
-    async fn terminate_ends_its_job_and_nothing_else() {
-        let scanner = Scanner::start();
-        let (mut mine, matcher) = job("terminate", 0);
-        let (mut other, _) = job("terminate", 1);
-        let found = terminate(&scanner, &matcher, Signal::TERM, Duration::from_secs(5)).await;
-        assert_eq!(found, 1);
-        assert!(mine.0.wait().unwrap().signal().is_some());
-        assert!(
-            other.0.try_wait().unwrap().is_none(),
-            "another job's process was hit"
-        );
     }
 }

@@ -1,0 +1,153 @@
+//! Containment (DESIGN §4): which processes belong to a job, when the last of them has
+//! exited, and how they are all ended. This module is the one place that decides it;
+//! the supervisor of a job asks through [`JobProcesses`], and recovery through
+//! [`end_dead_jobs`]. Nothing else signals a job's processes.
+//!
+//! The daemon chooses one mechanism at start ([`Containment`]) and each job gets its
+//! processes from it ([`Containment::job`]) once its leader is spawned. Today there is
+//! one:
+//!
+//! - `scan.rs`: the job's process group, while its leader is unreaped, and every
+//!   process of the daemon's uid whose environment carries the job's `BASHD_JOB`
+//!   cookie, found by reading `/proc` (`proc.rs`, whose [`Scanner`] shares one read
+//!   among every scan asked for before it began) and signalled through pidfds. A job's
+//!   escapees whose parents died are reparented to the daemon (a subreaper), so
+//!   "anything left after the leader" asks the reaper for the daemon's orphans. It
+//!   relies on marks a process can shed (`setsid` and a cleared environment), so it
+//!   stays as the fallback and for recovery.
+//!
+//! Issue 14 adds two siblings, each a file of its own, a variant of [`Containment`]
+//! and of [`Contained`], and an arm in each match below; the supervisor does not change:
+//!
+//! - `cgroup.rs`: a cgroup v2 per job under the daemon's delegated subtree, made before
+//!   the spawn and entered by the leader with `CLONE_INTO_CGROUP` (so [`Containment`]
+//!   grows a step that prepares the spawn, a no-op for the scan). `outlived_leader`
+//!   reads `cgroup.procs`, `all_exited` waits for `cgroup.events` to say `populated
+//!   0`, `terminate` signals `cgroup.procs` and then writes `cgroup.kill`; no `/proc`
+//!   scan. Recovery kills what is left in the dead instance's job cgroups.
+//! - `resident.rs`: the job's first process is a small resident (a new binary) with
+//!   `PR_SET_CHILD_SUBREAPER` that runs `bash -c`, so escapees are reparented to it, not
+//!   to the daemon. Its exit is the job's end (`all_exited` is the reaper's answer for
+//!   the resident, with the shell's status sent over its pipe), `terminate` asks it to
+//!   signal its subtree, and it kills its subtree itself when the pipe from the daemon
+//!   closes. Recovery finds the dead instance's residents by their cookie.
+
+mod proc;
+mod scan;
+
+use std::future::Future;
+use std::time::Duration;
+
+use rustix::process::{Pid, Signal};
+
+use crate::jobs::process::ReaperHandle;
+use crate::journal::OpenJob;
+pub use proc::Scanner;
+
+/// The processes of one running job, as the supervisor sees them: its own mechanism
+/// (below), or a fake in tests.
+pub trait JobProcesses: Send + Sync + 'static {
+    /// Whether anything of the job outlived its leader; asked once the leader has
+    /// been reaped and its pipes have had a moment to close.
+    fn outlived_leader(&self) -> impl Future<Output = bool> + Send;
+
+    /// Resolves when the last process of the job has exited; asked once the leader
+    /// has been reaped. Dropping it before then loses nothing.
+    fn all_exited(&self) -> impl Future<Output = ()> + Send;
+
+    /// Ends every process of the job: `signal`, `grace` for them to go, then SIGKILL
+    /// until none is left. `leader` says whether the leader's pid (and so its group id)
+    /// still names the job's process.
+    fn terminate(
+        &self,
+        signal: Signal,
+        grace: Duration,
+        leader: Leader,
+    ) -> impl Future<Output = ()> + Send;
+}
+
+/// Whether the job's leader has been reaped. Until it is, its pid cannot have been
+/// reused, so its process group may be signalled by id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Leader {
+    Unreaped,
+    Reaped,
+}
+
+/// How this daemon contains its jobs, chosen once at start.
+#[derive(Debug, Clone)]
+pub enum Containment {
+    /// Process group and cookie scan (`scan.rs`).
+    Scan {
+        scanner: Scanner,
+        reaper: ReaperHandle,
+    },
+}
+
+impl Containment {
+    pub fn scan(scanner: Scanner, reaper: ReaperHandle) -> Containment {
+        Containment::Scan { scanner, reaper }
+    }
+
+    /// The processes of a job whose leader `leader` has just been spawned; `cookie` is
+    /// the `BASHD_JOB=...` entry of its environment.
+    pub fn job(&self, leader: Pid, cookie: Vec<u8>) -> Contained {
+        match self {
+            Containment::Scan { scanner, reaper } => Contained::Scan(scan::ScanJob::new(
+                scan::Mark {
+                    pgid: leader,
+                    cookie,
+                },
+                scanner.clone(),
+                reaper.clone(),
+            )),
+        }
+    }
+}
+
+/// One job's processes, by the daemon's mechanism.
+#[derive(Debug, Clone)]
+pub enum Contained {
+    Scan(scan::ScanJob),
+}
+
+impl JobProcesses for Contained {
+    async fn outlived_leader(&self) -> bool {
+        match self {
+            Contained::Scan(job) => job.outlived_leader().await,
+        }
+    }
+
+    async fn all_exited(&self) {
+        match self {
+            Contained::Scan(job) => job.all_exited().await,
+        }
+    }
+
+    async fn terminate(&self, signal: Signal, grace: Duration, leader: Leader) {
+        match self {
+            Contained::Scan(job) => job.terminate(signal, grace, leader).await,
+        }
+    }
+}
+
+/// What ending a dead daemon's jobs did.
+#[derive(Debug, Clone, Copy)]
+pub struct DeadJobsEnded {
+    /// Processes found alive and signalled.
+    pub killed: usize,
+    /// Whether some survived every round of SIGKILL.
+    pub survivors: bool,
+}
+
+/// Ends whatever is alive of `jobs`, which a daemon that died left running (crash
+/// recovery, before anything is served): TERM, `grace`, then SIGKILL. Today by the
+/// scan (cookie, and groups of leaders a start time confirms); issue 14 adds the dead
+/// instance's job cgroups and residents.
+pub async fn end_dead_jobs<'a>(
+    scanner: &Scanner,
+    jobs: impl IntoIterator<Item = &'a OpenJob>,
+    grace: Duration,
+) -> DeadJobsEnded {
+    scan::end_dead_jobs(scanner, jobs, grace).await
+}
