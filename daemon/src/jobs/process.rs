@@ -41,7 +41,42 @@ pub struct Spawned {
     /// `None` when stderr goes to the stdout pipe.
     pub stderr: Option<OwnedFd>,
     /// Resolves once, when the reaper has collected the leader.
-    pub exit: oneshot::Receiver<WaitStatus>,
+    pub exit: oneshot::Receiver<LeaderExit>,
+}
+
+/// How a job's leader ended, as the reaper collected it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaderExit {
+    /// It exited with this code.
+    Code(i32),
+    /// A signal of this number ended it.
+    Signal(i32),
+}
+
+impl LeaderExit {
+    fn from_wait(status: WaitStatus) -> LeaderExit {
+        match (status.terminating_signal(), status.exit_status()) {
+            (Some(signal), _) => LeaderExit::Signal(signal),
+            (None, Some(code)) => LeaderExit::Code(code),
+            // `wait` without WUNTRACED or WCONTINUED reports only exits and deaths by
+            // signal; this is never taken.
+            (None, None) => LeaderExit::Code(-1),
+        }
+    }
+
+    pub fn code(self) -> Option<i32> {
+        match self {
+            LeaderExit::Code(code) => Some(code),
+            LeaderExit::Signal(_) => None,
+        }
+    }
+
+    pub fn signal(self) -> Option<i32> {
+        match self {
+            LeaderExit::Code(_) => None,
+            LeaderExit::Signal(signal) => Some(signal),
+        }
+    }
 }
 
 /// Asks the reaper task to spawn; cheap to clone.
@@ -90,7 +125,7 @@ impl ReaperHandle {
 /// The task that owns every child of the daemon.
 pub struct Reaper {
     requests: mpsc::Receiver<ReaperRequest>,
-    waiting: HashMap<i32, oneshot::Sender<WaitStatus>>,
+    waiting: HashMap<i32, oneshot::Sender<LeaderExit>>,
     /// The open-file limit jobs get: the one the daemon started with, before it raised
     /// its own.
     job_open_files: Option<Rlimit>,
@@ -156,7 +191,7 @@ impl Reaper {
             match rustix::process::wait(WaitOptions::NOHANG) {
                 Ok(Some((pid, status))) => {
                     if let Some(waiter) = self.waiting.remove(&pid.as_raw_nonzero().get()) {
-                        let _ = waiter.send(status);
+                        let _ = waiter.send(LeaderExit::from_wait(status));
                     }
                 }
                 // No child has exited yet (Ok(None)), or there are no children (ECHILD).
@@ -173,7 +208,7 @@ fn output_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
 fn spawn(
     spec: SpawnSpec,
     open_files: Option<Rlimit>,
-) -> io::Result<(Spawned, oneshot::Sender<WaitStatus>)> {
+) -> io::Result<(Spawned, oneshot::Sender<LeaderExit>)> {
     let (stdout_read, stdout_write) = output_pipe()?;
     let (stderr_read, stderr_write) = if spec.merge_stderr {
         (None, stdout_write.try_clone()?)

@@ -13,7 +13,7 @@ use tokio::sync::mpsc;
 use super::{Job, JobsActor, Status};
 use crate::jobs::process::SpawnSpec;
 use crate::jobs::session::Session;
-use crate::jobs::supervisor::{self, Ended, JobMeta, JobRun, Report, Streams};
+use crate::jobs::supervisor::{self, Ended, JobMeta, JobRun, Settings, Streams};
 use crate::journal::{self, Leader};
 use crate::output::{self, OutputSource, Shape};
 use crate::policy::Denial;
@@ -173,30 +173,25 @@ impl JobsActor {
             },
             processes: self.containment.job(spawned.pid, cookie),
             spawned,
-            timeout: plan.timeout,
-            on_timeout: params.on_timeout.unwrap_or(self.config.timeouts.on_timeout),
-            background_timeout: Duration::from_secs(self.config.timeouts.background_secs)
-                .max(plan.timeout),
-            on_straggler: self.config.sessions.on_straggler,
-            kill_grace: self.config.timeouts.kill_grace,
-            limits: plan.limits,
-            shape: plan.shape,
-            session_dir: self.session_dir(&session),
-            detached: params.mode == Mode::Background,
+            settings: Settings {
+                timeout: plan.timeout,
+                on_timeout: params.on_timeout.unwrap_or(self.config.timeouts.on_timeout),
+                background_timeout: Duration::from_secs(self.config.timeouts.background_secs)
+                    .max(plan.timeout),
+                on_straggler: self.config.sessions.on_straggler,
+                kill_grace: self.config.timeouts.kill_grace,
+                limits: plan.limits,
+                shape: plan.shape,
+                session_dir: self.session_dir(&session),
+                detached: params.mode == Mode::Background,
+            },
         };
-        let reports = self.reports_tx.clone();
-        tokio::spawn(async move {
-            let ended =
-                supervisor::supervise(run, control_rx, events.clone(), reports.clone()).await;
-            // The actor hears of the end before the requester does, so whatever the
-            // requester asks next (status, jobs, check) already sees the job ended.
-            let answer = (!ended.result.backgrounded).then(|| ended.result.clone());
-            let _ = reports.send(Report::Ended(Box::new(ended)));
-            // A job in the background answered its request when it moved there.
-            if let Some(result) = answer {
-                let _ = events.send(Response::Finished(Box::new(result))).await;
-            }
-        });
+        tokio::spawn(supervisor::supervise(
+            run,
+            control_rx,
+            events,
+            self.reports_tx.clone(),
+        ));
         self.jobs.insert(n, job);
         self.by_pid.insert(pid, n);
         self.running += 1;
