@@ -1,6 +1,6 @@
 //! The daemon's settings (DESIGN §11): defaults for every key, overridden by a TOML
-//! file: `[limits]`, `[timeouts]`, `[sessions]`, `[env]` and `[policy]`. An unknown key or a bad value is an error naming the
-//! file, the line and the key.
+//! file: `[limits]`, `[timeouts]`, `[sessions]`, `[containment]`, `[env]` and `[policy]`.
+//! An unknown key or a bad value is an error naming the file, the line and the key.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -16,6 +16,7 @@ pub struct Config {
     pub limits: Limits,
     pub timeouts: Timeouts,
     pub sessions: Sessions,
+    pub containment: ContainmentConfig,
     /// Added to every job's environment over the client's own (DESIGN §8).
     pub env: Vec<(String, String)>,
     /// The command policy: built-in rules less `disable`, plus `[[policy.deny]]`.
@@ -49,6 +50,28 @@ pub struct Sessions {
     pub on_straggler: OnStraggler,
     /// Finished jobs each session keeps listed, with their output, until it ends.
     pub keep_finished: usize,
+}
+
+/// `[containment]`: how the daemon holds its jobs' processes, chosen at start (a
+/// reload does not change it).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ContainmentConfig {
+    /// `mechanism`: what holds a job's processes together.
+    pub mechanism: Mechanism,
+    /// `cgroup`: a cgroup v2 directory the daemon may write, under which each job gets
+    /// a cgroup of its own.
+    pub cgroup: Option<PathBuf>,
+}
+
+/// `containment.mechanism`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Mechanism {
+    /// A per-job resident, in a cgroup of its own when one can be made: what holds.
+    #[default]
+    Auto,
+    /// Process group and cookie only: what a job can shed (`env -i setsid`). For
+    /// comparison, and for a system without `bashd-resident`.
+    Scan,
 }
 
 /// `sessions.on_straggler`.
@@ -100,6 +123,7 @@ impl Default for Config {
                 on_straggler: OnStraggler::Background,
                 keep_finished: DEFAULT_KEEP_FINISHED,
             },
+            containment: ContainmentConfig::default(),
             env: hardening
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -167,13 +191,14 @@ impl Config {
                 "limits" => file.limits(table, &mut config.limits)?,
                 "timeouts" => file.timeouts(table, &mut config.timeouts)?,
                 "sessions" => file.sessions(table, &mut config.sessions)?,
+                "containment" => file.containment(table, &mut config.containment)?,
                 "env" => file.env(table, &mut config.env)?,
                 "policy" => config.policy = file.policy(table)?,
                 other => {
                     return Err(file.error(
                         key,
                         format!(
-                            "unknown section [{other}]; known: [limits], [timeouts], [sessions], [env], [policy]"
+                            "unknown section [{other}]; known: [limits], [timeouts], [sessions], [containment], [env], [policy]"
                         ),
                     ));
                 }
@@ -357,6 +382,38 @@ impl File<'_> {
                         }
                 }
                 _ => return Err(self.unknown("sessions", key, KNOWN)),
+            }
+        }
+        Ok(())
+    }
+
+    fn containment(
+        &self,
+        table: &DeTable<'_>,
+        containment: &mut ContainmentConfig,
+    ) -> Result<(), ConfigError> {
+        const KNOWN: &[&str] = &["mechanism", "cgroup"];
+        for (key, value) in table {
+            match key.get_ref().as_ref() {
+                "mechanism" => {
+                    containment.mechanism =
+                        match self.choice("containment", key, value, &["auto", "scan"])? {
+                            "scan" => Mechanism::Scan,
+                            _ => Mechanism::Auto,
+                        }
+                }
+                "cgroup" => match value.get_ref() {
+                    DeValue::String(dir) if dir.starts_with('/') => {
+                        containment.cgroup = Some(PathBuf::from(dir.as_ref()))
+                    }
+                    _ => {
+                        return Err(self.error(
+                            key,
+                            "containment.cgroup must be an absolute path, like \"/sys/fs/cgroup/user.slice/bashd\"".into(),
+                        ));
+                    }
+                },
+                _ => return Err(self.unknown("containment", key, KNOWN)),
             }
         }
         Ok(())
@@ -603,5 +660,20 @@ mod tests {
     fn a_syntax_error_names_the_line() {
         let err = parse("[limits]\nmax_lines = = 3\n").unwrap_err();
         assert!(err.starts_with("/c.toml:2:"), "{err}");
+    }
+
+    #[test]
+    fn containment_takes_a_mechanism_and_an_absolute_cgroup() {
+        let config =
+            parse("[containment]\nmechanism = \"scan\"\ncgroup = \"/sys/fs/cgroup/x\"\n").unwrap();
+        assert_eq!(config.containment.mechanism, Mechanism::Scan);
+        assert_eq!(
+            config.containment.cgroup.as_deref(),
+            Some(Path::new("/sys/fs/cgroup/x"))
+        );
+        let err = parse("[containment]\ncgroup = \"relative\"\n").unwrap_err();
+        assert!(err.contains("must be an absolute path"), "{err}");
+        let err = parse("[containment]\nmechanism = \"magic\"\n").unwrap_err();
+        assert!(err.contains("must be one of \"auto\", \"scan\""), "{err}");
     }
 }
