@@ -42,6 +42,8 @@ pub struct Spawned {
     pub stderr: Option<OwnedFd>,
     /// Resolves once, when the reaper has collected the leader.
     pub exit: oneshot::Receiver<LeaderExit>,
+    /// Field 22 of its `/proc/<pid>/stat`, for the journal; 0 if it could not be read.
+    pub start_time: u64,
 }
 
 /// How a job's leader ended, as the reaper collected it.
@@ -248,6 +250,9 @@ fn spawn(
     // so the pipes reach EOF when the job's last holder exits.
     drop(command);
     let pid = Pid::from_raw(child.id() as i32).expect("a spawned child has a positive pid");
+    // Read before the reaper looks for exits again: until it does, the child is at
+    // worst a zombie, whose stat is still there.
+    let start_time = bashd_protocol::process_start_time(child.id()).unwrap_or(0);
     let (exit_tx, exit_rx) = oneshot::channel();
     Ok((
         Spawned {
@@ -255,6 +260,7 @@ fn spawn(
             stdout: stdout_read,
             stderr: stderr_read,
             exit: exit_rx,
+            start_time,
         },
         exit_tx,
     ))

@@ -1,19 +1,22 @@
-//! Starting jobs: checking a request, spawning its shell, handing it to a supervisor.
+//! Starting jobs: checking a request, asking the reaper to spawn its shell, and, when
+//! the reaper's answer comes back as a report, handing the job to a supervisor. The
+//! actor never waits for the fork: meanwhile the job is `Starting`.
 
 use std::collections::HashMap;
+use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
 use bashd_protocol::{
     ErrorKind, ErrorReply, ExecParams, ExecResult, JobId, JobState, Mode, Notice, Response,
-    Started, StreamResult, is_valid_session_id, limits, process_start_time,
+    Started, StreamResult, is_valid_session_id, limits,
 };
 use tokio::sync::mpsc;
 
-use super::{Job, JobsActor, Status};
-use crate::jobs::process::SpawnSpec;
+use super::{Job, JobsActor, Launch, Status};
+use crate::jobs::process::{SpawnSpec, Spawned};
 use crate::jobs::session::Session;
-use crate::jobs::supervisor::{self, Ended, JobMeta, JobRun, Settings, Streams};
+use crate::jobs::supervisor::{self, Ended, JobMeta, JobRun, Report, Settings, Streams};
 use crate::journal::{self, Leader};
 use crate::output::{self, OutputSource, Shape};
 use crate::policy::Denial;
@@ -22,8 +25,10 @@ use crate::policy::Denial;
 const LISTED_COMMAND_BYTES: usize = 4096;
 
 impl JobsActor {
-    /// Creates a job for a denied command or starts one.
-    pub(super) async fn exec(
+    /// Creates a job for a denied command, or starts one: its `job` line goes to the
+    /// journal, and the reaper is asked to spawn its shell. Every response here is the
+    /// first on the request's fresh channel, so `try_send` always finds room.
+    pub(super) fn exec(
         &mut self,
         params: ExecParams,
         denial: Option<Denial>,
@@ -32,7 +37,7 @@ impl JobsActor {
         let plan = match self.plan(&params) {
             Ok(plan) => plan,
             Err(error) => {
-                let _ = events.send(Response::Error(error)).await;
+                let _ = events.try_send(Response::Error(error));
                 return;
             }
         };
@@ -59,7 +64,7 @@ impl JobsActor {
                 );
                 tracing::error!("{message}");
                 let error = ErrorReply::new(ErrorKind::Internal, message);
-                let _ = events.send(Response::Error(error)).await;
+                let _ = events.try_send(Response::Error(error));
                 return;
             }
         };
@@ -67,17 +72,19 @@ impl JobsActor {
         if let Some(entry) = self.sessions.get_mut(&session) {
             entry.jobs.insert(n);
         }
-        let new_job = |status: Status, pid: Option<u32>| Job {
+        let new_job = |status: Status| Job {
             id,
             session: session.clone(),
             command: cut(&params.command, LISTED_COMMAND_BYTES),
             description: params.description.clone(),
             workdir: plan.workdir.to_string_lossy().into_owned(),
             mode: params.mode,
-            pid,
+            pid: None,
             started_at: SystemTime::now(),
             started: Instant::now(),
-            background: false,
+            // Mode `background` is answered as soon as the job starts: it is never a
+            // foreground job that its owners' exit would stop.
+            background: params.mode == Mode::Background,
             cursors: HashMap::new(),
             page_lines: plan.limits.max_lines,
             max_bytes: plan.limits.max_bytes,
@@ -90,18 +97,22 @@ impl JobsActor {
                 rule: denial.rule.clone(),
                 message: denial.message,
             };
-            let ended = denied_or_failed(id, &params, JobState::Denied, notice);
-            let _ = events
-                .send(Response::Finished(Box::new(ended.result.clone())))
-                .await;
-            let job = new_job(Status::Ended(Box::new(ended)), None);
+            let meta = JobMeta {
+                job: id,
+                session: session.clone(),
+                description: params.description.clone(),
+                workdir: params.workdir.clone(),
+                started: Instant::now(),
+            };
+            let ended = not_run(&meta, params.merge_stderr, JobState::Denied, notice);
+            let _ = events.try_send(Response::Finished(Box::new(ended.result.clone())));
+            let job = new_job(Status::Ended(Box::new(ended)));
             self.jobs.insert(n, job);
             self.journal_end(n);
             self.mark_finished(&session, n);
             return;
         }
 
-        let cookie = journal::cookie(&self.instance, id);
         let spec = SpawnSpec {
             shell: self.shell.clone(),
             command: params.command.clone(),
@@ -109,82 +120,105 @@ impl JobsActor {
             env: self.job_env(&params, id),
             merge_stderr: params.merge_stderr,
         };
-        let spawned = match self.reaper.spawn(spec).await {
+        // Unbounded so that a stop is never dropped for want of room: it holds at most
+        // a stop per reason and a snapshot per request in flight. Stops sent while the
+        // shell is being spawned wait in it for the supervisor.
+        let (control, control_rx) = mpsc::unbounded_channel();
+        let job = new_job(Status::Starting {
+            control,
+            waiters: Vec::new(),
+            launch: Box::new(Launch {
+                events,
+                control: control_rx,
+                settings: Settings {
+                    timeout: plan.timeout,
+                    on_timeout: params.on_timeout.unwrap_or(self.config.timeouts.on_timeout),
+                    background_timeout: Duration::from_secs(self.config.timeouts.background_secs)
+                        .max(plan.timeout),
+                    on_straggler: self.config.sessions.on_straggler,
+                    kill_grace: self.config.timeouts.kill_grace,
+                    limits: plan.limits,
+                    shape: plan.shape,
+                    session_dir: self.session_dir(&session),
+                    detached: params.mode == Mode::Background,
+                },
+                cookie: journal::cookie(&self.instance, id),
+                merged: params.merge_stderr,
+                command: params.command.clone(),
+            }),
+        });
+        self.jobs.insert(n, job);
+        self.running += 1;
+        if let Some(entry) = self.sessions.get_mut(&session) {
+            entry.running += 1;
+        }
+        // The reaper forks; its answer comes back as a report, so the actor serves
+        // other requests meanwhile.
+        let (reaper, reports) = (self.reaper.clone(), self.reports_tx.clone());
+        tokio::spawn(async move {
+            let spawned = reaper.spawn(spec).await;
+            let _ = reports.send(Report::Spawned { job: id, spawned });
+        });
+    }
+
+    /// The reaper's answer to the spawn of job `id`'s shell: the job runs under a
+    /// supervisor, which finds in its control channel whatever stops came while it
+    /// started; or the job failed.
+    pub(super) fn spawned(&mut self, id: JobId, spawned: io::Result<Spawned>) {
+        let spawned = match spawned {
             Ok(spawned) => spawned,
-            Err(e) => {
-                let message = format!("cannot start {} for job {id}: {e}", self.shell.display());
-                tracing::error!("{message}");
-                let _ = events
-                    .send(Response::Error(ErrorReply::new(
-                        ErrorKind::Internal,
-                        message.clone(),
-                    )))
-                    .await;
-                let ended = denied_or_failed(
-                    id,
-                    &params,
-                    JobState::Failed,
-                    Notice::NotStarted { error: message },
-                );
-                let job = new_job(Status::Ended(Box::new(ended)), None);
+            Err(e) => return self.not_started(id, &e),
+        };
+        let n = id.0;
+        // A starting job counts as running, so neither its session's end nor
+        // `keep_finished` forgets it before this answer.
+        let Some(mut job) = self.jobs.remove(&n) else {
+            return;
+        };
+        let meta = job.meta();
+        let (control, waiters, launch) = match job.status {
+            Status::Starting {
+                control,
+                waiters,
+                launch,
+            } => (control, waiters, launch),
+            // Never: only `exec` makes a starting job, and only this starts it.
+            other => {
+                job.status = other;
                 self.jobs.insert(n, job);
-                self.journal_end(n);
-                self.mark_finished(&session, n);
                 return;
             }
         };
+        let Launch {
+            events,
+            control: control_rx,
+            settings,
+            cookie,
+            command,
+            ..
+        } = *launch;
         let pid = spawned.pid.as_raw_nonzero().get() as u32;
-        // The shell is unreaped until its supervisor says so, so its stat is there.
         let leader = Leader {
             pid,
             pgid: pid,
-            start_time: process_start_time(pid).unwrap_or(0),
+            start_time: spawned.start_time,
         };
         if let Err(e) = self.journal.leader(n, leader) {
             // The job line is there: a restart still finds the job by its cookie.
             tracing::warn!(job = %id, "cannot record the pid of the job in the journal: {e}");
         }
-        tracing::info!(job = %id, session = %session, pid, command = %params.command, "job started");
-        let _ = events
-            .send(Response::Started(Started {
-                job: id,
-                session: session.clone(),
-                pid,
-            }))
-            .await;
-
-        // Unbounded so that a stop is never dropped for want of room: it holds at most
-        // a stop per reason and a snapshot per request in flight.
-        let (control, control_rx) = mpsc::unbounded_channel();
-        let job = new_job(
-            Status::Running {
-                control,
-                waiters: Vec::new(),
-            },
-            Some(pid),
-        );
+        tracing::info!(job = %id, session = %job.session, pid, command = %command, "job started");
+        // The first response on the request's channel, so there is room for it.
+        let _ = events.try_send(Response::Started(Started {
+            job: id,
+            session: job.session.clone(),
+            pid,
+        }));
         let run = JobRun {
-            meta: JobMeta {
-                job: id,
-                session: session.clone(),
-                description: params.description,
-                workdir: job.workdir.clone(),
-                started: job.started,
-            },
+            meta,
             processes: self.containment.job(spawned.pid, cookie),
             spawned,
-            settings: Settings {
-                timeout: plan.timeout,
-                on_timeout: params.on_timeout.unwrap_or(self.config.timeouts.on_timeout),
-                background_timeout: Duration::from_secs(self.config.timeouts.background_secs)
-                    .max(plan.timeout),
-                on_straggler: self.config.sessions.on_straggler,
-                kill_grace: self.config.timeouts.kill_grace,
-                limits: plan.limits,
-                shape: plan.shape,
-                session_dir: self.session_dir(&session),
-                detached: params.mode == Mode::Background,
-            },
+            settings,
         };
         tokio::spawn(supervisor::supervise(
             run,
@@ -192,12 +226,32 @@ impl JobsActor {
             events,
             self.reports_tx.clone(),
         ));
+        job.pid = Some(pid);
+        job.status = Status::Running { control, waiters };
         self.jobs.insert(n, job);
         self.by_pid.insert(pid, n);
-        self.running += 1;
-        if let Some(entry) = self.sessions.get_mut(&session) {
-            entry.running += 1;
-        }
+    }
+
+    /// Job `id`'s shell could not be spawned: the request gets an error, and the job
+    /// ends `failed`.
+    fn not_started(&mut self, id: JobId, error: &io::Error) {
+        let message = format!(
+            "cannot start {} for job {id}: {error}",
+            self.shell.display()
+        );
+        tracing::error!("{message}");
+        let Some(job) = self.jobs.get(&id.0) else {
+            return;
+        };
+        let Status::Starting { launch, .. } = &job.status else {
+            return;
+        };
+        // The first response on the request's channel, so there is room for it.
+        let reply = ErrorReply::new(ErrorKind::Internal, message.clone());
+        let _ = launch.events.try_send(Response::Error(reply));
+        let notice = Notice::NotStarted { error: message };
+        let ended = not_run(&job.meta(), launch.merged, JobState::Failed, notice);
+        self.ended(ended);
     }
 
     /// A job that ended joins its session's finished jobs; the oldest beyond
@@ -313,39 +367,41 @@ struct Plan {
 }
 
 /// The end of a job that never ran: refused by the policy, or not startable.
-pub(super) fn denied_or_failed(
-    id: JobId,
-    params: &ExecParams,
-    state: JobState,
-    notice: Notice,
-) -> Ended {
-    let empty = OutputSource {
-        content: output::Content::Memory(Vec::new()),
-        total_lines: 0,
-        complete_lines: 0,
-        total_bytes: 0,
-        complete: true,
-    };
+/// `merged`: its stderr was to go to its stdout.
+fn not_run(meta: &JobMeta, merged: bool, state: JobState, notice: Notice) -> Ended {
     Ended {
         result: ExecResult {
-            job: id,
-            session: params.session.clone(),
+            job: meta.job,
+            session: meta.session.clone(),
             pid: None,
             state,
             exit_code: None,
             signal: None,
             duration_ms: 0,
             backgrounded: false,
-            description: params.description.clone(),
-            workdir: params.workdir.clone(),
+            description: meta.description.clone(),
+            workdir: meta.workdir.clone(),
             stdout: StreamResult::empty(),
-            stderr: (!params.merge_stderr).then(StreamResult::empty),
+            stderr: (!merged).then(StreamResult::empty),
             notices: vec![notice],
         },
-        streams: Streams {
-            stderr: (!params.merge_stderr).then(|| empty.clone()),
-            stdout: empty,
-        },
+        streams: no_output(merged, true),
+    }
+}
+
+/// The output of a job that has written none: it never ran (`ended`), or its shell is
+/// still being spawned.
+pub(super) fn no_output(merged: bool, ended: bool) -> Streams {
+    let empty = OutputSource {
+        content: output::Content::Memory(Vec::new()),
+        total_lines: 0,
+        complete_lines: 0,
+        total_bytes: 0,
+        complete: ended,
+    };
+    Streams {
+        stderr: (!merged).then(|| empty.clone()),
+        stdout: empty,
     }
 }
 

@@ -1,7 +1,9 @@
 //! The actor that owns the job table and the sessions. It is the only place that
 //! creates, lists, finds or forgets jobs and sessions; connections reach it through
 //! [`JobsHandle`], supervisors and owner watchers report to it over channels, and it
-//! never waits on any of them.
+//! never waits on any of them, nor on the reaper: a job's spawn is asked for by a task
+//! of its own, whose answer comes back as a report (`Report::Spawned`) while the job
+//! is `Starting`.
 
 mod exec;
 mod queries;
@@ -21,7 +23,7 @@ use super::contain::Containment;
 use super::handle::{Cmd, JobsHandle, shutting_down};
 use super::process::ReaperHandle;
 use super::session::{Session, SessionEvent};
-use super::supervisor::{Control, Ended, Report, Stop, StopReason};
+use super::supervisor::{Control, Ended, JobMeta, Report, Settings, Stop, StopReason};
 use crate::config::Config;
 use crate::journal::Journal;
 use crate::output;
@@ -81,13 +83,56 @@ struct Job {
     status: Status,
 }
 
+/// Where a job is in its life, as the table sees it.
 enum Status {
+    /// Its shell is being spawned. Stops sent meanwhile wait in `control` until its
+    /// supervisor starts; `jobs` lists it as running, without a pid.
+    Starting {
+        control: mpsc::UnboundedSender<Control>,
+        /// `wait` and `kill` requests, answered when the job ends.
+        waiters: Vec<oneshot::Sender<ExecResult>>,
+        launch: Box<Launch>,
+    },
     Running {
         control: mpsc::UnboundedSender<Control>,
         /// `wait` and `kill` requests, answered when the job ends.
         waiters: Vec<oneshot::Sender<ExecResult>>,
     },
     Ended(Box<Ended>),
+}
+
+/// What a starting job's supervisor will need, kept until the reaper's answer.
+struct Launch {
+    /// The request's responses.
+    events: mpsc::Sender<Response>,
+    control: mpsc::UnboundedReceiver<Control>,
+    settings: Settings,
+    /// `BASHD_JOB=...`, as its environment has it.
+    cookie: Vec<u8>,
+    /// Its stderr goes to its stdout pipe.
+    merged: bool,
+    /// The whole command, for the log.
+    command: String,
+}
+
+impl Job {
+    /// The channel to its supervisor, once it has one or is about to.
+    fn control(&self) -> Option<&mpsc::UnboundedSender<Control>> {
+        match &self.status {
+            Status::Starting { control, .. } | Status::Running { control, .. } => Some(control),
+            Status::Ended(_) => None,
+        }
+    }
+
+    fn meta(&self) -> JobMeta {
+        JobMeta {
+            job: self.id,
+            session: self.session.clone(),
+            description: self.description.clone(),
+            workdir: self.workdir.clone(),
+            started: self.started,
+        }
+    }
 }
 
 /// What the actor reacts to.
@@ -163,7 +208,7 @@ impl JobsActor {
                     let _ = reply.send(());
                     break;
                 }
-                Event::Cmd(cmd) => self.command(cmd).await,
+                Event::Cmd(cmd) => self.command(cmd),
                 Event::Report(report) => self.report(report),
                 Event::Session(event) => self.session_event(event),
             }
@@ -178,13 +223,13 @@ impl JobsActor {
         }
     }
 
-    async fn command(&mut self, cmd: Cmd) {
+    fn command(&mut self, cmd: Cmd) {
         match cmd {
             Cmd::Exec {
                 params,
                 denial,
                 events,
-            } => self.exec(*params, denial, events).await,
+            } => self.exec(*params, denial, events),
             Cmd::Lookup { caller, job, reply } => {
                 if let Some(caller) = &caller {
                     self.adopt(&caller.session, caller.owner);
@@ -231,6 +276,7 @@ impl JobsActor {
                 }
             }
             Report::Ended(ended) => self.ended(*ended),
+            Report::Spawned { job, spawned } => self.spawned(job, spawned),
         }
     }
 
@@ -263,7 +309,11 @@ impl JobsActor {
             job.cursors.insert(job.session.clone(), seen);
         }
         let status = std::mem::replace(&mut job.status, Status::Ended(Box::new(ended)));
-        if let (Status::Running { waiters, .. }, Status::Ended(ended)) = (status, &job.status) {
+        if let (
+            Status::Starting { waiters, .. } | Status::Running { waiters, .. },
+            Status::Ended(ended),
+        ) = (status, &job.status)
+        {
             for waiter in waiters {
                 let _ = waiter.send(ended.result.clone());
             }
@@ -330,14 +380,12 @@ impl JobsActor {
         }
     }
 
-    /// Stops every running job, waits until each supervisor has reported its end, and
-    /// removes every session's directory.
+    /// Stops every running job (a starting one as soon as it starts), waits until each
+    /// supervisor has reported its end, and removes every session's directory.
     async fn stop_all(&mut self) {
         let grace = self.config.timeouts.kill_grace;
-        for job in self.jobs.values() {
-            if let Status::Running { control, .. } = &job.status {
-                let _ = control.send(Control::Stop(Stop::term(StopReason::Shutdown, grace)));
-            }
+        for control in self.jobs.values().filter_map(Job::control) {
+            let _ = control.send(Control::Stop(Stop::term(StopReason::Shutdown, grace)));
         }
         while self.running > 0 {
             match self.reports.recv().await {

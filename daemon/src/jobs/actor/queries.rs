@@ -9,6 +9,7 @@ use bashd_protocol::{
 use rustix::process::Signal;
 use tokio::sync::oneshot;
 
+use super::exec::no_output;
 use super::{Job, JobsActor, Status};
 use crate::jobs::handle::{Lookup, StreamsAt, Waiting};
 use crate::jobs::supervisor::{Control, Stop, StopReason};
@@ -83,6 +84,9 @@ impl JobsActor {
     pub(super) fn streams(&self, n: u64) -> StreamsAt {
         match self.jobs.get(&n).map(|job| &job.status) {
             Some(Status::Ended(ended)) => StreamsAt::Ready(Box::new(ended.streams.clone())),
+            Some(Status::Starting { launch, .. }) => {
+                StreamsAt::Ready(Box::new(no_output(launch.merged, false)))
+            }
             Some(Status::Running { control, .. }) => {
                 let (reply, answer) = oneshot::channel();
                 match control.send(Control::Snapshot(reply)) {
@@ -103,7 +107,7 @@ impl JobsActor {
                 notices: Vec::new(),
                 ..ended.result.clone()
             },
-            Status::Running { .. } => ExecResult {
+            Status::Starting { .. } | Status::Running { .. } => ExecResult {
                 job: job.id,
                 session: job.session.clone(),
                 pid: job.pid,
@@ -157,7 +161,8 @@ impl JobsActor {
                     .insert(0, Notice::AlreadyEnded { job: job.id });
                 Ok(Waiting::Ended(result))
             }
-            Status::Running { control, .. } => {
+            // A starting job's supervisor finds the stop waiting when it starts.
+            Status::Starting { control, .. } | Status::Running { control, .. } => {
                 let stop = Stop {
                     reason: StopReason::Killed,
                     signal,
@@ -175,11 +180,11 @@ impl JobsActor {
         }
     }
 
-    /// Registers a waiter for the end of the running job `n`.
+    /// Registers a waiter for the end of the starting or running job `n`.
     fn await_end(&mut self, n: u64) -> Waiting {
         let (tx, rx) = oneshot::channel();
         if let Some(Job {
-            status: Status::Running { waiters, .. },
+            status: Status::Starting { waiters, .. } | Status::Running { waiters, .. },
             ..
         }) = self.jobs.get_mut(&n)
         {
@@ -228,7 +233,7 @@ impl JobsActor {
                 ended.result.exit_code,
                 ended.result.duration_ms,
             ),
-            Status::Running { .. } => (
+            Status::Starting { .. } | Status::Running { .. } => (
                 JobState::Running,
                 None,
                 job.started.elapsed().as_millis() as u64,

@@ -2,7 +2,7 @@
 
 use bashd_protocol::{Owner, SessionClosed, SessionInfo};
 
-use super::{Job, JobsActor, Status};
+use super::{Job, JobsActor};
 use crate::jobs::session::{CloseReply, Closing, SessionEvent};
 use crate::jobs::supervisor::{Control, Stop, StopReason};
 
@@ -19,16 +19,13 @@ impl JobsActor {
                 tracing::info!(session = %name, owner = pid, linger_secs = self.config.sessions.linger.as_secs(), "every owner of the session has exited; it lingers");
                 session.linger(&name, self.config.sessions.linger, &self.session_events_tx);
                 let grace = self.config.timeouts.kill_grace;
-                for n in &session.jobs {
-                    if let Some(Job {
-                        background: false,
-                        status: Status::Running { control, .. },
-                        ..
-                    }) = self.jobs.get(n)
-                    {
-                        let _ =
-                            control.send(Control::Stop(Stop::term(StopReason::OwnersGone, grace)));
-                    }
+                let foreground = session
+                    .jobs
+                    .iter()
+                    .filter_map(|n| self.jobs.get(n))
+                    .filter(|job| !job.background);
+                for control in foreground.filter_map(Job::control) {
+                    let _ = control.send(Control::Stop(Stop::term(StopReason::OwnersGone, grace)));
                 }
             }
             SessionEvent::LingerEnded {
@@ -71,16 +68,14 @@ impl JobsActor {
         if session.closing.is_none() {
             let grace = self.config.timeouts.kill_grace;
             let mut killed_jobs = 0;
-            for n in &session.jobs {
-                if let Some(Job {
-                    status: Status::Running { control, .. },
-                    ..
-                }) = self.jobs.get(n)
-                {
-                    killed_jobs += 1;
-                    let _ =
-                        control.send(Control::Stop(Stop::term(StopReason::SessionEnded, grace)));
-                }
+            // A starting job's supervisor finds the stop waiting when it starts.
+            let controls = session
+                .jobs
+                .iter()
+                .filter_map(|n| self.jobs.get(n)?.control());
+            for control in controls {
+                killed_jobs += 1;
+                let _ = control.send(Control::Stop(Stop::term(StopReason::SessionEnded, grace)));
             }
             session.closing = Some(Closing {
                 waiters: Vec::new(),

@@ -20,6 +20,7 @@ mod pipes;
 #[cfg(test)]
 mod tests;
 
+use std::io;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -95,9 +96,15 @@ pub struct Streams {
     pub stderr: Option<OutputSource>,
 }
 
-/// What a supervisor tells the job table.
+/// What a job's tasks tell the job table: its supervisor, and before that the task
+/// that waits for the reaper to spawn its shell.
 #[derive(Debug)]
 pub enum Report {
+    /// The reaper's answer to the spawn of the job's shell.
+    Spawned {
+        job: JobId,
+        spawned: io::Result<Spawned>,
+    },
     /// The request was answered and the job runs on in the background. `seen` is how
     /// many lines of each stream that answer covered, so `check` starts after them.
     Backgrounded {
@@ -254,6 +261,7 @@ impl<P: JobProcesses> Supervisor<P> {
             stdout,
             stderr,
             exit,
+            ..
         } = spawned;
         let merged = stderr.is_none();
         let capture = |stream: &str| {

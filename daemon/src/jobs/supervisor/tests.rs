@@ -152,6 +152,7 @@ fn start(change: impl FnOnce(&mut Settings)) -> Harness {
             stdout: stdout_read,
             stderr: Some(stderr_read),
             exit,
+            start_time: 0,
         },
         processes: fake.clone(),
         settings,
