@@ -1,6 +1,7 @@
-//! Where a daemon's files live (DESIGN §2), resolved the same way by `bashd` and
-//! `bashc`, and the checks that make the directory safe to use.
+//! Where a daemon's files live (DESIGN §2), resolved the same way by `bashd`, `bashc`
+//! and `bashc mcp`, and the checks that make the directory safe to use.
 
+use std::ffi::OsString;
 use std::fs;
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
@@ -9,16 +10,75 @@ use std::path::{Path, PathBuf};
 /// Environment variable that names the runtime directory outright.
 pub const RUNTIME_DIR_ENV: &str = "BASHD_RUNTIME_DIR";
 
-/// `$BASHD_RUNTIME_DIR`, else `$XDG_RUNTIME_DIR/bashd`, else `/tmp/bashd-$UID`.
+/// Where systemd-logind makes each user's runtime directory, `/run/user/$UID`.
+pub const RUN_USER_ROOT: &str = "/run/user";
+
+/// A runtime directory and which rule of the resolution chose it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedRuntimeDir {
+    pub path: PathBuf,
+    pub source: RuntimeDirSource,
+}
+
+/// Which rule of [`resolve_runtime_dir`] gave the runtime directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuntimeDirSource {
+    /// `$BASHD_RUNTIME_DIR`, or a front end's `--runtime-dir`: someone named it.
+    Named,
+    /// `$XDG_RUNTIME_DIR/bashd`.
+    Xdg,
+    /// `/run/user/$UID/bashd`, found without `XDG_RUNTIME_DIR`.
+    RunUser,
+    /// `/tmp/bashd-$UID`, the last resort.
+    Tmp,
+}
+
+/// This process's runtime directory: [`resolve_runtime_dir`] over its environment.
 pub fn runtime_dir() -> PathBuf {
-    let non_empty = |name| std::env::var_os(name).filter(|v| !v.is_empty());
-    if let Some(dir) = non_empty(RUNTIME_DIR_ENV) {
-        return PathBuf::from(dir);
-    }
-    if let Some(xdg) = non_empty("XDG_RUNTIME_DIR") {
-        return PathBuf::from(xdg).join("bashd");
-    }
-    PathBuf::from(format!("/tmp/bashd-{}", rustix::process::getuid().as_raw()))
+    resolve_current().path
+}
+
+/// [`resolve_runtime_dir`] over this process's environment and the real `/run/user`.
+pub fn resolve_current() -> ResolvedRuntimeDir {
+    resolve_runtime_dir(
+        |name| std::env::var_os(name),
+        Path::new(RUN_USER_ROOT),
+        rustix::process::getuid().as_raw(),
+    )
+}
+
+/// `$BASHD_RUNTIME_DIR`, else `$XDG_RUNTIME_DIR/bashd`, else `<run_user>/$UID/bashd`
+/// when that user directory is a real directory owned by `uid`, else `/tmp/bashd-$UID`.
+///
+/// The third rule is why a client that an MCP host started with a stripped
+/// environment (no `XDG_RUNTIME_DIR`) still finds the daemon of the user's shells,
+/// whose `XDG_RUNTIME_DIR` is `/run/user/$UID` wherever systemd-logind runs. `env`
+/// reads a variable (empty counts as unset); `run_user` is `/run/user` but for tests.
+pub fn resolve_runtime_dir(
+    env: impl Fn(&str) -> Option<OsString>,
+    run_user: &Path,
+    uid: u32,
+) -> ResolvedRuntimeDir {
+    let non_empty = |name| env(name).filter(|v| !v.is_empty());
+    let (path, source) = if let Some(dir) = non_empty(RUNTIME_DIR_ENV) {
+        (PathBuf::from(dir), RuntimeDirSource::Named)
+    } else if let Some(xdg) = non_empty("XDG_RUNTIME_DIR") {
+        (PathBuf::from(xdg).join("bashd"), RuntimeDirSource::Xdg)
+    } else {
+        let user_dir = run_user.join(uid.to_string());
+        // Not followed through a symlink, and only the user's own: another user's
+        // directory must never be taken for ours.
+        let ours = fs::symlink_metadata(&user_dir).is_ok_and(|m| m.is_dir() && m.uid() == uid);
+        if ours {
+            (user_dir.join("bashd"), RuntimeDirSource::RunUser)
+        } else {
+            (
+                PathBuf::from(format!("/tmp/bashd-{uid}")),
+                RuntimeDirSource::Tmp,
+            )
+        }
+    };
+    ResolvedRuntimeDir { path, source }
 }
 
 pub fn socket_path(runtime_dir: &Path) -> PathBuf {
@@ -129,6 +189,68 @@ pub fn check_runtime_dir(path: &Path) -> Result<(), RuntimeDirError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 24: an MCP host that strips `XDG_RUNTIME_DIR` must not send its server to
+    /// another daemon than the user's shells reach.
+    #[test]
+    fn without_xdg_runtime_dir_a_client_finds_the_directory_a_login_shell_would() {
+        let root = tempfile::tempdir().unwrap();
+        let uid = rustix::process::getuid().as_raw();
+        let user_dir = root.path().join(uid.to_string());
+        let env = |vars: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                vars.iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| OsString::from(v))
+            }
+        };
+        let stripped = env(&[("PATH", "/usr/bin"), ("HOME", "/home/u")]);
+        let tmp = PathBuf::from(format!("/tmp/bashd-{uid}"));
+
+        // No user directory (no logind): the last resort.
+        assert_eq!(resolve_runtime_dir(stripped, root.path(), uid).path, tmp);
+
+        fs::create_dir(&user_dir).unwrap();
+        let login_shell = resolve_runtime_dir(
+            |name| match name {
+                "XDG_RUNTIME_DIR" => Some(user_dir.clone().into_os_string()),
+                _ => None,
+            },
+            root.path(),
+            uid,
+        );
+        let mcp_server = resolve_runtime_dir(stripped, root.path(), uid);
+        assert_eq!(mcp_server.path, login_shell.path);
+        assert_eq!(mcp_server.path, user_dir.join("bashd"));
+        assert_eq!(mcp_server.source, RuntimeDirSource::RunUser);
+        assert_eq!(login_shell.source, RuntimeDirSource::Xdg);
+
+        // Named outright, it wins; empty counts as unset.
+        let named = resolve_runtime_dir(
+            env(&[("BASHD_RUNTIME_DIR", "/r"), ("XDG_RUNTIME_DIR", "/x")]),
+            root.path(),
+            uid,
+        );
+        assert_eq!(named.path, Path::new("/r"));
+        assert_eq!(named.source, RuntimeDirSource::Named);
+        let empty = resolve_runtime_dir(
+            env(&[("BASHD_RUNTIME_DIR", ""), ("XDG_RUNTIME_DIR", "")]),
+            root.path(),
+            uid,
+        );
+        assert_eq!(empty.path, user_dir.join("bashd"));
+
+        // Another user's directory is never ours, nor one reached through a symlink.
+        let other = uid.wrapping_add(1);
+        fs::create_dir(root.path().join(other.to_string())).unwrap();
+        assert_eq!(
+            resolve_runtime_dir(stripped, root.path(), other).path,
+            PathBuf::from(format!("/tmp/bashd-{other}"))
+        );
+        fs::remove_dir(&user_dir).unwrap();
+        std::os::unix::fs::symlink(root.path().join(other.to_string()), &user_dir).unwrap();
+        assert_eq!(resolve_runtime_dir(stripped, root.path(), uid).path, tmp);
+    }
 
     #[test]
     fn creates_missing_dir_with_mode_0700() {
