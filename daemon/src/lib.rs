@@ -26,7 +26,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::Config;
 use crate::jobs::JobsActor;
-use crate::jobs::contain::{Containment, Scanner};
+use crate::jobs::contain::{Plan, Scanner};
 use crate::jobs::process::{self, Reaper};
 use crate::journal::Journal;
 use crate::runtime::Runtime;
@@ -61,12 +61,14 @@ pub async fn run(
             journal::path(&runtime.dir).display()
         )
     })?;
+    let plan = Plan::choose(&config.containment).map_err(anyhow::Error::msg)?;
     let scanner = Scanner::start();
     recovery::recover(
         &runtime.dir,
         &mut journal,
         replay,
         &scanner,
+        plan.cgroup(),
         config.timeouts.kill_grace,
     )
     .await?;
@@ -74,10 +76,13 @@ pub async fn run(
     let (config_tx, config_rx) = watch::channel(Arc::new(config));
     let (reaper, reaper_handle) = Reaper::new(job_open_files);
     let reaper_task = tokio::spawn(reaper.run());
+    let instance = jobs::new_instance_id();
+    let containment = plan.start(instance.clone(), scanner, reaper_handle);
+    tracing::info!("containment: {}", containment.describe());
     let (actor, jobs) = JobsActor::new(
         config_rx,
-        reaper_handle.clone(),
-        Containment::scan(scanner, reaper_handle),
+        instance,
+        containment,
         process::find_shell(),
         runtime.dir.clone(),
         journal,

@@ -17,6 +17,7 @@ use std::time::Duration;
 use anyhow::Context;
 use bashd_protocol::{JobId, is_valid_session_id, runtime};
 
+use crate::jobs::contain::cgroup::CgroupRoot;
 use crate::jobs::contain::{self, Scanner};
 use crate::journal::{self, Journal, Replay};
 
@@ -38,6 +39,7 @@ pub async fn recover(
     journal: &mut Journal,
     replay: Replay,
     scanner: &Scanner,
+    cgroup: Option<&CgroupRoot>,
     grace: Duration,
 ) -> anyhow::Result<()> {
     if !replay.problems.is_empty() {
@@ -51,8 +53,17 @@ pub async fn recover(
     let jobs: Vec<u64> = replay.open.keys().copied().collect();
     let mut killed = 0;
     if !jobs.is_empty() {
+        // The cgroups first: what is in them cannot have escaped, whatever it did to
+        // its environment; the scan then finds whatever was outside any cgroup.
+        if let Some(root) = cgroup {
+            let dead = replay
+                .open
+                .values()
+                .map(|job| (job.instance.clone(), JobId(job.job)));
+            killed += root.end_dead(dead).await;
+        }
         let ended = contain::end_dead_jobs(scanner, replay.open.values(), grace).await;
-        killed = ended.killed;
+        killed += ended.killed;
         if !ended.survivors {
             for &n in &jobs {
                 journal.close(n);

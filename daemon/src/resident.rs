@@ -3,7 +3,8 @@
 //! person can read it in `strace` and a torn read costs only the line.
 //!
 //! Resident to daemon: `started PID`, `leader STATUS` (the raw wait status of the
-//! job's shell), `done USER_US SYSTEM_US MAXRSS_KB REAPED`, `error TEXT`.
+//! job's shell), `done USER_US SYSTEM_US MAXRSS_KB REAPED`, `error TEXT` (the
+//! setup failed; the shell never ran).
 //! Daemon to resident: `signal N` (to every process of the job), `kill` (SIGKILL to
 //! every process of the job, again until none is left).
 //! The daemon closing its end (it died) means `kill`.
@@ -11,7 +12,7 @@
 use std::fmt;
 
 /// A message from the resident.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Report {
     /// The job's shell was forked with this pid, which is also its process group.
     Started { pid: i32 },
@@ -19,6 +20,9 @@ pub enum Report {
     Leader { status: i32 },
     /// The last process of the job is gone; the resident exits next.
     Done(Usage),
+    /// The resident could not set the job up (join its cgroup, fork the shell); it
+    /// exits next, and the shell never ran.
+    Error(String),
 }
 
 /// What the job's processes used, as the resident's `RUSAGE_CHILDREN` counts it: every
@@ -50,6 +54,8 @@ impl fmt::Display for Report {
                 "done {} {} {} {}",
                 u.user_us, u.system_us, u.max_rss_kb, u.reaped
             ),
+            // One line: a newline in the text would end the message early.
+            Report::Error(text) => writeln!(f, "error {}", text.replace('\n', " ")),
         }
     }
 }
@@ -57,6 +63,9 @@ impl fmt::Display for Report {
 impl Report {
     /// One line, without its newline.
     pub fn parse(line: &str) -> Option<Report> {
+        if let Some(text) = line.strip_prefix("error ") {
+            return Some(Report::Error(text.to_owned()));
+        }
         let mut words = line.split(' ');
         let report = match words.next()? {
             "started" => Report::Started {
@@ -115,10 +124,15 @@ mod tests {
                 max_rss_kb: 3,
                 reaped: 4,
             }),
+            Report::Error("cannot join the cgroup /x: permission denied".into()),
         ];
         for report in reports {
             let line = report.to_string();
-            assert_eq!(Report::parse(line.trim_end()), Some(report), "{line}");
+            assert_eq!(
+                Report::parse(line.trim_end()),
+                Some(report.clone()),
+                "{line}"
+            );
         }
         for order in [Order::Signal(15), Order::Kill] {
             let line = order.to_string();

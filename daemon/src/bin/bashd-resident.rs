@@ -26,6 +26,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicI32, Ordering};
 
 use bashd::resident::{Order, Report, Usage};
 
@@ -46,12 +47,27 @@ fn main() -> ExitCode {
     match run(options) {
         Ok(never) => match never {},
         Err(e) => {
-            // Still the job's stderr here: the agent sees why its command did not run.
+            // The daemon names it in the job's failure; stderr is for a person running
+            // the resident by hand.
+            let report = Report::Error(e.to_string()).to_string();
+            let control = CONTROL.load(Ordering::Relaxed);
+            unsafe {
+                libc::send(
+                    control,
+                    report.as_ptr().cast(),
+                    report.len(),
+                    libc::MSG_NOSIGNAL,
+                )
+            };
             eprintln!("bashd-resident: {e}");
             ExitCode::from(EXIT_SETUP)
         }
     }
 }
+
+/// The control socket's descriptor: stdin at first, a higher one once the shell's
+/// stdin is set up. For the report of a setup that failed.
+static CONTROL: AtomicI32 = AtomicI32::new(0);
 
 /// `[--cgroup DIR] [--nofile SOFT:HARD] [--oom-score-adj N] -- PROGRAM ARGS...`
 struct Options {
@@ -138,6 +154,7 @@ fn run(options: Options) -> io::Result<Never> {
 
     // The control socket moves off stdin; the shell gets /dev/null there instead.
     let control = unsafe { OwnedFd::from_raw_fd(check(libc::fcntl(0, libc::F_DUPFD_CLOEXEC, 3))?) };
+    CONTROL.store(control.as_raw_fd(), Ordering::Relaxed);
     let null = fs::File::options()
         .read(true)
         .write(true)

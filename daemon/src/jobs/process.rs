@@ -22,6 +22,8 @@ use tokio::io::unix::AsyncFd;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::{mpsc, oneshot};
 
+use super::contain::resident::{self, Held, ResidentSpawn};
+
 /// Everything needed to start one job's shell.
 #[derive(Debug)]
 pub struct SpawnSpec {
@@ -31,6 +33,8 @@ pub struct SpawnSpec {
     /// The complete environment of the job; nothing of the daemon's own is inherited.
     pub env: Vec<(Vec<u8>, Vec<u8>)>,
     pub merge_stderr: bool,
+    /// Start the shell under a resident (`contain/resident.rs`) rather than directly.
+    pub resident: Option<ResidentSpawn>,
 }
 
 /// A started job leader. Its pid is also its process group id (it called `setsid`).
@@ -44,6 +48,11 @@ pub struct Spawned {
     pub exit: oneshot::Receiver<LeaderExit>,
     /// Field 22 of its `/proc/<pid>/stat`, for the journal; 0 if it could not be read.
     pub start_time: u64,
+    /// The daemon's end of the resident's control socket, as the reaper spawned it;
+    /// `contain` takes it and makes it `held`.
+    pub control: Option<OwnedFd>,
+    /// The resident's hold on the job, once `contain` has heard from it.
+    pub held: Option<Held>,
 }
 
 /// How a job's leader ended, as the reaper collected it.
@@ -219,31 +228,25 @@ fn spawn(
         (Some(r), w)
     };
 
-    let mut command = Command::new(&spec.shell);
+    let (mut command, control) = match &spec.resident {
+        // No pre_exec: std spawns with posix_spawn, without copying the daemon; the
+        // resident sets up the session and the limit itself.
+        Some(how) => {
+            let (command, control) = resident::command(
+                how,
+                &spec.shell,
+                &spec.command,
+                &spec.workdir,
+                &spec.env,
+                open_files,
+            )?;
+            (command, Some(control))
+        }
+        None => (direct(&spec, open_files), None),
+    };
     command
-        .arg("-c")
-        .arg(&spec.command)
-        .current_dir(&spec.workdir)
-        .env_clear()
-        .envs(
-            spec.env
-                .iter()
-                .map(|(k, v)| (OsStr::from_bytes(k), OsStr::from_bytes(v))),
-        )
-        .stdin(Stdio::null())
         .stdout(Stdio::from(stdout_write))
         .stderr(Stdio::from(stderr_write));
-    // SAFETY: setsid and setrlimit are async-signal-safe system calls, and the limit
-    // is copied into the closure before the fork.
-    unsafe {
-        command.pre_exec(move || {
-            rustix::process::setsid()?;
-            if let Some(limit) = open_files {
-                rustix::process::setrlimit(rustix::process::Resource::Nofile, limit)?;
-            }
-            Ok(())
-        });
-    }
     // The Child is dropped without waiting: the reaper collects it by pid.
     let child = command.spawn()?;
     // The write ends were moved into `command`; dropping it closes the daemon's copies,
@@ -261,9 +264,39 @@ fn spawn(
             stderr: stderr_read,
             exit: exit_rx,
             start_time,
+            control,
+            held: None,
         },
         exit_tx,
     ))
+}
+
+/// `bash -c COMMAND` as the job's leader, forked from the daemon (the scan mechanism).
+fn direct(spec: &SpawnSpec, open_files: Option<Rlimit>) -> Command {
+    let mut command = Command::new(&spec.shell);
+    command
+        .arg("-c")
+        .arg(&spec.command)
+        .current_dir(&spec.workdir)
+        .env_clear()
+        .envs(
+            spec.env
+                .iter()
+                .map(|(k, v)| (OsStr::from_bytes(k), OsStr::from_bytes(v))),
+        )
+        .stdin(Stdio::null());
+    // SAFETY: setsid and setrlimit are async-signal-safe system calls, and the limit
+    // is copied into the closure before the fork.
+    unsafe {
+        command.pre_exec(move || {
+            rustix::process::setsid()?;
+            if let Some(limit) = open_files {
+                rustix::process::setrlimit(rustix::process::Resource::Nofile, limit)?;
+            }
+            Ok(())
+        });
+    }
+    command
 }
 
 /// Makes orphaned descendants of jobs children of the daemon, so they are reaped here

@@ -3,6 +3,7 @@
 //! afterwards is read from /proc.
 
 mod chaos;
+mod contain;
 mod crash;
 mod daemon_lifecycle;
 mod exec;

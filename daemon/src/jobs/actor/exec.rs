@@ -119,6 +119,7 @@ impl JobsActor {
             workdir: plan.workdir.clone(),
             env: self.job_env(&params, id),
             merge_stderr: params.merge_stderr,
+            resident: None,
         };
         // Unbounded so that a stop is never dropped for want of room: it holds at most
         // a stop per reason and a snapshot per request in flight. Stops sent while the
@@ -154,9 +155,9 @@ impl JobsActor {
         }
         // The reaper forks; its answer comes back as a report, so the actor serves
         // other requests meanwhile.
-        let (reaper, reports) = (self.reaper.clone(), self.reports_tx.clone());
+        let (containment, reports) = (self.containment.clone(), self.reports_tx.clone());
         tokio::spawn(async move {
-            let spawned = reaper.spawn(spec).await;
+            let spawned = containment.spawn(id, spec).await;
             let _ = reports.send(Report::Spawned { job: id, spawned });
         });
     }
@@ -165,7 +166,7 @@ impl JobsActor {
     /// supervisor, which finds in its control channel whatever stops came while it
     /// started; or the job failed.
     pub(super) fn spawned(&mut self, id: JobId, spawned: io::Result<Spawned>) {
-        let spawned = match spawned {
+        let mut spawned = match spawned {
             Ok(spawned) => spawned,
             Err(e) => return self.not_started(id, &e),
         };
@@ -216,7 +217,7 @@ impl JobsActor {
         }));
         let run = JobRun {
             meta,
-            processes: self.containment.job(spawned.pid, cookie),
+            processes: self.containment.job(&mut spawned, cookie),
             spawned,
             settings,
         };

@@ -21,7 +21,6 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use super::contain::Containment;
 use super::handle::{Cmd, JobsHandle, shutting_down};
-use super::process::ReaperHandle;
 use super::session::{Session, SessionEvent};
 use super::supervisor::{Control, Ended, JobMeta, Report, Settings, Stop, StopReason};
 use crate::config::Config;
@@ -46,7 +45,6 @@ pub struct JobsActor {
     reports: mpsc::UnboundedReceiver<Report>,
     session_events_tx: mpsc::UnboundedSender<SessionEvent>,
     session_events: mpsc::UnboundedReceiver<SessionEvent>,
-    reaper: ReaperHandle,
     /// Where each job's processes come from, and how they are ended.
     containment: Containment,
     /// Every job the table holds, by number (`j12` is 12).
@@ -145,7 +143,7 @@ enum Event {
 impl JobsActor {
     pub fn new(
         config_updates: watch::Receiver<Arc<Config>>,
-        reaper: ReaperHandle,
+        instance: String,
         containment: Containment,
         shell: PathBuf,
         runtime_dir: PathBuf,
@@ -164,14 +162,13 @@ impl JobsActor {
             reports,
             session_events_tx,
             session_events,
-            reaper,
             containment,
             jobs: HashMap::new(),
             by_pid: HashMap::new(),
             sessions: HashMap::new(),
             running: 0,
             journal,
-            instance: new_instance_id(),
+            instance,
             shell,
             runtime_dir,
             started: Instant::now(),

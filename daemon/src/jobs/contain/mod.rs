@@ -32,17 +32,25 @@
 //!   signal its subtree, and it kills its subtree itself when the pipe from the daemon
 //!   closes. Recovery finds the dead instance's residents by their cookie.
 
+pub mod cgroup;
 mod proc;
+pub mod resident;
 mod scan;
 
 use std::future::Future;
+use std::io;
 use std::time::Duration;
 
-use rustix::process::{Pid, Signal};
+use rustix::process::Signal;
 
-use crate::jobs::process::ReaperHandle;
+use bashd_protocol::JobId;
+
+use crate::config::{ContainmentConfig, Mechanism};
+use crate::jobs::process::{ReaperHandle, SpawnSpec, Spawned};
 use crate::journal::OpenJob;
+use cgroup::CgroupRoot;
 pub use proc::Scanner;
+use resident::{ResidentJob, ResidentSpawn};
 
 /// The processes of one running job, as the supervisor sees them: its own mechanism
 /// (below), or a fake in tests.
@@ -82,25 +90,137 @@ pub enum Containment {
         scanner: Scanner,
         reaper: ReaperHandle,
     },
+    /// A resident per job (`resident.rs`), each job in a cgroup of its own under
+    /// `cgroup` where the daemon has one (`cgroup.rs`); the scan behind them.
+    Resident {
+        binary: std::path::PathBuf,
+        cgroup: Option<CgroupRoot>,
+        instance: String,
+        scanner: Scanner,
+        reaper: ReaperHandle,
+    },
+}
+
+/// The mechanism chosen at start, before the reaper and scanner exist (recovery needs
+/// the cgroup root first).
+#[derive(Debug)]
+pub enum Plan {
+    Scan,
+    Resident {
+        binary: std::path::PathBuf,
+        cgroup: Option<CgroupRoot>,
+    },
+}
+
+impl Plan {
+    /// What `[containment]` asks for and the system allows. An explicit cgroup that
+    /// cannot be used stops the daemon (the user asked for it); a delegated one that
+    /// cannot is logged and done without; a missing `bashd-resident` leaves the scan.
+    pub fn choose(config: &ContainmentConfig) -> Result<Plan, String> {
+        if config.mechanism == Mechanism::Scan {
+            return Ok(Plan::Scan);
+        }
+        let Some(binary) = resident::find_binary() else {
+            tracing::warn!(
+                "bashd-resident is not beside bashd; jobs are contained by process group and cookie only, which a job can shed (install both binaries together)"
+            );
+            return Ok(Plan::Scan);
+        };
+        let cgroup = match &config.cgroup {
+            Some(dir) => Some(CgroupRoot::take(dir).map_err(|e| {
+                format!("{e} (containment.cgroup in the config names a cgroup v2 directory bashd may write; fix it or remove the key)")
+            })?),
+            None => CgroupRoot::delegated().and_then(|dir| match CgroupRoot::take(&dir) {
+                Ok(root) => Some(root),
+                Err(e) => {
+                    tracing::warn!("not using the delegated cgroup: {e}");
+                    None
+                }
+            }),
+        };
+        Ok(Plan::Resident { binary, cgroup })
+    }
+
+    pub fn cgroup(&self) -> Option<&CgroupRoot> {
+        match self {
+            Plan::Resident { cgroup, .. } => cgroup.as_ref(),
+            Plan::Scan => None,
+        }
+    }
+
+    pub fn start(self, instance: String, scanner: Scanner, reaper: ReaperHandle) -> Containment {
+        match self {
+            Plan::Scan => Containment::Scan { scanner, reaper },
+            Plan::Resident { binary, cgroup } => Containment::Resident {
+                binary,
+                cgroup,
+                instance,
+                scanner,
+                reaper,
+            },
+        }
+    }
 }
 
 impl Containment {
-    pub fn scan(scanner: Scanner, reaper: ReaperHandle) -> Containment {
-        Containment::Scan { scanner, reaper }
+    /// What `bashc status` says: `cgroup <path>`, `subreaper` or `scan`.
+    pub fn describe(&self) -> String {
+        match self {
+            Containment::Scan { .. } => "scan".to_owned(),
+            Containment::Resident {
+                cgroup: Some(root), ..
+            } => format!("cgroup {}", root.dir().display()),
+            Containment::Resident { cgroup: None, .. } => "subreaper".to_owned(),
+        }
     }
 
-    /// The processes of a job whose leader `leader` has just been spawned; `cookie` is
-    /// the `BASHD_JOB=...` entry of its environment.
-    pub fn job(&self, leader: Pid, cookie: Vec<u8>) -> Contained {
+    /// Spawns job `job`'s shell: through the reaper, under a resident in the job's
+    /// cgroup where the mechanism has them. Returns once the shell runs.
+    pub async fn spawn(&self, job: JobId, mut spec: SpawnSpec) -> io::Result<Spawned> {
         match self {
-            Containment::Scan { scanner, reaper } => Contained::Scan(scan::ScanJob::new(
-                scan::Mark {
-                    pgid: leader,
-                    cookie,
-                },
-                scanner.clone(),
-                reaper.clone(),
-            )),
+            Containment::Scan { reaper, .. } => reaper.spawn(spec).await,
+            Containment::Resident {
+                binary,
+                cgroup,
+                instance,
+                reaper,
+                ..
+            } => {
+                let job_cgroup = match cgroup {
+                    Some(root) => Some(root.make_job(instance, job)?),
+                    None => None,
+                };
+                spec.resident = Some(ResidentSpawn {
+                    binary: binary.clone(),
+                    cgroup: job_cgroup.as_ref().map(|c| c.dir().to_owned()),
+                });
+                let mut spawned = reaper.spawn(spec).await?;
+                resident::take(&mut spawned, job_cgroup).await?;
+                Ok(spawned)
+            }
+        }
+    }
+
+    /// The processes of a job whose shell has just been spawned; `cookie` is the
+    /// `BASHD_JOB=...` entry of its environment.
+    pub fn job(&self, spawned: &mut Spawned, cookie: Vec<u8>) -> Contained {
+        let (scanner, reaper) = match self {
+            Containment::Scan { scanner, reaper }
+            | Containment::Resident {
+                scanner, reaper, ..
+            } => (scanner, reaper),
+        };
+        let scan = scan::ScanJob::new(
+            scan::Mark {
+                pgid: spawned.pid,
+                cookie,
+            },
+            scanner.clone(),
+            reaper.clone(),
+        );
+        match spawned.held.take() {
+            Some(held) => Contained::Resident(ResidentJob::new(held, scan)),
+            None => Contained::Scan(scan),
         }
     }
 }
@@ -109,24 +229,28 @@ impl Containment {
 #[derive(Debug, Clone)]
 pub enum Contained {
     Scan(scan::ScanJob),
+    Resident(ResidentJob),
 }
 
 impl JobProcesses for Contained {
     async fn outlived_leader(&self) -> bool {
         match self {
             Contained::Scan(job) => job.outlived_leader().await,
+            Contained::Resident(job) => job.outlived_leader().await,
         }
     }
 
     async fn all_exited(&self) {
         match self {
             Contained::Scan(job) => job.all_exited().await,
+            Contained::Resident(job) => job.all_exited().await,
         }
     }
 
     async fn terminate(&self, signal: Signal, grace: Duration, leader: Leader) {
         match self {
             Contained::Scan(job) => job.terminate(signal, grace, leader).await,
+            Contained::Resident(job) => job.terminate(signal, grace, leader).await,
         }
     }
 }

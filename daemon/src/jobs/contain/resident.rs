@@ -1,0 +1,353 @@
+//! The resident mechanism (DESIGN §4.2): every job's first process is
+//! `bashd-resident`, a child subreaper in a session of its own that forks the shell,
+//! so whatever the job starts stays below the resident however it forks, detaches or
+//! clears its environment, and the resident ends that subtree on order or when the
+//! daemon dies. It is a job's process like any other (it carries the cookie), so the
+//! scan still finds it, and a resident that was killed leaves its job to the scan
+//! ([`ResidentJob`] falls back to it).
+//!
+//! The daemon's side: [`command`] builds the spawn (no `pre_exec`, so std spawns it
+//! with `posix_spawn`, without copying the daemon), and [`Link`], one task per job,
+//! owns the control socket: it turns the resident's reports into the leader's exit and
+//! the job's end, and carries the supervisor's orders.
+
+use std::ffi::OsStr;
+use std::io;
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::net::UnixStream as StdUnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustix::process::{Pid, Rlimit, Signal};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::UnixStream;
+use tokio::sync::{mpsc, oneshot, watch};
+
+use super::cgroup::JobCgroup;
+use super::scan::ScanJob;
+use super::{JobProcesses, Leader};
+use crate::jobs::process::{LeaderExit, Spawned};
+use crate::resident::{Order, Report, Usage};
+
+/// How long the resident has to fork the shell and say so.
+pub const START_TIMEOUT: Duration = Duration::from_secs(10);
+/// After the shell exits, how long the resident has to say that nothing else of the
+/// job lives: it reaps and reports in microseconds, so a job still there after this
+/// has processes left.
+const LAST_REPORT_WAIT: Duration = Duration::from_millis(100);
+/// How long SIGKILL rounds may take before the job is left to the scan.
+const KILL_WAIT: Duration = Duration::from_secs(30);
+/// What jobs get in `oom_score_adj`, so that under memory pressure the kernel picks a
+/// job, never the daemon. Raising it needs no privilege.
+pub const JOB_OOM_SCORE_ADJ: i32 = 500;
+
+/// Where the resident binary is: beside the daemon's own, as cargo builds and installs
+/// them. `None` if it is not there (the daemon then contains jobs by scan).
+pub fn find_binary() -> Option<PathBuf> {
+    let path = std::env::current_exe()
+        .ok()?
+        .with_file_name("bashd-resident");
+    path.is_file().then_some(path)
+}
+
+/// What a job's spawn needs beyond its shell and command.
+#[derive(Debug, Clone)]
+pub struct ResidentSpawn {
+    pub binary: PathBuf,
+    /// The cgroup the job's processes start in, when the daemon has one for it.
+    pub cgroup: Option<PathBuf>,
+}
+
+/// The command that starts a job's resident, and the daemon's end of its control
+/// socket. The resident's stdin is the other end; its stdout and stderr are the job's
+/// pipes, which the caller sets.
+#[allow(clippy::too_many_arguments)]
+pub fn command(
+    spawn: &ResidentSpawn,
+    shell: &Path,
+    script: &str,
+    workdir: &Path,
+    env: &[(Vec<u8>, Vec<u8>)],
+    open_files: Option<Rlimit>,
+) -> io::Result<(Command, OwnedFd)> {
+    // Close-on-exec both; std makes the resident's end its stdin, without the flag.
+    let (ours, theirs) = StdUnixStream::pair()?;
+    let mut command = Command::new(&spawn.binary);
+    if let Some(dir) = &spawn.cgroup {
+        command.arg("--cgroup").arg(dir);
+    }
+    if let Some(limit) = open_files {
+        let (soft, hard) = (limit.current, limit.maximum);
+        if let (Some(soft), Some(hard)) = (soft, hard) {
+            command.arg("--nofile").arg(format!("{soft}:{hard}"));
+        }
+    }
+    command
+        .arg("--oom-score-adj")
+        .arg(JOB_OOM_SCORE_ADJ.to_string())
+        .arg("--")
+        .arg(shell)
+        .arg("-c")
+        .arg(script)
+        .current_dir(workdir)
+        .env_clear()
+        .envs(
+            env.iter()
+                .map(|(k, v)| (OsStr::from_bytes(k), OsStr::from_bytes(v))),
+        )
+        .stdin(Stdio::from(OwnedFd::from(theirs)));
+    Ok((command, OwnedFd::from(ours)))
+}
+
+/// Where a job is, as its resident last said.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Heard {
+    /// The shell or processes it started run.
+    Running,
+    /// No process of the job is left; what they used.
+    Done(Usage),
+    /// The resident went away without saying the job was done: killed from inside the
+    /// job, most likely. What is left is found by the scan.
+    Lost,
+}
+
+/// The task that owns one resident's control socket.
+pub struct Link;
+
+/// What [`Link::start`] hands out.
+pub struct Linked {
+    /// The shell's pid, once the resident has forked it, or why it could not.
+    pub leader: oneshot::Receiver<Result<Pid, String>>,
+    /// The shell's exit, once the resident has reaped it.
+    pub exit: oneshot::Receiver<LeaderExit>,
+    pub orders: mpsc::UnboundedSender<Order>,
+    pub heard: watch::Receiver<Heard>,
+}
+
+impl Link {
+    /// Starts the task for the daemon's end of a resident's socket. It ends when the
+    /// resident closes the socket (it has exited).
+    pub fn start(socket: OwnedFd) -> io::Result<Linked> {
+        let socket = StdUnixStream::from(socket);
+        socket.set_nonblocking(true)?;
+        let socket = UnixStream::from_std(socket)?;
+        let (leader_tx, leader) = oneshot::channel();
+        let (exit_tx, exit) = oneshot::channel();
+        let (orders, mut orders_rx) = mpsc::unbounded_channel::<Order>();
+        let (heard_tx, heard) = watch::channel(Heard::Running);
+        tokio::spawn(async move {
+            let (read, mut write) = socket.into_split();
+            let mut lines = BufReader::new(read).lines();
+            let mut leader_tx = Some(leader_tx);
+            let mut exit_tx = Some(exit_tx);
+            let mut orders_open = true;
+            loop {
+                // Cancelling either branch loses nothing: a partial line stays in the
+                // reader's buffer, an order in its channel.
+                tokio::select! {
+                    line = lines.next_line() => match line {
+                        Ok(Some(line)) => match Report::parse(&line) {
+                            Some(Report::Started { pid }) => {
+                                if let (Some(tx), Some(pid)) = (leader_tx.take(), Pid::from_raw(pid)) {
+                                    let _ = tx.send(Ok(pid));
+                                }
+                            }
+                            Some(Report::Error(text)) => {
+                                if let Some(tx) = leader_tx.take() {
+                                    let _ = tx.send(Err(text));
+                                }
+                            }
+                            Some(Report::Leader { status }) => {
+                                if let Some(tx) = exit_tx.take() {
+                                    let _ = tx.send(leader_exit(status));
+                                }
+                            }
+                            Some(Report::Done(usage)) => {
+                                let _ = heard_tx.send(Heard::Done(usage));
+                            }
+                            None => tracing::warn!("a job's resident said {line:?}"),
+                        },
+                        Ok(None) | Err(_) => {
+                            heard_tx.send_if_modified(|heard| {
+                                let lost = *heard == Heard::Running;
+                                if lost {
+                                    *heard = Heard::Lost;
+                                }
+                                lost
+                            });
+                            return;
+                        }
+                    },
+                    order = orders_rx.recv(), if orders_open => match order {
+                        // A failed write means the resident is gone; the read sees it.
+                        Some(order) => { let _ = write.write_all(order.to_string().as_bytes()).await; }
+                        None => orders_open = false,
+                    },
+                }
+            }
+        });
+        Ok(Linked {
+            leader,
+            exit,
+            orders,
+            heard,
+        })
+    }
+}
+
+/// A job's hold by its resident, as the spawn hands it to `contain`.
+#[derive(Debug)]
+pub struct Held {
+    pub orders: mpsc::UnboundedSender<Order>,
+    pub heard: watch::Receiver<Heard>,
+    /// The job's cgroup, when it has one; removed when the job is done with it.
+    pub cgroup: Option<JobCgroup>,
+}
+
+/// Waits for the resident of a job the reaper has just spawned to fork the shell, and
+/// makes `spawned` the shell's: its pid, its exit, and the resident's hold.
+pub async fn take(spawned: &mut Spawned, cgroup: Option<JobCgroup>) -> io::Result<()> {
+    let Some(control) = spawned.control.take() else {
+        return Ok(());
+    };
+    let linked = Link::start(control)?;
+    let pid = match tokio::time::timeout(START_TIMEOUT, linked.leader).await {
+        Ok(Ok(Ok(pid))) => pid,
+        Ok(Ok(Err(why))) => return Err(io::Error::other(why)),
+        Ok(Err(_)) => {
+            return Err(io::Error::other(
+                "bashd-resident exited before it started the shell",
+            ));
+        }
+        Err(_) => {
+            return Err(io::Error::other(format!(
+                "bashd-resident did not start the shell within {} s",
+                START_TIMEOUT.as_secs()
+            )));
+        }
+    };
+    spawned.pid = pid;
+    spawned.exit = linked.exit;
+    // The shell may already have exited and been reaped by its resident: 0 then, as
+    // for a leader whose stat could not be read.
+    spawned.start_time =
+        bashd_protocol::process_start_time(pid.as_raw_nonzero().get() as u32).unwrap_or(0);
+    spawned.held = Some(Held {
+        orders: linked.orders,
+        heard: linked.heard,
+        cgroup,
+    });
+    Ok(())
+}
+
+/// A raw wait status as the resident's `waitpid` gave it.
+fn leader_exit(status: i32) -> LeaderExit {
+    if libc::WIFEXITED(status) {
+        LeaderExit::Code(libc::WEXITSTATUS(status))
+    } else {
+        LeaderExit::Signal(libc::WTERMSIG(status))
+    }
+}
+
+/// One running job held by its resident, with its cgroup where it has one, and the
+/// scan behind both for a resident that was lost.
+#[derive(Debug, Clone)]
+pub struct ResidentJob {
+    orders: mpsc::UnboundedSender<Order>,
+    heard: watch::Receiver<Heard>,
+    /// Shared with the clones a supervisor makes; removed when the last goes.
+    cgroup: Option<Arc<JobCgroup>>,
+    fallback: ScanJob,
+}
+
+impl ResidentJob {
+    pub fn new(held: Held, fallback: ScanJob) -> ResidentJob {
+        ResidentJob {
+            orders: held.orders,
+            heard: held.heard,
+            cgroup: held.cgroup.map(Arc::new),
+            fallback,
+        }
+    }
+
+    /// What the job's processes used, once the resident has said the job is done.
+    pub fn usage(&self) -> Option<Usage> {
+        match *self.heard.borrow() {
+            Heard::Done(usage) => Some(usage),
+            Heard::Running | Heard::Lost => None,
+        }
+    }
+
+    /// Waits until the resident says the job is done or is lost, at most `limit`;
+    /// what it last said.
+    async fn settled(&self, limit: Duration) -> Heard {
+        let mut heard = self.heard.clone();
+        let settled = heard.wait_for(|h| *h != Heard::Running);
+        match tokio::time::timeout(limit, settled).await {
+            Ok(Ok(heard)) => *heard,
+            // The link ended without a word: the same as lost.
+            Ok(Err(_)) => Heard::Lost,
+            Err(_) => Heard::Running,
+        }
+    }
+}
+
+impl JobProcesses for ResidentJob {
+    async fn outlived_leader(&self) -> bool {
+        match self.settled(LAST_REPORT_WAIT).await {
+            Heard::Done(_) => false,
+            Heard::Running => true,
+            Heard::Lost => match &self.cgroup {
+                Some(cgroup) => cgroup.populated(),
+                None => self.fallback.outlived_leader().await,
+            },
+        }
+    }
+
+    async fn all_exited(&self) {
+        let mut heard = self.heard.clone();
+        let lost = match heard.wait_for(|h| *h != Heard::Running).await {
+            Ok(heard) => *heard == Heard::Lost,
+            Err(_) => true,
+        };
+        if lost {
+            match &self.cgroup {
+                Some(cgroup) => cgroup.emptied().await,
+                None => self.fallback.all_exited().await,
+            }
+        }
+    }
+
+    async fn terminate(&self, signal: Signal, grace: Duration, leader: Leader) {
+        let _ = self.orders.send(Order::Signal(signal.as_raw()));
+        if self.settled(grace).await == Heard::Running {
+            // The cgroup kills at once, forks in flight included; the resident's rounds
+            // are for a job without one.
+            if let Some(cgroup) = &self.cgroup {
+                let _ = cgroup.kill();
+            }
+            let _ = self.orders.send(Order::Kill);
+            if self.settled(KILL_WAIT).await == Heard::Running {
+                tracing::warn!("a job's resident did not end its processes in time");
+            }
+        }
+        if *self.heard.borrow() == Heard::Lost {
+            // Killed from inside the job, most likely: what it held is the cgroup's, or
+            // whatever the scan still finds by the cookie.
+            match &self.cgroup {
+                Some(cgroup) => {
+                    let _ = cgroup.kill();
+                    cgroup.emptied().await;
+                }
+                None => {
+                    self.fallback
+                        .terminate(Signal::KILL, Duration::ZERO, leader)
+                        .await
+                }
+            }
+        }
+    }
+}
