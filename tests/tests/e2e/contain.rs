@@ -5,7 +5,12 @@
 //! Escapees carry neither the cookie nor the runtime dir that the harness sweeps by, so
 //! each test names its sleeps by a duration no other test uses, and [`Escapees`] kills
 //! them by command line when the test ends, whatever happened.
+//!
+//! Each test runs on both paths: the resident alone (a subreaper per job), and the
+//! resident in a cgroup per job, under a cgroup v2 directory the test makes where it
+//! can (skipped with a word where it cannot).
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use bashd_tests::{Daemon, alive, pids_running, wait_for_running, wait_until};
@@ -111,51 +116,185 @@ fn listed(daemon: &Daemon, job: &str) -> serde_json::Value {
         .clone()
 }
 
+/// A cgroup v2 directory for one test's daemon, removed with whatever is left in it.
+struct TestCgroup {
+    dir: PathBuf,
+}
+
+impl TestCgroup {
+    /// A new cgroup under the v2 hierarchy, or `None` (said on stderr) where this
+    /// process may not make one.
+    fn new(name: &str) -> Option<TestCgroup> {
+        let mounts = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+        let mount = mounts.lines().find_map(|line| {
+            let (before, after) = line.split_once(" - ")?;
+            if !after.starts_with("cgroup2 ") {
+                return None;
+            }
+            before.split(' ').nth(4).map(PathBuf::from)
+        });
+        let Some(mount) = mount else {
+            eprintln!("skipping the cgroup path: no cgroup v2 mount");
+            return None;
+        };
+        let dir = mount.join(format!("bashd-test-{}-{name}", std::process::id()));
+        match std::fs::create_dir(&dir) {
+            Ok(()) => Some(TestCgroup { dir }),
+            Err(e) => {
+                eprintln!(
+                    "skipping the cgroup path: cannot create {}: {e}",
+                    dir.display()
+                );
+                None
+            }
+        }
+    }
+
+    /// The config that puts the daemon's jobs under this cgroup.
+    fn config(&self) -> String {
+        format!("[containment]\ncgroup = \"{}\"\n", self.dir.display())
+    }
+
+    /// Whether `pid` is in a job cgroup under this one.
+    fn holds(&self, pid: u32) -> bool {
+        let name = self.dir.file_name().unwrap().to_string_lossy().into_owned();
+        std::fs::read_to_string(format!("/proc/{pid}/cgroup")).is_ok_and(|groups| {
+            groups.lines().any(|line| {
+                line.strip_prefix("0::/").is_some_and(|path| {
+                    path.contains(&format!("{name}/")) && !path.ends_with("/daemon")
+                })
+            })
+        })
+    }
+}
+
+impl Drop for TestCgroup {
+    fn drop(&mut self) {
+        // Children first; what a failed test left running is killed with its cgroup.
+        let children: Vec<PathBuf> = std::fs::read_dir(&self.dir)
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .map(|e| e.path())
+                    .filter(|p| p.join("cgroup.procs").exists())
+                    .collect()
+            })
+            .unwrap_or_default();
+        for child in &children {
+            let _ = std::fs::write(child.join("cgroup.kill"), "1");
+        }
+        wait_until(GONE_WITHIN, || {
+            children
+                .iter()
+                .all(|child| std::fs::remove_dir(child).is_ok() || !child.exists())
+        });
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+/// Runs `test` on a daemon of each path: the resident alone, then in cgroups. `base`
+/// numbers the sleeps: each path gets ten of its own.
+fn on_each_path(name: &str, base: u32, test: impl Fn(Daemon, &Escapees, Option<&TestCgroup>)) {
+    test(Daemon::start(), &Escapees::new(base), None);
+    if let Some(cgroup) = TestCgroup::new(name) {
+        let daemon = Daemon::start_with_config(&cgroup.config());
+        test(daemon, &Escapees::new(base + 10), Some(&cgroup));
+    }
+}
+
+/// On the cgroup path, every escapee runs in its job's cgroup.
+fn assert_in_cgroup(escapees: &Escapees, cgroup: Option<&TestCgroup>) {
+    let Some(cgroup) = cgroup else { return };
+    for sleep in &escapees.sleeps {
+        for pid in pids_running(sleep) {
+            assert!(
+                cgroup.holds(pid),
+                "`{sleep}` ({pid}) is not in a job cgroup"
+            );
+        }
+    }
+}
+
 #[test]
 fn escapees_keep_their_job_running_and_die_with_its_kill() {
-    let daemon = Daemon::start();
-    let escapees = Escapees::new(9101);
-    let (job, listed) = start(&daemon, &escapees);
-    assert_eq!(
-        listed["state"], "running",
-        "the job ended while its escapees run: {listed}"
-    );
-    let out = daemon.run_bashc(&["kill", "--json", &job]);
-    assert_eq!(json(&out)["state"], "killed", "{}", show(&out));
-    escapees.assert_gone("bashc kill");
+    on_each_path("kill", 9101, |daemon, escapees, cgroup| {
+        let (job, listed) = start(&daemon, escapees);
+        assert_eq!(
+            listed["state"], "running",
+            "the job ended while its escapees run: {listed}"
+        );
+        assert_in_cgroup(escapees, cgroup);
+        let out = daemon.run_bashc(&["kill", "--json", &job]);
+        assert_eq!(json(&out)["state"], "killed", "{}", show(&out));
+        escapees.assert_gone("bashc kill");
+    });
 }
 
 #[test]
 fn escapees_die_when_their_session_is_closed() {
-    let daemon = Daemon::start();
-    let escapees = Escapees::new(9111);
-    start(&daemon, &escapees);
-    let out = daemon.run_bashc(&["session", "close", "test"]);
-    assert!(out.status.success(), "{}", show(&out));
-    escapees.assert_gone("bashc session close");
+    on_each_path("close", 9121, |daemon, escapees, cgroup| {
+        start(&daemon, escapees);
+        assert_in_cgroup(escapees, cgroup);
+        let out = daemon.run_bashc(&["session", "close", "test"]);
+        assert!(out.status.success(), "{}", show(&out));
+        escapees.assert_gone("bashc session close");
+    });
 }
 
 #[test]
 fn escapees_die_when_the_daemon_is_stopped() {
-    let mut daemon = Daemon::start();
-    let escapees = Escapees::new(9121);
-    start(&daemon, &escapees);
-    rustix::process::kill_process(
-        Pid::from_raw(daemon.pid() as i32).unwrap(),
-        Signal::TERM,
-    )
-    .unwrap();
-    let status = daemon.child_mut().wait().unwrap();
-    assert_eq!(status.code(), Some(0), "bashd did not stop cleanly");
-    escapees.assert_gone("SIGTERM to the daemon");
+    on_each_path("stop", 9141, |mut daemon, escapees, _| {
+        start(&daemon, escapees);
+        rustix::process::kill_process(Pid::from_raw(daemon.pid() as i32).unwrap(), Signal::TERM)
+            .unwrap();
+        let status = daemon.child_mut().wait().unwrap();
+        assert_eq!(status.code(), Some(0), "bashd did not stop cleanly");
+        escapees.assert_gone("SIGTERM to the daemon");
+    });
 }
 
 #[test]
 fn escapees_die_when_the_daemon_is_sigkilled_and_restarted() {
-    let mut daemon = Daemon::start();
-    let escapees = Escapees::new(9131);
-    start(&daemon, &escapees);
-    daemon.kill_daemon();
-    daemon.restart();
-    escapees.assert_gone("a SIGKILLed daemon and its restart");
+    on_each_path("sigkill", 9161, |mut daemon, escapees, _| {
+        start(&daemon, escapees);
+        daemon.kill_daemon();
+        daemon.restart();
+        escapees.assert_gone("a SIGKILLed daemon and its restart");
+    });
+}
+
+/// A job that kills its own resident leaves its escapees to the fallback: the cgroup
+/// holds them all; without one, the scan finds only those that kept the cookie.
+#[test]
+fn a_job_that_kills_its_resident_is_still_ended() {
+    on_each_path("resident", 9181, |daemon, escapees, cgroup| {
+        let Some(_) = cgroup else {
+            // Without a cgroup, a cleared environment outside the resident's subtree is
+            // out of reach: the promise there rests on the resident.
+            let out = daemon.run_bashc(&[
+                "exec",
+                "--json",
+                "--mode",
+                "background",
+                "--",
+                &format!("setsid -f {}; kill -9 $PPID", escapees.sleeps[0]),
+            ]);
+            let job = json(&out)["job"].as_str().unwrap().to_owned();
+            wait_for_running(&escapees.sleeps[0]);
+            let out = daemon.run_bashc(&["kill", "--json", &job]);
+            assert!(out.status.code().is_some(), "{}", show(&out));
+            assert!(
+                wait_until(GONE_WITHIN, || pids_running(&escapees.sleeps[0]).is_empty()),
+                "a cookie-carrying escapee outlived its job's lost resident"
+            );
+            return;
+        };
+        let command = format!("{}; kill -9 $PPID", escapees.command);
+        let out = daemon.run_bashc(&["exec", "--json", "--mode", "background", "--", &command]);
+        let job = json(&out)["job"].as_str().unwrap().to_owned();
+        escapees.wait_running();
+        let out = daemon.run_bashc(&["kill", "--json", &job]);
+        assert!(out.status.code().is_some(), "{}", show(&out));
+        escapees.assert_gone("bashc kill of a job whose resident was killed");
+    });
 }

@@ -171,6 +171,13 @@ impl Link {
                             None => tracing::warn!("a job's resident said {line:?}"),
                         },
                         Ok(None) | Err(_) => {
+                            // A resident killed before its shell ended (from inside the
+                            // job, most likely): its first process died by a signal, as
+                            // far as anyone can tell, and the scan looks for the rest.
+                            if let Some(tx) = exit_tx.take() {
+                                tracing::warn!("a job's resident was killed; its processes are looked for by the scan from now on");
+                                let _ = tx.send(LeaderExit::Signal(libc::SIGKILL));
+                            }
                             heard_tx.send_if_modified(|heard| {
                                 let lost = *heard == Heard::Running;
                                 if lost {
