@@ -186,6 +186,8 @@ pub struct JobInfo {
     /// RFC 3339, UTC.
     pub started_at: String,
     pub duration_ms: u64,
+    /// What the job used and how it ended, once it has.
+    pub record: Option<ExitRecord>,
 }
 
 /// One line of `bashc sessions`.
@@ -420,6 +422,62 @@ pub struct ExecResult {
     pub stderr: Option<StreamResult>,
     /// What the result says beyond its figures, in the order a person reads it.
     pub notices: Vec<Notice>,
+    /// What the job used and how it ended, once it has (DESIGN §4.5).
+    pub record: Option<ExitRecord>,
+}
+
+/// What an ended job used, and what ended it. A figure the daemon's containment cannot
+/// measure is `None`, never a guess.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExitRecord {
+    /// CPU time of every process of the job that ended.
+    pub cpu_user_ms: Option<u64>,
+    pub cpu_system_ms: Option<u64>,
+    /// The job cgroup's `memory.peak` where there is one, else the largest resident
+    /// set of any one of the job's processes.
+    pub peak_rss_bytes: Option<u64>,
+    /// How many processes the job started, where that is counted.
+    pub processes: Option<u64>,
+    pub ended_by: EndedBy,
+    /// With `ended_by = kill`: who asked.
+    pub killed_by: Option<Killer>,
+}
+
+/// What ended a job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EndedBy {
+    /// Its processes exited by themselves.
+    Exit,
+    /// A signal nobody in bashd sent ended its shell.
+    Signal,
+    /// It passed its timeout and was killed.
+    Timeout,
+    /// A `kill` request, or the daemon's shutdown; `killed_by` says which.
+    Kill,
+    /// The request that waited for it went away (its client disconnected or
+    /// cancelled) while it ran in the foreground.
+    Cancel,
+    /// Every owner of its session exited while it ran in the foreground.
+    OwnerGone,
+    /// Its session was closed, or its linger time ran out.
+    SessionClosed,
+    /// The daemon died while it ran; a later daemon ended what was left.
+    DaemonRestart,
+    /// It never ran: refused by the policy, or it could not be started.
+    NotRun,
+}
+
+/// Who killed a job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Killer {
+    /// A client acting in the job's own session: its agent.
+    Agent,
+    /// A client acting in another session (`bashc kill --session`, an operator).
+    Client,
+    /// The daemon, on its way down (SIGTERM).
+    Shutdown,
 }
 
 /// The answer of `bashc policy check`.

@@ -298,3 +298,85 @@ fn a_job_that_kills_its_resident_is_still_ended() {
         escapees.assert_gone("bashc kill of a job whose resident was killed");
     });
 }
+
+/// The CPU time and the peak memory of `command` run here, as `/usr/bin/time` measures
+/// them: this process's children's usage before and after (ms, bytes).
+fn measured_here(command: &str) -> (u64, u64) {
+    let usage = || {
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) };
+        usage
+    };
+    let ms = |t: libc::timeval| t.tv_sec as u64 * 1000 + t.tv_usec as u64 / 1000;
+    let before = usage();
+    let status = std::process::Command::new("bash")
+        .args(["-c", command])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let after = usage();
+    let cpu = ms(after.ru_utime) + ms(after.ru_stime) - ms(before.ru_utime) - ms(before.ru_stime);
+    (cpu, after.ru_maxrss as u64 * 1024)
+}
+
+/// Issue 14: a job's exit record shows its CPU time within 20 % of what `time` says for
+/// the same command, and a peak at least the size of a buffer it touched.
+#[test]
+fn a_jobs_exit_record_shows_its_cpu_time_and_peak_memory() {
+    const BUFFER: u64 = 64 << 20;
+    let command = format!(
+        "python3 -c 'import time
+b = bytearray({BUFFER})
+for i in range(0, len(b), 4096): b[i] = 1
+t = time.process_time()
+while time.process_time() - t < 0.8: pass'"
+    );
+    let (cpu_here, _) = measured_here(&command);
+    on_each_path("record", 9191, |daemon, _, _| {
+        let out = daemon.run_bashc(&["exec", "--json", "--", &command]);
+        assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+        let result = json(&out);
+        let record = &result["record"];
+        assert_eq!(record["ended_by"], "exit", "{result}");
+        let cpu = record["cpu_user_ms"].as_u64().expect("cpu_user_ms")
+            + record["cpu_system_ms"].as_u64().expect("cpu_system_ms");
+        let off = cpu.abs_diff(cpu_here) as f64 / cpu_here as f64;
+        assert!(
+            off <= 0.2,
+            "the record says {cpu} ms of CPU, time says {cpu_here} ms: {record}"
+        );
+        let peak = record["peak_rss_bytes"].as_u64().expect("peak_rss_bytes");
+        assert!(
+            peak >= BUFFER,
+            "peak {peak} < the {BUFFER} bytes touched: {record}"
+        );
+        // `bashc jobs` shows the same record.
+        let listed = listed(&daemon, result["job"].as_str().unwrap());
+        assert_eq!(&listed["record"], record);
+    });
+}
+
+/// How a job ended is said by who ended it: its agent's kill, a timeout.
+#[test]
+fn a_jobs_exit_record_says_what_ended_it() {
+    let daemon = Daemon::start();
+    let out = daemon.run_bashc(&["exec", "--json", "--mode", "background", "--", "sleep 9201"]);
+    let job = json(&out)["job"].as_str().unwrap().to_owned();
+    wait_for_running("sleep 9201");
+    let out = daemon.run_bashc(&["kill", "--json", &job]);
+    let record = &json(&out)["record"];
+    assert_eq!(record["ended_by"], "kill", "{record}");
+    assert_eq!(record["killed_by"], "agent", "{record}");
+    let out = daemon.run_bashc(&[
+        "exec",
+        "--json",
+        "--timeout",
+        "1",
+        "--on-timeout",
+        "kill",
+        "--",
+        "sleep 9202",
+    ]);
+    let record = &json(&out)["record"];
+    assert_eq!(record["ended_by"], "timeout", "{record}");
+}

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
 use bashd_protocol::{
-    ErrorKind, ErrorReply, ExecParams, ExecResult, JobId, JobState, Mode, Notice, Response,
-    Started, StreamResult, is_valid_session_id, limits,
+    EndedBy, ErrorKind, ErrorReply, ExecParams, ExecResult, ExitRecord, JobId, JobState, Mode,
+    Notice, Response, Started, StreamResult, is_valid_session_id, limits,
 };
 use tokio::sync::mpsc;
 
@@ -385,6 +385,14 @@ fn not_run(meta: &JobMeta, merged: bool, state: JobState, notice: Notice) -> End
             stdout: StreamResult::empty(),
             stderr: (!merged).then(StreamResult::empty),
             notices: vec![notice],
+            record: Some(ExitRecord {
+                cpu_user_ms: None,
+                cpu_system_ms: None,
+                peak_rss_bytes: None,
+                processes: Some(0),
+                ended_by: EndedBy::NotRun,
+                killed_by: None,
+            }),
         },
         streams: no_output(merged, true),
     }

@@ -4,7 +4,7 @@ use std::time::{Duration, SystemTime};
 
 use bashd_protocol::{
     ErrorHint, ErrorKind, ErrorReply, ExecResult, JobId, JobInfo, JobRef, JobState, JobsRequest,
-    KillRequest, Mode, Notice, StreamResult, WaitRequest,
+    KillRequest, Killer, Mode, Notice, StreamResult, WaitRequest,
 };
 use rustix::process::Signal;
 use tokio::sync::oneshot;
@@ -121,6 +121,7 @@ impl JobsActor {
                 stdout: StreamResult::empty(),
                 stderr: None,
                 notices: Vec::new(),
+                record: None,
             },
         }
     }
@@ -164,7 +165,11 @@ impl JobsActor {
             // A starting job's supervisor finds the stop waiting when it starts.
             Status::Starting { control, .. } | Status::Running { control, .. } => {
                 let stop = Stop {
-                    reason: StopReason::Killed,
+                    reason: StopReason::Killed(if request.caller.session == job.session {
+                        Killer::Agent
+                    } else {
+                        Killer::Client
+                    }),
                     signal,
                     grace,
                 };
@@ -227,16 +232,18 @@ impl JobsActor {
     }
 
     pub(super) fn info(&self, job: &Job) -> JobInfo {
-        let (state, exit_code, duration_ms) = match &job.status {
+        let (state, exit_code, duration_ms, record) = match &job.status {
             Status::Ended(ended) => (
                 ended.result.state,
                 ended.result.exit_code,
                 ended.result.duration_ms,
+                ended.result.record.clone(),
             ),
             Status::Starting { .. } | Status::Running { .. } => (
                 JobState::Running,
                 None,
                 job.started.elapsed().as_millis() as u64,
+                None,
             ),
         };
         let mode = match (job.background, job.mode) {
@@ -255,6 +262,7 @@ impl JobsActor {
             description: job.description.clone(),
             started_at: rfc3339(job.started_at),
             duration_ms,
+            record,
         }
     }
 }

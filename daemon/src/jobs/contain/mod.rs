@@ -72,6 +72,20 @@ pub trait JobProcesses: Send + Sync + 'static {
         grace: Duration,
         leader: Leader,
     ) -> impl Future<Output = ()> + Send;
+
+    /// What the job's processes used, once all of them have ended; `None` for a
+    /// figure the mechanism cannot measure.
+    fn usage(&self) -> Usage {
+        Usage::default()
+    }
+}
+
+/// What an ended job's processes used, as far as its mechanism can tell.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub cpu_user_us: Option<u64>,
+    pub cpu_system_us: Option<u64>,
+    pub peak_rss_bytes: Option<u64>,
 }
 
 /// Whether the job's leader has been reaped. Until it is, its pid cannot have been
@@ -251,6 +265,13 @@ impl JobProcesses for Contained {
         match self {
             Contained::Scan(job) => job.terminate(signal, grace, leader).await,
             Contained::Resident(job) => job.terminate(signal, grace, leader).await,
+        }
+    }
+
+    fn usage(&self) -> Usage {
+        match self {
+            Contained::Scan(job) => job.usage(),
+            Contained::Resident(job) => job.usage(),
         }
     }
 }

@@ -28,7 +28,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use super::cgroup::JobCgroup;
 use super::scan::ScanJob;
-use super::{JobProcesses, Leader};
+use super::{JobProcesses, Leader, Usage as JobUsage};
 use crate::jobs::process::{LeaderExit, Spawned};
 use crate::resident::{Order, Report, Usage};
 
@@ -280,14 +280,6 @@ impl ResidentJob {
         }
     }
 
-    /// What the job's processes used, once the resident has said the job is done.
-    pub fn usage(&self) -> Option<Usage> {
-        match *self.heard.borrow() {
-            Heard::Done(usage) => Some(usage),
-            Heard::Running | Heard::Lost => None,
-        }
-    }
-
     /// Waits until the resident says the job is done or is lost, at most `limit`;
     /// what it last said.
     async fn settled(&self, limit: Duration) -> Heard {
@@ -355,6 +347,22 @@ impl JobProcesses for ResidentJob {
                         .await
                 }
             }
+        }
+    }
+
+    /// The cgroup's figures where there is one (they count every process that ran in
+    /// it), else the resident's `RUSAGE_CHILDREN` (every process that was reaped).
+    fn usage(&self) -> JobUsage {
+        let resident = match *self.heard.borrow() {
+            Heard::Done(usage) => Some(usage),
+            Heard::Running | Heard::Lost => None,
+        };
+        let cpu = self.cgroup.as_ref().and_then(|c| c.cpu_usec());
+        let peak = self.cgroup.as_ref().and_then(|c| c.memory_peak());
+        JobUsage {
+            cpu_user_us: cpu.map(|c| c.0).or(resident.map(|u| u.user_us)),
+            cpu_system_us: cpu.map(|c| c.1).or(resident.map(|u| u.system_us)),
+            peak_rss_bytes: peak.or(resident.map(|u| u.max_rss_kb * 1024)),
         }
     }
 }

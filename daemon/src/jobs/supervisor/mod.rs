@@ -25,14 +25,14 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use bashd_protocol::{
-    BackgroundWhy, ErrorKind, ErrorReply, ExecResult, JobId, JobState, Notice, OnTimeout, Response,
-    StreamName,
+    BackgroundWhy, EndedBy, ErrorKind, ErrorReply, ExecResult, ExitRecord, JobId, JobState, Killer,
+    Notice, OnTimeout, Response, StreamName,
 };
 use rustix::process::Signal;
 use tokio::sync::{mpsc, oneshot};
 
 use super::contain::{JobProcesses, Leader};
-use super::process::Spawned;
+use super::process::{LeaderExit, Spawned};
 use crate::config::OnStraggler;
 use crate::output::{self, OutputSource, Shape, StreamCapture};
 use pipes::{Inputs, PipeReader, Shell, Wake};
@@ -121,8 +121,8 @@ pub enum StopReason {
     /// The request that started a foreground job went away.
     Abandoned,
     Shutdown,
-    /// `bashc kill`.
-    Killed,
+    /// A `kill` request, from the job's own session or another.
+    Killed(Killer),
     /// Every owner of the session exited while the job ran in the foreground.
     OwnersGone,
     /// The session was closed, or its linger time ran out.
@@ -462,7 +462,7 @@ impl<P: JobProcesses> Supervisor<P> {
                 self.inputs.err.capture.complete_lines(),
             ],
         };
-        let result = self.result(JobState::Running, vec![notice]);
+        let result = self.result(JobState::Running, vec![notice], None);
         // Before the answer, so that a check sent on seeing it starts after `seen`.
         let _ = self.reports.send(Report::Backgrounded {
             job: self.meta.job,
@@ -471,7 +471,12 @@ impl<P: JobProcesses> Supervisor<P> {
         let _ = requester.send(Response::Finished(Box::new(result))).await;
     }
 
-    fn result(&self, state: JobState, notices: Vec<Notice>) -> ExecResult {
+    fn result(
+        &self,
+        state: JobState,
+        notices: Vec<Notice>,
+        record: Option<ExitRecord>,
+    ) -> ExecResult {
         let status = self.inputs.shell.status();
         let inputs = &self.inputs;
         ExecResult {
@@ -488,6 +493,7 @@ impl<P: JobProcesses> Supervisor<P> {
             stdout: inputs.out.capture.result(self.settings.shape),
             stderr: (!inputs.merged).then(|| inputs.err.capture.result(self.settings.shape)),
             notices,
+            record,
         }
     }
 
@@ -522,13 +528,37 @@ impl<P: JobProcesses> Supervisor<P> {
                 notices.push(Notice::SessionEnded { session: session() })
             }
             Some(StopReason::Stragglers) => notices.push(Notice::StragglersKilled {}),
-            Some(StopReason::Killed | StopReason::Abandoned) | None => {}
+            Some(StopReason::Killed(_) | StopReason::Abandoned) | None => {}
         }
         notices.extend(self.inputs.out.capture.notice(StreamName::Stdout));
         if !self.inputs.merged {
             notices.extend(self.inputs.err.capture.notice(StreamName::Stderr));
         }
-        let result = self.result(state, notices);
+        let (ended_by, killed_by) = match (reason, status) {
+            (Some(StopReason::Timeout), _) => (EndedBy::Timeout, None),
+            (Some(StopReason::Abandoned), _) => (EndedBy::Cancel, None),
+            (Some(StopReason::Shutdown), _) => (EndedBy::Kill, Some(Killer::Shutdown)),
+            (Some(StopReason::Killed(by)), _) => (EndedBy::Kill, Some(by)),
+            (Some(StopReason::OwnersGone), _) => (EndedBy::OwnerGone, None),
+            (Some(StopReason::SessionEnded), _) => (EndedBy::SessionClosed, None),
+            // The shell ended by itself; what it left running went by the config.
+            (Some(StopReason::Stragglers), _) | (None, Some(LeaderExit::Code(_))) => {
+                (EndedBy::Exit, None)
+            }
+            (None, Some(LeaderExit::Signal(_))) => (EndedBy::Signal, None),
+            // The reaper went away first: the daemon is going down.
+            (None, None) => (EndedBy::Kill, Some(Killer::Shutdown)),
+        };
+        let usage = self.processes.usage();
+        let record = ExitRecord {
+            cpu_user_ms: usage.cpu_user_us.map(|us| us / 1000),
+            cpu_system_ms: usage.cpu_system_us.map(|us| us / 1000),
+            peak_rss_bytes: usage.peak_rss_bytes,
+            processes: None,
+            ended_by,
+            killed_by,
+        };
+        let result = self.result(state, notices, Some(record));
         let ended = Ended {
             result,
             streams: self.inputs.streams(),

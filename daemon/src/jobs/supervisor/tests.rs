@@ -7,7 +7,9 @@ use std::os::fd::OwnedFd;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bashd_protocol::{BackgroundWhy, ExecResult, JobId, JobState, Notice, OnTimeout, Response};
+use bashd_protocol::{
+    BackgroundWhy, EndedBy, ExecResult, JobId, JobState, Killer, Notice, OnTimeout, Response,
+};
 use rustix::process::{Pid, Signal};
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -243,6 +245,8 @@ async fn a_job_that_exits_0_answers_finished_with_its_output() {
     assert_eq!(result.stdout.text, "hello\n");
     assert!(!result.backgrounded);
     assert_eq!(result.notices, []);
+    let record = result.record.clone().expect("an ended job has a record");
+    assert_eq!((record.ended_by, record.killed_by), (EndedBy::Exit, None));
     // The job table heard of the end before the requester.
     match job.reports.try_recv() {
         Ok(Report::Ended(ended)) => assert_eq!(ended.result, result),
@@ -309,18 +313,23 @@ async fn a_timeout_with_on_timeout_kill_terminates_every_process() {
 #[tokio::test(start_paused = true)]
 async fn a_kill_while_the_leader_runs_ends_the_job_killed_with_the_signal_asked_for() {
     let mut job = start(|_| {});
-    job.stop(StopReason::Killed, Signal::INT);
+    job.stop(StopReason::Killed(Killer::Agent), Signal::INT);
     let result = job.answer().await;
     assert_eq!(result.state, JobState::Killed);
     assert_eq!(result.signal, Some(Signal::INT.as_raw()));
     assert_eq!(result.notices, []);
+    let record = result.record.expect("an ended job has a record");
+    assert_eq!(
+        (record.ended_by, record.killed_by),
+        (EndedBy::Kill, Some(Killer::Agent))
+    );
     assert_eq!(job.fake.terminated(), [(Signal::INT, Leader::Unreaped)]);
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_second_stop_changes_nothing() {
     let mut job = start(|_| {});
-    job.stop(StopReason::Killed, Signal::TERM);
+    job.stop(StopReason::Killed(Killer::Agent), Signal::TERM);
     job.stop(StopReason::Shutdown, Signal::TERM);
     let result = job.answer().await;
     assert_eq!(result.state, JobState::Killed);

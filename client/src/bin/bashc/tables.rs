@@ -1,0 +1,209 @@
+//! The tables of `bashc jobs` and `bashc sessions` (and `bash_jobs`): columns padded to
+//! their widest cell, so that long states and session names keep them aligned.
+
+use bashc::protocol::{JobInfo, SessionInfo};
+
+/// How a column's cells sit in its width.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Align {
+    Left,
+    Right,
+}
+
+/// Rows under a header, each column as wide as its widest cell, two spaces apart. The
+/// last column is not padded, so lines carry no trailing spaces.
+fn table(header: &[(&str, Align)], rows: &[Vec<String>]) -> String {
+    let width = |column: usize| {
+        rows.iter()
+            .map(|row| row[column].chars().count())
+            .chain([header[column].0.chars().count()])
+            .max()
+            .unwrap_or(0)
+    };
+    let widths: Vec<usize> = (0..header.len()).map(width).collect();
+    let heading: Vec<String> = header.iter().map(|(name, _)| (*name).to_owned()).collect();
+    let mut out = String::new();
+    for row in std::iter::once(&heading).chain(rows) {
+        let mut line = String::new();
+        for (column, cell) in row.iter().enumerate() {
+            let last = column + 1 == row.len();
+            let pad = widths[column].saturating_sub(cell.chars().count());
+            if column > 0 {
+                line.push_str("  ");
+            }
+            match header[column].1 {
+                Align::Right => {
+                    line.extend(std::iter::repeat_n(' ', pad));
+                    line.push_str(cell);
+                }
+                Align::Left if last => line.push_str(cell),
+                Align::Left => {
+                    line.push_str(cell);
+                    line.extend(std::iter::repeat_n(' ', pad));
+                }
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// `bashc jobs`: one line a job, newest last.
+pub fn jobs_text(jobs: &Vec<JobInfo>) -> String {
+    if jobs.is_empty() {
+        return "no jobs\n".to_owned();
+    }
+    use Align::{Left, Right};
+    let header = [
+        ("JOB", Left),
+        ("SESSION", Left),
+        ("STATE", Left),
+        ("EXIT", Right),
+        ("MODE", Left),
+        ("PID", Right),
+        ("TIME", Right),
+        ("COMMAND", Left),
+    ];
+    let rows: Vec<Vec<String>> = jobs
+        .iter()
+        .map(|job| {
+            let mut command = one_line(&job.command, 60);
+            if let Some(description) = &job.description {
+                command.push_str("  # ");
+                command.push_str(&one_line(description, 60));
+            }
+            vec![
+                job.job.to_string(),
+                job.session.clone(),
+                job.state.to_string(),
+                job.exit_code.map_or("-".to_owned(), |c| c.to_string()),
+                job.mode.clone(),
+                job.pid.map_or("-".to_owned(), |p| p.to_string()),
+                format!("{}s", job.duration_ms / 1000),
+                command,
+            ]
+        })
+        .collect();
+    table(&header, &rows)
+}
+
+/// `bashc sessions`.
+pub fn sessions_text(sessions: &Vec<SessionInfo>) -> String {
+    if sessions.is_empty() {
+        return "no sessions\n".to_owned();
+    }
+    use Align::{Left, Right};
+    let header = [
+        ("SESSION", Left),
+        ("STATE", Left),
+        ("RUNNING", Right),
+        ("FINISHED", Right),
+        ("OWNERS", Left),
+    ];
+    let rows: Vec<Vec<String>> = sessions
+        .iter()
+        .map(|session| {
+            let owners: Vec<String> = session.owners.iter().map(u32::to_string).collect();
+            let state = match session.linger_left_secs {
+                Some(left) if session.state == "lingering" => format!("lingering ({left} s left)"),
+                _ => session.state.clone(),
+            };
+            vec![
+                session.session.clone(),
+                state,
+                session.running_jobs.to_string(),
+                session.finished_jobs.to_string(),
+                if owners.is_empty() {
+                    "-".to_owned()
+                } else {
+                    owners.join(",")
+                },
+            ]
+        })
+        .collect();
+    table(&header, &rows)
+}
+
+/// The first line of `text`, at most `max` chars, marked when cut.
+fn one_line(text: &str, max: usize) -> String {
+    let line = text.lines().next().unwrap_or("");
+    let cut = line.chars().count() > max || line.len() < text.trim_end().len();
+    let mut shown: String = line.chars().take(max).collect();
+    if cut {
+        shown.push('…');
+    }
+    shown
+}
+
+#[cfg(test)]
+mod tests {
+    use bashc::protocol::{JobId, JobState};
+
+    use super::*;
+
+    fn job(id: u64, session: &str, state: JobState, exit_code: Option<i32>) -> JobInfo {
+        JobInfo {
+            job: JobId(id),
+            session: session.to_owned(),
+            pid: Some(4000 + id as u32),
+            state,
+            exit_code,
+            mode: "default".to_owned(),
+            command: format!("sleep {id}"),
+            description: None,
+            started_at: "2025-01-01T00:00:00Z".to_owned(),
+            duration_ms: id * 1500,
+            record: None,
+        }
+    }
+
+    /// Issue 24: `timed_out    - default` and the like; every column starts where its
+    /// header does, whatever the longest cell.
+    #[test]
+    fn jobs_columns_align_with_long_states_and_session_names() {
+        let mut described = job(12, "a-rather-long-session-name-of-an-agent", JobState::Exited, Some(0));
+        described.description = Some("run the tests".to_owned());
+        described.mode = "background".to_owned();
+        let jobs = vec![
+            job(1, "s", JobState::TimedOut, None),
+            job(7, "s", JobState::Running, None),
+            described,
+            job(1003, "s", JobState::Signaled, Some(143)),
+        ];
+        let expected = "\
+JOB    SESSION                                 STATE      EXIT  MODE         PID   TIME  COMMAND
+j1     s                                       timed_out     -  default     4001     1s  sleep 1
+j7     s                                       running       -  default     4007    10s  sleep 7
+j12    a-rather-long-session-name-of-an-agent  exited        0  background  4012    18s  sleep 12  # run the tests
+j1003  s                                       signaled    143  default     5003  1504s  sleep 1003
+";
+        assert_eq!(jobs_text(&jobs), expected);
+    }
+
+    #[test]
+    fn sessions_columns_align_with_lingering_states_and_long_names() {
+        let session = |name: &str, state: &str, left, owners: Vec<u32>| SessionInfo {
+            session: name.to_owned(),
+            owners,
+            state: state.to_owned(),
+            linger_left_secs: left,
+            running_jobs: 3,
+            finished_jobs: 120,
+            dir: format!("/r/sessions/{name}"),
+        };
+        let sessions = vec![
+            session("agent-4242", "active", None, vec![4242, 4300]),
+            session("mcp-a-very-long-session-name", "lingering", Some(898), vec![]),
+            session("s", "closing", None, vec![1]),
+        ];
+        let expected = "\
+SESSION                       STATE                   RUNNING  FINISHED  OWNERS
+agent-4242                    active                        3       120  4242,4300
+mcp-a-very-long-session-name  lingering (898 s left)        3       120  -
+s                             closing                       3       120  1
+";
+        assert_eq!(sessions_text(&sessions), expected);
+        assert_eq!(sessions_text(&Vec::new()), "no sessions\n");
+    }
+}
