@@ -380,6 +380,11 @@ impl<P: JobProcesses> Supervisor<P> {
         match self.settings.on_straggler {
             OnStraggler::Kill => Phase::Stopping(self.stop(StopReason::Stragglers)),
             OnStraggler::Background => {
+                // In the background a job goes by the background limit, as one moved
+                // by its timeout does: a dev server left by `npm run dev &` is not
+                // killed at the foreground timeout.
+                self.deadline = tokio::time::Instant::from_std(self.meta.started)
+                    + self.settings.background_timeout;
                 self.detach(BackgroundWhy::Stragglers).await;
                 Phase::Stragglers
             }
