@@ -499,6 +499,12 @@ pub struct StatusInfo {
     pub uptime_ms: u64,
     pub runtime_dir: String,
     pub running_jobs: u32,
+    /// How jobs are held: `cgroup <path>`, `subreaper` or `scan` (DESIGN §4.2).
+    pub containment: String,
+    /// Descriptors the daemon holds (two pipes per running job, and its sockets), and
+    /// its limit.
+    pub open_files: u64,
+    pub open_files_limit: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

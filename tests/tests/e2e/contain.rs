@@ -380,3 +380,24 @@ fn a_jobs_exit_record_says_what_ended_it() {
     let record = &json(&out)["record"];
     assert_eq!(record["ended_by"], "timeout", "{record}");
 }
+
+/// `bashc status` names the mechanism in force.
+#[test]
+fn status_names_the_containment_in_force() {
+    let status = |daemon: &Daemon| {
+        let out = daemon.run_bashc(&["status"]);
+        assert!(out.status.success(), "{}", show(&out));
+        crate::stdout(&out)
+    };
+    assert!(status(&Daemon::start()).contains("\ncontainment: subreaper\n"));
+    let scan = Daemon::start_with_config("[containment]\nmechanism = \"scan\"\n");
+    assert!(status(&scan).contains("\ncontainment: scan\n"));
+    if let Some(cgroup) = TestCgroup::new("status") {
+        let daemon = Daemon::start_with_config(&cgroup.config());
+        let text = status(&daemon);
+        assert!(
+            text.contains(&format!("\ncontainment: cgroup {}\n", cgroup.dir.display())),
+            "{text}"
+        );
+    }
+}
