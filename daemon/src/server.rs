@@ -3,7 +3,11 @@
 
 use std::time::Duration;
 
-use tokio::net::UnixListener;
+use bashd_protocol::codec::DaemonCodec;
+use bashd_protocol::{ErrorKind, ErrorReply, ServerFrame};
+use futures::{SinkExt, StreamExt};
+use tokio::net::{UnixListener, UnixStream};
+use tokio_util::codec::{FramedRead, FramedWrite};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -43,6 +47,7 @@ pub async fn serve(
                     cred.uid(),
                     cred.pid()
                 );
+                tracker.spawn(refuse(stream, cred.uid(), me));
                 continue;
             }
             Err(e) => {
@@ -58,4 +63,26 @@ pub async fn serve(
             jobs.max_frame_bytes(),
         ));
     }
+}
+
+/// How long a refused peer has to send its `Hello` before the reason is sent anyway.
+const REFUSAL_WAIT: Duration = Duration::from_secs(2);
+
+/// Tells a peer of another uid why it is refused, as an error reply, then closes.
+/// Its `Hello` is read first (or waited for, briefly): a socket closed with unread
+/// data resets the peer's end, which would lose the reply; a peer that never sends
+/// costs this task `REFUSAL_WAIT`, no more. Nothing it sends is acted on.
+async fn refuse(stream: UnixStream, uid: u32, me: u32) {
+    let (read, write) = stream.into_split();
+    let mut frames = FramedRead::new(read, DaemonCodec::default());
+    let _ = tokio::time::timeout(REFUSAL_WAIT, frames.next()).await;
+    let reply = ErrorReply::new(
+        ErrorKind::InvalidRequest,
+        format!(
+            "this bashd (pid {}) serves uid {me} only, and you are uid {uid}; use a bashd of your own (set BASHD_RUNTIME_DIR to a directory of yours, or unset it)",
+            std::process::id()
+        ),
+    );
+    let mut sink = FramedWrite::new(write, DaemonCodec::default());
+    let _ = tokio::time::timeout(REFUSAL_WAIT, sink.send(ServerFrame::Fatal(reply))).await;
 }
