@@ -5,6 +5,7 @@
 //! exactly one daemon; the daemon's own lock is the backstop.
 
 use std::fs::OpenOptions;
+use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -15,6 +16,7 @@ use bashd_protocol::runtime;
 use rustix::fs::{FlockOperation, flock};
 
 use crate::client::{Client, ClientError};
+use crate::others::{OtherDaemon, other_daemons};
 
 /// Set to `1` to never start a daemon.
 pub const AUTOSTART_ENV: &str = "BASHD_NO_AUTOSTART";
@@ -58,20 +60,38 @@ pub(crate) async fn connect_or_start(runtime_dir: &Path) -> Result<Client, Clien
         Err(e) if e.is_not_running() => {}
         other => return other,
     }
-    let client = start_daemon(runtime_dir, &socket).await;
+    let others = other_daemons(runtime_dir);
+    let client = start_daemon(runtime_dir, &socket, &others).await;
     drop(lock);
-    client
+    let mut client = client?;
+    client.others = Some(std::sync::Arc::new(others));
+    Ok(client)
 }
 
-async fn start_daemon(runtime_dir: &Path, socket: &Path) -> Result<Client, ClientError> {
+async fn start_daemon(
+    runtime_dir: &Path,
+    socket: &Path,
+    others: &[OtherDaemon],
+) -> Result<Client, ClientError> {
     let binary = daemon_binary();
     let log_path = runtime::log_path(runtime_dir);
-    let log = OpenOptions::new()
+    let mut log = OpenOptions::new()
         .create(true)
         .append(true)
         .mode(0o600)
         .open(&log_path)
         .map_err(|e| ClientError::Autostart(format!("cannot open {}: {e}", log_path.display())))?;
+    if !others.is_empty() {
+        // The daemon's log is where a user looks for why there are two; a failed write
+        // costs only this line.
+        let _ = writeln!(
+            log,
+            "bashc (pid {}) is starting bashd for {} while {}",
+            std::process::id(),
+            runtime_dir.display(),
+            crate::others::describe(others)
+        );
+    }
     let mut command = Command::new(&binary);
     command
         .env(runtime::RUNTIME_DIR_ENV, runtime_dir)

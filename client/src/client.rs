@@ -21,6 +21,8 @@ use tokio::net::UnixStream;
 use tokio::sync::mpsc;
 use tokio_util::codec::{FramedRead, FramedWrite};
 
+use crate::others::OtherDaemon;
+
 /// How long the daemon has to answer `Hello`.
 const WELCOME_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -62,6 +64,9 @@ pub struct Client {
     outgoing: mpsc::Sender<Outgoing>,
     welcome: Welcome,
     next_id: std::sync::Arc<AtomicU64>,
+    /// Set when this connection's daemon was started for it: the daemons of this user
+    /// that were alive under other runtime directories then.
+    pub(crate) others: Option<std::sync::Arc<Vec<OtherDaemon>>>,
 }
 
 #[derive(Debug)]
@@ -118,14 +123,21 @@ impl Client {
     {
         let mut frames_in = FramedRead::new(reader, ClientCodec::default());
         let mut frames_out = FramedWrite::new(writer, ClientCodec::default());
-        frames_out
+        let sent = frames_out
             .send(ClientFrame::Hello(Hello {
                 protocol: PROTOCOL_VERSION,
                 client: format!("bashc {}", env!("CARGO_PKG_VERSION")),
                 pid: std::process::id(),
             }))
-            .await?;
-        let welcome = match tokio::time::timeout(WELCOME_TIMEOUT, frames_in.next()).await {
+            .await;
+        // A daemon that refuses the connection (another uid's) may have said why and
+        // closed before `Hello` went out: its reason beats a broken pipe.
+        let first = tokio::time::timeout(WELCOME_TIMEOUT, frames_in.next()).await;
+        if let Ok(Some(Ok(ServerFrame::Fatal(error)))) = first {
+            return Err(ClientError::Refused(error));
+        }
+        sent?;
+        let welcome = match first {
             Err(_) => return Err(ClientError::HandshakeTimeout(WELCOME_TIMEOUT)),
             Ok(None) => return Err(ClientError::Disconnected),
             Ok(Some(frame)) => match frame? {
@@ -140,12 +152,21 @@ impl Client {
             outgoing,
             welcome,
             next_id: Default::default(),
+            others: None,
         })
     }
 
     /// What the daemon said in its handshake.
     pub fn welcome(&self) -> &Welcome {
         &self.welcome
+    }
+
+    /// When this connection's daemon was started for it (autostart), the daemons of
+    /// this user that were alive under other runtime directories then; `None` when
+    /// the daemon was running already. A front end says so when the runtime dir was
+    /// not named on purpose: the user's jobs are now split between daemons.
+    pub fn other_daemons(&self) -> Option<&[OtherDaemon]> {
+        self.others.as_deref().map(Vec::as_slice)
     }
 
     /// Whether the connection has ended (the daemon went away): a request on it fails
@@ -328,6 +349,9 @@ mod tests {
             uptime_ms: 7,
             runtime_dir: "/nowhere".to_owned(),
             running_jobs: 0,
+            containment: "subreaper".to_owned(),
+            open_files: 9,
+            open_files_limit: None,
         }
     }
 

@@ -8,6 +8,7 @@ mod agent;
 mod autostart;
 mod client;
 mod options;
+mod others;
 mod target;
 
 pub use agent::{default_session, find_agent_pid};
@@ -15,4 +16,5 @@ pub use autostart::AUTOSTART_ENV;
 pub use bashd_protocol as protocol;
 pub use client::{Client, ClientError, Responses};
 pub use options::ExecOptions;
+pub use others::{OtherDaemon, describe as describe_others, other_daemons};
 pub use target::{Target, connect};
