@@ -3,8 +3,10 @@
 //! afterwards is read from /proc.
 
 mod chaos;
+mod cli;
 mod contain;
 mod crash;
+mod cut_output;
 mod daemon_lifecycle;
 mod exec;
 mod jobs;
@@ -12,6 +14,7 @@ mod mcp;
 mod output;
 mod policy;
 mod protocol;
+mod runtime_dir;
 mod systemd;
 
 use std::process::{Output, Stdio};

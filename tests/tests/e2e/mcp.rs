@@ -160,7 +160,7 @@ async fn an_agent_runs_follows_pages_and_kills_jobs_through_the_tools() {
     let long_job = structured(&long)["job"].as_str().unwrap().to_owned();
     assert!(
         text(&long).contains(&format!(
-            "bash_output(job=\"{long_job}\", stream=\"stdout\", offset=1)"
+            "[stdout: showing last 2000 of 3000 lines. The rest: bash_output(job=\"{long_job}\", offset=1, limit=1000). Full output: "
         )),
         "{}",
         text(&long)

@@ -59,7 +59,16 @@ fn a_long_output_shows_its_last_lines_and_spills_whole() {
 
     let out = daemon.run_bashc(&["exec", "--", "seq 1 10000"]);
     let printed = stdout(&out);
-    let notice = "[stdout: showing last 2000 of 10000 lines. Full output: ";
+    let job = printed
+        .split(" --offset")
+        .next()
+        .unwrap()
+        .rsplit(' ')
+        .next()
+        .unwrap();
+    let notice = format!(
+        "[stdout: showing last 2000 of 10000 lines. The rest: bashc output {job} --offset 1 --limit 8000. Full output: "
+    );
     assert!(
         printed.contains(&format!("\n10000\n{notice}")),
         "{}",
@@ -132,7 +141,9 @@ fn one_line_longer_than_the_limit_is_cut_on_a_char_boundary_and_marked() {
     let out = daemon.run_bashc(&["exec", "--", "head -c 300000 /dev/zero | tr '\\0' x"]);
     assert!(
         stdout(&out).contains(
-            "[stdout: showing last 51200 of 300000 bytes of a single long line. Full output: "
+            " --offset 1 --limit 1. Full output: "
+        ) && stdout(&out).contains(
+            "[stdout: showing last 51200 of 300000 bytes of a single long line. The rest: bashc output j"
         ),
         "{}",
         show(&out)
@@ -214,7 +225,9 @@ fn head_tail_and_line_counts_choose_what_is_shown() {
 
     let out = daemon.run_bashc(&["exec", "--direction", "head", "--", "seq 1 5000"]);
     assert!(
-        stdout(&out).contains("\n2000\n[stdout: showing first 2000 of 5000 lines. Full output: "),
+        stdout(&out).contains(
+            "\n2000\n[stdout: showing first 2000 of 5000 lines. The rest: bashc output j"
+        ) && stdout(&out).contains(" --offset 2001 --limit 3000. Full output: "),
         "{}",
         show(&out)
     );

@@ -1,19 +1,27 @@
-//! What the subcommands share: the session they act for, the connection to bashd, the
+//! What the subcommands share: the daemon they talk to, the session they act for, the
 //! job's environment and command text, and printing a value as text or JSON.
 
 use std::io::{Read, Write};
+use std::path::Path;
 
 use anyhow::Context;
-use bashc::protocol::{Caller, ExecResult, Owner, Worded};
+use bashc::Target;
+use bashc::protocol::{Caller, ExecResult, Owner, Worded, runtime};
 use clap::Args;
 
 use crate::render;
 
+/// The variable that names the session when `--session` does not.
+pub const SESSION_ENV: &str = "BASHD_SESSION";
+
+/// `--session` and `--owner-pid`. The session's default comes from `$BASHD_SESSION` at
+/// run time, not through clap's `env`, so that a usage error shows what the user typed
+/// and not a value taken from the environment.
 #[derive(Debug, Args)]
 pub struct SessionArgs {
     /// The session to act in; default: $BASHD_SESSION, else `agent-<pid>` of the
     /// nearest ancestor that is not a shell or a wrapper.
-    #[arg(long, env = "BASHD_SESSION")]
+    #[arg(long, value_name = "SESSION")]
     session: Option<String>,
     /// The process that owns the session (default: that same ancestor). When every
     /// owner has exited, the session's foreground jobs are killed, and its background
@@ -29,6 +37,7 @@ impl SessionArgs {
         let session = self
             .session
             .clone()
+            .or_else(session_from_env)
             .unwrap_or_else(|| format!("agent-{}", agent()));
         Caller {
             session,
@@ -37,18 +46,62 @@ impl SessionArgs {
     }
 }
 
-/// The connection to this user's bashd, started if none is running.
-pub async fn connect() -> anyhow::Result<bashc::Client> {
-    Ok(bashc::connect(&bashc::Target::local()).await?)
+/// `$BASHD_SESSION`, when set and not empty.
+pub fn session_from_env() -> Option<String> {
+    std::env::var(SESSION_ENV).ok().filter(|s| !s.is_empty())
 }
 
-/// This process's environment, as bytes: a job runs with the environment of the one
-/// that asked for it.
-pub fn environment() -> Vec<(Vec<u8>, Vec<u8>)> {
+/// The daemon to talk to: the one of `--runtime-dir` (made absolute: the daemon and
+/// the jobs get it as it is), else the one every bashd program resolves.
+pub fn target(runtime_dir: Option<&Path>) -> anyhow::Result<Target> {
+    Ok(match runtime_dir {
+        Some(dir) => Target::local_at(
+            std::path::absolute(dir)
+                .with_context(|| format!("cannot make --runtime-dir {} absolute", dir.display()))?,
+        ),
+        None => Target::local(),
+    })
+}
+
+/// The connection to the target's bashd, started if none is running. A daemon started
+/// while others of this user serve other runtime dirs is said on stderr, unless the
+/// runtime dir was named on purpose.
+pub async fn connect(target: &Target) -> anyhow::Result<bashc::Client> {
+    let client = bashc::connect(target).await?;
+    if let Some(note) = second_daemon_note(target, &client) {
+        eprintln!("bashc: {note}");
+    }
+    Ok(client)
+}
+
+/// What to say when connecting started a second daemon of this user, if anything.
+pub fn second_daemon_note(target: &Target, client: &bashc::Client) -> Option<String> {
+    let others = client.other_daemons().filter(|o| !o.is_empty())?;
+    if target.is_named() {
+        return None;
+    }
+    Some(format!(
+        "started bashd for {} while another of yours runs ({}): jobs of one are not seen by the other; use --runtime-dir DIR or BASHD_RUNTIME_DIR to choose one",
+        target.runtime_dir().display(),
+        bashc::describe_others(others)
+    ))
+}
+
+/// This process's environment, as bytes, with the runtime dir of `target`: a job runs
+/// with the environment of the one that asked for it, and a `bashc` inside the job
+/// reaches the daemon that runs it, whatever this process's environment lacked.
+pub fn environment(target: &Target) -> Vec<(Vec<u8>, Vec<u8>)> {
     use std::os::unix::ffi::OsStrExt;
-    std::env::vars_os()
+    let key = runtime::RUNTIME_DIR_ENV.as_bytes();
+    let mut env: Vec<(Vec<u8>, Vec<u8>)> = std::env::vars_os()
         .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
-        .collect()
+        .filter(|(k, _)| k != key)
+        .collect();
+    env.push((
+        key.to_vec(),
+        target.runtime_dir().as_os_str().as_bytes().to_vec(),
+    ));
+    env
 }
 
 /// The words of a command joined with spaces, or stdin for `-`.
@@ -64,29 +117,42 @@ pub fn command_text(words: &[String]) -> anyhow::Result<String> {
     }
 }
 
+/// Writes `text` to stdout. A reader that went away (`bashc jobs | head -1`) is not an
+/// error: the rest is dropped quietly and bashc exits with the status it would have
+/// had, as `git log | head` does.
+pub fn write_stdout(text: &[u8]) -> anyhow::Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(text).and_then(|()| stdout.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => Ok(other.context("cannot write to stdout")?),
+    }
+}
+
 /// Prints `value` as pretty JSON, or as the text `text` makes of it.
 pub fn print<T: serde::Serialize>(
     json: bool,
     value: &T,
-    text: fn(&T) -> String,
+    text: impl FnOnce(&T) -> String,
 ) -> anyhow::Result<()> {
-    let mut stdout = std::io::stdout().lock();
     if json {
-        serde_json::to_writer_pretty(&mut stdout, value)?;
-        writeln!(stdout)?;
+        let mut bytes = serde_json::to_vec_pretty(value)?;
+        bytes.push(b'\n');
+        write_stdout(&bytes)
     } else {
-        stdout.write_all(text(value).as_bytes())?;
+        write_stdout(text(value).as_bytes())
     }
-    stdout.flush()?;
-    Ok(())
 }
 
 /// Prints a job's result (of `exec`, `check`, `wait`, `kill`): its text, or its JSON
-/// with the notices worded under `notice` besides the notices themselves.
-pub fn print_result(json: bool, result: &ExecResult) -> anyhow::Result<()> {
+/// with the notices worded under `notice` besides the notices themselves. `whole` says
+/// the result's streams count from the stream's first line (not a check's new lines),
+/// so the note under a cut stream can name the lines it does not show.
+pub fn print_result(json: bool, result: &ExecResult, whole: bool) -> anyhow::Result<()> {
     let worded = Worded {
         value: result,
         notice: render::notices_text(&result.notices),
     };
-    print(json, &worded, |worded| render::exec_text(worded.value))
+    print(json, &worded, |worded| {
+        render::exec_text(worded.value, whole)
+    })
 }

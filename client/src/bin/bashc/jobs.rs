@@ -2,11 +2,12 @@
 //! `session close`.
 
 use anyhow::bail;
-use bashc::protocol::{JobRef, JobRequest, JobsRequest, KillRequest, WaitRequest};
+use bashc::protocol::{ErrorKind, JobRef, JobRequest, JobsRequest, KillRequest, WaitRequest};
+use bashc::{ClientError, Target};
 use clap::{Args, Subcommand};
 
-use crate::common::{SessionArgs, connect, print, print_result};
-use crate::render;
+use crate::common::{SessionArgs, connect, print, print_result, session_from_env, write_stdout};
+use crate::{render, tables};
 
 /// Exit status of a `wait` whose timeout passed while the job runs on.
 const EXIT_STILL_RUNNING: u8 = 124;
@@ -105,71 +106,77 @@ pub struct CloseArgs {
     session: String,
 }
 
-pub async fn jobs(args: JobsArgs) -> anyhow::Result<u8> {
+pub async fn jobs(args: JobsArgs, target: &Target) -> anyhow::Result<u8> {
     let mut caller = args.session.caller();
     let session = (!args.all).then(|| caller.session.clone());
     // --session names the jobs to list here; the session acting stays the default one,
-    // so that naming a session that does not exist is an error, while one's own
-    // session before its first job is merely empty.
-    caller.session = std::env::var("BASHD_SESSION").unwrap_or_else(|_| bashc::default_session());
-    let jobs = connect()
+    // so that listing a session does not create or adopt it.
+    caller.session = session_from_env().unwrap_or_else(bashc::default_session);
+    let listed = connect(target)
         .await?
         .jobs(JobsRequest { caller, session })
-        .await?;
-    print(args.json, &jobs, render::jobs_text)?;
+        .await;
+    let jobs = match listed {
+        // A filter that matches nothing is an empty list, as for `ps` and `kubectl
+        // get`: a script's JSON parser gets `[]`, not an error.
+        Err(ClientError::Daemon(reply)) if reply.kind == ErrorKind::NotFound => Vec::new(),
+        listed => listed?,
+    };
+    print(args.json, &jobs, |jobs| tables::jobs_text(jobs))?;
     Ok(0)
 }
 
-pub async fn check(args: CheckArgs) -> anyhow::Result<u8> {
+pub async fn check(args: CheckArgs, target: &Target) -> anyhow::Result<u8> {
     let request = JobRequest {
         caller: args.session.caller(),
         job: args.job.job_ref()?,
     };
-    let result = connect().await?.check(request).await?;
-    print_result(args.json, &result)?;
+    let result = connect(target).await?.check(request).await?;
+    print_result(args.json, &result, false)?;
     Ok(render::exit_status(&result))
 }
 
-pub async fn wait(args: WaitArgs) -> anyhow::Result<u8> {
+pub async fn wait(args: WaitArgs, target: &Target) -> anyhow::Result<u8> {
     let request = WaitRequest {
         caller: args.session.caller(),
         job: args.job.job_ref()?,
         timeout_ms: args.timeout.map(millis).transpose()?,
     };
-    let result = connect().await?.wait(request).await?;
-    print_result(args.json, &result)?;
+    let result = connect(target).await?.wait(request).await?;
+    print_result(args.json, &result, true)?;
     Ok(match result.state {
         bashc::protocol::JobState::Running => EXIT_STILL_RUNNING,
         _ => render::exit_status(&result),
     })
 }
 
-pub async fn kill(args: KillArgs) -> anyhow::Result<u8> {
+pub async fn kill(args: KillArgs, target: &Target) -> anyhow::Result<u8> {
     let request = KillRequest {
         caller: args.session.caller(),
         job: args.job.job_ref()?,
         signal: args.signal,
         grace_ms: args.grace.map(millis).transpose()?,
     };
-    let result = connect().await?.kill(request).await?;
-    print_result(args.json, &result)?;
+    let result = connect(target).await?.kill(request).await?;
+    print_result(args.json, &result, true)?;
     Ok(render::exit_status(&result))
 }
 
-pub async fn sessions(args: SessionsArgs) -> anyhow::Result<u8> {
-    let sessions = connect().await?.sessions().await?;
-    print(args.json, &sessions, render::sessions_text)?;
+pub async fn sessions(args: SessionsArgs, target: &Target) -> anyhow::Result<u8> {
+    let sessions = connect(target).await?.sessions().await?;
+    print(args.json, &sessions, |sessions| tables::sessions_text(sessions))?;
     Ok(0)
 }
 
-pub async fn close(args: CloseArgs) -> anyhow::Result<u8> {
-    let closed = connect().await?.close_session(args.session).await?;
-    println!(
-        "closed session {}: {} running job{} killed, its directory removed",
+pub async fn close(args: CloseArgs, target: &Target) -> anyhow::Result<u8> {
+    let closed = connect(target).await?.close_session(args.session).await?;
+    let text = format!(
+        "closed session {}: {} running job{} killed, its directory removed\n",
         closed.session,
         closed.killed_jobs,
         if closed.killed_jobs == 1 { "" } else { "s" }
     );
+    write_stdout(text.as_bytes())?;
     Ok(0)
 }
 

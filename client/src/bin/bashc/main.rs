@@ -1,21 +1,25 @@
 //! The `bashc` CLI: parses arguments, asks the daemon through the client library, and
 //! prints. Exit status: the command's own; 128+N for a signal; 124 for a timeout that
-//! killed; 126 for a policy denial; 255 when the daemon cannot be reached or refuses.
+//! killed; 126 for a policy denial; 2 for a usage error (nothing ran); 255 when the
+//! daemon cannot be reached or refuses. A reader that closes stdout early (`| head`)
+//! changes nothing: the rest of the output is dropped quietly.
 
 mod common;
 mod jobs;
 mod mcp;
 mod options;
 mod render;
+mod tables;
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
-use bashc::protocol::{ExecParams, OutputOptions, OutputRequest, Worded};
+use bashc::protocol::{ExecParams, JobsRequest, OutputOptions, OutputRequest, StreamName, Worded};
 use bashc::{ClientError, ExecOptions};
 use clap::{Args, Parser, Subcommand};
 
-use crate::common::{SessionArgs, command_text, connect, environment, print};
+use crate::common::{SessionArgs, command_text, connect, environment, print, target};
 use crate::options::{DirectionArg, ModeArg, OnTimeoutArg, StreamArg};
 
 /// Exit status when bashd cannot be reached or refuses a request.
@@ -24,11 +28,20 @@ const EXIT_UNREACHABLE: u8 = 255;
 /// Run shell commands through bashd, the supervisor that owns every process it starts.
 ///
 /// bashc starts bashd itself when nothing answers on its socket (unless
-/// BASHD_NO_AUTOSTART=1). The runtime directory is $BASHD_RUNTIME_DIR, else
-/// $XDG_RUNTIME_DIR/bashd, else /tmp/bashd-$UID.
+/// BASHD_NO_AUTOSTART=1). The runtime directory is --runtime-dir, else
+/// $BASHD_RUNTIME_DIR, else $XDG_RUNTIME_DIR/bashd, else /run/user/$UID/bashd when
+/// that directory is yours, else /tmp/bashd-$UID.
 #[derive(Debug, Parser)]
-#[command(version, propagate_version = true)]
+#[command(
+    version,
+    propagate_version = true,
+    after_help = "Each command's flags: bashc help <command> (or bashc <command> --help)."
+)]
 struct Cli {
+    /// The runtime directory of the daemon to use, instead of the one found from the
+    /// environment (see above).
+    #[arg(long, global = true, value_name = "DIR")]
+    runtime_dir: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -102,7 +115,7 @@ struct ExecArgs {
     /// default (30 s timeout), slow (15 min) or background (returns at once).
     #[arg(long, value_enum, default_value = "default")]
     mode: ModeArg,
-    /// Timeout in seconds, overriding the mode's (clamped to 1 s .. 24 h).
+    /// Timeout in seconds, overriding the mode's (1 s to 24 h; outside, refused).
     #[arg(long, value_name = "SECS")]
     timeout: Option<u64>,
     /// What happens at the timeout (default: background, unless bashd's config says).
@@ -141,7 +154,9 @@ struct ExecArgs {
     #[arg(long)]
     json: bool,
     /// The command; several words are joined with spaces; `-` reads it from stdin.
-    #[arg(required = true, num_args = 1.., allow_hyphen_values = true, trailing_var_arg = true)]
+    /// Flags of bashc come before it (an unknown one is an error, and nothing runs);
+    /// after `--` or the command's first word, everything is the command's.
+    #[arg(required = true, num_args = 1.., trailing_var_arg = true)]
     command: Vec<String>,
 }
 
@@ -160,7 +175,7 @@ struct PolicyCheckArgs {
     #[arg(long)]
     json: bool,
     /// The command; several words are joined with spaces; `-` reads it from stdin.
-    #[arg(required = true, num_args = 1.., allow_hyphen_values = true, trailing_var_arg = true)]
+    #[arg(required = true, num_args = 1.., trailing_var_arg = true)]
     command: Vec<String>,
 }
 
@@ -168,11 +183,13 @@ struct PolicyCheckArgs {
 struct OutputArgs {
     #[command(flatten)]
     job: jobs::JobArg,
+    #[command(flatten)]
+    session: SessionArgs,
     /// Which stream to read.
     #[arg(long, value_enum, default_value = "stdout")]
     stream: StreamArg,
     /// The first line to print, counting from 1.
-    #[arg(long, value_name = "LINE", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "LINE", default_value_t = 1, value_parser = line_number)]
     offset: u64,
     /// Most lines to print (default: the daemon's max_lines, 2000).
     #[arg(long, value_name = "LINES")]
@@ -194,6 +211,10 @@ fn main() -> ExitCode {
     // dies at once has already handed it to another parent.
     let parent = mcp::parent();
     let cli = Cli::parse();
+    let target = match target(cli.runtime_dir.as_deref()) {
+        Ok(target) => target,
+        Err(e) => return fail(e),
+    };
     let tokio = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -201,7 +222,7 @@ fn main() -> ExitCode {
         Ok(tokio) => tokio,
         Err(e) => return fail(anyhow::Error::from(e).context("cannot start the async runtime")),
     };
-    let outcome = tokio.block_on(run(cli, parent));
+    let outcome = tokio.block_on(run(cli.command, &target, parent));
     // A read of stdin still blocked on a thread of its own (`bashc mcp` whose agent
     // died with the pipe held open elsewhere) must not hold the exit up.
     tokio.shutdown_background();
@@ -224,31 +245,40 @@ fn fail(e: anyhow::Error) -> ExitCode {
     ExitCode::from(EXIT_UNREACHABLE)
 }
 
-async fn run(cli: Cli, parent: u32) -> anyhow::Result<u8> {
-    match cli.command {
-        Command::Exec(args) => exec(args).await,
-        Command::Output(args) => output(args).await,
-        Command::Jobs(args) => jobs::jobs(args).await,
-        Command::Check(args) => jobs::check(args).await,
-        Command::Wait(args) => jobs::wait(args).await,
-        Command::Kill(args) => jobs::kill(args).await,
-        Command::Sessions(args) => jobs::sessions(args).await,
-        Command::Session(jobs::SessionCommand::Close(args)) => jobs::close(args).await,
-        Command::Policy(PolicyCommand::Check(args)) => policy_check(args).await,
-        Command::Status(args) => status(args).await,
-        Command::Mcp(args) => mcp::mcp(args, parent).await,
+async fn run(command: Command, target: &bashc::Target, parent: u32) -> anyhow::Result<u8> {
+    match command {
+        Command::Exec(args) => exec(args, target).await,
+        Command::Output(args) => output(args, target).await,
+        Command::Jobs(args) => jobs::jobs(args, target).await,
+        Command::Check(args) => jobs::check(args, target).await,
+        Command::Wait(args) => jobs::wait(args, target).await,
+        Command::Kill(args) => jobs::kill(args, target).await,
+        Command::Sessions(args) => jobs::sessions(args, target).await,
+        Command::Session(jobs::SessionCommand::Close(args)) => jobs::close(args, target).await,
+        Command::Policy(PolicyCommand::Check(args)) => policy_check(args, target).await,
+        Command::Status(args) => status(args, target).await,
+        Command::Mcp(args) => mcp::mcp(args, target, parent).await,
     }
 }
 
-async fn exec(args: ExecArgs) -> anyhow::Result<u8> {
-    let params = exec_params(&args)?;
-    let client = connect().await?;
+/// `--offset`: a line number, which counts from 1, said in the user's words.
+fn line_number(text: &str) -> Result<u64, String> {
+    match text.parse::<u64>() {
+        Ok(0) => Err("lines count from 1, so --offset starts at 1".to_owned()),
+        Ok(line) => Ok(line),
+        Err(_) => Err("a line number, 1 or more".to_owned()),
+    }
+}
+
+async fn exec(args: ExecArgs, target: &bashc::Target) -> anyhow::Result<u8> {
+    let params = exec_params(&args, target)?;
+    let client = connect(target).await?;
     let result = client.exec(params).await?;
-    common::print_result(args.json, &result)?;
+    common::print_result(args.json, &result, true)?;
     Ok(render::exit_status(&result))
 }
 
-fn exec_params(args: &ExecArgs) -> anyhow::Result<ExecParams> {
+fn exec_params(args: &ExecArgs, target: &bashc::Target) -> anyhow::Result<ExecParams> {
     if args.stream {
         bail!("--stream is not supported by this version of bashc yet");
     }
@@ -276,24 +306,55 @@ fn exec_params(args: &ExecArgs) -> anyhow::Result<ExecParams> {
             head: args.head,
             tail: args.tail,
         },
-        env: environment(),
+        env: environment(target),
     };
     Ok(options.params(command, args.session.caller()))
 }
 
-async fn output(args: OutputArgs) -> anyhow::Result<u8> {
-    let client = connect().await?;
-    let page = client
-        .output(OutputRequest {
-            job: args.job.job_ref()?,
-            stream: args.stream.into(),
-            offset: args.offset,
-            limit: args.limit,
-        })
-        .await?;
+async fn output(args: OutputArgs, target: &bashc::Target) -> anyhow::Result<u8> {
+    let client = connect(target).await?;
+    let job = args.job.job_ref()?;
+    let stream = args.stream.into();
+    // The output request names no session (protocol 3): the session is named beside it,
+    // in a listing of its jobs, which adopts a lingering session and adds the owner as
+    // `check` and `wait` do. Sent together, they cost one round trip.
+    let caller = args.session.caller();
+    let adopt = client.jobs(JobsRequest {
+        session: Some(caller.session.clone()),
+        caller,
+    });
+    let page = client.output(OutputRequest {
+        job: job.clone(),
+        stream,
+        offset: args.offset,
+        limit: args.limit,
+    });
+    let (_, page) = tokio::join!(adopt, page);
+    let page = page?;
     let notice = render::notices_text(&page.notices);
-    if let Some(notice) = notice.as_ref().filter(|_| !args.json) {
-        eprintln!("bashc: {notice}");
+    if !args.json {
+        if let Some(notice) = &notice {
+            eprintln!("bashc: {notice}");
+        }
+        if page.lines == 0 {
+            let other = match stream {
+                StreamName::Stdout => StreamName::Stderr,
+                StreamName::Stderr => StreamName::Stdout,
+            };
+            // Only its totals are wanted; a merged stream has no stderr to ask about.
+            let other_page = client
+                .output(OutputRequest {
+                    job,
+                    stream: other,
+                    offset: 1,
+                    limit: Some(1),
+                })
+                .await
+                .ok();
+            if let Some(note) = render::empty_page_note(&page, other_page.as_ref()) {
+                eprintln!("bashc: {note}");
+            }
+        }
     }
     let worded = Worded {
         value: &page,
@@ -303,16 +364,16 @@ async fn output(args: OutputArgs) -> anyhow::Result<u8> {
     Ok(0)
 }
 
-async fn policy_check(args: PolicyCheckArgs) -> anyhow::Result<u8> {
+async fn policy_check(args: PolicyCheckArgs, target: &bashc::Target) -> anyhow::Result<u8> {
     let command = command_text(&args.command)?;
-    let client = connect().await?;
+    let client = connect(target).await?;
     let verdict = client.check_policy(command).await?;
     print(args.json, &verdict, render::policy_text)?;
     Ok(if verdict.allowed { 0 } else { 1 })
 }
 
-async fn status(args: StatusArgs) -> anyhow::Result<u8> {
-    let client = connect().await?;
+async fn status(args: StatusArgs, target: &bashc::Target) -> anyhow::Result<u8> {
+    let client = connect(target).await?;
     let status = client.status().await?;
     print(args.json, &status, render::status_text)?;
     Ok(0)

@@ -6,8 +6,8 @@ use std::fmt::Write;
 use std::time::Duration;
 
 use bashc::protocol::{
-    BackgroundWhy, Direction, ErrorHint, ExecResult, JobId, JobInfo, JobState, Notice, OutputPage,
-    PolicyVerdict, SessionInfo, StatusInfo, StreamName, StreamResult,
+    BackgroundWhy, Direction, ErrorHint, ExecResult, JobId, JobState, Notice, OutputPage,
+    PolicyVerdict, StatusInfo, StreamName, StreamResult,
 };
 
 const EXIT_TIMEOUT: u8 = 124;
@@ -30,22 +30,106 @@ pub fn exit_status(result: &ExecResult) -> u8 {
     }
 }
 
-/// A job's result as `bashc exec`, `check`, `wait` and `kill` print it.
-pub fn exec_text(result: &ExecResult) -> String {
-    result_text(result, notices_text(&result.notices).as_deref())
+/// The lines of a cut stream that its result does not show, as a page of `output`:
+/// `limit` lines from line `offset` (counting from 1). A line shown cut counts as
+/// unseen, since only a page shows it whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unseen {
+    pub job: JobId,
+    pub stream: StreamName,
+    pub offset: u64,
+    pub limit: u64,
+}
+
+impl Unseen {
+    /// What `stream` of `job`'s result leaves out, from its figures: `None` when it
+    /// shows everything. Only for a result whose streams count from their first line
+    /// (not a check's, whose lines start at its cursor and whose notices say the rest).
+    pub fn of(job: JobId, name: StreamName, stream: &StreamResult) -> Option<Unseen> {
+        if !stream.truncated || stream.total_lines == 0 {
+            return None;
+        }
+        let (total, shown) = (
+            stream.total_lines,
+            stream.shown_lines.min(stream.total_lines),
+        );
+        let hidden = total - shown;
+        let partial = u64::from(stream.partial);
+        let (offset, limit) = match stream.direction {
+            // The last `shown` lines are shown; the first of them may be cut.
+            Direction::Tail => (1, hidden + partial),
+            // The first `shown` lines are shown; the last of them may be cut.
+            Direction::Head => {
+                let first = (shown + 1 - partial).max(1);
+                (first, total - first + 1)
+            }
+            Direction::HeadTail => match head_lines(stream, hidden) {
+                Some(head) => (head + 1, hidden),
+                // A cut line at either end: its marker counts bytes, not lines.
+                None => (1, total),
+            },
+        };
+        (limit > 0).then_some(Unseen {
+            job,
+            stream: name,
+            offset,
+            limit,
+        })
+    }
+}
+
+/// How many lines a `head_tail` text shows before its `... [N lines omitted] ...`
+/// marker, the one line the daemon puts between its two ends.
+// FIXME: a `head_lines` figure in StreamResult would spare finding the marker; that
+// takes a protocol version.
+fn head_lines(stream: &StreamResult, hidden: u64) -> Option<u64> {
+    if stream.partial {
+        return None;
+    }
+    let marker = format!("... [{hidden} lines omitted] ...");
+    let at = stream.text.lines().position(|line| line == marker)?;
+    Some(at as u64)
+}
+
+/// `bashc output j3 --stream stderr --offset 1 --limit 8000`: the unseen lines in the
+/// CLI's words (`--stream stdout` is the default, left out as in every notice).
+pub fn output_command(unseen: &Unseen) -> String {
+    let flag = match unseen.stream {
+        StreamName::Stdout => "",
+        StreamName::Stderr => " --stream stderr",
+    };
+    format!(
+        "bashc output {}{flag} --offset {} --limit {}",
+        unseen.job, unseen.offset, unseen.limit
+    )
+}
+
+/// A job's result as `bashc exec`, `check`, `wait` and `kill` print it. `whole`: its
+/// streams count from their first line, so a cut one names the command for the rest.
+pub fn exec_text(result: &ExecResult, whole: bool) -> String {
+    let rest = whole.then_some(output_command as fn(&Unseen) -> String);
+    result_text(result, notices_text(&result.notices).as_deref(), rest)
 }
 
 /// A job's result with its notices worded as `notice`: its streams, the notice, then
-/// its exit code or state.
-pub fn result_text(result: &ExecResult, notice: Option<&str>) -> String {
+/// its exit code or state. Under a cut stream, `rest` words the call that shows what
+/// is not shown (`None`: a check's result, whose notices say it).
+pub fn result_text(
+    result: &ExecResult,
+    notice: Option<&str>,
+    rest: Option<fn(&Unseen) -> String>,
+) -> String {
     let mut out = String::new();
     let streams = [
-        ("stdout", Some(&result.stdout)),
-        ("stderr", result.stderr.as_ref()),
+        (StreamName::Stdout, Some(&result.stdout)),
+        (StreamName::Stderr, result.stderr.as_ref()),
     ];
     for (name, stream) in streams {
         if let Some(stream) = stream.filter(|s| !s.text.is_empty()) {
-            section(&mut out, name, stream);
+            let unseen = rest
+                .zip(Unseen::of(result.job, name, stream))
+                .map(|(word, unseen)| word(&unseen));
+            section(&mut out, stream_name(name), stream, unseen.as_deref());
         }
     }
     if let Some(notice) = notice {
@@ -80,7 +164,9 @@ pub fn result_text(result: &ExecResult, notice: Option<&str>) -> String {
     out
 }
 
-fn section(out: &mut String, name: &str, stream: &StreamResult) {
+/// One stream: its text, a note when it is cut (what is shown, the call for the rest,
+/// the file that holds it whole), and one blank line.
+fn section(out: &mut String, name: &str, stream: &StreamResult, rest: Option<&str>) {
     let _ = writeln!(out, "{name}:");
     out.push_str(&stream.text);
     if !stream.text.ends_with('\n') {
@@ -88,12 +174,13 @@ fn section(out: &mut String, name: &str, stream: &StreamResult) {
     }
     if stream.truncated {
         let _ = write!(out, "[{name}: showing {}", shown_part(stream));
-        match &stream.full_output {
-            Some(path) => {
-                let _ = writeln!(out, ". Full output: {path}]");
-            }
-            None => out.push_str("]\n"),
+        if let Some(rest) = rest {
+            let _ = write!(out, ". The rest: {rest}");
         }
+        if let Some(path) = &stream.full_output {
+            let _ = write!(out, ". Full output: {path}");
+        }
+        out.push_str("]\n");
     }
     out.push('\n');
 }
@@ -277,6 +364,49 @@ fn human_size(bytes: u64) -> String {
     }
 }
 
+/// What `bashc output` says on stderr of a page that holds no line: where the output
+/// is when the stream is empty (`other` is the other stream's page, when there is
+/// one), or that the offset is past the end.
+pub fn empty_page_note(page: &OutputPage, other: Option<&OutputPage>) -> Option<String> {
+    if page.lines > 0 {
+        return None;
+    }
+    let (job, name) = (page.job, stream_name(page.stream));
+    if page.total_lines > 0 {
+        return (page.offset > page.total_lines).then(|| {
+            format!(
+                "{job}'s {name} has {} line{}; --offset {} is past its end",
+                page.total_lines,
+                plural(page.total_lines),
+                page.offset
+            )
+        });
+    }
+    Some(match other {
+        Some(other) if other.total_lines > 0 => {
+            let flag = match other.stream {
+                StreamName::Stdout => "",
+                StreamName::Stderr => " --stream stderr",
+            };
+            format!(
+                "{job}'s {name} is empty; its {} has {} line{}: bashc output {job}{flag}",
+                stream_name(other.stream),
+                other.total_lines,
+                plural(other.total_lines)
+            )
+        }
+        Some(other) => format!(
+            "{job}'s {name} is empty, and so is its {}",
+            stream_name(other.stream)
+        ),
+        None => format!("{job}'s {name} is empty"),
+    })
+}
+
+fn plural(n: u64) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
 /// `bashc output` prints the lines and nothing else, ending with a newline.
 pub fn page_text(page: &OutputPage) -> String {
     let mut text = page.text.clone();
@@ -294,90 +424,20 @@ pub fn policy_text(verdict: &PolicyVerdict) -> String {
 }
 
 pub fn status_text(status: &StatusInfo) -> String {
+    let limit = status
+        .open_files_limit
+        .map_or("no limit".to_owned(), |l| l.to_string());
     format!(
-        "bashd {} (protocol {}), pid {}, up {} s\nruntime dir: {}\nrunning jobs: {}\n",
+        "bashd {} (protocol {}), pid {}, up {} s\nruntime dir: {}\nrunning jobs: {}\ncontainment: {}\nopen files: {} of {limit}\n",
         status.daemon_version,
         status.protocol,
         status.daemon_pid,
         status.uptime_ms / 1000,
         status.runtime_dir,
-        status.running_jobs
+        status.running_jobs,
+        status.containment,
+        status.open_files,
     )
-}
-
-/// `bashc jobs`: one line a job, newest last.
-pub fn jobs_text(jobs: &Vec<JobInfo>) -> String {
-    if jobs.is_empty() {
-        return "no jobs\n".to_owned();
-    }
-    let mut out = format!(
-        "{:<8} {:<20} {:<9} {:>4} {:<10} {:>9} {:>8}  COMMAND\n",
-        "JOB", "SESSION", "STATE", "EXIT", "MODE", "PID", "TIME"
-    );
-    for job in jobs {
-        let exit = job.exit_code.map_or("-".to_owned(), |c| c.to_string());
-        let pid = job.pid.map_or("-".to_owned(), |p| p.to_string());
-        let command = one_line(&job.command, 60);
-        let _ = write!(
-            out,
-            "{:<8} {:<20} {:<9} {:>4} {:<10} {:>9} {:>7}s  {command}",
-            job.job,
-            job.session,
-            job.state,
-            exit,
-            job.mode,
-            pid,
-            job.duration_ms / 1000
-        );
-        if let Some(description) = &job.description {
-            let _ = write!(out, "  # {}", one_line(description, 60));
-        }
-        out.push('\n');
-    }
-    out
-}
-
-/// `bashc sessions`.
-pub fn sessions_text(sessions: &Vec<SessionInfo>) -> String {
-    if sessions.is_empty() {
-        return "no sessions\n".to_owned();
-    }
-    let mut out = format!(
-        "{:<24} {:<10} {:>7} {:>8}  OWNERS\n",
-        "SESSION", "STATE", "RUNNING", "FINISHED"
-    );
-    for session in sessions {
-        let owners: Vec<String> = session.owners.iter().map(u32::to_string).collect();
-        let state = match session.linger_left_secs {
-            Some(left) if session.state == "lingering" => format!("lingering ({left} s left)"),
-            _ => session.state.clone(),
-        };
-        let _ = writeln!(
-            out,
-            "{:<24} {:<10} {:>7} {:>8}  {}",
-            session.session,
-            state,
-            session.running_jobs,
-            session.finished_jobs,
-            if owners.is_empty() {
-                "-".to_owned()
-            } else {
-                owners.join(",")
-            }
-        );
-    }
-    out
-}
-
-/// The first line of `text`, at most `max` chars, marked when cut.
-fn one_line(text: &str, max: usize) -> String {
-    let line = text.lines().next().unwrap_or("");
-    let cut = line.chars().count() > max || line.len() < text.trim_end().len();
-    let mut shown: String = line.chars().take(max).collect();
-    if cut {
-        shown.push('…');
-    }
-    shown
 }
 
 fn signal_name(signal: i32) -> String {

@@ -50,7 +50,7 @@ fn table(header: &[(&str, Align)], rows: &[Vec<String>]) -> String {
 }
 
 /// `bashc jobs`: one line a job, newest last.
-pub fn jobs_text(jobs: &Vec<JobInfo>) -> String {
+pub fn jobs_text(jobs: &[JobInfo]) -> String {
     if jobs.is_empty() {
         return "no jobs\n".to_owned();
     }
@@ -89,7 +89,7 @@ pub fn jobs_text(jobs: &Vec<JobInfo>) -> String {
 }
 
 /// `bashc sessions`.
-pub fn sessions_text(sessions: &Vec<SessionInfo>) -> String {
+pub fn sessions_text(sessions: &[SessionInfo]) -> String {
     if sessions.is_empty() {
         return "no sessions\n".to_owned();
     }
@@ -162,7 +162,12 @@ mod tests {
     /// header does, whatever the longest cell.
     #[test]
     fn jobs_columns_align_with_long_states_and_session_names() {
-        let mut described = job(12, "a-rather-long-session-name-of-an-agent", JobState::Exited, Some(0));
+        let mut described = job(
+            12,
+            "a-rather-long-session-name-of-an-agent",
+            JobState::Exited,
+            Some(0),
+        );
         described.description = Some("run the tests".to_owned());
         described.mode = "background".to_owned();
         let jobs = vec![
@@ -194,7 +199,12 @@ j1003  s                                       signaled    143  default     5003
         };
         let sessions = vec![
             session("agent-4242", "active", None, vec![4242, 4300]),
-            session("mcp-a-very-long-session-name", "lingering", Some(898), vec![]),
+            session(
+                "mcp-a-very-long-session-name",
+                "lingering",
+                Some(898),
+                vec![],
+            ),
             session("s", "closing", None, vec![1]),
         ];
         let expected = "\
@@ -204,6 +214,6 @@ mcp-a-very-long-session-name  lingering (898 s left)        3       120  -
 s                             closing                       3       120  1
 ";
         assert_eq!(sessions_text(&sessions), expected);
-        assert_eq!(sessions_text(&Vec::new()), "no sessions\n");
+        assert_eq!(sessions_text(&[]), "no sessions\n");
     }
 }

@@ -24,7 +24,7 @@ use self::tools::BashTools;
 pub struct McpArgs {
     /// The session the agent's commands run in (default: $BASHD_SESSION, else
     /// mcp-<pid of the agent that started this server>).
-    #[arg(long, env = "BASHD_SESSION")]
+    #[arg(long, value_name = "SESSION")]
     session: Option<String>,
     /// The process that owns the session (default: the agent that started this
     /// server, its parent). When it exits, the session's foreground jobs are killed,
@@ -34,17 +34,27 @@ pub struct McpArgs {
 }
 
 /// `agent` is the parent bashc had when it started: the agent, unless it has died.
-pub async fn mcp(args: McpArgs, agent: u32) -> anyhow::Result<u8> {
-    let session = args.session.unwrap_or_else(|| format!("mcp-{agent}"));
+pub async fn mcp(args: McpArgs, target: &bashc::Target, agent: u32) -> anyhow::Result<u8> {
+    let session = args
+        .session
+        .or_else(crate::common::session_from_env)
+        .unwrap_or_else(|| format!("mcp-{agent}"));
     let caller = Caller {
         session,
         owner: Some(Owner::of(args.owner_pid.unwrap_or(agent))),
     };
     let workdir = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
-    let tools = BashTools::new(caller, workdir, Arc::new(crate::common::environment()));
-    // Start the daemon now, not at the first call; a failure is told then.
-    if let Err(e) = tools.client().await {
-        eprintln!("bashc mcp: {e}");
+    let env = Arc::new(crate::common::environment(target));
+    let tools = BashTools::new(caller, workdir, env, target.clone());
+    // Start the daemon now, not at the first call; a failure is told then. stderr is
+    // the MCP host's log of this server.
+    match tools.client().await {
+        Ok(client) => {
+            if let Some(note) = crate::common::second_daemon_note(target, &client) {
+                eprintln!("bashc mcp: {note}");
+            }
+        }
+        Err(e) => eprintln!("bashc mcp: {e}"),
     }
     let (rmcp_end, gate_end) = tokio::io::duplex(gate::GATE_BUFFER);
     let (stdin_closed_tx, stdin_closed) = tokio::sync::oneshot::channel();

@@ -22,7 +22,6 @@ use tokio::sync::Mutex;
 
 use super::words;
 use crate::options::{DirectionArg, ModeArg, OnTimeoutArg, StreamArg};
-use crate::render;
 
 /// The tools; one per server process, cloned into each call.
 #[derive(Clone)]
@@ -33,6 +32,8 @@ pub struct BashTools {
     workdir: PathBuf,
     /// The environment of every job: the server's own, which is the agent's.
     env: Arc<Vec<(Vec<u8>, Vec<u8>)>>,
+    /// The daemon to reach: `--runtime-dir`, else the one every bashd program finds.
+    target: bashc::Target,
     /// The connection to bashd, made again after it is lost (a daemon restart).
     client: Arc<Mutex<Option<Client>>>,
 }
@@ -243,13 +244,20 @@ fn parse<T: for<'de> Deserialize<'de>>(arguments: serde_json::Value) -> Result<T
 }
 
 impl BashTools {
-    /// Tools acting for `caller`, running commands in `workdir` unless a call names
-    /// another, with the environment `env`. No connection is made yet.
-    pub fn new(caller: Caller, workdir: PathBuf, env: Arc<Vec<(Vec<u8>, Vec<u8>)>>) -> BashTools {
+    /// Tools acting for `caller` on `target`'s daemon, running commands in `workdir`
+    /// unless a call names another, with the environment `env`. No connection is made
+    /// yet.
+    pub fn new(
+        caller: Caller,
+        workdir: PathBuf,
+        env: Arc<Vec<(Vec<u8>, Vec<u8>)>>,
+        target: bashc::Target,
+    ) -> BashTools {
         BashTools {
             caller,
             workdir,
             env,
+            target,
             client: Arc::new(Mutex::new(None)),
         }
     }
@@ -261,7 +269,7 @@ impl BashTools {
         if let Some(client) = client.as_ref().filter(|c| !c.is_closed()) {
             return Ok(client.clone());
         }
-        let new = bashc::connect(&bashc::Target::local()).await?;
+        let new = bashc::connect(&self.target).await?;
         *client = Some(new.clone());
         Ok(new)
     }
@@ -295,7 +303,7 @@ impl BashTools {
         let client = self.client().await?;
         let result = client.exec(params).await;
         let result = self.answer(result, "command").await?;
-        Ok(words::exec_result(&result, is_failure(&result)))
+        Ok(words::exec_result(&result, is_failure(&result), true))
     }
 
     async fn check(&self, args: JobArgs) -> Result<CallToolResult, CallError> {
@@ -305,7 +313,7 @@ impl BashTools {
         };
         let result = self.client().await?.check(request).await;
         let result = self.answer(result, "job").await?;
-        Ok(words::exec_result(&result, is_failure(&result)))
+        Ok(words::exec_result(&result, is_failure(&result), false))
     }
 
     async fn wait(&self, args: WaitArgs) -> Result<CallToolResult, CallError> {
@@ -325,7 +333,7 @@ impl BashTools {
         };
         let result = self.client().await?.wait(request).await;
         let result = self.answer(result, "job").await?;
-        Ok(words::exec_result(&result, is_failure(&result)))
+        Ok(words::exec_result(&result, is_failure(&result), true))
     }
 
     async fn kill(&self, args: KillArgs) -> Result<CallToolResult, CallError> {
@@ -339,7 +347,7 @@ impl BashTools {
         let result = self.answer(result, "job").await?;
         // Killed is what was asked for; a job that had ended already says how.
         let failed = result.state != JobState::Killed && is_failure(&result);
-        Ok(words::exec_result(&result, failed))
+        Ok(words::exec_result(&result, failed, true))
     }
 
     async fn jobs(&self) -> Result<CallToolResult, CallError> {
@@ -352,7 +360,7 @@ impl BashTools {
         let text = if jobs.is_empty() {
             "no jobs in this session yet\n".to_owned()
         } else {
-            render::jobs_text(&jobs)
+            crate::tables::jobs_text(&jobs)
         };
         Ok(words::tool_result(
             text,

@@ -10,25 +10,17 @@ use bashc::protocol::{
 use rmcp::model::{CallToolResult, ContentBlock};
 
 use super::tools::CallError;
-use crate::render;
+use crate::render::{self, Unseen};
 
-/// A job's result: its text, with the notices in tool words and a line under each cut
-/// stream naming the call that pages it, as content; the JSON result, with the same
-/// notice words under `notice`, as structured content.
-pub fn exec_result(result: &ExecResult, failed: bool) -> CallToolResult {
+/// A job's result: its text, with the notices in tool words and, under each cut
+/// stream, the `bash_output` call that shows the rest, as content; the JSON result,
+/// with the same notice words under `notice`, as structured content. `whole`: the
+/// result's streams count from their first line (not a check's, whose notices say
+/// where its unshown lines are).
+pub fn exec_result(result: &ExecResult, failed: bool, whole: bool) -> CallToolResult {
     let notice = notices(&result.notices);
-    let mut text = render::result_text(result, notice.as_deref());
-    for (name, stream) in [
-        ("stdout", Some(&result.stdout)),
-        ("stderr", result.stderr.as_ref()),
-    ] {
-        if let Some(stream) = stream.filter(|s| s.truncated) {
-            text.push_str(&format!(
-                "[the whole {name} ({} lines) is kept: bash_output(job=\"{}\", stream=\"{name}\", offset=1) pages through it]\n",
-                stream.total_lines, result.job
-            ));
-        }
-    }
+    let rest = whole.then_some(output_call as fn(&Unseen) -> String);
+    let text = render::result_text(result, notice.as_deref(), rest);
     let structured = Worded {
         value: result,
         notice,
@@ -160,6 +152,20 @@ fn hint(hint: ErrorHint) -> &'static str {
         // The tools reach no session but the server's own.
         ErrorHint::Sessions => "these tools act in this server's session only",
     }
+}
+
+/// `bash_output(job="j4", stream="stderr", offset=1, limit=8000)`: the unseen lines of a
+/// cut stream as the call that shows them (`stream="stdout"` is the default, left out
+/// as in every notice).
+fn output_call(unseen: &Unseen) -> String {
+    let stream_argument = match unseen.stream {
+        StreamName::Stdout => "",
+        StreamName::Stderr => ", stream=\"stderr\"",
+    };
+    format!(
+        "bash_output(job=\"{}\"{stream_argument}, offset={}, limit={})",
+        unseen.job, unseen.offset, unseen.limit
+    )
 }
 
 /// `bash_check(job="j4")`.

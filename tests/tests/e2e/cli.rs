@@ -1,0 +1,177 @@
+//! `bashc` as a Unix tool (issue 24): a reader that closes early, a filter that
+//! matches nothing, a mistyped flag, an empty stream, errors in the user's words, and a
+//! user of another uid.
+
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Command, Stdio};
+
+use bashd_tests::{Daemon, bin_path};
+
+use crate::{json, show, stderr, stdout};
+
+#[test]
+fn issue_24_a_reader_that_closes_early_ends_bashc_quietly() {
+    let daemon = Daemon::start();
+    for _ in 0..3 {
+        let out = daemon.run_bashc(&["exec", "--", "true"]);
+        assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    }
+    // The read end is gone before bashc writes: every write fails with EPIPE.
+    let mut child = daemon
+        .bashc()
+        .args(["jobs", "--all"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert_eq!(stderr(&out), "", "{}", show(&out));
+
+    // As a shell runs it.
+    let mut shell = Command::new("bash");
+    for (key, value) in daemon.bashc().get_envs() {
+        match value {
+            Some(value) => shell.env(key, value),
+            None => shell.env_remove(key),
+        };
+    }
+    let out = shell
+        .arg("-c")
+        .arg(format!(
+            "{} jobs | head -1; exit ${{PIPESTATUS[0]}}",
+            bin_path("bashc").display()
+        ))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert_eq!(stderr(&out), "", "{}", show(&out));
+    assert!(stdout(&out).starts_with("JOB  "), "{}", show(&out));
+}
+
+#[test]
+fn issue_24_a_filter_that_matches_nothing_is_an_empty_list() {
+    let daemon = Daemon::start();
+    let out = daemon.run_bashc(&["jobs", "--session", "never-used", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert_eq!(stdout(&out), "[]\n");
+    let out = daemon.run_bashc(&["jobs", "--session", "never-used"]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert_eq!(stdout(&out), "no jobs\n");
+}
+
+#[test]
+fn issue_24_a_mistyped_flag_is_a_usage_error_and_nothing_runs() {
+    let daemon = Daemon::start();
+    let out = daemon.run_bashc(&["exec", "--tiemout", "5", "--", "echo", "hi"]);
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    let said = stderr(&out);
+    assert!(
+        said.contains("unexpected argument '--tiemout'") && said.contains("'--timeout'"),
+        "{}",
+        show(&out)
+    );
+    // BASHD_SESSION is set, but the user did not type --session.
+    assert!(!said.contains("--session"), "{}", show(&out));
+    let out = daemon.run_bashc(&["exec", "--pty", "echo", "hi"]);
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    assert!(stderr(&out).contains("'--pty'"), "{}", show(&out));
+    let out = daemon.run_bashc(&["jobs", "--all", "--json"]);
+    assert_eq!(json(&out), serde_json::json!([]), "a job was started");
+
+    // What comes after the command's first word is the command's, flags and all.
+    let out = daemon.run_bashc(&["exec", "echo", "--tiemout", "-n"]);
+    assert_eq!(stdout(&out), "stdout:\n--tiemout -n\n\nexit code: 0\n");
+}
+
+#[test]
+fn issue_24_output_says_where_the_output_is_and_speaks_the_users_words() {
+    let daemon = Daemon::start();
+    let result = json(&daemon.run_bashc(&["exec", "--json", "--", "echo oops >&2"]));
+    let job = result["job"].as_str().unwrap();
+
+    let out = daemon.run_bashc(&["output", job]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert_eq!(stdout(&out), "");
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "bashc: {job}'s stdout is empty; its stderr has 1 line: bashc output {job} --stream stderr\n"
+        )
+    );
+    let out = daemon.run_bashc(&["output", job, "--stream", "stderr", "--offset", "5"]);
+    assert_eq!(
+        stderr(&out),
+        format!("bashc: {job}'s stderr has 1 line; --offset 5 is past its end\n")
+    );
+    let out = daemon.run_bashc(&["output", job, "--offset", "0"]);
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    assert!(
+        stderr(&out).contains("--offset starts at 1"),
+        "{}",
+        show(&out)
+    );
+
+    // `output` takes --session and --owner-pid like every job command.
+    let owner = std::process::id().to_string();
+    let out = daemon.run_bashc(&[
+        "output",
+        job,
+        "--stream",
+        "stderr",
+        "--session",
+        "test",
+        "--owner-pid",
+        &owner,
+    ]);
+    assert_eq!(stdout(&out), "oops\n", "{}", show(&out));
+}
+
+#[test]
+fn issue_24_another_uid_is_told_which_uid_the_daemon_serves() {
+    if !rustix::process::getuid().is_root() {
+        eprintln!("skipped: only root can run a client as another uid");
+        return;
+    }
+    let daemon = Daemon::start();
+    // A runtime dir opened up by mistake: another user can reach the socket.
+    let open = |path: &std::path::Path, mode| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap()
+    };
+    open(daemon.scratch(), 0o711);
+    open(daemon.runtime_dir(), 0o711);
+    open(&daemon.socket_path(), 0o666);
+    // A copy of bashc that the other user may run, wherever the build is.
+    let bin = daemon.scratch().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    open(&bin, 0o755);
+    std::fs::copy(bin_path("bashc"), bin.join("bashc")).unwrap();
+    open(&bin.join("bashc"), 0o755);
+
+    let nobody = 65534;
+    let out = {
+        use std::os::unix::process::CommandExt;
+        Command::new(bin.join("bashc"))
+            .arg("status")
+            .env_clear()
+            .env("BASHD_RUNTIME_DIR", daemon.runtime_dir())
+            .env("BASHD_NO_AUTOSTART", "1")
+            .current_dir("/")
+            .uid(nobody)
+            .gid(nobody)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    assert_eq!(out.status.code(), Some(255), "{}", show(&out));
+    assert!(
+        stderr(&out).starts_with(&format!(
+            "bashc: bashd refused the connection: this bashd (pid {}) serves uid 0 only, and you are uid {nobody}",
+            daemon.pid()
+        )),
+        "{}",
+        show(&out)
+    );
+}
