@@ -2,6 +2,7 @@
 //! an integration test, `cargo test --workspace` builds the `bashc` binary that the
 //! e2e tests run.)
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
 
 #[test]
@@ -64,4 +65,208 @@ fn output_offsets_count_from_one() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("--offset"), "{stderr}");
     assert!(!runtime_dir.exists(), "a bad offset reached for a daemon");
+}
+
+/// The README, whose usage must agree with `--help` (issue 24).
+const README: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"));
+
+/// Flags the README documents once for many commands, and which commands take them.
+const SHARED_FLAGS: &[(&str, &str, &[&str])] = &[
+    (
+        "--session",
+        "`--session S`",
+        &["exec", "jobs", "check", "wait", "kill", "output", "mcp"],
+    ),
+    (
+        "--owner-pid",
+        "`--owner-pid P`",
+        &["exec", "jobs", "check", "wait", "kill", "output", "mcp"],
+    ),
+    ("--pid", "`--pid N`", &["check", "wait", "kill", "output"]),
+];
+
+/// Flags every command takes: clap's own and the global `--runtime-dir`.
+const EVERY_COMMAND: &[&str] = &["--help", "--version", "--runtime-dir"];
+
+/// Flags the README names that belong to other programs (bashd, git, cargo, systemctl,
+/// claude, rm).
+const OTHER_PROGRAMS: &[&str] = &[
+    "--config",
+    "--check-config",
+    "--all",
+    "--force",
+    "--force-with-lease",
+    "--force-if-includes",
+    "--no-preserve-root",
+    "--path",
+    "--scope",
+    "--user",
+    "--now",
+    "--release",
+    "--workspace",
+    // Not a flag at all: the README's example of a mistyped one.
+    "--tiemout",
+];
+
+/// What `bashc ARGS --help` prints.
+fn help(path: &[String]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_bashc"))
+        .args(path)
+        .arg("--help")
+        .env("BASHD_NO_AUTOSTART", "1")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{path:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The long flags a help lists, one per option line (`-h, --help`, `--mode <MODE>`).
+fn help_flags(help: &str) -> BTreeSet<String> {
+    help.lines()
+        .map(str::trim_start)
+        .filter(|line| line.starts_with('-'))
+        .filter_map(|line| {
+            line.split([' ', ',', '='])
+                .find(|word| word.starts_with("--") && word.len() > 2)
+                .map(str::to_owned)
+        })
+        .collect()
+}
+
+/// The commands a help lists under `Commands:`, but `help`.
+fn help_commands(help: &str) -> Vec<String> {
+    help.lines()
+        .skip_while(|line| *line != "Commands:")
+        .skip(1)
+        .take_while(|line| !line.trim().is_empty())
+        .filter_map(|line| line.split_whitespace().next())
+        .filter(|name| *name != "help")
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Every command bashc has, as the words that name it (`["session", "close"]`), with
+/// its help.
+fn commands() -> Vec<(Vec<String>, String)> {
+    let mut found = Vec::new();
+    let mut todo = vec![Vec::new()];
+    while let Some(path) = todo.pop() {
+        let text = help(&path);
+        let children = help_commands(&text);
+        for child in &children {
+            let mut child_path = path.clone();
+            child_path.push(child.clone());
+            todo.push(child_path);
+        }
+        if children.is_empty() {
+            found.push((path, text));
+        }
+    }
+    found.sort();
+    found
+}
+
+/// `--long-flags` in a text.
+fn flags_in(text: &str) -> Vec<String> {
+    let mut flags = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("--") {
+        let tail = &rest[at + 2..];
+        let name: String = tail
+            .chars()
+            .take_while(|c| c.is_ascii_lowercase() || *c == '-')
+            .collect();
+        if name.starts_with(|c: char| c.is_ascii_lowercase()) {
+            flags.push(format!("--{}", name.trim_end_matches('-')));
+        }
+        rest = &tail[name.len()..];
+    }
+    flags
+}
+
+/// The README's usage block: each command (`"session close"`) with the flags its
+/// lines name.
+fn readme_usage() -> BTreeMap<String, BTreeSet<String>> {
+    let section = README
+        .split("\n## Using it\n")
+        .nth(1)
+        .expect("the README has a `Using it` section");
+    let mut usage: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut current = None;
+    for line in section.lines().skip_while(|line| line.is_empty()) {
+        if !line.starts_with("    ") {
+            break;
+        }
+        let line = line.trim_start();
+        if let Some(rest) = line.strip_prefix("bashc ") {
+            let words: Vec<&str> = rest
+                .split(' ')
+                .take_while(|word| !word.is_empty() && word.bytes().all(|b| b.is_ascii_lowercase()))
+                .collect();
+            current = Some(words.join(" "));
+        }
+        let command = current
+            .clone()
+            .expect("the usage block starts with `bashc`");
+        let code = line.split(" # ").next().unwrap();
+        usage.entry(command).or_default().extend(flags_in(code));
+    }
+    usage
+}
+
+/// Issue 24: docs that cannot drift from `--help`.
+#[test]
+fn the_readme_and_help_name_the_same_flags() {
+    let usage = readme_usage();
+    let commands = commands();
+    for (_, phrase, _) in SHARED_FLAGS {
+        assert!(README.contains(phrase), "the README does not say {phrase}");
+    }
+    assert!(README.contains("`--runtime-dir DIR`"));
+    let names: BTreeSet<String> = commands.iter().map(|(path, _)| path.join(" ")).collect();
+    let documented: BTreeSet<String> = usage.keys().cloned().collect();
+    assert_eq!(
+        names, documented,
+        "commands of `bashc --help` against the README's usage"
+    );
+
+    for (path, text) in &commands {
+        let name = path.join(" ");
+        let in_help = help_flags(text);
+        let in_readme = &usage[&name];
+        for flag in in_readme {
+            assert!(
+                in_help.contains(flag),
+                "the README gives `bashc {name}` {flag}, which its --help lacks"
+            );
+        }
+        for flag in &in_help {
+            let shared = SHARED_FLAGS
+                .iter()
+                .any(|(shared, _, takers)| shared == flag && takers.contains(&name.as_str()));
+            assert!(
+                in_readme.contains(flag) || shared || EVERY_COMMAND.contains(&flag.as_str()),
+                "`bashc {name}` takes {flag}, which the README does not document"
+            );
+        }
+        for (shared, _, takers) in SHARED_FLAGS {
+            assert_eq!(
+                in_help.contains(*shared),
+                takers.contains(&name.as_str()),
+                "the README says which commands take {shared}; `bashc {name}` disagrees"
+            );
+        }
+    }
+
+    let every_flag: BTreeSet<String> = commands
+        .iter()
+        .flat_map(|(_, text)| help_flags(text))
+        .collect();
+    for flag in flags_in(README) {
+        assert!(
+            every_flag.contains(&flag) || OTHER_PROGRAMS.contains(&flag.as_str()),
+            "the README names {flag}, which no bashc command takes"
+        );
+    }
+    assert!(help(&[]).contains("bashc help <command>"));
 }

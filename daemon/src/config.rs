@@ -17,10 +17,23 @@ pub struct Config {
     pub timeouts: Timeouts,
     pub sessions: Sessions,
     pub containment: ContainmentConfig,
-    /// Added to every job's environment over the client's own (DESIGN §8).
+    /// Added to every job's environment over the client's own (DESIGN §8): the
+    /// hardening set, with `[env]`'s variables added or overriding and its `unset`
+    /// ones removed.
     pub env: Vec<(String, String)>,
     /// The command policy: built-in rules less `disable`, plus `[[policy.deny]]`.
     pub policy: Policy,
+    /// `[policy]` as written, which [`Policy`] does not give back: what
+    /// `bashd --check-config` shows.
+    pub policy_source: PolicySource,
+}
+
+/// The `[policy]` section as the file gave it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PolicySource {
+    /// Built-in rules switched off, in the file's order.
+    pub disabled: Vec<String>,
+    pub custom: Vec<CustomRule>,
 }
 
 #[derive(Debug, Clone)]
@@ -129,6 +142,7 @@ impl Default for Config {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
             policy: Policy::default(),
+            policy_source: PolicySource::default(),
         }
     }
 }
@@ -193,7 +207,11 @@ impl Config {
                 "sessions" => file.sessions(table, &mut config.sessions)?,
                 "containment" => file.containment(table, &mut config.containment)?,
                 "env" => file.env(table, &mut config.env)?,
-                "policy" => config.policy = file.policy(table)?,
+                "policy" => {
+                    let source = file.policy(table)?;
+                    config.policy = Policy::new(source.disabled.clone(), source.custom.clone());
+                    config.policy_source = source;
+                }
                 other => {
                     return Err(file.error(
                         key,
@@ -444,7 +462,7 @@ impl File<'_> {
     }
 
     /// `[policy]`: `disable = [ids]` and `[[policy.deny]]` rules.
-    fn policy(&self, table: &DeTable<'_>) -> Result<Policy, ConfigError> {
+    fn policy(&self, table: &DeTable<'_>) -> Result<PolicySource, ConfigError> {
         let mut disabled = Vec::new();
         let mut custom = Vec::new();
         for (key, value) in table {
@@ -478,7 +496,7 @@ impl File<'_> {
                 _ => return Err(self.unknown("policy", key, &["disable", "deny"])),
             }
         }
-        Ok(Policy::new(disabled, custom))
+        Ok(PolicySource { disabled, custom })
     }
 
     /// One `[[policy.deny]]` table: `id`, `command`, `args` (optional), `message`.
@@ -542,19 +560,244 @@ impl File<'_> {
             .collect()
     }
 
-    /// `[env]` replaces the hardening set: each key is a variable, each value a string.
+    /// `[env]` merges into the hardening set: each string key adds a variable or
+    /// overrides one, and `unset = ["NAME", ...]` removes variables, which is the only
+    /// way to loosen the set (a copied example that names a few variables must not
+    /// drop the others). A removed variable is the client's again, if it has one.
     fn env(&self, table: &DeTable<'_>, env: &mut Vec<(String, String)>) -> Result<(), ConfigError> {
-        env.clear();
+        let mut set = Vec::new();
+        let mut unset = Vec::new();
         for (key, value) in table {
-            match value.get_ref() {
-                DeValue::String(s) => env.push((key.get_ref().to_string(), s.to_string())),
-                _ => {
-                    return Err(self.error(key, format!("env.{} must be a string", key.get_ref())));
-                }
+            let name = key.get_ref().to_string();
+            if name == "unset" {
+                unset = self.strings("env.unset", key, value)?;
+                continue;
+            }
+            let DeValue::String(s) = value.get_ref() else {
+                return Err(self.error(
+                    key,
+                    format!(
+                        "env.{name} must be a string (`unset = [\"NAME\"]` removes a variable)"
+                    ),
+                ));
+            };
+            if name.is_empty() || name.contains(['=', '\0']) {
+                return Err(self.error(key, format!("env: {name:?} is not a variable name")));
+            }
+            set.push((key, name, s.to_string()));
+        }
+        if let Some((key, name, _)) = set.iter().find(|(_, name, _)| unset.contains(name)) {
+            return Err(self.error(
+                key,
+                format!("env.{name} is both set and in env.unset; keep one"),
+            ));
+        }
+        env.retain(|(name, _)| !unset.contains(name));
+        for (_, name, value) in set {
+            match env.iter_mut().find(|(k, _)| *k == name) {
+                Some(var) => var.1 = value,
+                None => env.push((name, value)),
             }
         }
         Ok(())
     }
+}
+
+impl Config {
+    /// The config in force as a TOML file that loads to the same settings: every
+    /// key, each one that differs from its default marked `# default: ...`, every
+    /// hardening variable, every built-in rule with whether it is on. What
+    /// `bashd --check-config` prints, so that a copied example that loosens something
+    /// shows it.
+    pub fn effective_toml(&self) -> String {
+        let defaults = Config::default();
+        let mut out = String::new();
+        let key = |out: &mut String, name: &str, value: String, default: String| {
+            out.push_str(&format!("{name} = {value}"));
+            if value != default {
+                out.push_str(&format!("  # default: {default}"));
+            }
+            out.push('\n');
+        };
+        let (l, d) = (&self.limits, &defaults.limits);
+        out.push_str("[limits]\n");
+        key(
+            &mut out,
+            "max_lines",
+            l.max_lines.to_string(),
+            d.max_lines.to_string(),
+        );
+        key(
+            &mut out,
+            "max_bytes",
+            l.max_bytes.to_string(),
+            d.max_bytes.to_string(),
+        );
+        key(
+            &mut out,
+            "max_spill_bytes",
+            l.max_spill_bytes.to_string(),
+            d.max_spill_bytes.to_string(),
+        );
+        key(
+            &mut out,
+            "max_frame_bytes",
+            l.max_frame_bytes.to_string(),
+            d.max_frame_bytes.to_string(),
+        );
+        key(
+            &mut out,
+            "max_command_bytes",
+            l.max_command_bytes.to_string(),
+            d.max_command_bytes.to_string(),
+        );
+
+        let (t, d) = (&self.timeouts, &defaults.timeouts);
+        let on_timeout = |o: OnTimeout| {
+            quoted(if o == OnTimeout::Kill {
+                "kill"
+            } else {
+                "background"
+            })
+        };
+        let millis = |grace: Duration| grace.as_millis().to_string();
+        out.push_str("\n[timeouts]\n");
+        key(
+            &mut out,
+            "default_secs",
+            t.default_secs.to_string(),
+            d.default_secs.to_string(),
+        );
+        key(
+            &mut out,
+            "slow_secs",
+            t.slow_secs.to_string(),
+            d.slow_secs.to_string(),
+        );
+        key(
+            &mut out,
+            "background_secs",
+            t.background_secs.to_string(),
+            d.background_secs.to_string(),
+        );
+        key(
+            &mut out,
+            "on_timeout",
+            on_timeout(t.on_timeout),
+            on_timeout(d.on_timeout),
+        );
+        key(
+            &mut out,
+            "kill_grace_ms",
+            millis(t.kill_grace),
+            millis(d.kill_grace),
+        );
+
+        let (s, d) = (&self.sessions, &defaults.sessions);
+        let straggler = |o: OnStraggler| {
+            quoted(if o == OnStraggler::Kill {
+                "kill"
+            } else {
+                "background"
+            })
+        };
+        out.push_str("\n[sessions]\n");
+        key(
+            &mut out,
+            "linger_secs",
+            s.linger.as_secs().to_string(),
+            d.linger.as_secs().to_string(),
+        );
+        key(
+            &mut out,
+            "on_straggler",
+            straggler(s.on_straggler),
+            straggler(d.on_straggler),
+        );
+        key(
+            &mut out,
+            "keep_finished",
+            s.keep_finished.to_string(),
+            d.keep_finished.to_string(),
+        );
+
+        let mechanism = |m: Mechanism| quoted(if m == Mechanism::Scan { "scan" } else { "auto" });
+        out.push_str("\n[containment]\n");
+        key(
+            &mut out,
+            "mechanism",
+            mechanism(self.containment.mechanism),
+            mechanism(defaults.containment.mechanism),
+        );
+        match &self.containment.cgroup {
+            Some(cgroup) => key(
+                &mut out,
+                "cgroup",
+                quoted(&cgroup.to_string_lossy()),
+                "none".to_owned(),
+            ),
+            None => out.push_str("# cgroup: none\n"),
+        }
+
+        out.push_str("\n[env]\n");
+        let removed: Vec<&str> = defaults
+            .env
+            .iter()
+            .filter(|(name, _)| !self.env.iter().any(|(k, _)| k == name))
+            .map(|(name, _)| name.as_str())
+            .collect();
+        for (name, value) in &self.env {
+            let default = defaults.env.iter().find(|(k, _)| k == name);
+            let note = match default {
+                None => "  # added".to_owned(),
+                Some((_, d)) if d != value => format!("  # default: {}", quoted(d)),
+                Some(_) => String::new(),
+            };
+            out.push_str(&format!("{} = {}{note}\n", bare_key(name), quoted(value)));
+        }
+        if !removed.is_empty() {
+            let list: Vec<String> = removed.iter().map(|name| quoted(name)).collect();
+            out.push_str(&format!(
+                "unset = [{}]  # removed from the hardening set\n",
+                list.join(", ")
+            ));
+        }
+
+        let policy = &self.policy_source;
+        out.push_str("\n[policy]\n");
+        for rule in BUILTIN_RULES {
+            let on = !policy.disabled.iter().any(|id| id == rule.id);
+            let state = if on { "on" } else { "OFF" };
+            out.push_str(&format!("# built-in rule {}: {state}\n", rule.id));
+        }
+        let disabled: Vec<String> = policy.disabled.iter().map(|id| quoted(id)).collect();
+        out.push_str(&format!("disable = [{}]\n", disabled.join(", ")));
+        for rule in &policy.custom {
+            let args: Vec<String> = rule.args.iter().map(|a| quoted(a)).collect();
+            out.push_str(&format!(
+                "\n[[policy.deny]]\nid = {}\ncommand = {}\nargs = [{}]\nmessage = {}\n",
+                quoted(&rule.id),
+                quoted(&rule.command),
+                args.join(", "),
+                quoted(&rule.message)
+            ));
+        }
+        out
+    }
+}
+
+/// `text` as a TOML string.
+fn quoted(text: &str) -> String {
+    toml::Value::String(text.to_owned()).to_string()
+}
+
+/// `name` as a TOML key: bare when it can be, quoted otherwise.
+fn bare_key(name: &str) -> String {
+    let bare = !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if bare { name.to_owned() } else { quoted(name) }
 }
 
 #[cfg(test)]
@@ -580,7 +823,102 @@ mod tests {
         .unwrap();
         assert_eq!(config.limits.max_lines, 10);
         assert_eq!(config.timeouts.kill_grace, Duration::from_millis(50));
-        assert_eq!(config.env, vec![("PAGER".to_owned(), "more".to_owned())]);
+        let pager: Vec<_> = config.env.iter().filter(|(k, _)| k == "PAGER").collect();
+        assert_eq!(pager, [&("PAGER".to_owned(), "more".to_owned())]);
+    }
+
+    fn env_of<'c>(config: &'c Config, name: &str) -> Option<&'c str> {
+        let found = config.env.iter().find(|(k, _)| k == name);
+        found.map(|(_, v)| v.as_str())
+    }
+
+    /// Issue 24: an `[env]` that names a few variables must not drop the others.
+    #[test]
+    fn env_adds_to_the_hardening_set_and_only_unset_removes() {
+        let config =
+            parse("[env]\nPAGER = \"less\"\nPIP_NO_INPUT = \"1\"\nunset = [\"TERM\"]\n").unwrap();
+        assert_eq!(env_of(&config, "PAGER"), Some("less"));
+        assert_eq!(env_of(&config, "PIP_NO_INPUT"), Some("1"));
+        assert_eq!(env_of(&config, "TERM"), None);
+        for (name, value) in Config::default().env {
+            if name != "PAGER" && name != "TERM" {
+                assert_eq!(env_of(&config, &name), Some(value.as_str()), "{name}");
+            }
+        }
+        let err = parse("[env]\nTERM = \"xterm\"\nunset = [\"TERM\"]\n").unwrap_err();
+        assert!(
+            err.starts_with("/c.toml:2: env.TERM is both set and in env.unset"),
+            "{err}"
+        );
+        let err = parse("[env]\nunset = \"TERM\"\n").unwrap_err();
+        assert!(err.contains("env.unset must be a list of strings"), "{err}");
+        let err = parse("[env]\nNO_COLOR = 1\n").unwrap_err();
+        assert!(err.contains("env.NO_COLOR must be a string"), "{err}");
+    }
+
+    /// The example config of the README, as a user copies it.
+    fn readme_example() -> String {
+        let readme = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"));
+        let section = readme
+            .split("\n## Configuration\n")
+            .nth(1)
+            .expect("the README has a Configuration section");
+        let mut lines = section.lines().skip_while(|line| *line != "    [limits]");
+        let mut example = String::new();
+        for line in lines.by_ref() {
+            match line.strip_prefix("    ") {
+                Some(line) => example.push_str(line),
+                None if line.is_empty() => {}
+                None => break,
+            }
+            example.push('\n');
+        }
+        assert!(!example.is_empty(), "no example config in the README");
+        example
+    }
+
+    /// Issue 24: copying the README's example must keep every safety default.
+    #[test]
+    fn the_readme_example_config_leaves_every_rule_on_and_every_hardening_variable_set() {
+        let example = readme_example();
+        let config = Config::parse(&example, Path::new("README.md")).unwrap();
+        assert_eq!(config.policy_source.disabled, Vec::<String>::new());
+        for command in ["git add -A", "git push --force", "rm -rf ~"] {
+            assert!(config.policy.check(command).is_err(), "{command} passes");
+        }
+        for (name, value) in Config::default().env {
+            assert_eq!(env_of(&config, &name), Some(value.as_str()), "{name}");
+        }
+        let effective = config.effective_toml();
+        assert!(!effective.contains("OFF"), "{effective}");
+    }
+
+    /// `bashd --check-config` prints a file that loads to the config it describes.
+    #[test]
+    fn the_effective_config_loads_to_itself_and_shows_what_is_off() {
+        let config = parse(
+            "[limits]\nmax_lines = 10\n[containment]\ncgroup = \"/sys/fs/cgroup/b\"\n[env]\nTERM = \"xterm\"\nA_B = \"x\\\"y\"\nunset = [\"NO_COLOR\"]\n[policy]\ndisable = [\"git-add-blind\"]\n[[policy.deny]]\nid = \"no-publish\"\ncommand = \"npm\"\nargs = [\"publish\"]\nmessage = \"CI\"\n",
+        )
+        .unwrap();
+        let effective = config.effective_toml();
+        for line in [
+            "max_lines = 10  # default: 2000\n",
+            "max_bytes = 51200\n",
+            "cgroup = \"/sys/fs/cgroup/b\"  # default: none\n",
+            "TERM = \"xterm\"  # default: \"dumb\"\n",
+            "A_B = 'x\"y'  # added\n",
+            "unset = [\"NO_COLOR\"]  # removed from the hardening set\n",
+            "# built-in rule git-add-blind: OFF\n",
+            "# built-in rule rm-dangerous: on\n",
+            "disable = [\"git-add-blind\"]\n",
+            "[[policy.deny]]\nid = \"no-publish\"\ncommand = \"npm\"\nargs = [\"publish\"]\nmessage = \"CI\"\n",
+        ] {
+            assert!(effective.contains(line), "no {line:?} in:\n{effective}");
+        }
+        let again = parse(&effective).unwrap();
+        assert_eq!(again.effective_toml(), effective);
+        assert_eq!(again.env, config.env);
+        assert_eq!(again.policy_source, config.policy_source);
     }
 
     #[test]

@@ -18,7 +18,8 @@ use tracing_subscriber::util::SubscriberInitExt;
 ///
 /// `bashc` starts it on demand; it can also run as a systemd user service. It serves
 /// the socket `bashd.sock` in its runtime directory: $BASHD_RUNTIME_DIR, else
-/// $XDG_RUNTIME_DIR/bashd, else /tmp/bashd-$UID. Only one bashd runs per runtime
+/// $XDG_RUNTIME_DIR/bashd, else /run/user/$UID/bashd when that directory is yours,
+/// else /tmp/bashd-$UID. Only one bashd runs per runtime
 /// directory. At start it ends whatever a bashd that did not stop (SIGKILL, a crash)
 /// left running, from the journal in that directory. SIGTERM or SIGINT stops every job
 /// and exits 0; SIGHUP reloads the config (a config with an error is not taken: the old
@@ -37,7 +38,9 @@ struct Args {
     /// The config file to use instead of the default one; it must exist.
     #[arg(long, value_name = "PATH")]
     config: Option<PathBuf>,
-    /// Check the config file, say what is wrong or that it is fine, and exit.
+    /// Check the config file and exit: say what is wrong (exit 1), or print the
+    /// config in force, every key, with each change from the defaults marked and every
+    /// built-in policy rule said to be on or OFF (exit 0).
     #[arg(long)]
     check_config: bool,
 }
@@ -46,26 +49,37 @@ fn main() -> ExitCode {
     let args = Args::parse();
     init_logging();
     if args.check_config {
-        return match Config::load(args.config.as_deref()) {
-            Ok((_, Some(path))) => {
-                println!("{}: ok", path.display());
-                ExitCode::SUCCESS
-            }
-            Ok((_, None)) => {
-                println!("no config file; every setting has its default");
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("bashd: {e}");
-                ExitCode::FAILURE
-            }
-        };
+        return check_config(args.config.as_deref());
     }
     match start(&args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e:#}");
             eprintln!("bashd: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `--check-config`: the config in force, or what is wrong with the file.
+fn check_config(path: Option<&Path>) -> ExitCode {
+    match Config::load(path) {
+        Ok((config, file)) => {
+            let source = match file {
+                Some(path) => format!("{} is valid", path.display()),
+                None => match bashd::config::default_path() {
+                    Some(path) => format!("no config file at {}", path.display()),
+                    None => "no config file ($XDG_CONFIG_HOME and $HOME are unset)".to_owned(),
+                },
+            };
+            print!(
+                "# {source}; the config in force:\n\n{}",
+                config.effective_toml()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("bashd: {e}");
             ExitCode::FAILURE
         }
     }
