@@ -177,24 +177,26 @@ async fn serve_request(
             return;
         }
         Request::Output(request) => answer(jobs.output(request).await.map(Response::Page)),
-        Request::CheckPolicy(command) => Response::Policy(match jobs.check(command).await {
-            Ok(()) => PolicyVerdict {
-                allowed: true,
-                rule: None,
-                message: None,
-            },
-            Err(denial) => PolicyVerdict {
-                allowed: false,
-                rule: Some(denial.rule),
-                message: Some(denial.message),
-            },
-        }),
+        Request::CheckPolicy(command) => {
+            Response::Policy(match jobs.policy_verdict(command).await {
+                Ok(()) => PolicyVerdict {
+                    allowed: true,
+                    rule: None,
+                    message: None,
+                },
+                Err(denial) => PolicyVerdict {
+                    allowed: false,
+                    rule: Some(denial.rule),
+                    message: Some(denial.message),
+                },
+            })
+        }
         Request::Status => match jobs.status().await {
             Some(status) => Response::Status(status),
             None => Response::Error(crate::jobs::shutting_down()),
         },
         Request::Jobs(request) => answer(jobs.jobs(request).await.map(Response::Jobs)),
-        Request::Check(request) => finished(jobs.check_job(request).await),
+        Request::Check(request) => finished(jobs.new_output(request).await),
         Request::Wait(request) => finished(jobs.wait(request).await),
         Request::Kill(request) => finished(jobs.kill(request).await),
         Request::Sessions => answer(jobs.sessions().await.map(Response::Sessions)),

@@ -13,7 +13,7 @@ use bashd_protocol::{
 };
 use tokio::sync::{mpsc, oneshot, watch};
 
-use super::check;
+use super::new_output;
 use super::session::CloseReply;
 use super::supervisor::{self, Streams};
 use crate::config::Config;
@@ -118,7 +118,7 @@ impl JobsHandle {
     /// `Finished` stops a foreground job.
     pub async fn exec(&self, params: ExecParams) -> mpsc::Receiver<Response> {
         let (events, rx) = mpsc::channel(64);
-        let denial = self.check(params.command.clone()).await.err();
+        let denial = self.policy_verdict(params.command.clone()).await.err();
         let cmd = Cmd::Exec {
             params: Box::new(params),
             denial,
@@ -136,7 +136,7 @@ impl JobsHandle {
     }
 
     /// Checks a command against the policy, off the async workers when it is long.
-    pub async fn check(&self, command: String) -> Result<(), Denial> {
+    pub async fn policy_verdict(&self, command: String) -> Result<(), Denial> {
         let config = Arc::clone(&self.config.borrow());
         if command.len() <= CHECK_INLINE_BYTES {
             return config.policy.check(&command);
@@ -201,7 +201,7 @@ impl JobsHandle {
     }
 
     /// The job's state and the output its caller's session has not seen yet.
-    pub async fn check_job(&self, request: JobRequest) -> Result<ExecResult, ErrorReply> {
+    pub async fn new_output(&self, request: JobRequest) -> Result<ExecResult, ErrorReply> {
         let session = request.caller.session.clone();
         let (lookup, streams) = self.lookup(Some(request.caller), request.job).await?;
         let Lookup {
@@ -211,9 +211,10 @@ impl JobsHandle {
             max_bytes,
             ..
         } = lookup;
-        let (result, seen) =
-            blocking(move || check::new_output(summary, streams, cursor, page_lines, max_bytes))
-                .await??;
+        let (result, seen) = blocking(move || {
+            new_output::since_cursor(summary, streams, cursor, page_lines, max_bytes)
+        })
+        .await??;
         let job = result.job;
         let _ = self.cmds.send(Cmd::Advance { job, session, seen }).await;
         Ok(result)

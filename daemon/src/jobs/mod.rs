@@ -3,9 +3,9 @@
 //! the reaper, and containment: which processes belong to a job and how they end.
 
 mod actor;
-mod check;
 pub(crate) mod contain;
 mod handle;
+mod new_output;
 pub mod process;
 mod session;
 mod supervisor;

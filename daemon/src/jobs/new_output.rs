@@ -1,4 +1,4 @@
-//! `bashc check`: the output of a job that a session has not seen yet. Each stream
+//! The output a session has not seen yet (`bashc check`, `bash_check`). Each stream
 //! shows its new complete lines, the last ones when there are more than the limits
 //! allow, and says where the others are; a line still being written waits for the
 //! next check, so nothing is shown twice or skipped. Blocking: it reads spill files.
@@ -12,7 +12,7 @@ use super::supervisor::Streams;
 use crate::output::{self, OutputSource};
 
 /// The result of a check, and the lines of each stream it covered.
-pub fn new_output(
+pub fn since_cursor(
     mut summary: ExecResult,
     streams: Streams,
     cursor: [u64; 2],

@@ -8,8 +8,8 @@
 //! [`render`] makes a result of it, [`page`] reads pages of the whole stream.
 
 mod page;
-mod render;
 mod sanitize;
+mod shown;
 mod store;
 
 use std::path::PathBuf;
@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use bashd_protocol::{Notice, StreamName, StreamResult};
 
 pub use page::{Content, OutputSource, page};
-pub use render::Shape;
+pub use shown::Shape;
 pub use store::Limits;
 
 use sanitize::Sanitizer;
@@ -58,7 +58,7 @@ impl StreamCapture {
         let full_output = spill
             .started()
             .then(|| spill.path().to_string_lossy().into_owned());
-        render::render(&self.store, shape, full_output)
+        shown::stream_result(&self.store, shape, full_output)
     }
 
     /// What a result must say about the spill file beyond its path: that it stopped at

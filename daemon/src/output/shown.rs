@@ -50,7 +50,7 @@ impl Default for Shape {
     }
 }
 
-pub fn render(store: &Store, shape: Shape, full_output: Option<String>) -> StreamResult {
+pub fn stream_result(store: &Store, shape: Shape, full_output: Option<String>) -> StreamResult {
     let limits = store.limits();
     let (max_lines, max_bytes) = (limits.max_lines, limits.max_bytes);
     let narrow = |n: Option<u64>, default: u64| n.map_or(default, |n| n.min(max_lines));
@@ -268,7 +268,7 @@ mod tests {
 
     #[test]
     fn tail_shows_the_last_lines() {
-        let r = render(
+        let r = stream_result(
             &store_of(numbered(100).as_bytes(), 10, 10_000),
             Shape::default(),
             None,
@@ -284,7 +284,7 @@ mod tests {
     #[test]
     fn small_output_is_whole_in_every_direction() {
         for direction in [Direction::Tail, Direction::Head, Direction::HeadTail] {
-            let r = render(&store_of(b"a\nb", 10, 100), shape(direction), None);
+            let r = stream_result(&store_of(b"a\nb", 10, 100), shape(direction), None);
             assert_eq!(r.text, "a\nb", "{direction:?}");
             assert!(!r.truncated);
             assert_eq!((r.total_lines, r.shown_lines), (2, 2));
@@ -294,14 +294,14 @@ mod tests {
     #[test]
     fn byte_limit_cuts_on_a_line_start() {
         let input: String = (1..=100).map(|i| format!("line{i:03}\n")).collect();
-        let r = render(
+        let r = stream_result(
             &store_of(input.as_bytes(), 1000, 25),
             Shape::default(),
             None,
         );
         assert_eq!(r.text, "line098\nline099\nline100\n");
         assert_eq!(r.truncated_by, Some(TruncatedBy::Bytes));
-        let r = render(
+        let r = stream_result(
             &store_of(input.as_bytes(), 1000, 25),
             shape(Direction::Head),
             None,
@@ -312,11 +312,11 @@ mod tests {
     #[test]
     fn one_long_line_is_cut_on_a_char_boundary_and_marked_partial() {
         let line = "é".repeat(100);
-        let tail = render(&store_of(line.as_bytes(), 10, 51), Shape::default(), None);
+        let tail = stream_result(&store_of(line.as_bytes(), 10, 51), Shape::default(), None);
         assert_eq!(tail.text, "é".repeat(25));
         assert!(tail.partial && tail.truncated);
         assert_eq!(tail.shown_lines, 1);
-        let head = render(
+        let head = stream_result(
             &store_of(line.as_bytes(), 10, 51),
             shape(Direction::Head),
             None,
@@ -327,7 +327,7 @@ mod tests {
 
     #[test]
     fn head_tail_shows_both_ends_and_what_is_omitted() {
-        let r = render(
+        let r = stream_result(
             &store_of(numbered(100).as_bytes(), 10, 10_000),
             shape(Direction::HeadTail),
             None,
@@ -347,7 +347,7 @@ mod tests {
             ..OutputOptions::default()
         };
         let store = store_of(numbered(100).as_bytes(), 2000, 51_200);
-        let r = render(&store, Shape::from_options(&options), None);
+        let r = stream_result(&store, Shape::from_options(&options), None);
         assert_eq!(r.text, numbered(5));
         assert_eq!(
             (r.direction, r.total_lines, r.truncated),
@@ -358,7 +358,7 @@ mod tests {
             tail: Some(2),
             ..OutputOptions::default()
         };
-        let r = render(&store, Shape::from_options(&options), None);
+        let r = stream_result(&store, Shape::from_options(&options), None);
         assert_eq!(r.text, "1\n... [97 lines omitted] ...\n99\n100\n");
     }
 
@@ -392,7 +392,7 @@ mod tests {
             }
             let store = store_of(input.as_bytes(), max_lines, max_bytes);
             for direction in [Direction::Tail, Direction::Head, Direction::HeadTail] {
-                let r = render(&store, shape(direction), None);
+                let r = stream_result(&store, shape(direction), None);
                 check_shown(&r, max_lines, max_bytes, &input);
                 prop_assert_eq!(r.total_bytes, input.len() as u64);
                 prop_assert_eq!(r.total_lines, input.lines().count() as u64);
