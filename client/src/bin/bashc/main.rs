@@ -38,8 +38,9 @@ const EXIT_UNREACHABLE: u8 = 255;
     after_help = "Each command's flags: bashc help <command> (or bashc <command> --help)."
 )]
 struct Cli {
-    /// The runtime directory of the daemon to use, instead of the one found from the
-    /// environment (see above).
+    /// The runtime directory of the daemon to use (default: $BASHD_RUNTIME_DIR, else
+    /// $XDG_RUNTIME_DIR/bashd, else /run/user/$UID/bashd when it is yours, else
+    /// /tmp/bashd-$UID).
     #[arg(long, global = true, value_name = "DIR")]
     runtime_dir: Option<PathBuf>,
     #[command(subcommand)]
