@@ -632,6 +632,77 @@ mod tests {
         );
     }
 
+    /// Issue 24: the call under a cut stream names exactly the lines it leaves out.
+    #[test]
+    fn the_unseen_part_of_a_cut_stream_follows_from_its_figures() {
+        let cut = |direction, total_lines, shown_lines, partial, text: &str| StreamResult {
+            text: text.to_owned(),
+            truncated: true,
+            direction,
+            total_lines,
+            shown_lines,
+            partial,
+            ..StreamResult::empty()
+        };
+        let unseen = |stream: &StreamResult| {
+            Unseen::of(job(), StreamName::Stderr, stream).map(|u| output_command(&u))
+        };
+        let cases = [
+            (
+                cut(Direction::Tail, 8500, 2000, false, ""),
+                "--offset 1 --limit 6500",
+            ),
+            (
+                cut(Direction::Head, 8500, 2000, false, ""),
+                "--offset 2001 --limit 6500",
+            ),
+            // The line shown cut is unseen too: only a page shows it whole.
+            (cut(Direction::Tail, 1, 1, true, ""), "--offset 1 --limit 1"),
+            (
+                cut(Direction::Tail, 10, 3, true, ""),
+                "--offset 1 --limit 8",
+            ),
+            (
+                cut(Direction::Head, 10, 3, true, ""),
+                "--offset 3 --limit 8",
+            ),
+            (
+                cut(
+                    Direction::HeadTail,
+                    10,
+                    4,
+                    false,
+                    "1\n2\n... [6 lines omitted] ...\n9\n10\n",
+                ),
+                "--offset 3 --limit 6",
+            ),
+            // A marker that counts bytes: the whole stream.
+            (
+                cut(
+                    Direction::HeadTail,
+                    10,
+                    2,
+                    true,
+                    "1\n... [99 bytes omitted] ...\n10",
+                ),
+                "--offset 1 --limit 10",
+            ),
+        ];
+        for (stream, range) in cases {
+            assert_eq!(
+                unseen(&stream),
+                Some(format!("bashc output j12 --stream stderr {range}")),
+                "{stream:?}"
+            );
+        }
+        let whole = StreamResult {
+            total_lines: 3,
+            shown_lines: 3,
+            ..StreamResult::empty()
+        };
+        assert_eq!(unseen(&whole), None);
+    }
+
     #[test]
     fn json_keeps_the_worded_notice_last_beside_the_notices() {
         let notices = vec![Notice::Shutdown {}, Notice::AlreadyEnded { job: job() }];
