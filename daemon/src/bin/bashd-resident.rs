@@ -10,7 +10,7 @@
 //! - it forks the shell (`PROGRAM ARGS...`) into a process group of its own, reaps
 //!   whatever is reparented to it, and exits only when it has no child left, which,
 //!   being a subreaper, means no process of the job is left;
-//! - its stdin is a socket to the daemon (see `bashd::resident`): it reports the shell's pid,
+//! - its stdin is a socket to the daemon (see `wire`, the daemon's `resident.rs`): it reports the shell's pid,
 //!   the shell's status and, at the end, what the job used; it signals every process of
 //!   the subtree when the daemon says so, and SIGKILLs the subtree when the daemon's end
 //!   closes, which is how a job never outlives a daemon that died.
@@ -19,6 +19,7 @@
 //! why the session, limits and cgroup are set here rather than between fork and exec.
 //! Single-threaded, no async runtime: it must start fast and fork safely.
 
+use std::collections::HashSet;
 use std::ffi::{CString, OsString};
 use std::fs;
 use std::io;
@@ -28,9 +29,15 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicI32, Ordering};
 
-use bashd::resident::{Order, Report, Usage};
+// The wire module alone, not the daemon's library: the resident links only what it
+// runs, which keeps it small and quick to start.
+#[path = "../resident.rs"]
+mod wire;
 
-/// How often a subtree being killed is walked again for processes forked meanwhile.
+use wire::{Order, Report, Usage};
+
+/// How often a subtree being signalled or killed is walked again for processes forked
+/// or reparented meanwhile.
 const KILL_ROUND_MS: i32 = 10;
 
 /// Exit status when the resident cannot set the job up; the shell never ran.
@@ -205,6 +212,7 @@ fn run(options: Options) -> io::Result<Never> {
         leader,
         reaped: 0,
         killing: false,
+        signalling: None,
     };
     resident.send(Report::Started { pid: leader });
     resident.serve(&sigfd)
@@ -219,6 +227,10 @@ struct Resident {
     reaped: u64,
     /// SIGKILL the subtree every round until no child is left.
     killing: bool,
+    /// A signal ordered, and the processes it has reached: each round sends it to
+    /// those of the subtree it has not, since a process whose parent dies is
+    /// reparented here after the walk that signalled the parent may have passed it.
+    signalling: Option<(i32, HashSet<i32>)>,
 }
 
 impl Resident {
@@ -228,7 +240,9 @@ impl Resident {
                 self.finish();
             }
             if self.killing {
-                signal_subtree(libc::SIGKILL);
+                signal_subtree(libc::SIGKILL, &mut HashSet::new());
+            } else if let Some((signal, reached)) = &mut self.signalling {
+                signal_subtree(*signal, reached);
             }
             let mut fds = [
                 libc::pollfd {
@@ -246,7 +260,11 @@ impl Resident {
                     revents: 0,
                 },
             ];
-            let timeout = if self.killing { KILL_ROUND_MS } else { -1 };
+            let timeout = if self.killing || self.signalling.is_some() {
+                KILL_ROUND_MS
+            } else {
+                -1
+            };
             let ready = unsafe { libc::poll(fds.as_mut_ptr(), 2, timeout) };
             if ready < 0 {
                 let e = io::Error::last_os_error();
@@ -310,7 +328,11 @@ impl Resident {
         while let Some(end) = self.inbox.iter().position(|&b| b == b'\n') {
             let line: Vec<u8> = self.inbox.drain(..=end).collect();
             match Order::parse(std::str::from_utf8(&line[..end]).unwrap_or("")) {
-                Some(Order::Signal(signal)) => signal_subtree(signal),
+                Some(Order::Signal(signal)) => {
+                    let mut reached = HashSet::new();
+                    signal_subtree(signal, &mut reached);
+                    self.signalling = Some((signal, reached));
+                }
                 Some(Order::Kill) => self.killing = true,
                 None => {}
             }
@@ -357,9 +379,10 @@ impl Resident {
     }
 }
 
-/// Sends `signal` to every process below the resident. Each is held by a pidfd before
-/// its parent is checked again, so a pid reused since the listing is never signalled.
-fn signal_subtree(signal: i32) {
+/// Sends `signal` to every process below the resident that is not in `reached`, and
+/// adds them there. Each is held by a pidfd before its parent is checked again, so a
+/// pid reused since the listing is never signalled.
+fn signal_subtree(signal: i32, reached: &mut HashSet<i32>) {
     let mut parents = vec![(std::process::id() as i32, "/proc/self/task".to_owned())];
     while let Some((parent, tasks)) = parents.pop() {
         for child in children(&tasks) {
@@ -367,6 +390,10 @@ fn signal_subtree(signal: i32) {
                 continue;
             };
             if parent_of(child) != Some(parent) {
+                continue;
+            }
+            parents.push((child, format!("/proc/{child}/task")));
+            if !reached.insert(child) {
                 continue;
             }
             unsafe {
@@ -378,7 +405,6 @@ fn signal_subtree(signal: i32) {
                     0,
                 );
             }
-            parents.push((child, format!("/proc/{child}/task")));
         }
     }
 }
