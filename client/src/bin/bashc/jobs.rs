@@ -164,7 +164,9 @@ pub async fn kill(args: KillArgs, target: &Target) -> anyhow::Result<u8> {
 
 pub async fn sessions(args: SessionsArgs, target: &Target) -> anyhow::Result<u8> {
     let sessions = connect(target).await?.sessions().await?;
-    print(args.json, &sessions, |sessions| tables::sessions_text(sessions))?;
+    print(args.json, &sessions, |sessions| {
+        tables::sessions_text(sessions)
+    })?;
     Ok(0)
 }
 
