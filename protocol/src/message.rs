@@ -12,6 +12,9 @@ use crate::notice::{ErrorHint, JobId, Notice};
 pub type RequestId = u64;
 
 /// A frame sent by a client.
+// A frame lives only between the codec and its handler; boxing the request would cost
+// an allocation per frame for nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum ClientFrame {
     /// Must be the first frame of a connection.
@@ -264,6 +267,20 @@ pub struct ExecParams {
     pub output: OutputOptions,
     /// Send `Output` events while the job runs.
     pub stream: bool,
+    /// What the job may use; `None` takes the daemon's `[limits]` default.
+    pub limits: JobLimits,
+}
+
+/// Per-job resource limits (DESIGN §4.6). Each is enforced by the job's cgroup where
+/// the controller is there, else by the nearest rlimit, else the job is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct JobLimits {
+    /// Memory, in bytes.
+    pub memory_bytes: Option<u64>,
+    /// CPU, in thousandths of a core (1500 is one and a half cores).
+    pub cpu_millicores: Option<u32>,
+    /// Processes alive at once.
+    pub pids: Option<u32>,
 }
 
 /// How a stream is shown in a result. `None` takes the daemon's limit.
@@ -441,6 +458,8 @@ pub struct ExitRecord {
     pub ended_by: EndedBy,
     /// With `ended_by = kill`: who asked.
     pub killed_by: Option<Killer>,
+    /// With `ended_by = limit`: which limit, at what value (`memory 2147483648`).
+    pub limit: Option<String>,
 }
 
 /// What ended a job.
@@ -464,6 +483,10 @@ pub enum EndedBy {
     SessionClosed,
     /// The daemon died while it ran; a later daemon ended what was left.
     DaemonRestart,
+    /// The kernel killed it for passing one of its limits; `limit` says which.
+    Limit,
+    /// The kernel killed a process of it for want of memory, with no limit of its own.
+    Oom,
     /// It never ran: refused by the policy, or it could not be started.
     NotRun,
 }
@@ -584,6 +607,7 @@ impl ExecParams {
             merge_stderr: false,
             output: OutputOptions::default(),
             stream: false,
+            limits: JobLimits::default(),
         }
     }
 }

@@ -32,6 +32,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 // The wire module alone, not the daemon's library: the resident links only what it
 // runs, which keeps it small and quick to start.
 #[path = "../resident.rs"]
+#[allow(dead_code)] // The daemon's half (reading reports, writing orders) goes unused here.
 mod wire;
 
 use wire::{Order, Report, Usage};
@@ -76,10 +77,12 @@ fn main() -> ExitCode {
 /// stdin is set up. For the report of a setup that failed.
 static CONTROL: AtomicI32 = AtomicI32::new(0);
 
-/// `[--cgroup DIR] [--nofile SOFT:HARD] [--oom-score-adj N] -- PROGRAM ARGS...`
+/// `[--cgroup DIR] [--nofile SOFT:HARD] [--rlimit-as BYTES] [--oom-score-adj N] --
+/// PROGRAM ARGS...`
 struct Options {
     cgroup: Option<PathBuf>,
     nofile: Option<(u64, u64)>,
+    rlimit_as: Option<u64>,
     oom_score_adj: Option<i32>,
     program: Vec<CString>,
 }
@@ -89,6 +92,7 @@ impl Options {
         let mut options = Options {
             cgroup: None,
             nofile: None,
+            rlimit_as: None,
             oom_score_adj: None,
             program: Vec::new(),
         };
@@ -108,6 +112,13 @@ impl Options {
                         .and_then(|(s, h)| Some((s.parse().ok()?, h.parse().ok()?)))
                         .ok_or_else(|| format!("--nofile {text}: expected SOFT:HARD"))?;
                     options.nofile = Some((soft, hard));
+                }
+                Some("--rlimit-as") => {
+                    let text = value("--rlimit-as")?;
+                    options.rlimit_as = Some(
+                        text.parse()
+                            .map_err(|_| format!("--rlimit-as {text}: not a number of bytes"))?,
+                    );
                 }
                 Some("--oom-score-adj") => {
                     let text = value("--oom-score-adj")?;
@@ -184,6 +195,10 @@ fn run(options: Options) -> io::Result<Never> {
         ))?)
     };
 
+    let address_space = options.rlimit_as.map(|bytes| libc::rlimit {
+        rlim_cur: bytes,
+        rlim_max: bytes,
+    });
     let mut argv: Vec<*const libc::c_char> = options.program.iter().map(|a| a.as_ptr()).collect();
     argv.push(std::ptr::null());
     // SAFETY: the resident is single-threaded; the child only makes async-signal-safe
@@ -192,6 +207,15 @@ fn run(options: Options) -> io::Result<Never> {
     if leader == 0 {
         unsafe {
             libc::setpgid(0, 0);
+            // The shell's, not the resident's: the resident must keep working whatever
+            // the job does to its memory.
+            if let Some(limit) = &address_space
+                && libc::setrlimit(libc::RLIMIT_AS, limit) != 0
+            {
+                let message = b"bashd-resident: cannot set the job's memory limit\n";
+                libc::write(2, message.as_ptr().cast(), message.len());
+                libc::_exit(126);
+            }
             libc::sigprocmask(libc::SIG_SETMASK, &old_mask, std::ptr::null_mut());
             libc::execv(argv[0], argv.as_ptr());
             let message = b"bashd-resident: cannot run the job's shell\n";

@@ -22,6 +22,8 @@ use tokio::io::unix::AsyncFd;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::{mpsc, oneshot};
 
+use bashd_protocol::JobLimits;
+
 use super::contain::resident::{self, Held, ResidentSpawn};
 
 /// Everything needed to start one job's shell.
@@ -35,6 +37,10 @@ pub struct SpawnSpec {
     pub merge_stderr: bool,
     /// Start the shell under a resident (`contain/resident.rs`) rather than directly.
     pub resident: Option<ResidentSpawn>,
+    /// What the job asked to be held to; `contain` decides how.
+    pub limits: JobLimits,
+    /// `RLIMIT_AS` for the job, where no cgroup holds its memory.
+    pub rlimit_as: Option<u64>,
 }
 
 /// A started job leader. Its pid is also its process group id (it called `setsid`).
@@ -239,6 +245,7 @@ fn spawn(
                 &spec.workdir,
                 &spec.env,
                 open_files,
+                spec.rlimit_as,
             )?;
             (command, Some(control))
         }
@@ -285,13 +292,21 @@ fn direct(spec: &SpawnSpec, open_files: Option<Rlimit>) -> Command {
                 .map(|(k, v)| (OsStr::from_bytes(k), OsStr::from_bytes(v))),
         )
         .stdin(Stdio::null());
-    // SAFETY: setsid and setrlimit are async-signal-safe system calls, and the limit
-    // is copied into the closure before the fork.
+    let address_space = spec.rlimit_as;
+    // SAFETY: setsid and setrlimit are async-signal-safe system calls, and the limits
+    // are copied into the closure before the fork.
     unsafe {
         command.pre_exec(move || {
             rustix::process::setsid()?;
             if let Some(limit) = open_files {
                 rustix::process::setrlimit(rustix::process::Resource::Nofile, limit)?;
+            }
+            if let Some(bytes) = address_space {
+                let limit = Rlimit {
+                    current: Some(bytes),
+                    maximum: Some(bytes),
+                };
+                rustix::process::setrlimit(rustix::process::Resource::As, limit)?;
             }
             Ok(())
         });

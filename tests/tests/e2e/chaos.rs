@@ -25,7 +25,31 @@ const WORKLOAD: &[(&str, &[&str])] = &[
     ),
     ("sleep 300 & echo started", &[]),
     ("sleep 300", &["--timeout", "600"]),
+    // Escapes that shed the group and the cookie (issue 14): only containment holds
+    // them; they carry nothing the harness sweeps by, so they are named by duration.
+    (
+        "env -i setsid sleep 931 & env -i setsid -f sleep 932; (exec -c setsid -f sleep 933); sleep 300",
+        &["--mode", "background"],
+    ),
 ];
+
+/// The escapes' command lines, looked for at the end and killed if a run fails.
+const ESCAPEES: [&str; 3] = ["sleep 931", "sleep 932", "sleep 933"];
+
+/// Kills the escapees when the test ends, whatever happened.
+struct EscapeeSweep;
+
+impl Drop for EscapeeSweep {
+    fn drop(&mut self) {
+        for escapee in ESCAPEES {
+            for pid in bashd_tests::pids_running(escapee) {
+                if let Some(pid) = rustix::process::Pid::from_raw(pid as i32) {
+                    let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+                }
+            }
+        }
+    }
+}
 
 /// xorshift64*: enough to draw from, and replayable from its seed.
 struct Rng(u64);
@@ -85,6 +109,7 @@ fn client(daemon: &Daemon, session: usize, owner: u32, command: &str, args: &[&s
 
 #[test]
 fn after_twenty_rounds_of_sigkills_one_start_leaves_no_job_process_and_no_stale_dir() {
+    let _sweep = EscapeeSweep;
     let seed = seed();
     eprintln!("chaos seed {seed} (BASHD_CHAOS_SEED={seed} replays it)");
     let mut rng = Rng(seed);
@@ -160,6 +185,17 @@ fn after_twenty_rounds_of_sigkills_one_start_leaves_no_job_process_and_no_stale_
             .iter()
             .map(|&pid| bashd_tests::procs::cmdline(pid))
             .collect::<Vec<_>>()
+    );
+    let escaped = || {
+        ESCAPEES
+            .iter()
+            .filter(|e| !bashd_tests::pids_running(e).is_empty())
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        wait_until(Duration::from_secs(15), || escaped().is_empty()),
+        "seed {seed}: escapees alive after the last start: {:?}",
+        escaped()
     );
     let dirs = daemon.session_dirs();
     let stale: Vec<&String> = dirs.iter().filter(|d| !live.contains(d)).collect();

@@ -13,6 +13,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use bashc::protocol::JobLimits;
 use bashd_tests::{Daemon, alive, pids_running, wait_for_running, wait_until};
 use rustix::process::{Pid, Signal};
 
@@ -299,24 +300,25 @@ fn a_job_that_kills_its_resident_is_still_ended() {
     });
 }
 
-/// The CPU time and the peak memory of `command` run here, as `/usr/bin/time` measures
-/// them: this process's children's usage before and after (ms, bytes).
-fn measured_here(command: &str) -> (u64, u64) {
-    let usage = || {
-        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-        unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) };
-        usage
-    };
-    let ms = |t: libc::timeval| t.tv_sec as u64 * 1000 + t.tv_usec as u64 / 1000;
-    let before = usage();
-    let status = std::process::Command::new("bash")
-        .args(["-c", command])
-        .status()
+/// The CPU time of `command` run here, as `time` measures it: bash's `times` for the
+/// children of a shell that ran only that (ms). Not this process's `RUSAGE_CHILDREN`:
+/// other tests' children are reaped by it meanwhile.
+fn measured_here(command: &str) -> u64 {
+    let out = std::process::Command::new("bash")
+        .args(["-c", &format!("{command}\ntimes")])
+        .output()
         .unwrap();
-    assert!(status.success());
-    let after = usage();
-    let cpu = ms(after.ru_utime) + ms(after.ru_stime) - ms(before.ru_utime) - ms(before.ru_stime);
-    (cpu, after.ru_maxrss as u64 * 1024)
+    assert!(out.status.success(), "{}", show(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    // `0m0.512s 0m0.031s`: the children's user and system time.
+    let children = text.lines().last().unwrap();
+    children
+        .split(' ')
+        .map(|t| {
+            let (m, s) = t.trim_end_matches('s').split_once('m').unwrap();
+            m.parse::<u64>().unwrap() * 60_000 + (s.parse::<f64>().unwrap() * 1000.0) as u64
+        })
+        .sum()
 }
 
 /// Issue 14: a job's exit record shows its CPU time within 20 % of what `time` says for
@@ -331,7 +333,7 @@ for i in range(0, len(b), 4096): b[i] = 1
 t = time.process_time()
 while time.process_time() - t < 0.8: pass'"
     );
-    let (cpu_here, _) = measured_here(&command);
+    let cpu_here = measured_here(&command);
     on_each_path("record", 9191, |daemon, _, _| {
         let out = daemon.run_bashc(&["exec", "--json", "--", &command]);
         assert_eq!(out.status.code(), Some(0), "{}", show(&out));
@@ -400,4 +402,114 @@ fn status_names_the_containment_in_force() {
             "{text}"
         );
     }
+}
+
+/// Whether the cgroup v2 root (the `cgroup.controllers` of `dir`'s parent) offers
+/// `controller`, so that a job cgroup under `dir` can have it.
+fn offers(cgroup: &TestCgroup, controller: &str) -> bool {
+    std::fs::read_to_string(cgroup.dir.join("cgroup.controllers"))
+        .is_ok_and(|c| c.split_whitespace().any(|c| c == controller))
+}
+
+/// Issue 14: `--memory` holds a job to its memory: by its cgroup's `memory.max` where
+/// the controller is there (the record says `limit`), else by `RLIMIT_AS` (the
+/// allocation fails inside the job).
+#[test]
+fn a_memory_limit_stops_an_allocator() {
+    const LIMIT: u64 = 100 << 20;
+    let allocate = "python3 -c 'b = bytearray(400 << 20); print(len(b))'";
+    let daemon = Daemon::start();
+    let result = tokio_exec(&daemon, allocate, |limits| {
+        limits.memory_bytes = Some(LIMIT)
+    });
+    assert_ne!(result.exit_code, Some(0), "{result:?}");
+    assert!(
+        result.stderr.as_ref().unwrap().text.contains("MemoryError"),
+        "{result:?}"
+    );
+    match TestCgroup::new("memory") {
+        Some(cgroup) if offers(&cgroup, "memory") => {
+            let daemon = Daemon::start_with_config(&cgroup.config());
+            let touch =
+                "python3 -c 'b = bytearray(400 << 20)\nfor i in range(0, len(b), 4096): b[i] = 1'";
+            let result = tokio_exec(&daemon, touch, |limits| limits.memory_bytes = Some(LIMIT));
+            let record = result.record.expect("a record");
+            assert_eq!(
+                record.ended_by,
+                bashc::protocol::EndedBy::Limit,
+                "{record:?}"
+            );
+            assert_eq!(record.limit.as_deref(), Some(&*format!("memory {LIMIT}")));
+        }
+        _ => eprintln!("skipping the memory controller: no cgroup v2 memory controller here"),
+    }
+}
+
+/// `--cpu` and `--pids` need their cgroup controllers; without them the job is
+/// refused, saying what is missing, and nothing runs.
+#[test]
+fn cpu_and_pids_limits_are_refused_without_their_controllers() {
+    let daemon = Daemon::start();
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let client = daemon.client().await;
+        for (flag, set) in [
+            (
+                "--cpu",
+                (|l: &mut JobLimits| l.cpu_millicores = Some(500)) as fn(&mut JobLimits),
+            ),
+            ("--pids", |l: &mut JobLimits| l.pids = Some(50)),
+        ] {
+            let mut params = daemon.params("touch should-not-exist");
+            set(&mut params.limits);
+            let error = client.exec(params).await.unwrap_err().to_string();
+            assert!(
+                error.starts_with(&format!("{flag} needs the cgroup v2 ")),
+                "{error}"
+            );
+        }
+    });
+    assert!(!daemon.scratch().join("should-not-exist").exists());
+}
+
+/// Where the controllers are there: a job over `--pids 50` cannot start a 51st
+/// process, and `--cpu 0.5` holds a busy loop near half a core.
+#[test]
+fn cpu_and_pids_limits_hold_where_their_controllers_are() {
+    let Some(cgroup) = TestCgroup::new("cpu-pids") else {
+        return;
+    };
+    if !offers(&cgroup, "pids") || !offers(&cgroup, "cpu") {
+        eprintln!("skipping: the cgroup v2 cpu and pids controllers are not here");
+        return;
+    }
+    let daemon = Daemon::start_with_config(&cgroup.config());
+    let forks = "for i in $(seq 60); do sleep 5 & done 2>&1; wait";
+    let result = tokio_exec(&daemon, forks, |limits| limits.pids = Some(50));
+    assert!(
+        result.stdout.text.contains("fork")
+            || result.stderr.as_ref().unwrap().text.contains("fork"),
+        "{result:?}"
+    );
+    let spin = "timeout 2 sh -c 'while :; do :; done'";
+    let result = tokio_exec(&daemon, spin, |limits| limits.cpu_millicores = Some(500));
+    let record = result.record.expect("a record");
+    let cpu = record.cpu_user_ms.unwrap() + record.cpu_system_ms.unwrap();
+    assert!(
+        (700..=1300).contains(&cpu),
+        "{cpu} ms of CPU in 2 s at half a core"
+    );
+}
+
+/// Runs `command` through the library with the limits `set` makes.
+fn tokio_exec(
+    daemon: &Daemon,
+    command: &str,
+    set: impl FnOnce(&mut JobLimits),
+) -> bashc::protocol::ExecResult {
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let client = daemon.client().await;
+        let mut params = daemon.params(command);
+        set(&mut params.limits);
+        client.exec(params).await.unwrap()
+    })
 }

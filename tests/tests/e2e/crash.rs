@@ -29,9 +29,11 @@ fn signal(pid: u32, signal: Signal) {
     rustix::process::kill_process(Pid::from_raw(pid as i32).unwrap(), signal).unwrap();
 }
 
+/// On the scan path, where nothing ends a job when its daemon dies, the next daemon's
+/// recovery does. (A job's resident ends it at once: `contain.rs`.)
 #[test]
 fn the_next_start_ends_what_a_sigkilled_daemon_left_and_ids_go_on() {
-    let mut daemon = Daemon::start();
+    let mut daemon = Daemon::start_with_config("[containment]\nmechanism = \"scan\"\n");
     let first = exec_json(
         &daemon,
         &[

@@ -120,6 +120,8 @@ impl JobsActor {
             env: self.job_env(&params, id),
             merge_stderr: params.merge_stderr,
             resident: None,
+            limits: params.limits,
+            rlimit_as: None,
         };
         // Unbounded so that a stop is never dropped for want of room: it holds at most
         // a stop per reason and a snapshot per request in flight. Stops sent while the
@@ -304,6 +306,10 @@ impl JobsActor {
             ));
         }
         let workdir = check_workdir(Path::new(&params.workdir))?;
+        // Never a silent no-op: a limit this daemon cannot hold refuses the job.
+        self.containment
+            .check_limits(&params.limits)
+            .map_err(invalid)?;
         let timeouts = &self.config.timeouts;
         let timeout_secs = match (params.timeout_secs, params.mode) {
             (Some(secs), _) => limits::clamp_timeout_secs(secs),
@@ -392,6 +398,7 @@ fn not_run(meta: &JobMeta, merged: bool, state: JobState, notice: Notice) -> End
                 processes: Some(0),
                 ended_by: EndedBy::NotRun,
                 killed_by: None,
+                limit: None,
             }),
         },
         streams: no_output(merged, true),

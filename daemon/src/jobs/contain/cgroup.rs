@@ -16,7 +16,10 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use bashd_protocol::JobId;
+use bashd_protocol::{JobId, JobLimits};
+
+/// The period of `cpu.max`, in microseconds: the kernel's default.
+const CPU_PERIOD_US: u64 = 100_000;
 
 /// How often a cgroup whose resident was lost is looked at until it is empty.
 const EMPTY_POLL: Duration = Duration::from_millis(20);
@@ -25,6 +28,9 @@ const EMPTY_POLL: Duration = Duration::from_millis(20);
 #[derive(Debug, Clone)]
 pub struct CgroupRoot {
     dir: PathBuf,
+    /// The controllers job cgroups get (`memory`, `cpu`, `pids`, where the root has
+    /// them), for their limits.
+    controllers: Vec<String>,
 }
 
 impl CgroupRoot {
@@ -43,8 +49,18 @@ impl CgroupRoot {
         }
         fs::write(leaf.join("cgroup.procs"), "0")
             .map_err(|e| context("move bashd into the cgroup", &leaf, e))?;
+        // Job cgroups get every limit controller the root was given; with the daemon
+        // moved out, the root may now hand them down.
+        let offered = fs::read_to_string(dir.join("cgroup.controllers")).unwrap_or_default();
+        let controllers: Vec<String> = offered
+            .split_whitespace()
+            .filter(|c| matches!(*c, "memory" | "cpu" | "pids"))
+            .filter(|c| fs::write(dir.join("cgroup.subtree_control"), format!("+{c}")).is_ok())
+            .map(str::to_owned)
+            .collect();
         let root = CgroupRoot {
             dir: dir.to_owned(),
+            controllers,
         };
         // A root that takes the daemon may still refuse children (a threaded or
         // domain-invalid cgroup): better to know now than at the first job.
@@ -73,6 +89,11 @@ impl CgroupRoot {
         &self.dir
     }
 
+    /// Whether job cgroups have `controller` (`memory`, `cpu`, `pids`).
+    pub fn has(&self, controller: &str) -> bool {
+        self.controllers.iter().any(|c| c == controller)
+    }
+
     fn job_dir(&self, instance: &str, job: JobId) -> PathBuf {
         self.dir.join(format!("{instance}-{job}"))
     }
@@ -86,7 +107,10 @@ impl CgroupRoot {
                 format!("cannot create the job's cgroup {}: {e}", dir.display()),
             )
         })?;
-        Ok(JobCgroup { dir })
+        Ok(JobCgroup {
+            dir,
+            limits: JobLimits::default(),
+        })
     }
 
     /// Kills what is left in the cgroups of a dead daemon's jobs and removes them
@@ -96,6 +120,7 @@ impl CgroupRoot {
         for (instance, job) in jobs {
             let cgroup = JobCgroup {
                 dir: self.job_dir(&instance, job),
+                limits: JobLimits::default(),
             };
             if !cgroup.dir.exists() {
                 continue;
@@ -113,11 +138,62 @@ impl CgroupRoot {
 #[derive(Debug)]
 pub struct JobCgroup {
     dir: PathBuf,
+    /// The limits written into it.
+    limits: JobLimits,
 }
 
 impl JobCgroup {
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// Writes the limits whose controller the cgroup has (before any process is in
+    /// it); the others are left to the caller.
+    pub fn limit(&mut self, limits: &JobLimits, root: &CgroupRoot) -> io::Result<()> {
+        let write = |file: &str, value: String| {
+            fs::write(self.dir.join(file), &value).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("cannot set {file} = {value} in {}: {e}", self.dir.display()),
+                )
+            })
+        };
+        if let (Some(bytes), true) = (limits.memory_bytes, root.has("memory")) {
+            write("memory.max", bytes.to_string())?;
+            // Without swap the limit means what it says.
+            let _ = fs::write(self.dir.join("memory.swap.max"), "0");
+            self.limits.memory_bytes = Some(bytes);
+        }
+        if let (Some(millis), true) = (limits.cpu_millicores, root.has("cpu")) {
+            write(
+                "cpu.max",
+                format!(
+                    "{} {CPU_PERIOD_US}",
+                    u64::from(millis) * CPU_PERIOD_US / 1000
+                ),
+            )?;
+            self.limits.cpu_millicores = Some(millis);
+        }
+        if let (Some(pids), true) = (limits.pids, root.has("pids")) {
+            write("pids.max", pids.to_string())?;
+            self.limits.pids = Some(pids);
+        }
+        Ok(())
+    }
+
+    /// Whether the kernel killed a process of the job for memory: `Some(true)` when
+    /// its own memory limit was passed, `Some(false)` for an OOM kill without one.
+    pub fn oom_killed(&self) -> Option<bool> {
+        let events = fs::read_to_string(self.dir.join("memory.events")).ok()?;
+        let kills: u64 = events
+            .lines()
+            .find_map(|line| line.strip_prefix("oom_kill ")?.trim().parse().ok())?;
+        (kills > 0).then_some(self.limits.memory_bytes.is_some())
+    }
+
+    /// The memory limit written into the cgroup, if any.
+    pub fn memory_limit(&self) -> Option<u64> {
+        self.limits.memory_bytes
     }
 
     /// SIGKILLs every process in the cgroup, at once, forks in flight included.

@@ -43,7 +43,7 @@ use std::time::Duration;
 
 use rustix::process::Signal;
 
-use bashd_protocol::JobId;
+use bashd_protocol::{JobId, JobLimits};
 
 use crate::config::{ContainmentConfig, Mechanism};
 use crate::jobs::process::{ReaperHandle, SpawnSpec, Spawned};
@@ -86,6 +86,9 @@ pub struct Usage {
     pub cpu_user_us: Option<u64>,
     pub cpu_system_us: Option<u64>,
     pub peak_rss_bytes: Option<u64>,
+    /// The kernel killed a process of the job for memory: its own limit (`Some(bytes)`)
+    /// or the system's (`None`).
+    pub oom_killed: Option<Option<u64>>,
 }
 
 /// Whether the job's leader has been reaped. Until it is, its pid cannot have been
@@ -188,11 +191,38 @@ impl Containment {
         }
     }
 
+    /// Whether `limits` can be enforced here, each by its cgroup controller or the
+    /// nearest rlimit; the refusal names what is missing and what to do.
+    pub fn check_limits(&self, limits: &JobLimits) -> Result<(), String> {
+        let root = match self {
+            Containment::Resident { cgroup, .. } => cgroup.as_ref(),
+            Containment::Scan { .. } => None,
+        };
+        let has = |controller: &str| root.is_some_and(|root| root.has(controller));
+        let missing = |flag: &str, controller: &str| {
+            format!(
+                "{flag} needs the cgroup v2 {controller} controller, which bashd does not have here (containment: {}); give bashd a cgroup with it delegated ([containment] cgroup in its config, or systemd's Delegate=yes), or run the job without {flag}",
+                self.describe()
+            )
+        };
+        if limits.cpu_millicores.is_some() && !has("cpu") {
+            return Err(missing("--cpu", "cpu"));
+        }
+        if limits.pids.is_some() && !has("pids") {
+            return Err(missing("--pids", "pids"));
+        }
+        // Memory always has RLIMIT_AS to fall back on.
+        Ok(())
+    }
+
     /// Spawns job `job`'s shell: through the reaper, under a resident in the job's
     /// cgroup where the mechanism has them. Returns once the shell runs.
     pub async fn spawn(&self, job: JobId, mut spec: SpawnSpec) -> io::Result<Spawned> {
         match self {
-            Containment::Scan { reaper, .. } => reaper.spawn(spec).await,
+            Containment::Scan { reaper, .. } => {
+                spec.rlimit_as = spec.limits.memory_bytes;
+                reaper.spawn(spec).await
+            }
             Containment::Resident {
                 binary,
                 cgroup,
@@ -201,9 +231,19 @@ impl Containment {
                 ..
             } => {
                 let job_cgroup = match cgroup {
-                    Some(root) => Some(root.make_job(instance, job)?),
+                    Some(root) => {
+                        let mut job_cgroup = root.make_job(instance, job)?;
+                        job_cgroup.limit(&spec.limits, root)?;
+                        Some(job_cgroup)
+                    }
                     None => None,
                 };
+                // Memory without the controller: the nearest rlimit, the address space.
+                spec.rlimit_as = spec.limits.memory_bytes.filter(|_| {
+                    job_cgroup
+                        .as_ref()
+                        .is_none_or(|c| c.memory_limit().is_none())
+                });
                 spec.resident = Some(ResidentSpawn {
                     binary: binary.clone(),
                     cgroup: job_cgroup.as_ref().map(|c| c.dir().to_owned()),

@@ -72,6 +72,7 @@ pub fn command(
     workdir: &Path,
     env: &[(Vec<u8>, Vec<u8>)],
     open_files: Option<Rlimit>,
+    address_space: Option<u64>,
 ) -> io::Result<(Command, OwnedFd)> {
     // Close-on-exec both; std makes the resident's end its stdin, without the flag.
     let (ours, theirs) = StdUnixStream::pair()?;
@@ -84,6 +85,9 @@ pub fn command(
         if let (Some(soft), Some(hard)) = (soft, hard) {
             command.arg("--nofile").arg(format!("{soft}:{hard}"));
         }
+    }
+    if let Some(bytes) = address_space {
+        command.arg("--rlimit-as").arg(bytes.to_string());
     }
     command
         .arg("--oom-score-adj")
@@ -363,6 +367,10 @@ impl JobProcesses for ResidentJob {
             cpu_user_us: cpu.map(|c| c.0).or(resident.map(|u| u.user_us)),
             cpu_system_us: cpu.map(|c| c.1).or(resident.map(|u| u.system_us)),
             peak_rss_bytes: peak.or(resident.map(|u| u.max_rss_kb * 1024)),
+            oom_killed: self.cgroup.as_ref().and_then(|c| {
+                c.oom_killed()
+                    .map(|own| own.then(|| c.memory_limit()).flatten())
+            }),
         }
     }
 }

@@ -555,6 +555,14 @@ impl<P: JobProcesses> Supervisor<P> {
             (None, None) => (EndedBy::Kill, Some(Killer::Shutdown)),
         };
         let usage = self.processes.usage();
+        // A job that ended by itself may have been ended by the kernel for memory.
+        let (ended_by, limit) = match (ended_by, usage.oom_killed) {
+            (EndedBy::Exit | EndedBy::Signal, Some(Some(bytes))) => {
+                (EndedBy::Limit, Some(format!("memory {bytes}")))
+            }
+            (EndedBy::Exit | EndedBy::Signal, Some(None)) => (EndedBy::Oom, None),
+            (ended_by, _) => (ended_by, None),
+        };
         let record = ExitRecord {
             cpu_user_ms: usage.cpu_user_us.map(|us| us / 1000),
             cpu_system_ms: usage.cpu_system_us.map(|us| us / 1000),
@@ -562,6 +570,7 @@ impl<P: JobProcesses> Supervisor<P> {
             processes: None,
             ended_by,
             killed_by,
+            limit,
         };
         let result = self.result(state, notices, Some(record));
         let ended = Ended {
