@@ -40,6 +40,10 @@ fn main() {
     if wanted("containment") {
         containment(&tokio);
     }
+    // Only on request: the one-liner and script figures already run in basics.
+    if only.as_deref() == Some("policy") {
+        policy_figures();
+    }
 }
 
 /// Pages of a 100 MB output: the last lines against the first, so what a page costs
@@ -439,6 +443,59 @@ fn policy_check_time() {
         line_time.as_secs_f64() * 1e6,
         script_time.as_secs_f64() * 1e3
     );
+}
+
+/// `BASHD_BENCH=policy`: the basics' policy figures, then the forms that make the
+/// check do more work (code fed to a shell, long wrapper chains, brace expansions,
+/// dynamic names), each the median of many checks in-process.
+fn policy_figures() {
+    policy_check_time();
+    let policy = bashd::policy::Policy::default();
+    let mut time = |what: &str, command: &str, runs: usize| {
+        let verdict = policy.check(command).err().map(|d| d.rule);
+        let took = median(runs, || {
+            let _ = policy.check(command);
+        });
+        println!(
+            "policy check: {what}: {:.0} us ({} bytes, {})",
+            took.as_secs_f64() * 1e6,
+            command.len(),
+            verdict.as_deref().unwrap_or("allowed")
+        );
+    };
+    time("rm -rf /.", "rm -rf /.", 2000);
+    time(
+        "literal code piped to bash",
+        "echo 'cd build && make -j4 && ./test' | bash",
+        2000,
+    );
+    time(
+        "heredoc fed to bash",
+        "bash <<'EOF'\nset -e\ncd build\nmake -j4\nEOF",
+        2000,
+    );
+    time(
+        "dynamic name and a function",
+        "c=ls; f() { $c -la \"$1\"; }; f src",
+        2000,
+    );
+    time(
+        "brace expansion of targets",
+        "rm -rf build/{a,b,c}/{x,y,z}/{1,2,3}",
+        2000,
+    );
+    let wrappers = format!("{}rm -rf ./build", "nice ".repeat(64));
+    time("64 wrappers", &wrappers, 2000);
+    let script: String = (0..1000)
+        .map(|i| format!("cp -r src{i} out/ && echo \"done {i}\" >> log\n"))
+        .collect();
+    time(
+        "1,000-line heredoc fed to bash",
+        &format!("bash <<'EOF'\n{script}EOF"),
+        20,
+    );
+    let line = "ls -la /tmp && echo \"$(date)\" | grep -v foo; ";
+    time("a 1 MiB command", &line.repeat((1 << 20) / line.len()), 3);
 }
 
 fn report(what: &str, measured: Duration, floor: Duration, target: f64) {
