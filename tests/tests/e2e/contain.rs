@@ -513,3 +513,46 @@ fn tokio_exec(
         client.exec(params).await.unwrap()
     })
 }
+
+/// The CLI's limit flags: `--memory` holds an allocator (by the address-space rlimit
+/// here), a limit bashd cannot hold is refused with what is missing (exit 255, nothing
+/// runs), and a job killed on request says so in its result's last line.
+#[test]
+fn the_cli_takes_limits_and_shows_the_record() {
+    let daemon = Daemon::start();
+    let out = daemon.run_bashc(&[
+        "exec",
+        "--memory",
+        "100M",
+        "--",
+        "python3 -c 'b = bytearray(400 << 20)'",
+    ]);
+    assert_ne!(out.status.code(), Some(0), "{}", show(&out));
+    assert!(
+        crate::stdout(&out).contains("MemoryError"),
+        "{}",
+        show(&out)
+    );
+    let out = daemon.run_bashc(&["exec", "--cpu", "0.5", "--", "touch cpu-ran"]);
+    assert_eq!(out.status.code(), Some(255), "{}", show(&out));
+    assert!(
+        crate::stderr(&out).contains("--cpu needs the cgroup v2 cpu controller"),
+        "{}",
+        show(&out)
+    );
+    assert!(!daemon.scratch().join("cpu-ran").exists());
+    let out = daemon.run_bashc(&["exec", "--memory", "lots", "--", "true"]);
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+
+    let out = daemon.run_bashc(&["exec", "--json", "--mode", "background", "--", "sleep 9211"]);
+    let job = json(&out)["job"].as_str().unwrap().to_owned();
+    wait_for_running("sleep 9211");
+    let out = daemon.run_bashc(&["kill", &job]);
+    let text = crate::stdout(&out);
+    assert!(
+        text.lines()
+            .last()
+            .is_some_and(|l| l.starts_with("used: ") && l.ends_with("killed on request")),
+        "{text}"
+    );
+}

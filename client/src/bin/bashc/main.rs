@@ -15,7 +15,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
-use bashc::protocol::{ExecParams, JobsRequest, OutputOptions, OutputRequest, StreamName, Worded};
+use bashc::protocol::{
+    ExecParams, JobLimits, JobsRequest, OutputOptions, OutputRequest, StreamName, Worded,
+};
 use bashc::{ClientError, ExecOptions};
 use clap::{Args, Parser, Subcommand};
 
@@ -148,6 +150,18 @@ struct ExecArgs {
     /// Show at most the last N lines.
     #[arg(long, value_name = "N")]
     tail: Option<u32>,
+    /// Most memory the job may use (512M, 2G): its cgroup's memory.max, else the
+    /// address-space rlimit of its shell.
+    #[arg(long, value_name = "SIZE", value_parser = bashc::parse_size)]
+    memory: Option<u64>,
+    /// Most CPU the job may use, in cores (0.5, 1.5); needs the cgroup cpu controller
+    /// (`bashc status` says the containment), else the job is refused.
+    #[arg(long, value_name = "CORES", value_parser = bashc::parse_cpu)]
+    cpu: Option<u32>,
+    /// Most processes the job may have at once; needs the cgroup pids controller,
+    /// else the job is refused.
+    #[arg(long, value_name = "N")]
+    pids: Option<u32>,
     /// Not supported yet.
     #[arg(long)]
     stream: bool,
@@ -308,6 +322,11 @@ fn exec_params(args: &ExecArgs, target: &bashc::Target) -> anyhow::Result<ExecPa
             tail: args.tail,
         },
         env: environment(target),
+        limits: JobLimits {
+            memory_bytes: args.memory,
+            cpu_millicores: args.cpu,
+            pids: args.pids,
+        },
     };
     Ok(options.params(command, args.session.caller()))
 }

@@ -6,8 +6,8 @@ use std::fmt::Write;
 use std::time::Duration;
 
 use bashc::protocol::{
-    BackgroundWhy, Direction, ErrorHint, ExecResult, JobId, JobState, Notice, OutputPage,
-    PolicyVerdict, StatusInfo, StreamName, StreamResult,
+    BackgroundWhy, Direction, EndedBy, ErrorHint, ExecResult, ExitRecord, JobId, JobState, Killer,
+    Notice, OutputPage, PolicyVerdict, StatusInfo, StreamName, StreamResult,
 };
 
 const EXIT_TIMEOUT: u8 = 124;
@@ -161,7 +161,59 @@ pub fn result_text(
         ),
         (state, None) => writeln!(out, "exit code: {code} ({state})"),
     };
+    if let Some(line) = result
+        .record
+        .as_ref()
+        .and_then(|r| record_line(r, result.duration_ms))
+    {
+        let _ = writeln!(out, "{line}");
+    }
     out
+}
+
+/// The exit record as one line, when it tells something the exit code does not: the
+/// job ran a second or more, or something other than its own end or timeout ended it.
+/// A quick command's result stays as short as before.
+pub fn record_line(record: &ExitRecord, duration_ms: u64) -> Option<String> {
+    let ended = match (record.ended_by, record.killed_by) {
+        (EndedBy::Exit | EndedBy::Signal | EndedBy::Timeout | EndedBy::NotRun, _) => None,
+        (EndedBy::Kill, Some(Killer::Agent)) => Some("killed on request".to_owned()),
+        (EndedBy::Kill, Some(Killer::Client)) => {
+            Some("killed by a client of another session".to_owned())
+        }
+        (EndedBy::Kill, Some(Killer::Shutdown) | None) => {
+            Some("killed as bashd shut down".to_owned())
+        }
+        (EndedBy::Cancel, _) => Some("killed: its caller went away".to_owned()),
+        (EndedBy::OwnerGone, _) => Some("killed: its session's owners exited".to_owned()),
+        (EndedBy::SessionClosed, _) => Some("killed: its session ended".to_owned()),
+        (EndedBy::DaemonRestart, _) => Some("ended when bashd restarted".to_owned()),
+        (EndedBy::Limit, _) => Some(format!(
+            "killed at its limit ({})",
+            record.limit.as_deref().unwrap_or("a limit")
+        )),
+        (EndedBy::Oom, _) => Some("killed by the kernel for want of memory".to_owned()),
+    };
+    if ended.is_none() && duration_ms < 1000 {
+        return None;
+    }
+    let mut parts = Vec::new();
+    if let (Some(user), Some(system)) = (record.cpu_user_ms, record.cpu_system_ms) {
+        parts.push(format!(
+            "{:.2} s CPU ({:.2} user, {:.2} system)",
+            (user + system) as f64 / 1000.0,
+            user as f64 / 1000.0,
+            system as f64 / 1000.0
+        ));
+    }
+    if let Some(peak) = record.peak_rss_bytes {
+        parts.push(format!(
+            "peak memory {:.1} MiB",
+            peak as f64 / (1 << 20) as f64
+        ));
+    }
+    parts.extend(ended);
+    (!parts.is_empty()).then(|| format!("used: {}", parts.join(", ")))
 }
 
 /// One stream: its text, a note when it is cut (what is shown, the call for the rest,

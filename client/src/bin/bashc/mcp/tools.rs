@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use bashc::protocol::{
-    Caller, ErrorKind, ExecResult, JobRef, JobRequest, JobState, JobsRequest, KillRequest,
-    OutputOptions, OutputRequest, WaitRequest,
+    Caller, ErrorKind, ExecResult, JobLimits, JobRef, JobRequest, JobState, JobsRequest,
+    KillRequest, OutputOptions, OutputRequest, WaitRequest,
 };
 use bashc::{Client, ClientError, ExecOptions};
 use rmcp::handler::server::common::schema_for_type;
@@ -96,6 +96,12 @@ struct BashArgs {
     head: Option<u32>,
     /// Show at most the last N lines.
     tail: Option<u32>,
+    /// Most memory the job may use, like "512M" or "2G".
+    memory: Option<String>,
+    /// Most CPU the job may use, in cores, like 0.5 or 1.5.
+    cpu: Option<f64>,
+    /// Most processes the job may have at once.
+    pids: Option<u32>,
 }
 
 /// Arguments of `bash_check`.
@@ -298,6 +304,20 @@ impl BashTools {
                 tail: args.tail,
             },
             env: self.env.as_ref().clone(),
+            limits: JobLimits {
+                memory_bytes: args
+                    .memory
+                    .as_deref()
+                    .map(bashc::parse_size)
+                    .transpose()
+                    .map_err(|e| CallError(format!("bad argument `memory`: {e}")))?,
+                cpu_millicores: args
+                    .cpu
+                    .map(|cores| bashc::parse_cpu(&cores.to_string()))
+                    .transpose()
+                    .map_err(|e| CallError(format!("bad argument `cpu`: {e}")))?,
+                pids: args.pids,
+            },
         };
         let params = options.params(args.command, self.caller.clone());
         let client = self.client().await?;
