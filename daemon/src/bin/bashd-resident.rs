@@ -19,6 +19,8 @@
 //! why the session, limits and cgroup are set here rather than between fork and exec.
 //! Single-threaded, no async runtime: it must start fast and fork safely.
 
+#![no_main]
+
 use std::collections::HashSet;
 use std::ffi::{CString, OsString};
 use std::fs;
@@ -26,7 +28,6 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::sync::atomic::{AtomicI32, Ordering};
 
 // The wire module alone, not the daemon's library: the resident links only what it
@@ -42,14 +43,18 @@ use wire::{Order, Report, Usage};
 const KILL_ROUND_MS: i32 = 10;
 
 /// Exit status when the resident cannot set the job up; the shell never ran.
-const EXIT_SETUP: u8 = 126;
+const EXIT_SETUP: libc::c_int = 126;
 
-fn main() -> ExitCode {
+// No std runtime setup (stack guard from /proc/self/maps, signal stacks): the resident
+// starts for every job, and every microsecond of it is on the job's path. The
+// arguments still reach `std::env::args_os`, which glibc hands to std at load time.
+#[unsafe(no_mangle)]
+extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> libc::c_int {
     let options = match Options::parse(std::env::args_os().skip(1).collect()) {
         Ok(options) => options,
         Err(e) => {
             eprintln!("bashd-resident: {e}");
-            return ExitCode::from(2);
+            return 2;
         }
     };
     match run(options) {
@@ -68,7 +73,7 @@ fn main() -> ExitCode {
                 )
             };
             eprintln!("bashd-resident: {e}");
-            ExitCode::from(EXIT_SETUP)
+            EXIT_SETUP
         }
     }
 }
