@@ -95,3 +95,50 @@ fn the_config_adds_rules_and_switches_built_ins_off() {
         show(&out)
     );
 }
+
+/// Issue 17: the policy judges what a command means, and code handed to a shell is
+/// checked as code. Each denied command gets exit 126 and runs not even its harmless
+/// first part; the same through a heredoc and 17 wrappers (the old walk gave up at 16).
+#[test]
+fn issue_17_meaning_and_code_fed_to_a_shell_are_checked() {
+    let daemon = Daemon::start_with_config(
+        "[[policy.deny]]\nid = \"no-marker\"\ncommand = \"touch\"\nargs = [\"MARK*\"]\nmessage = \"no markers here\"\n",
+    );
+    let workdir = daemon.scratch().to_str().unwrap().to_owned();
+    let exec = |command: &str| daemon.run_bashc(&["exec", "--workdir", &workdir, "--", command]);
+    let denied = [
+        ("touch ran-1; rm -rf /.", "rm-dangerous", "ran-1"),
+        ("echo 'touch MARK' | bash", "no-marker", "MARK"),
+        (
+            "touch ran-2; bash <<'EOF'\ntouch MARK-2\nEOF",
+            "no-marker",
+            "ran-2",
+        ),
+        (
+            "touch ran-3; nice nice nice nice nice nice nice nice nice nice nice nice nice nice nice nice nice rm -rf /",
+            "rm-dangerous",
+            "ran-3",
+        ),
+    ];
+    for (command, rule, marker) in denied {
+        let out = exec(command);
+        assert_eq!(out.status.code(), Some(126), "{command}: {}", show(&out));
+        assert!(
+            stdout(&out).contains(&format!("permission denied: {rule}: ")),
+            "{command}: {}",
+            show(&out)
+        );
+        assert!(
+            !daemon.scratch().join(marker).exists(),
+            "{command} ran in part"
+        );
+        assert!(
+            !daemon.scratch().join("MARK").exists(),
+            "{command} ran in part"
+        );
+    }
+    // The same pipe with a harmless command runs: nothing above was refused wholesale.
+    let out = exec("echo 'touch allowed' | bash");
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert!(daemon.scratch().join("allowed").exists());
+}
