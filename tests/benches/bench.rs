@@ -451,7 +451,7 @@ fn policy_check_time() {
 fn policy_figures() {
     policy_check_time();
     let policy = bashd::policy::Policy::default();
-    let mut time = |what: &str, command: &str, runs: usize| {
+    let time = |what: &str, command: &str, runs: usize| {
         let verdict = policy.check(command).err().map(|d| d.rule);
         let took = median(runs, || {
             let _ = policy.check(command);
