@@ -314,6 +314,9 @@ fn range(inner: &str) -> Option<Vec<String>> {
 /// (with `!` or `^` to negate), and backslash escapes. Iterative, so a long pattern
 /// cannot blow the stack.
 pub fn glob(pattern: &str, text: &str) -> bool {
+    if !pattern.contains(['*', '?', '[', '\\']) {
+        return pattern == text;
+    }
     let pattern: Vec<char> = pattern.chars().collect();
     let text: Vec<char> = text.chars().collect();
     let (mut p, mut t) = (0, 0);

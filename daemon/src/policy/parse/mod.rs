@@ -203,8 +203,9 @@ impl Walk<'_> {
     }
 
     fn command(&mut self, node: Node<'_>, ancestors: &[Node<'_>]) {
+        let fields = Fields::of(node);
         let mut command = Command {
-            words: self.words_of(node),
+            words: self.words_of(&fields),
             stdin: None,
         };
         let parent = ancestors.last().copied();
@@ -217,9 +218,7 @@ impl Walk<'_> {
             }
             _ => None,
         });
-        let mut redirects: Vec<Node<'_>> = Vec::new();
-        let mut cursor = node.walk();
-        redirects.extend(node.children_by_field_name("redirect", &mut cursor));
+        let mut redirects = fields.redirects;
         if let Some(statement) = statement {
             let mut cursor = statement.walk();
             redirects.extend(statement.children_by_field_name("redirect", &mut cursor));
@@ -247,17 +246,10 @@ impl Walk<'_> {
 
     /// The command's words: its name and arguments (assignments before the name are
     /// collected by the walk, redirects are not words).
-    fn words_of(&self, command: Node<'_>) -> Vec<Word> {
-        let mut words = Vec::new();
-        if let Some(name) = command.child_by_field_name("name") {
-            words.push(self.word(name));
-        }
-        let mut cursor = command.walk();
-        words.extend(
-            command
-                .children_by_field_name("argument", &mut cursor)
-                .map(|arg| self.word(arg)),
-        );
+    fn words_of(&self, fields: &Fields<'_>) -> Vec<Word> {
+        let mut words = Vec::with_capacity(fields.arguments.len() + 1);
+        words.extend(fields.name.map(|name| self.word(name)));
+        words.extend(fields.arguments.iter().map(|arg| self.word(*arg)));
         words
     }
 
@@ -404,6 +396,39 @@ impl Walk<'_> {
         if let (Some(statement), Some(first)) = (statement, stages.first()) {
             self.piped_from.insert(first.id(), statement.id());
         }
+    }
+}
+
+/// A command node's children by field, found in one pass (tree-sitter's
+/// `children_by_field_name` walks the children once per field).
+struct Fields<'t> {
+    name: Option<Node<'t>>,
+    arguments: Vec<Node<'t>>,
+    redirects: Vec<Node<'t>>,
+}
+
+impl<'t> Fields<'t> {
+    fn of(command: Node<'t>) -> Fields<'t> {
+        let mut fields = Fields {
+            name: None,
+            arguments: Vec::new(),
+            redirects: Vec::new(),
+        };
+        let mut cursor = command.walk();
+        if cursor.goto_first_child() {
+            loop {
+                match cursor.field_name() {
+                    Some("name") => fields.name = Some(cursor.node()),
+                    Some("argument") => fields.arguments.push(cursor.node()),
+                    Some("redirect") => fields.redirects.push(cursor.node()),
+                    _ => {}
+                }
+                if !cursor.goto_next_sibling() {
+                    break;
+                }
+            }
+        }
+        fields
     }
 }
 

@@ -4,7 +4,7 @@
 use tree_sitter::Node;
 
 use super::text::{ansi_c, literal_output, unescape_double_quoted};
-use super::{Command, MAX_WORD_NESTING, Walk};
+use super::{Command, Fields, MAX_WORD_NESTING, Walk};
 use crate::policy::words::{Part, Word, push_literal};
 
 impl Walk<'_> {
@@ -165,23 +165,27 @@ impl Walk<'_> {
             ),
             _ => return None,
         };
+        let fields = Fields::of(command);
+        // Only these print text bashd reads; the rest need not be built again.
+        let name = fields.name.and_then(|name| self.word(name).literal())?;
+        let base = name.rsplit('/').next().unwrap_or(&name);
+        if !matches!(base, "echo" | "printf" | "cat" | "tee" | "pwd") {
+            return None;
+        }
         let mut stdin = None;
+        let mut redirects: Vec<Node<'_>> = Vec::new();
         if let Some(statement) = statement {
             let mut cursor = statement.walk();
-            for redirect in statement.children_by_field_name("redirect", &mut cursor) {
-                if let Some(input) = self.stdin_of(redirect) {
-                    stdin = input;
-                }
-            }
+            redirects.extend(statement.children_by_field_name("redirect", &mut cursor));
         }
-        let mut cursor = command.walk();
-        for redirect in command.children_by_field_name("redirect", &mut cursor) {
+        redirects.extend(fields.redirects.iter().copied());
+        for redirect in redirects {
             if let Some(input) = self.stdin_of(redirect) {
                 stdin = input;
             }
         }
         Some(Command {
-            words: self.words_of(command),
+            words: self.words_of(&fields),
             stdin,
         })
     }
