@@ -265,16 +265,7 @@ fn jobs_at_scale(tokio: &tokio::runtime::Runtime) {
     let rss = |daemon: &Daemon| memory_kib(daemon.pid(), "VmRSS").unwrap_or(0) as f64 / 1024.0;
     tokio.block_on(async {
         let client = daemon.client().await;
-        let round_trip = |client: bashc::Client, params: bashc::protocol::ExecParams| async move {
-            let mut samples = Vec::new();
-            for _ in 0..200 {
-                let start = Instant::now();
-                client.exec(params.clone()).await.unwrap();
-                samples.push(start.elapsed());
-            }
-            median_of(samples)
-        };
-        let empty = round_trip(client.clone(), daemon.params("true")).await;
+        let empty = exec_round_trip(&client, daemon.params("true")).await;
         let status_empty = status_round_trip(&client).await;
 
         let start = Instant::now();
@@ -292,7 +283,7 @@ fn jobs_at_scale(tokio: &tokio::runtime::Runtime) {
                 .collect();
             finished += futures::future::join_all(batch).await.len();
         }
-        let full = round_trip(client.clone(), daemon.params("true")).await;
+        let full = exec_round_trip(&client, daemon.params("true")).await;
         let status_full = status_round_trip(&client).await;
         println!(
             "{RUNNING} background jobs started in {:.2} s ({:.2} ms each); daemon RSS with them and {FINISHED} finished: {:.1} MiB",
@@ -376,6 +367,17 @@ fn jobs_at_scale(tokio: &tokio::runtime::Runtime) {
         "SIGTERM with {RUNNING} running jobs: daemon gone after {:.2} s",
         start.elapsed().as_secs_f64()
     );
+}
+
+/// The median of 200 `exec`s of `params` on a warm connection.
+async fn exec_round_trip(client: &bashc::Client, params: bashc::protocol::ExecParams) -> Duration {
+    let mut samples = Vec::new();
+    for _ in 0..200 {
+        let start = Instant::now();
+        client.exec(params.clone()).await.unwrap();
+        samples.push(start.elapsed());
+    }
+    median_of(samples)
 }
 
 /// The median of 500 `status` requests on a warm connection: the actor's own cost.
@@ -572,16 +574,7 @@ fn containment(tokio: &tokio::runtime::Runtime) {
         let escapee = format!("sleep {}", 710 + round);
         tokio.block_on(async {
             let client = daemon.client().await;
-            let round_trip = |client: bashc::Client, params: bashc::protocol::ExecParams| async move {
-                let mut samples = Vec::new();
-                for _ in 0..200 {
-                    let start = Instant::now();
-                    client.exec(params.clone()).await.unwrap();
-                    samples.push(start.elapsed());
-                }
-                median_of(samples)
-            };
-            let empty = round_trip(client.clone(), daemon.params("true")).await;
+            let empty = exec_round_trip(&client, daemon.params("true")).await;
             let start = Instant::now();
             for i in 0..RUNNING {
                 let mut params = daemon.params(&format!("sleep 600.{i}"));
@@ -589,7 +582,7 @@ fn containment(tokio: &tokio::runtime::Runtime) {
                 client.exec(params).await.unwrap();
             }
             let started = start.elapsed();
-            let full = round_trip(client.clone(), daemon.params("true")).await;
+            let full = exec_round_trip(&client, daemon.params("true")).await;
             println!(
                 "containment {name}: exec true {:.2} ms on an empty table; {RUNNING} background jobs started in {:.2} s",
                 empty.as_secs_f64() * 1e3,
