@@ -178,7 +178,7 @@ async fn serve_request(
         }
         Request::Output(request) => answer(jobs.output(request).await.map(Response::Page)),
         Request::CheckPolicy(command) => {
-            Response::Policy(match jobs.policy_verdict(command).await {
+            Response::Policy(match jobs.policy_verdict(command, None).await {
                 Ok(()) => PolicyVerdict {
                     allowed: true,
                     rule: None,

@@ -118,7 +118,12 @@ impl JobsHandle {
     /// `Finished` stops a foreground job.
     pub async fn exec(&self, params: ExecParams) -> mpsc::Receiver<Response> {
         let (events, rx) = mpsc::channel(64);
-        let denial = self.policy_verdict(params.command.clone()).await.err();
+        // The job's workdir, so that `$PWD`, `$(pwd)` and relative targets are judged
+        // as where they will run.
+        let denial = self
+            .policy_verdict(params.command.clone(), Some(params.workdir.clone()))
+            .await
+            .err();
         let cmd = Cmd::Exec {
             params: Box::new(params),
             denial,
@@ -135,13 +140,18 @@ impl JobsHandle {
         self.config.borrow().limits.max_frame_bytes
     }
 
-    /// Checks a command against the policy, off the async workers when it is long.
-    pub async fn policy_verdict(&self, command: String) -> Result<(), Denial> {
+    /// Checks a command against the policy, as run in `workdir` when one is known,
+    /// off the async workers when it is long.
+    pub async fn policy_verdict(
+        &self,
+        command: String,
+        workdir: Option<String>,
+    ) -> Result<(), Denial> {
         let config = Arc::clone(&self.config.borrow());
         if command.len() <= CHECK_INLINE_BYTES {
-            return config.policy.check(&command);
+            return config.policy.check_in(&command, workdir.as_deref());
         }
-        tokio::task::spawn_blocking(move || config.policy.check(&command))
+        tokio::task::spawn_blocking(move || config.policy.check_in(&command, workdir.as_deref()))
             .await
             .unwrap_or_else(|_| {
                 Err(Denial {

@@ -142,3 +142,26 @@ fn issue_17_meaning_and_code_fed_to_a_shell_are_checked() {
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     assert!(daemon.scratch().join("allowed").exists());
 }
+
+/// Issue 17: `$PWD` and relative targets are judged as the job's workdir, which the
+/// daemon hands the policy: removing the workdir itself, however named, is denied, and
+/// it stays.
+#[test]
+fn the_job_workdir_is_what_pwd_means() {
+    let daemon = Daemon::start();
+    let dir = daemon.scratch().join("project");
+    std::fs::create_dir_all(&dir).unwrap();
+    // The last one names the workdir by its absolute path, which only a policy that
+    // knows the workdir can tell from any other directory.
+    let by_path = format!("rm -rf {}", dir.display());
+    for command in ["rm -rf \"$PWD\"", "cd .. && rm -rf project", &by_path] {
+        let out = daemon.run_bashc(&["exec", "--workdir", dir.to_str().unwrap(), "--", command]);
+        assert_eq!(
+            out.status.code(),
+            Some(126),
+            "{command}: {}",
+            crate::show(&out)
+        );
+        assert!(dir.is_dir(), "{command} removed the workdir");
+    }
+}
