@@ -156,6 +156,20 @@ impl TestCgroup {
         format!("[containment]\ncgroup = \"{}\"\n", self.dir.display())
     }
 
+    /// The job cgroups left under this one (all but the daemon's own leaf).
+    fn job_cgroups(&self) -> Vec<String> {
+        std::fs::read_dir(&self.dir)
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .filter(|e| e.path().join("cgroup.procs").exists())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|name| name != "daemon")
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// Whether `pid` is in a job cgroup under this one.
     fn holds(&self, pid: u32) -> bool {
         let name = self.dir.file_name().unwrap().to_string_lossy().into_owned();
@@ -228,6 +242,16 @@ fn escapees_keep_their_job_running_and_die_with_its_kill() {
         let out = daemon.run_bashc(&["kill", "--json", &job]);
         assert_eq!(json(&out)["state"], "killed", "{}", show(&out));
         escapees.assert_gone("bashc kill");
+        if let Some(cgroup) = cgroup {
+            // A job's cgroup goes with the job, a quick one's too.
+            let out = daemon.run_bashc(&["exec", "--", "true"]);
+            assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+            assert!(
+                wait_until(GONE_WITHIN, || cgroup.job_cgroups().is_empty()),
+                "job cgroups left: {:?}",
+                cgroup.job_cgroups()
+            );
+        }
     });
 }
 

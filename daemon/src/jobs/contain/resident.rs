@@ -284,6 +284,14 @@ impl ResidentJob {
         }
     }
 
+    /// Waits until the job's cgroup, if it has one, holds no process, the resident
+    /// included, so that the cgroup can be removed when the job is done with it.
+    async fn cgroup_emptied(&self) {
+        if let Some(cgroup) = &self.cgroup {
+            cgroup.emptied().await;
+        }
+    }
+
     /// Waits until the resident says the job is done or is lost, at most `limit`;
     /// what it last said.
     async fn settled(&self, limit: Duration) -> Heard {
@@ -301,7 +309,10 @@ impl ResidentJob {
 impl JobProcesses for ResidentJob {
     async fn outlived_leader(&self) -> bool {
         match self.settled(LAST_REPORT_WAIT).await {
-            Heard::Done(_) => false,
+            Heard::Done(_) => {
+                self.cgroup_emptied().await;
+                false
+            }
             Heard::Running => true,
             Heard::Lost => match &self.cgroup {
                 Some(cgroup) => cgroup.populated(),
@@ -316,12 +327,10 @@ impl JobProcesses for ResidentJob {
             Ok(heard) => *heard == Heard::Lost,
             Err(_) => true,
         };
-        if lost {
-            match &self.cgroup {
-                Some(cgroup) => cgroup.emptied().await,
-                None => self.fallback.all_exited().await,
-            }
+        if lost && self.cgroup.is_none() {
+            self.fallback.all_exited().await;
         }
+        self.cgroup_emptied().await;
     }
 
     async fn terminate(&self, signal: Signal, grace: Duration, leader: Leader) {
@@ -343,7 +352,6 @@ impl JobProcesses for ResidentJob {
             match &self.cgroup {
                 Some(cgroup) => {
                     let _ = cgroup.kill();
-                    cgroup.emptied().await;
                 }
                 None => {
                     self.fallback
@@ -352,6 +360,7 @@ impl JobProcesses for ResidentJob {
                 }
             }
         }
+        self.cgroup_emptied().await;
     }
 
     /// The cgroup's figures where there is one (they count every process that ran in
