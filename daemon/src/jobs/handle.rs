@@ -269,8 +269,15 @@ impl JobsHandle {
             .await?
     }
 
+    /// The daemon's status. Its open files are counted here, on a blocking thread: a
+    /// daemon with a thousand jobs holds thousands, and the actor must not list them.
     pub async fn status(&self) -> Option<StatusInfo> {
-        self.ask(|reply| Cmd::Status { reply }).await.ok()
+        let mut status = self.ask(|reply| Cmd::Status { reply }).await.ok()?;
+        status.open_files =
+            blocking(|| std::fs::read_dir("/proc/self/fd").map_or(0, |fds| fds.count() as u64))
+                .await
+                .unwrap_or(0);
+        Some(status)
     }
 
     /// Stops every job; returns when they are gone (or the actor already ended).

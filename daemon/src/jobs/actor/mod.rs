@@ -375,7 +375,8 @@ impl JobsActor {
             runtime_dir: self.runtime_dir.to_string_lossy().into_owned(),
             running_jobs: self.running as u32,
             containment: self.containment.describe(),
-            open_files: std::fs::read_dir("/proc/self/fd").map_or(0, |fds| fds.count() as u64),
+            // Counted by the caller's task (`JobsHandle::status`), not here.
+            open_files: 0,
             open_files_limit: rustix::process::getrlimit(rustix::process::Resource::Nofile).current,
         }
     }
