@@ -269,14 +269,12 @@ impl JobsHandle {
             .await?
     }
 
-    /// The daemon's status. Its open files are counted here, on a blocking thread: a
-    /// daemon with a thousand jobs holds thousands, and the actor must not list them.
+    /// The daemon's status. Its open files are counted here, not in the actor: a daemon
+    /// with a thousand jobs holds thousands, and listing them takes milliseconds, so
+    /// the count is taken at most once a second and shared by the calls meanwhile.
     pub async fn status(&self) -> Option<StatusInfo> {
         let mut status = self.ask(|reply| Cmd::Status { reply }).await.ok()?;
-        status.open_files =
-            blocking(|| std::fs::read_dir("/proc/self/fd").map_or(0, |fds| fds.count() as u64))
-                .await
-                .unwrap_or(0);
+        status.open_files = open_files().await;
         Some(status)
     }
 
@@ -293,6 +291,24 @@ fn still_running(mut summary: ExecResult, waited: Duration) -> ExecResult {
         waited_ms: waited.as_millis() as u64,
     }];
     summary
+}
+
+/// How long a count of the daemon's open files is shown before it is taken again.
+const OPEN_FILES_FRESH: Duration = Duration::from_secs(1);
+
+/// The daemon's open files, counted on a blocking thread at most once a second.
+async fn open_files() -> u64 {
+    // A std mutex: held only to read or replace two numbers, never across an await.
+    static LAST: std::sync::Mutex<Option<(std::time::Instant, u64)>> = std::sync::Mutex::new(None);
+    let cached = *LAST.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, count)) = cached.filter(|(at, _)| at.elapsed() < OPEN_FILES_FRESH) {
+        return count;
+    }
+    let count = blocking(|| std::fs::read_dir("/proc/self/fd").map_or(0, |fds| fds.count() as u64))
+        .await
+        .unwrap_or(0);
+    *LAST.lock().unwrap_or_else(|e| e.into_inner()) = Some((std::time::Instant::now(), count));
+    count
 }
 
 /// Runs `work` on a blocking thread.
