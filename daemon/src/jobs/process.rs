@@ -43,7 +43,8 @@ pub struct SpawnSpec {
     pub rlimit_as: Option<u64>,
 }
 
-/// A started job leader. Its pid is also its process group id (it called `setsid`).
+/// A started job leader: the shell. Its pid is also its process group id (it called
+/// `setsid`, or its resident gave it a group of its own).
 #[derive(Debug)]
 pub struct Spawned {
     pub pid: Pid,

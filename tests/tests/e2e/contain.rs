@@ -81,19 +81,17 @@ impl Drop for Escapees {
     }
 }
 
+/// Runs `command` as a background job through `bashc exec --json`; its result.
+fn background(daemon: &Daemon, command: &str) -> serde_json::Value {
+    let out = daemon.run_bashc(&["exec", "--json", "--mode", "background", "--", command]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    json(&out)
+}
+
 /// Starts the escapes as a background job and waits until its shell has exited and
 /// every escapee runs; the job's id and the `bashc jobs` entry for it.
 fn start(daemon: &Daemon, escapees: &Escapees) -> (String, serde_json::Value) {
-    let out = daemon.run_bashc(&[
-        "exec",
-        "--json",
-        "--mode",
-        "background",
-        "--",
-        &escapees.command,
-    ]);
-    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
-    let result = json(&out);
+    let result = background(daemon, &escapees.command);
     let job = result["job"].as_str().unwrap().to_owned();
     let shell = result["pid"].as_u64().unwrap() as u32;
     escapees.wait_running();
@@ -296,15 +294,11 @@ fn a_job_that_kills_its_resident_is_still_ended() {
         let Some(_) = cgroup else {
             // Without a cgroup, a cleared environment outside the resident's subtree is
             // out of reach: the promise there rests on the resident.
-            let out = daemon.run_bashc(&[
-                "exec",
-                "--json",
-                "--mode",
-                "background",
-                "--",
-                &format!("setsid -f {}; kill -9 $PPID", escapees.sleeps[0]),
-            ]);
-            let job = json(&out)["job"].as_str().unwrap().to_owned();
+            let command = format!("setsid -f {}; kill -9 $PPID", escapees.sleeps[0]);
+            let job = background(&daemon, &command)["job"]
+                .as_str()
+                .unwrap()
+                .to_owned();
             wait_for_running(&escapees.sleeps[0]);
             let out = daemon.run_bashc(&["kill", "--json", &job]);
             assert!(out.status.code().is_some(), "{}", show(&out));
@@ -315,8 +309,10 @@ fn a_job_that_kills_its_resident_is_still_ended() {
             return;
         };
         let command = format!("{}; kill -9 $PPID", escapees.command);
-        let out = daemon.run_bashc(&["exec", "--json", "--mode", "background", "--", &command]);
-        let job = json(&out)["job"].as_str().unwrap().to_owned();
+        let job = background(&daemon, &command)["job"]
+            .as_str()
+            .unwrap()
+            .to_owned();
         escapees.wait_running();
         let out = daemon.run_bashc(&["kill", "--json", &job]);
         assert!(out.status.code().is_some(), "{}", show(&out));
@@ -358,7 +354,7 @@ t = time.process_time()
 while time.process_time() - t < 0.8: pass'"
     );
     let cpu_here = measured_here(&command);
-    on_each_path("record", 9191, |daemon, _, _| {
+    on_each_path("record", 9221, |daemon, _, _| {
         let out = daemon.run_bashc(&["exec", "--json", "--", &command]);
         assert_eq!(out.status.code(), Some(0), "{}", show(&out));
         let result = json(&out);
@@ -386,8 +382,10 @@ while time.process_time() - t < 0.8: pass'"
 #[test]
 fn a_jobs_exit_record_says_what_ended_it() {
     let daemon = Daemon::start();
-    let out = daemon.run_bashc(&["exec", "--json", "--mode", "background", "--", "sleep 9201"]);
-    let job = json(&out)["job"].as_str().unwrap().to_owned();
+    let job = background(&daemon, "sleep 9201")["job"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     wait_for_running("sleep 9201");
     let out = daemon.run_bashc(&["kill", "--json", &job]);
     let record = &json(&out)["record"];
@@ -568,8 +566,10 @@ fn the_cli_takes_limits_and_shows_the_record() {
     let out = daemon.run_bashc(&["exec", "--memory", "lots", "--", "true"]);
     assert_eq!(out.status.code(), Some(2), "{}", show(&out));
 
-    let out = daemon.run_bashc(&["exec", "--json", "--mode", "background", "--", "sleep 9211"]);
-    let job = json(&out)["job"].as_str().unwrap().to_owned();
+    let job = background(&daemon, "sleep 9211")["job"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     wait_for_running("sleep 9211");
     let out = daemon.run_bashc(&["kill", &job]);
     let text = crate::stdout(&out);

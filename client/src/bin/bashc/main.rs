@@ -99,7 +99,8 @@ enum Command {
     /// The command policy: what bashd refuses to run.
     #[command(subcommand)]
     Policy(PolicyCommand),
-    /// Show the daemon's pid, version, uptime, runtime dir and running jobs.
+    /// Show the daemon's pid, version, uptime, runtime dir, running jobs, how jobs are
+    /// contained (cgroup PATH, subreaper or scan) and its open files against the limit.
     Status(StatusArgs),
     /// Serve bashd to an MCP agent (Claude Code, Codex, OpenCode, ...) on stdin/stdout.
     ///

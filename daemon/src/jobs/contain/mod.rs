@@ -3,10 +3,19 @@
 //! the supervisor of a job asks through [`JobProcesses`], and recovery through
 //! [`end_dead_jobs`]. Nothing else signals a job's processes.
 //!
-//! The daemon chooses one mechanism at start ([`Containment`]) and each job gets its
-//! processes from it ([`Containment::job`]) once its leader is spawned. Today there is
-//! one:
+//! The daemon chooses a mechanism at start ([`Plan::choose`], then [`Containment`]),
+//! spawns each job through it ([`Containment::spawn`]) and gets the job's processes
+//! from it ([`Containment::job`]) once its shell runs:
 //!
+//! - `resident.rs` (the default): the job's first process is `bashd-resident`, a
+//!   child subreaper that forks the shell, so whatever the job starts stays in its
+//!   subtree; the job ends when the resident says none of it is left, `terminate`
+//!   orders the resident to signal its subtree, and the resident kills it by itself
+//!   when the daemon's end of its socket closes.
+//! - `cgroup.rs`, with the resident where the daemon has a cgroup root: the job's
+//!   cgroup, made before the spawn and joined by the resident before it forks the
+//!   shell; `cgroup.kill` ends it, its limits are written there, and recovery kills
+//!   what is left in a dead instance's job cgroups.
 //! - `scan.rs`: the job's process group, while its leader is unreaped, and every
 //!   process of the daemon's uid whose environment carries the job's `BASHD_JOB`
 //!   cookie, found by reading `/proc` (`proc.rs`, whose [`Scanner`] shares one read
@@ -14,23 +23,12 @@
 //!   escapees whose parents died are reparented to the daemon (a subreaper), so
 //!   "anything left after the leader" asks the reaper for the daemon's orphans. It
 //!   relies on marks a process can shed (`setsid` and a cleared environment), so it
-//!   stays as the fallback and for recovery.
+//!   is the mechanism only by `[containment] mechanism = "scan"` or without the
+//!   resident binary; otherwise it stands behind a resident that was killed, and
+//!   serves recovery.
 //!
-//! Issue 14 adds two siblings, each a file of its own, a variant of [`Containment`]
-//! and of [`Contained`], and an arm in each match below; the supervisor does not change:
-//!
-//! - `cgroup.rs`: a cgroup v2 per job under the daemon's delegated subtree, made before
-//!   the spawn and entered by the leader with `CLONE_INTO_CGROUP` (so [`Containment`]
-//!   grows a step that prepares the spawn, a no-op for the scan). `outlived_leader`
-//!   reads `cgroup.procs`, `all_exited` waits for `cgroup.events` to say `populated
-//!   0`, `terminate` signals `cgroup.procs` and then writes `cgroup.kill`; no `/proc`
-//!   scan. Recovery kills what is left in the dead instance's job cgroups.
-//! - `resident.rs`: the job's first process is a small resident (a new binary) with
-//!   `PR_SET_CHILD_SUBREAPER` that runs `bash -c`, so escapees are reparented to it, not
-//!   to the daemon. Its exit is the job's end (`all_exited` is the reaper's answer for
-//!   the resident, with the shell's status sent over its pipe), `terminate` asks it to
-//!   signal its subtree, and it kills its subtree itself when the pipe from the daemon
-//!   closes. Recovery finds the dead instance's residents by their cookie.
+//! A new mechanism is a file of its own, a variant of [`Containment`] and of
+//! [`Contained`], and an arm in each match below; the supervisor does not change.
 
 pub mod cgroup;
 mod proc;
