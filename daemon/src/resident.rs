@@ -8,6 +8,12 @@
 //! Daemon to resident: `signal N` (to every process of the job), `kill` (SIGKILL to
 //! every process of the job, again until none is left).
 //! The daemon closing its end (it died) means `kill`.
+//!
+//! Before that, the daemon asks the zygote (`bashd-resident --zygote`, started once) for
+//! each job's resident with a [`Spawn`]: one frame on the zygote's socket, a 4-byte
+//! length and the fields, with the job's descriptors ([`SpawnFds`]) attached. The
+//! zygote forks the resident from itself, so a job pays no exec or dynamic link for
+//! its resident.
 
 use std::fmt;
 
@@ -109,9 +115,155 @@ impl Order {
     }
 }
 
+/// What the zygote needs to start one job's resident, besides its descriptors.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Spawn {
+    /// The job's cgroup, which the resident joins before it forks the shell.
+    pub cgroup: Option<Vec<u8>>,
+    /// `RLIMIT_NOFILE` (soft, hard) for the job.
+    pub nofile: Option<(u64, u64)>,
+    /// `RLIMIT_AS` for the shell, where no cgroup holds the job's memory.
+    pub rlimit_as: Option<u64>,
+    pub oom_score_adj: Option<i32>,
+    pub workdir: Vec<u8>,
+    /// The shell and its arguments; the first is the path run.
+    pub program: Vec<Vec<u8>>,
+    /// The job's whole environment, `KEY=VALUE` each.
+    pub env: Vec<Vec<u8>>,
+}
+
+/// The descriptors that go with a [`Spawn`], in this order: the resident's end of its
+/// control socket, then the job's stdout and stderr pipes (the same pipe twice when
+/// stderr is merged).
+pub const SPAWN_FDS: usize = 3;
+
+/// The longest frame the zygote takes: a command and an environment of a few MiB.
+pub const MAX_SPAWN_BYTES: usize = 64 * 1024 * 1024;
+
+// One tag byte and a 4-byte little-endian length before each field's bytes; numbers
+// are decimal text. Both ends are built together, so an unknown tag is an error.
+const CGROUP: u8 = 1;
+const NOFILE: u8 = 2;
+const RLIMIT_AS: u8 = 3;
+const OOM_SCORE_ADJ: u8 = 4;
+const WORKDIR: u8 = 5;
+const ARG: u8 = 6;
+const ENV: u8 = 7;
+
+impl Spawn {
+    /// The frame: its length, then its fields.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut body = Vec::new();
+        let mut field = |tag: u8, bytes: &[u8]| {
+            body.push(tag);
+            body.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+            body.extend_from_slice(bytes);
+        };
+        if let Some(dir) = &self.cgroup {
+            field(CGROUP, dir);
+        }
+        if let Some((soft, hard)) = self.nofile {
+            field(NOFILE, format!("{soft}:{hard}").as_bytes());
+        }
+        if let Some(bytes) = self.rlimit_as {
+            field(RLIMIT_AS, bytes.to_string().as_bytes());
+        }
+        if let Some(adj) = self.oom_score_adj {
+            field(OOM_SCORE_ADJ, adj.to_string().as_bytes());
+        }
+        field(WORKDIR, &self.workdir);
+        for arg in &self.program {
+            field(ARG, arg);
+        }
+        for entry in &self.env {
+            field(ENV, entry);
+        }
+        let mut frame = (body.len() as u32).to_le_bytes().to_vec();
+        frame.append(&mut body);
+        frame
+    }
+
+    /// A frame's body (without its length), or what is wrong with it.
+    pub fn decode(mut body: &[u8]) -> Result<Spawn, String> {
+        let mut spawn = Spawn::default();
+        while let [tag, rest @ ..] = body {
+            let (len, rest) = rest
+                .split_first_chunk::<4>()
+                .ok_or("a field cut short")?;
+            let len = u32::from_le_bytes(*len) as usize;
+            if rest.len() < len {
+                return Err("a field cut short".into());
+            }
+            let (bytes, rest) = rest.split_at(len);
+            body = rest;
+            let text = || std::str::from_utf8(bytes).map_err(|_| format!("field {tag} is not text"));
+            let number = |what: &str| -> Result<u64, String> {
+                text()?.parse().map_err(|_| format!("{what} is not a number"))
+            };
+            match *tag {
+                CGROUP => spawn.cgroup = Some(bytes.to_vec()),
+                NOFILE => {
+                    let (soft, hard) = text()?
+                        .split_once(':')
+                        .and_then(|(s, h)| Some((s.parse().ok()?, h.parse().ok()?)))
+                        .ok_or("the open-file limit is not SOFT:HARD")?;
+                    spawn.nofile = Some((soft, hard));
+                }
+                RLIMIT_AS => spawn.rlimit_as = Some(number("the memory limit")?),
+                OOM_SCORE_ADJ => {
+                    spawn.oom_score_adj = Some(
+                        text()?
+                            .parse()
+                            .map_err(|_| "the OOM score adjustment is not a number")?,
+                    )
+                }
+                WORKDIR => spawn.workdir = bytes.to_vec(),
+                ARG => spawn.program.push(bytes.to_vec()),
+                ENV => spawn.env.push(bytes.to_vec()),
+                other => return Err(format!("unknown field {other}")),
+            }
+        }
+        if spawn.program.is_empty() {
+            return Err("no program to run".into());
+        }
+        Ok(spawn)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_spawn_reads_back_as_written() {
+        let spawn = Spawn {
+            cgroup: Some(b"/sys/fs/cgroup/bashd/i-j1".to_vec()),
+            nofile: Some((1024, 524288)),
+            rlimit_as: Some(1 << 30),
+            oom_score_adj: Some(500),
+            workdir: b"/tmp/w \xff".to_vec(),
+            program: vec![b"/bin/bash".to_vec(), b"-c".to_vec(), b"echo 'a\nb'".to_vec()],
+            env: vec![b"A=1".to_vec(), b"EMPTY=".to_vec()],
+        };
+        let frame = spawn.encode();
+        let (len, body) = frame.split_first_chunk::<4>().unwrap();
+        assert_eq!(u32::from_le_bytes(*len) as usize, body.len());
+        assert_eq!(Spawn::decode(body), Ok(spawn.clone()));
+        let bare = Spawn {
+            program: vec![b"/bin/true".to_vec()],
+            ..Spawn::default()
+        };
+        assert_eq!(Spawn::decode(&bare.encode()[4..]), Ok(bare));
+        // Cut anywhere, or with a stray tag, it is refused, never misread.
+        let body = &frame[4..];
+        for end in 0..body.len() {
+            if let Ok(decoded) = Spawn::decode(&body[..end]) {
+                assert_ne!(decoded, spawn, "a cut at {end} read as whole");
+            }
+        }
+        assert!(Spawn::decode(&[99, 0, 0, 0, 0]).is_err());
+        assert!(Spawn::decode(&[]).is_err(), "no program");
+    }
 
     #[test]
     fn every_message_reads_back_as_written() {

@@ -10,8 +10,9 @@
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::io;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::net::UnixStream as StdUnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -24,7 +25,9 @@ use tokio::sync::{mpsc, oneshot};
 
 use bashd_protocol::JobLimits;
 
-use super::contain::resident::{self, Held, ResidentSpawn};
+use super::contain::resident::{Held, JOB_OOM_SCORE_ADJ, ResidentSpawn};
+use super::contain::zygote::Zygote;
+use crate::resident::Spawn;
 
 /// Everything needed to start one job's shell.
 #[derive(Debug)]
@@ -55,9 +58,6 @@ pub struct Spawned {
     pub exit: oneshot::Receiver<LeaderExit>,
     /// Field 22 of its `/proc/<pid>/stat`, for the journal; 0 if it could not be read.
     pub start_time: u64,
-    /// The daemon's end of the resident's control socket, as the reaper spawned it;
-    /// `contain` takes it and makes it `held`.
-    pub control: Option<OwnedFd>,
     /// The resident's hold on the job, once `contain` has heard from it.
     pub held: Option<Held>,
 }
@@ -69,6 +69,16 @@ pub enum LeaderExit {
     Code(i32),
     /// A signal of this number ended it.
     Signal(i32),
+}
+
+/// A job whose resident the zygote was asked to fork: the daemon's ends of its pipes
+/// and of the resident's control socket. `contain` waits there for the shell's pid.
+#[derive(Debug)]
+pub struct ResidentStarted {
+    pub stdout: OwnedFd,
+    /// `None` when stderr goes to the stdout pipe.
+    pub stderr: Option<OwnedFd>,
+    pub control: OwnedFd,
 }
 
 impl LeaderExit {
@@ -109,17 +119,36 @@ enum ReaperRequest {
         spec: SpawnSpec,
         reply: oneshot::Sender<io::Result<Spawned>>,
     },
+    /// A job's resident, forked by the zygote.
+    SpawnResident {
+        spec: SpawnSpec,
+        reply: oneshot::Sender<io::Result<ResidentStarted>>,
+    },
     /// The daemon's children that it did not spawn: descendants of jobs whose parents
     /// died, handed to the daemon because it is a subreaper.
     Orphans { reply: oneshot::Sender<Vec<i32>> },
 }
 
 impl ReaperHandle {
+    /// Spawns the shell of `spec` as the daemon's child (the scan mechanism).
     pub async fn spawn(&self, spec: SpawnSpec) -> io::Result<Spawned> {
+        self.ask(|reply| ReaperRequest::Spawn { spec, reply }).await
+    }
+
+    /// Has the zygote fork a resident for `spec`, whose `resident` says how.
+    pub async fn spawn_resident(&self, spec: SpawnSpec) -> io::Result<ResidentStarted> {
+        self.ask(|reply| ReaperRequest::SpawnResident { spec, reply })
+            .await
+    }
+
+    async fn ask<T>(
+        &self,
+        request: impl FnOnce(oneshot::Sender<io::Result<T>>) -> ReaperRequest,
+    ) -> io::Result<T> {
         let (reply, answer) = oneshot::channel();
         let gone = || io::Error::other("the daemon's reaper has stopped");
         self.requests
-            .send(ReaperRequest::Spawn { spec, reply })
+            .send(request(reply))
             .await
             .map_err(|_| gone())?;
         answer.await.map_err(|_| gone())?
@@ -147,6 +176,8 @@ pub struct Reaper {
     /// The open-file limit jobs get: the one the daemon started with, before it raised
     /// its own.
     job_open_files: Option<Rlimit>,
+    /// Forks the residents; started at the first, and again if it was lost.
+    zygote: Option<Zygote>,
 }
 
 impl Reaper {
@@ -156,6 +187,7 @@ impl Reaper {
             requests: rx,
             waiting: HashMap::new(),
             job_open_files,
+            zygote: None,
         };
         (reaper, ReaperHandle { requests: tx })
     }
@@ -176,6 +208,9 @@ impl Reaper {
                             spawned
                         });
                         let _ = reply.send(spawned);
+                    }
+                    Some(ReaperRequest::SpawnResident { spec, reply }) => {
+                        let _ = reply.send(self.spawn_resident(spec));
                     }
                     Some(ReaperRequest::Orphans { reply }) => {
                         let _ = reply.send(self.orphans());
@@ -201,7 +236,77 @@ impl Reaper {
                     .collect::<Vec<_>>()
             })
             .filter(|pid| !self.waiting.contains_key(pid))
+            .filter(|pid| self.zygote.as_ref().is_none_or(|z| z.pid() != *pid))
             .collect()
+    }
+
+    /// Sends the zygote a spawn for `spec`'s resident, starting the zygote if there is
+    /// none, and again once if the one there is was lost.
+    fn spawn_resident(&mut self, spec: SpawnSpec) -> io::Result<ResidentStarted> {
+        let Some(how) = &spec.resident else {
+            return Err(io::Error::other("a resident spawn without a resident"));
+        };
+        let pipes = JobPipes::new(spec.merge_stderr)?;
+        let (ours, theirs) = StdUnixStream::pair()?;
+        let nofile = self
+            .job_open_files
+            .and_then(|limit| Some((limit.current?, limit.maximum?)));
+        let spawn = Spawn {
+            cgroup: how
+                .cgroup
+                .as_ref()
+                .map(|dir| dir.as_os_str().as_bytes().to_vec()),
+            nofile,
+            rlimit_as: spec.rlimit_as,
+            oom_score_adj: Some(JOB_OOM_SCORE_ADJ),
+            workdir: spec.workdir.as_os_str().as_bytes().to_vec(),
+            program: vec![
+                spec.shell.as_os_str().as_bytes().to_vec(),
+                b"-c".to_vec(),
+                spec.command.into_bytes(),
+            ],
+            env: spec
+                .env
+                .into_iter()
+                .map(|(mut key, value)| {
+                    key.push(b'=');
+                    key.extend_from_slice(&value);
+                    key
+                })
+                .collect(),
+        };
+        let frame = spawn.encode();
+        let fds = [
+            theirs.as_fd(),
+            pipes.stdout_write.as_fd(),
+            pipes.stderr_write.as_fd(),
+        ];
+        let mut last_error = None;
+        for _ in 0..2 {
+            let zygote = match &mut self.zygote {
+                Some(zygote) => zygote,
+                None => self.zygote.insert(Zygote::start(&how.binary)?),
+            };
+            match zygote.send(&frame, fds) {
+                Ok(()) => {
+                    // The zygote has its own copies now; the pipes reach EOF when the
+                    // job's last process closes them.
+                    return Ok(ResidentStarted {
+                        stdout: pipes.stdout_read,
+                        stderr: pipes.stderr_read,
+                        control: OwnedFd::from(ours),
+                    });
+                }
+                Err(e) => {
+                    tracing::warn!("the zygote that forks job residents was lost ({e}); starting another");
+                    if let Some(lost) = self.zygote.take() {
+                        lost.kill();
+                    }
+                    last_error = Some(e);
+                }
+            }
+        }
+        Err(last_error.unwrap_or_else(|| io::Error::other("the zygote could not be reached")))
     }
 
     fn reap_all(&mut self) {
@@ -223,38 +328,44 @@ fn output_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok(rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?)
 }
 
+/// A job's stdout and stderr pipes: the daemon's read ends and the job's write ends.
+struct JobPipes {
+    stdout_read: OwnedFd,
+    stdout_write: OwnedFd,
+    /// `None` when stderr goes to the stdout pipe.
+    stderr_read: Option<OwnedFd>,
+    /// The stdout pipe again when stderr is merged into it.
+    stderr_write: OwnedFd,
+}
+
+impl JobPipes {
+    fn new(merge_stderr: bool) -> io::Result<JobPipes> {
+        let (stdout_read, stdout_write) = output_pipe()?;
+        let (stderr_read, stderr_write) = if merge_stderr {
+            (None, stdout_write.try_clone()?)
+        } else {
+            let (r, w) = output_pipe()?;
+            (Some(r), w)
+        };
+        Ok(JobPipes {
+            stdout_read,
+            stdout_write,
+            stderr_read,
+            stderr_write,
+        })
+    }
+}
+
+/// Spawns `bash -c COMMAND` as the daemon's child (the scan mechanism).
 fn spawn(
     spec: SpawnSpec,
     open_files: Option<Rlimit>,
 ) -> io::Result<(Spawned, oneshot::Sender<LeaderExit>)> {
-    let (stdout_read, stdout_write) = output_pipe()?;
-    let (stderr_read, stderr_write) = if spec.merge_stderr {
-        (None, stdout_write.try_clone()?)
-    } else {
-        let (r, w) = output_pipe()?;
-        (Some(r), w)
-    };
-
-    let (mut command, control) = match &spec.resident {
-        // No pre_exec: std spawns with posix_spawn, without copying the daemon; the
-        // resident sets up the session and the limit itself.
-        Some(how) => {
-            let (command, control) = resident::command(
-                how,
-                &spec.shell,
-                &spec.command,
-                &spec.workdir,
-                &spec.env,
-                open_files,
-                spec.rlimit_as,
-            )?;
-            (command, Some(control))
-        }
-        None => (direct(&spec, open_files), None),
-    };
+    let pipes = JobPipes::new(spec.merge_stderr)?;
+    let mut command = direct(&spec, open_files);
     command
-        .stdout(Stdio::from(stdout_write))
-        .stderr(Stdio::from(stderr_write));
+        .stdout(Stdio::from(pipes.stdout_write))
+        .stderr(Stdio::from(pipes.stderr_write));
     // The Child is dropped without waiting: the reaper collects it by pid.
     let child = command.spawn()?;
     // The write ends were moved into `command`; dropping it closes the daemon's copies,
@@ -268,11 +379,10 @@ fn spawn(
     Ok((
         Spawned {
             pid,
-            stdout: stdout_read,
-            stderr: stderr_read,
+            stdout: pipes.stdout_read,
+            stderr: pipes.stderr_read,
             exit: exit_rx,
             start_time,
-            control,
             held: None,
         },
         exit_tx,

@@ -34,6 +34,7 @@ pub mod cgroup;
 mod proc;
 pub mod resident;
 mod scan;
+pub mod zygote;
 
 use std::future::Future;
 use std::io;
@@ -246,9 +247,8 @@ impl Containment {
                     binary: binary.clone(),
                     cgroup: job_cgroup.as_ref().map(|c| c.dir().to_owned()),
                 });
-                let mut spawned = reaper.spawn(spec).await?;
-                resident::take(&mut spawned, job_cgroup).await?;
-                Ok(spawned)
+                let started = reaper.spawn_resident(spec).await?;
+                resident::take(started, job_cgroup).await
             }
         }
     }

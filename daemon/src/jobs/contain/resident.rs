@@ -6,22 +6,19 @@
 //! scan still finds it, and a resident that was killed leaves its job to the scan
 //! ([`ResidentJob`] falls back to it).
 //!
-//! The daemon's side: [`command`] builds the spawn (no `pre_exec`, so std spawns it
-//! with `posix_spawn`, without copying the daemon), and [`Link`], one task per job,
-//! owns the control socket: it turns the resident's reports into the leader's exit and
-//! the job's end, and carries the supervisor's orders.
+//! The daemon's side: the zygote (`zygote.rs`) forks the resident; [`take`] waits for
+//! it to fork the shell, and [`Link`], one task per job, owns the control socket: it
+//! turns the resident's reports into the leader's exit and the job's end, and carries
+//! the supervisor's orders.
 
-use std::ffi::OsStr;
 use std::io;
 use std::os::fd::OwnedFd;
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::UnixStream as StdUnixStream;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rustix::process::{Pid, Rlimit, Signal};
+use rustix::process::{Pid, Signal};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -29,7 +26,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use super::cgroup::JobCgroup;
 use super::scan::ScanJob;
 use super::{JobProcesses, Leader, Usage as JobUsage};
-use crate::jobs::process::{LeaderExit, Spawned};
+use crate::jobs::process::{LeaderExit, ResidentStarted, Spawned};
 use crate::resident::{Order, Report, Usage};
 
 /// How long the resident has to fork the shell and say so.
@@ -59,51 +56,6 @@ pub struct ResidentSpawn {
     pub binary: PathBuf,
     /// The cgroup the job's processes start in, when the daemon has one for it.
     pub cgroup: Option<PathBuf>,
-}
-
-/// The command that starts a job's resident, and the daemon's end of its control
-/// socket. The resident's stdin is the other end; its stdout and stderr are the job's
-/// pipes, which the caller sets.
-#[allow(clippy::too_many_arguments)]
-pub fn command(
-    spawn: &ResidentSpawn,
-    shell: &Path,
-    script: &str,
-    workdir: &Path,
-    env: &[(Vec<u8>, Vec<u8>)],
-    open_files: Option<Rlimit>,
-    address_space: Option<u64>,
-) -> io::Result<(Command, OwnedFd)> {
-    // Close-on-exec both; std makes the resident's end its stdin, without the flag.
-    let (ours, theirs) = StdUnixStream::pair()?;
-    let mut command = Command::new(&spawn.binary);
-    if let Some(dir) = &spawn.cgroup {
-        command.arg("--cgroup").arg(dir);
-    }
-    if let Some(limit) = open_files {
-        let (soft, hard) = (limit.current, limit.maximum);
-        if let (Some(soft), Some(hard)) = (soft, hard) {
-            command.arg("--nofile").arg(format!("{soft}:{hard}"));
-        }
-    }
-    if let Some(bytes) = address_space {
-        command.arg("--rlimit-as").arg(bytes.to_string());
-    }
-    command
-        .arg("--oom-score-adj")
-        .arg(JOB_OOM_SCORE_ADJ.to_string())
-        .arg("--")
-        .arg(shell)
-        .arg("-c")
-        .arg(script)
-        .current_dir(workdir)
-        .env_clear()
-        .envs(
-            env.iter()
-                .map(|(k, v)| (OsStr::from_bytes(k), OsStr::from_bytes(v))),
-        )
-        .stdin(Stdio::from(OwnedFd::from(theirs)));
-    Ok((command, OwnedFd::from(ours)))
 }
 
 /// Where a job is, as its resident last said.
@@ -218,13 +170,10 @@ pub struct Held {
     pub cgroup: Option<JobCgroup>,
 }
 
-/// Waits for the resident of a job the reaper has just spawned to fork the shell, and
-/// makes `spawned` the shell's: its pid, its exit, and the resident's hold.
-pub async fn take(spawned: &mut Spawned, cgroup: Option<JobCgroup>) -> io::Result<()> {
-    let Some(control) = spawned.control.take() else {
-        return Ok(());
-    };
-    let linked = Link::start(control)?;
+/// Waits for the resident the zygote was just asked for to fork the shell: the job's
+/// shell, its exit, and the resident's hold on it.
+pub async fn take(started: ResidentStarted, cgroup: Option<JobCgroup>) -> io::Result<Spawned> {
+    let linked = Link::start(started.control)?;
     let pid = match tokio::time::timeout(START_TIMEOUT, linked.leader).await {
         Ok(Ok(Ok(pid))) => pid,
         Ok(Ok(Err(why))) => return Err(io::Error::other(why)),
@@ -240,18 +189,21 @@ pub async fn take(spawned: &mut Spawned, cgroup: Option<JobCgroup>) -> io::Resul
             )));
         }
     };
-    spawned.pid = pid;
-    spawned.exit = linked.exit;
-    // The shell may already have exited and been reaped by its resident: 0 then, as
-    // for a leader whose stat could not be read.
-    spawned.start_time =
-        bashd_protocol::process_start_time(pid.as_raw_nonzero().get() as u32).unwrap_or(0);
-    spawned.held = Some(Held {
-        orders: linked.orders,
-        heard: linked.heard,
-        cgroup,
-    });
-    Ok(())
+    Ok(Spawned {
+        pid,
+        stdout: started.stdout,
+        stderr: started.stderr,
+        exit: linked.exit,
+        // The shell may already have exited and been reaped by its resident: 0 then,
+        // as for a leader whose stat could not be read.
+        start_time: bashd_protocol::process_start_time(pid.as_raw_nonzero().get() as u32)
+            .unwrap_or(0),
+        held: Some(Held {
+            orders: linked.orders,
+            heard: linked.heard,
+            cgroup,
+        }),
+    })
 }
 
 /// A raw wait status as the resident's `waitpid` gave it.

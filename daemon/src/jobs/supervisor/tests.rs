@@ -155,7 +155,6 @@ fn start(change: impl FnOnce(&mut Settings)) -> Harness {
             stderr: Some(stderr_read),
             exit,
             start_time: 0,
-            control: None,
             held: None,
         },
         processes: fake.clone(),

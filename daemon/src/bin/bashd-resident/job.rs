@@ -1,160 +1,69 @@
-//! `bashd-resident`: the first process of a job (DESIGN §4.2). It makes the job a
+//! The resident of one job, forked by the zygote (`main.rs`). It makes the job a
 //! subtree the job cannot leave, and ends that subtree when asked or when the daemon
 //! dies:
 //!
 //! - it leads a session of its own and is a child subreaper, so a process of the job
 //!   that double-forks, calls `setsid` or clears its environment is reparented to this
 //!   resident when its parent exits, never to the daemon or init;
-//! - with `--cgroup DIR` it joins that cgroup before it forks the shell, so the job's
-//!   first instruction already runs inside it;
-//! - it forks the shell (`PROGRAM ARGS...`) into a process group of its own, reaps
-//!   whatever is reparented to it, and exits only when it has no child left, which,
-//!   being a subreaper, means no process of the job is left;
-//! - its stdin is a socket to the daemon (see `wire`, the daemon's `resident.rs`): it reports the shell's pid,
-//!   the shell's status and, at the end, what the job used; it signals every process of
-//!   the subtree when the daemon says so, and SIGKILLs the subtree when the daemon's end
-//!   closes, which is how a job never outlives a daemon that died.
-//!
-//! The daemon starts it with `posix_spawn` (no copy of the daemon's memory), which is
-//! why the session, limits and cgroup are set here rather than between fork and exec.
-//! Single-threaded, no async runtime: it must start fast and fork safely.
-
-#![no_main]
+//! - with a cgroup it joins that cgroup before it forks the shell, so the job's first
+//!   instruction already runs inside it;
+//! - it forks the shell into a process group of its own, reaps whatever is reparented
+//!   to it, and exits only when it has no child left, which, being a subreaper, means
+//!   no process of the job is left;
+//! - it holds a socket to the daemon (see `wire`, the daemon's `resident.rs`): it
+//!   reports the shell's pid, the shell's status and, at the end, what the job used; it
+//!   signals every process of the subtree when the daemon says so, and SIGKILLs the
+//!   subtree when the daemon's end closes, which is how a job never outlives a daemon
+//!   that died.
 
 use std::collections::HashSet;
-use std::ffi::{CString, OsString};
+use std::ffi::CString;
 use std::fs;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::path::Path;
 
-// The wire module alone, not the daemon's library: the resident links only what it
-// runs, which keeps it small and quick to start.
-#[path = "../resident.rs"]
-#[allow(dead_code)] // The daemon's half (reading reports, writing orders) goes unused here.
-mod wire;
-
-use wire::{Order, Report, Usage};
+use crate::wire::{Order, Report, SPAWN_FDS, Spawn, Usage};
+use crate::{Never, check};
 
 /// How often a subtree being signalled or killed is walked again for processes forked
 /// or reparented meanwhile.
 const KILL_ROUND_MS: i32 = 10;
 
-/// Exit status when the resident cannot set the job up; the shell never ran.
-const EXIT_SETUP: libc::c_int = 126;
+/// Sends one report on a control socket, for a setup that failed before a
+/// [`Resident`] exists.
+pub fn report_on(control: RawFd, report: &Report) {
+    let line = report.to_string();
+    // MSG_NOSIGNAL: a daemon that died must not kill the resident with SIGPIPE.
+    unsafe { libc::send(control, line.as_ptr().cast(), line.len(), libc::MSG_NOSIGNAL) };
+}
 
-// No std runtime setup (stack guard from /proc/self/maps, signal stacks): the resident
-// starts for every job, and every microsecond of it is on the job's path. The
-// arguments still reach `std::env::args_os`, which glibc hands to std at load time.
-#[unsafe(no_mangle)]
-extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> libc::c_int {
-    let options = match Options::parse(std::env::args_os().skip(1).collect()) {
-        Ok(options) => options,
-        Err(e) => {
-            eprintln!("bashd-resident: {e}");
-            return 2;
-        }
-    };
-    match run(options) {
-        Ok(never) => match never {},
-        Err(e) => {
-            // The daemon names it in the job's failure; stderr is for a person running
-            // the resident by hand.
-            let report = Report::Error(e.to_string()).to_string();
-            let control = CONTROL.load(Ordering::Relaxed);
-            unsafe {
-                libc::send(
-                    control,
-                    report.as_ptr().cast(),
-                    report.len(),
-                    libc::MSG_NOSIGNAL,
-                )
-            };
-            eprintln!("bashd-resident: {e}");
-            EXIT_SETUP
-        }
+/// Blocks SIGCHLD and returns a signalfd that reads it.
+pub fn block_sigchld() -> io::Result<OwnedFd> {
+    let mut chld: libc::sigset_t = unsafe { std::mem::zeroed() };
+    unsafe {
+        libc::sigemptyset(&mut chld);
+        libc::sigaddset(&mut chld, libc::SIGCHLD);
+        check(libc::sigprocmask(libc::SIG_BLOCK, &chld, std::ptr::null_mut()))?;
+        Ok(OwnedFd::from_raw_fd(check(libc::signalfd(
+            -1,
+            &chld,
+            libc::SFD_CLOEXEC | libc::SFD_NONBLOCK,
+        ))?))
     }
 }
 
-/// The control socket's descriptor: stdin at first, a higher one once the shell's
-/// stdin is set up. For the report of a setup that failed.
-static CONTROL: AtomicI32 = AtomicI32::new(0);
-
-/// `[--cgroup DIR] [--nofile SOFT:HARD] [--rlimit-as BYTES] [--oom-score-adj N] --
-/// PROGRAM ARGS...`
-struct Options {
-    cgroup: Option<PathBuf>,
-    nofile: Option<(u64, u64)>,
-    rlimit_as: Option<u64>,
-    oom_score_adj: Option<i32>,
-    program: Vec<CString>,
-}
-
-impl Options {
-    fn parse(args: Vec<OsString>) -> Result<Options, String> {
-        let mut options = Options {
-            cgroup: None,
-            nofile: None,
-            rlimit_as: None,
-            oom_score_adj: None,
-            program: Vec::new(),
-        };
-        let mut args = args.into_iter();
-        while let Some(arg) = args.next() {
-            let mut value = |name: &str| {
-                args.next()
-                    .ok_or_else(|| format!("{name} needs a value"))
-                    .map(|v| v.to_string_lossy().into_owned())
-            };
-            match arg.to_str() {
-                Some("--cgroup") => options.cgroup = Some(value("--cgroup")?.into()),
-                Some("--nofile") => {
-                    let text = value("--nofile")?;
-                    let (soft, hard) = text
-                        .split_once(':')
-                        .and_then(|(s, h)| Some((s.parse().ok()?, h.parse().ok()?)))
-                        .ok_or_else(|| format!("--nofile {text}: expected SOFT:HARD"))?;
-                    options.nofile = Some((soft, hard));
-                }
-                Some("--rlimit-as") => {
-                    let text = value("--rlimit-as")?;
-                    options.rlimit_as = Some(
-                        text.parse()
-                            .map_err(|_| format!("--rlimit-as {text}: not a number of bytes"))?,
-                    );
-                }
-                Some("--oom-score-adj") => {
-                    let text = value("--oom-score-adj")?;
-                    options.oom_score_adj = Some(
-                        text.parse()
-                            .map_err(|_| format!("--oom-score-adj {text}: not a number"))?,
-                    );
-                }
-                Some("--") => {
-                    options.program = args
-                        .by_ref()
-                        .map(|a| CString::new(a.as_bytes()).map_err(|_| "a NUL in an argument"))
-                        .collect::<Result<_, _>>()?;
-                }
-                _ => return Err(format!("unknown argument {arg:?}")),
-            }
-        }
-        if options.program.is_empty() {
-            return Err("no program after --".into());
-        }
-        Ok(options)
-    }
-}
-
-enum Never {}
-
-fn run(options: Options) -> io::Result<Never> {
-    // The posix_spawned child is no group leader, so this cannot fail with EPERM.
+/// Sets the job up as `spawn` says, forks its shell with the job's pipes as its stdout
+/// and stderr, and serves the job until none of it is left. `descriptors` are the
+/// control socket, stdout and stderr ([`SPAWN_FDS`]).
+pub fn run(spawn: Spawn, descriptors: [OwnedFd; SPAWN_FDS]) -> io::Result<Never> {
+    let [control, stdout, stderr] = descriptors;
+    // The zygote's child is no group leader, so this cannot fail with EPERM.
     check(unsafe { libc::setsid() })?;
     check(unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) })?;
-    if let Some(dir) = &options.cgroup {
+    if let Some(dir) = &spawn.cgroup {
+        let dir = Path::new(std::ffi::OsStr::from_bytes(dir));
         // "0" is the writer itself; the shell forked next is born in the cgroup.
         fs::write(dir.join("cgroup.procs"), "0").map_err(|e| {
             io::Error::new(
@@ -163,51 +72,59 @@ fn run(options: Options) -> io::Result<Never> {
             )
         })?;
     }
-    if let Some((soft, hard)) = options.nofile {
+    if let Some((soft, hard)) = spawn.nofile {
         let limit = libc::rlimit {
             rlim_cur: soft,
             rlim_max: hard,
         };
         check(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) })?;
     }
-    if let Some(adj) = options.oom_score_adj {
+    if let Some(adj) = spawn.oom_score_adj {
         // Raising it needs no privilege; a kernel without the file is no reason to stop.
         let _ = fs::write("/proc/self/oom_score_adj", adj.to_string());
     }
+    let workdir = Path::new(std::ffi::OsStr::from_bytes(&spawn.workdir));
+    std::env::set_current_dir(workdir).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("cannot enter the job's workdir {}: {e}", workdir.display()),
+        )
+    })?;
 
-    // The control socket moves off stdin; the shell gets /dev/null there instead.
-    let control = unsafe { OwnedFd::from_raw_fd(check(libc::fcntl(0, libc::F_DUPFD_CLOEXEC, 3))?) };
-    CONTROL.store(control.as_raw_fd(), Ordering::Relaxed);
+    // The shell's stdin is /dev/null; its stdout and stderr are the job's pipes.
     let null = fs::File::options()
         .read(true)
         .write(true)
         .open("/dev/null")?;
     check(unsafe { libc::dup2(null.as_raw_fd(), 0) })?;
+    check(unsafe { libc::dup2(stdout.as_raw_fd(), 1) })?;
+    check(unsafe { libc::dup2(stderr.as_raw_fd(), 2) })?;
+    drop((stdout, stderr));
 
-    // SIGCHLD is read from a signalfd; the shell gets the mask the resident started with.
-    let mut old_mask: libc::sigset_t = unsafe { std::mem::zeroed() };
-    let mut chld: libc::sigset_t = unsafe { std::mem::zeroed() };
-    unsafe {
-        libc::sigemptyset(&mut chld);
-        libc::sigaddset(&mut chld, libc::SIGCHLD);
-        check(libc::sigprocmask(libc::SIG_BLOCK, &chld, &mut old_mask))?;
-    }
-    let sigfd = unsafe {
-        OwnedFd::from_raw_fd(check(libc::signalfd(
-            -1,
-            &chld,
-            libc::SFD_CLOEXEC | libc::SFD_NONBLOCK,
-        ))?)
-    };
-
-    let address_space = options.rlimit_as.map(|bytes| libc::rlimit {
+    // The zygote's signalfd was closed in the fork; SIGCHLD is still blocked.
+    let sigfd = block_sigchld()?;
+    let address_space = spawn.rlimit_as.map(|bytes| libc::rlimit {
         rlim_cur: bytes,
         rlim_max: bytes,
     });
-    let mut argv: Vec<*const libc::c_char> = options.program.iter().map(|a| a.as_ptr()).collect();
-    argv.push(std::ptr::null());
+    let strings = |list: Vec<Vec<u8>>| {
+        list.into_iter()
+            .map(|s| CString::new(s).map_err(|_| io::Error::other("a NUL in the job's command or environment")))
+            .collect::<io::Result<Vec<CString>>>()
+    };
+    let program = strings(spawn.program)?;
+    let env = strings(spawn.env)?;
+    let pointers = |list: &[CString]| {
+        let mut pointers: Vec<*const libc::c_char> = list.iter().map(|a| a.as_ptr()).collect();
+        pointers.push(std::ptr::null());
+        pointers
+    };
+    let (argv, envp) = (pointers(&program), pointers(&env));
+    let mut empty: libc::sigset_t = unsafe { std::mem::zeroed() };
+    unsafe { libc::sigemptyset(&mut empty) };
     // SAFETY: the resident is single-threaded; the child only makes async-signal-safe
-    // calls (setpgid, sigprocmask, execv, write, _exit) on memory prepared before.
+    // calls (setpgid, setrlimit, sigprocmask, execve, write, _exit) on memory prepared
+    // before.
     let leader = check(unsafe { libc::fork() })?;
     if leader == 0 {
         unsafe {
@@ -221,8 +138,8 @@ fn run(options: Options) -> io::Result<Never> {
                 libc::write(2, message.as_ptr().cast(), message.len());
                 libc::_exit(126);
             }
-            libc::sigprocmask(libc::SIG_SETMASK, &old_mask, std::ptr::null_mut());
-            libc::execv(argv[0], argv.as_ptr());
+            libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+            libc::execve(argv[0], argv.as_ptr(), envp.as_ptr());
             let message = b"bashd-resident: cannot run the job's shell\n";
             libc::write(2, message.as_ptr().cast(), message.len());
             libc::_exit(127);
@@ -469,15 +386,7 @@ fn pidfd_open(pid: i32) -> Option<OwnedFd> {
 }
 
 /// Empties a non-blocking signalfd.
-fn drain(fd: RawFd) {
+pub fn drain(fd: RawFd) {
     let mut info = [0u8; std::mem::size_of::<libc::signalfd_siginfo>()];
     while unsafe { libc::read(fd, info.as_mut_ptr().cast(), info.len()) } > 0 {}
-}
-
-fn check<T: Into<i64> + Copy>(result: T) -> io::Result<T> {
-    if result.into() < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(result)
-    }
 }
