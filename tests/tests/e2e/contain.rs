@@ -426,6 +426,55 @@ fn status_names_the_containment_in_force() {
     }
 }
 
+/// The daemon's children named `name` (`comm`), from `/proc/PID/task/*/children`.
+fn children_named(pid: u32, name: &str) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("children")).ok())
+        .flat_map(|list| {
+            list.split_ascii_whitespace()
+                .filter_map(|pid| pid.parse::<u32>().ok())
+                .collect::<Vec<_>>()
+        })
+        .filter(|child| {
+            std::fs::read_to_string(format!("/proc/{child}/comm"))
+                .is_ok_and(|comm| comm.trim() == name)
+        })
+        .collect()
+}
+
+/// The zygote that forks every job's resident is one small child of the daemon: a
+/// zygote that was killed is replaced at the next job, which runs as if nothing had
+/// happened, and the zygote goes when the daemon dies.
+#[test]
+fn a_lost_zygote_is_replaced_and_the_zygote_goes_with_the_daemon() {
+    let mut daemon = Daemon::start();
+    let run = |daemon: &Daemon, text: &str| {
+        let out = daemon.run_bashc(&["exec", "--", &format!("echo {text}; exit 4")]);
+        assert_eq!(out.status.code(), Some(4), "{}", show(&out));
+        assert!(crate::stdout(&out).contains(text), "{}", show(&out));
+    };
+    run(&daemon, "first");
+    let zygotes = children_named(daemon.pid(), "bashd-zygote");
+    assert_eq!(zygotes.len(), 1, "one zygote: {zygotes:?}");
+    let lost = zygotes[0];
+    rustix::process::kill_process(Pid::from_raw(lost as i32).unwrap(), Signal::KILL).unwrap();
+    assert!(wait_until(GONE_WITHIN, || !alive(lost)));
+
+    run(&daemon, "after the zygote was killed");
+    let replaced = children_named(daemon.pid(), "bashd-zygote");
+    assert_eq!(replaced.len(), 1, "one zygote again: {replaced:?}");
+    assert_ne!(replaced[0], lost);
+
+    daemon.kill_daemon();
+    assert!(
+        wait_until(GONE_WITHIN, || !alive(replaced[0])),
+        "the zygote outlived its daemon"
+    );
+}
+
 /// Whether the cgroup v2 root (the `cgroup.controllers` of `dir`'s parent) offers
 /// `controller`, so that a job cgroup under `dir` can have it.
 fn offers(cgroup: &TestCgroup, controller: &str) -> bool {

@@ -59,6 +59,8 @@ extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> lib
 fn zygote() -> io::Result<Never> {
     // A session of its own: a Ctrl-C for a `bashd` run in a terminal is not for it.
     unsafe { libc::setsid() };
+    // `ps` and `top` tell it from the residents it forks, which share its command line.
+    set_name(c"bashd-zygote");
     let socket = unsafe { OwnedFd::from_raw_fd(check(libc::fcntl(0, libc::F_DUPFD_CLOEXEC, 3))?) };
     let null = fs::File::options()
         .read(true)
@@ -127,6 +129,7 @@ fn fork_resident(body: Vec<u8>, descriptors: Vec<OwnedFd>, socket: &OwnedFd, sig
                 libc::close(socket.as_raw_fd());
                 libc::close(sigfd.as_raw_fd());
             }
+            set_name(c"bashd-resident");
             let control = descriptors[0].as_raw_fd();
             match job::run(spawn, descriptors) {
                 Ok(never) => match never {},
@@ -219,6 +222,11 @@ fn read_exact(socket: &OwnedFd, mut buf: &mut [u8]) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The process's name (`comm`), as `ps` and `top` show it.
+fn set_name(name: &std::ffi::CStr) {
+    unsafe { libc::prctl(libc::PR_SET_NAME, name.as_ptr()) };
 }
 
 fn check<T: Into<i64> + Copy>(result: T) -> io::Result<T> {
