@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use bashd_protocol::{OnTimeout, limits};
+use bashd_protocol::{JobLimits, OnTimeout, limits};
 
 use crate::policy::{BUILTIN_RULES, CustomRule, Policy};
 use toml::Spanned;
@@ -43,6 +43,8 @@ pub struct Limits {
     pub max_spill_bytes: u64,
     pub max_frame_bytes: usize,
     pub max_command_bytes: usize,
+    /// What a job may use when its request does not say (`memory`, `cpu`, `pids`).
+    pub job: JobLimits,
 }
 
 #[derive(Debug, Clone)]
@@ -123,6 +125,7 @@ impl Default for Config {
                 max_spill_bytes: limits::DEFAULT_MAX_SPILL_BYTES,
                 max_frame_bytes: limits::MAX_FRAME_BYTES,
                 max_command_bytes: limits::DEFAULT_MAX_COMMAND_BYTES,
+                job: JobLimits::default(),
             },
             timeouts: Timeouts {
                 default_secs: limits::DEFAULT_TIMEOUT_SECS,
@@ -295,6 +298,17 @@ impl File<'_> {
         }
     }
 
+    /// A string, integer or float value as text, for the parsers that read limits as
+    /// people write them; anything else becomes text no parser takes.
+    fn scalar_text(&self, value: &Value<'_>) -> String {
+        match value.get_ref() {
+            DeValue::String(s) => s.to_string(),
+            DeValue::Integer(i) => i.as_str().to_owned(),
+            DeValue::Float(f) => f.as_str().to_owned(),
+            _ => "(not a string or number)".to_owned(),
+        }
+    }
+
     fn unknown(&self, section: &str, key: &Key<'_>, known: &[&str]) -> ConfigError {
         self.error(
             key,
@@ -313,6 +327,9 @@ impl File<'_> {
             "max_spill_bytes",
             "max_frame_bytes",
             "max_command_bytes",
+            "memory",
+            "cpu",
+            "pids",
         ];
         let frame_max = limits::MAX_FRAME_BYTES as u64;
         for (key, value) in table {
@@ -336,6 +353,25 @@ impl File<'_> {
                 "max_command_bytes" => {
                     limits.max_command_bytes =
                         self.integer("limits", key, value, 1, frame_max / 2)? as usize
+                }
+                // Written as on the command line: `memory = "2G"`, `cpu = 1.5`.
+                "memory" => {
+                    let text = self.scalar_text(value);
+                    limits.job.memory_bytes = Some(
+                        limits::parse_size(&text)
+                            .map_err(|e| self.error(key, format!("limits.memory: {e}")))?,
+                    )
+                }
+                "cpu" => {
+                    let text = self.scalar_text(value);
+                    limits.job.cpu_millicores = Some(
+                        limits::parse_cpu(&text)
+                            .map_err(|e| self.error(key, format!("limits.cpu: {e}")))?,
+                    )
+                }
+                "pids" => {
+                    limits.job.pids =
+                        Some(self.integer("limits", key, value, 1, u32::MAX.into())? as u32)
                 }
                 _ => return Err(self.unknown("limits", key, KNOWN)),
             }
@@ -651,6 +687,23 @@ impl Config {
             l.max_command_bytes.to_string(),
             d.max_command_bytes.to_string(),
         );
+        let job = &l.job;
+        let limit = |out: &mut String, name: &str, value: Option<String>| match value {
+            Some(value) => key(out, name, value, "none".to_owned()),
+            None => out.push_str(&format!("# {name}: none\n")),
+        };
+        limit(
+            &mut out,
+            "memory",
+            job.memory_bytes.map(|b| quoted(&b.to_string())),
+        );
+        limit(
+            &mut out,
+            "cpu",
+            job.cpu_millicores
+                .map(|m| format!("{}.{:03}", m / 1000, m % 1000)),
+        );
+        limit(&mut out, "pids", job.pids.map(|p| p.to_string()));
 
         let (t, d) = (&self.timeouts, &defaults.timeouts);
         let on_timeout = |o: OnTimeout| {
@@ -946,6 +999,43 @@ mod tests {
         assert!(
             err.contains("limits.max_lines must be a whole number"),
             "{err}"
+        );
+        let err = parse("[limits]\nmemory = \"lots\"\n").unwrap_err();
+        assert!(
+            err.contains("/c.toml:2: limits.memory: \"lots\" is not a size"),
+            "{err}"
+        );
+        let err = parse("[limits]\ncpu = 0\n").unwrap_err();
+        assert!(err.contains("limits.cpu: \"0\" cores"), "{err}");
+    }
+
+    /// Job limits are written as on the command line, and shown back so they load to
+    /// the same.
+    #[test]
+    fn job_limits_read_as_people_write_them() {
+        let config = parse("[limits]\nmemory = \"1.5G\"\ncpu = 1.5\npids = 512\n").unwrap();
+        let job = config.limits.job;
+        assert_eq!(job.memory_bytes, Some(3 << 29));
+        assert_eq!(job.cpu_millicores, Some(1500));
+        assert_eq!(job.pids, Some(512));
+        assert_eq!(
+            parse("[limits]\ncpu = 2\n")
+                .unwrap()
+                .limits
+                .job
+                .cpu_millicores,
+            Some(2000)
+        );
+        let effective = config.effective_toml();
+        assert!(
+            effective.contains("cpu = 1.500  # default: none\n"),
+            "{effective}"
+        );
+        assert_eq!(parse(&effective).unwrap().limits.job, job);
+        assert!(
+            Config::default()
+                .effective_toml()
+                .contains("# memory: none\n")
         );
     }
 

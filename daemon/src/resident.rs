@@ -187,18 +187,19 @@ impl Spawn {
     pub fn decode(mut body: &[u8]) -> Result<Spawn, String> {
         let mut spawn = Spawn::default();
         while let [tag, rest @ ..] = body {
-            let (len, rest) = rest
-                .split_first_chunk::<4>()
-                .ok_or("a field cut short")?;
+            let (len, rest) = rest.split_first_chunk::<4>().ok_or("a field cut short")?;
             let len = u32::from_le_bytes(*len) as usize;
             if rest.len() < len {
                 return Err("a field cut short".into());
             }
             let (bytes, rest) = rest.split_at(len);
             body = rest;
-            let text = || std::str::from_utf8(bytes).map_err(|_| format!("field {tag} is not text"));
+            let text =
+                || std::str::from_utf8(bytes).map_err(|_| format!("field {tag} is not text"));
             let number = |what: &str| -> Result<u64, String> {
-                text()?.parse().map_err(|_| format!("{what} is not a number"))
+                text()?
+                    .parse()
+                    .map_err(|_| format!("{what} is not a number"))
             };
             match *tag {
                 CGROUP => spawn.cgroup = Some(bytes.to_vec()),
@@ -242,7 +243,11 @@ mod tests {
             rlimit_as: Some(1 << 30),
             oom_score_adj: Some(500),
             workdir: b"/tmp/w \xff".to_vec(),
-            program: vec![b"/bin/bash".to_vec(), b"-c".to_vec(), b"echo 'a\nb'".to_vec()],
+            program: vec![
+                b"/bin/bash".to_vec(),
+                b"-c".to_vec(),
+                b"echo 'a\nb'".to_vec(),
+            ],
             env: vec![b"A=1".to_vec(), b"EMPTY=".to_vec()],
         };
         let frame = spawn.encode();

@@ -32,3 +32,68 @@ pub const DEFAULT_KILL_GRACE_MS: u64 = 2000;
 pub fn clamp_timeout_secs(secs: u64) -> u64 {
     secs.clamp(MIN_TIMEOUT_SECS, MAX_TIMEOUT_SECS)
 }
+
+/// A size as people write it: `512M`, `2G`, `1.5G`, `100000` (bytes); K, M, G and T are
+/// powers of 1024, with or without a trailing `B` or `iB`.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let trimmed = text.trim();
+    let unit_at = trimmed
+        .find(|c: char| c.is_ascii_alphabetic())
+        .unwrap_or(trimmed.len());
+    let (number, unit) = trimmed.split_at(unit_at);
+    let scale: u64 = match unit
+        .to_ascii_uppercase()
+        .trim_end_matches("IB")
+        .trim_end_matches('B')
+    {
+        "" => 1,
+        "K" => 1 << 10,
+        "M" => 1 << 20,
+        "G" => 1 << 30,
+        "T" => 1 << 40,
+        _ => return Err(format!("{text:?} is not a size: write it like 512M or 2G")),
+    };
+    let number: f64 = number
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a size: write it like 512M or 2G"))?;
+    let bytes = number * scale as f64;
+    if !bytes.is_finite() || bytes < 4096.0 || bytes > u64::MAX as f64 {
+        return Err(format!(
+            "{text:?} is not a size a job can have: at least 4K"
+        ));
+    }
+    Ok(bytes as u64)
+}
+
+/// Cores as a number, `1.5` or `0.25`, in thousandths of a core.
+pub fn parse_cpu(text: &str) -> Result<u32, String> {
+    let cores: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number of cores: write it like 1.5 or 0.5"))?;
+    if !(0.001..=1_000_000.0).contains(&cores) {
+        return Err(format!("{text:?} cores: give at least 0.001"));
+    }
+    Ok((cores * 1000.0).round() as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_cores_read_as_people_write_them() {
+        assert_eq!(parse_size("2G"), Ok(2 << 30));
+        assert_eq!(parse_size("512M"), Ok(512 << 20));
+        assert_eq!(parse_size("1.5GiB"), Ok(3 << 29));
+        assert_eq!(parse_size("100000"), Ok(100_000));
+        assert!(parse_size("lots").is_err());
+        assert!(parse_size("2X").is_err());
+        assert!(parse_size("1").is_err());
+        assert_eq!(parse_cpu("1.5"), Ok(1500));
+        assert_eq!(parse_cpu("0.5"), Ok(500));
+        assert!(parse_cpu("0").is_err());
+        assert!(parse_cpu("fast").is_err());
+    }
+}

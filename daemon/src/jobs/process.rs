@@ -298,7 +298,9 @@ impl Reaper {
                     });
                 }
                 Err(e) => {
-                    tracing::warn!("the zygote that forks job residents was lost ({e}); starting another");
+                    tracing::warn!(
+                        "the zygote that forks job residents was lost ({e}); starting another"
+                    );
                     if let Some(lost) = self.zygote.take() {
                         lost.kill();
                     }

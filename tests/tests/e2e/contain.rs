@@ -516,6 +516,37 @@ fn a_memory_limit_stops_an_allocator() {
     }
 }
 
+/// `[limits]` in the config holds every job that does not ask for its own: a default
+/// memory limit stops an allocator (by `RLIMIT_AS` here), a request's own limit wins
+/// over it, and a default this daemon cannot hold refuses jobs naming the config key.
+#[test]
+fn config_limits_are_the_default_of_every_job() {
+    let allocate = "python3 -c 'b = bytearray(400 << 20); print(len(b))'";
+    let daemon = Daemon::start_with_config("[limits]\nmemory = \"100M\"\n");
+    let out = daemon.run_bashc(&["exec", "--", allocate]);
+    assert_ne!(out.status.code(), Some(0), "{}", show(&out));
+    assert!(show(&out).contains("MemoryError"), "{}", show(&out));
+    let out = daemon.run_bashc(&["exec", "--memory", "1G", "--", allocate]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert!(crate::stdout(&out).contains("419430400"), "{}", show(&out));
+
+    let cgroup = TestCgroup::new("config-cpu");
+    if cgroup.as_ref().is_some_and(|c| offers(c, "cpu")) {
+        eprintln!("skipping the refusal of an unheld default: this cgroup has the cpu controller");
+        return;
+    }
+    let daemon = Daemon::start_with_config("[limits]\ncpu = 0.5\n");
+    let marker = daemon.scratch().join("ran");
+    let out = daemon.run_bashc(&["exec", "--", &format!("touch {}", marker.display())]);
+    assert_ne!(out.status.code(), Some(0), "{}", show(&out));
+    assert!(
+        show(&out).contains("[limits] cpu in bashd's config needs the cgroup v2 cpu controller"),
+        "{}",
+        show(&out)
+    );
+    assert!(!marker.exists(), "a refused job ran");
+}
+
 /// `--cpu` and `--pids` need their cgroup controllers; without them the job is
 /// refused, saying what is missing, and nothing runs.
 #[test]

@@ -36,7 +36,14 @@ const KILL_ROUND_MS: i32 = 10;
 pub fn report_on(control: RawFd, report: &Report) {
     let line = report.to_string();
     // MSG_NOSIGNAL: a daemon that died must not kill the resident with SIGPIPE.
-    unsafe { libc::send(control, line.as_ptr().cast(), line.len(), libc::MSG_NOSIGNAL) };
+    unsafe {
+        libc::send(
+            control,
+            line.as_ptr().cast(),
+            line.len(),
+            libc::MSG_NOSIGNAL,
+        )
+    };
 }
 
 /// Blocks SIGCHLD and returns a signalfd that reads it.
@@ -45,7 +52,11 @@ pub fn block_sigchld() -> io::Result<OwnedFd> {
     unsafe {
         libc::sigemptyset(&mut chld);
         libc::sigaddset(&mut chld, libc::SIGCHLD);
-        check(libc::sigprocmask(libc::SIG_BLOCK, &chld, std::ptr::null_mut()))?;
+        check(libc::sigprocmask(
+            libc::SIG_BLOCK,
+            &chld,
+            std::ptr::null_mut(),
+        ))?;
         Ok(OwnedFd::from_raw_fd(check(libc::signalfd(
             -1,
             &chld,
@@ -109,7 +120,10 @@ pub fn run(spawn: Spawn, descriptors: [OwnedFd; SPAWN_FDS]) -> io::Result<Never>
     });
     let strings = |list: Vec<Vec<u8>>| {
         list.into_iter()
-            .map(|s| CString::new(s).map_err(|_| io::Error::other("a NUL in the job's command or environment")))
+            .map(|s| {
+                CString::new(s)
+                    .map_err(|_| io::Error::other("a NUL in the job's command or environment"))
+            })
             .collect::<io::Result<Vec<CString>>>()
     };
     let program = strings(spawn.program)?;

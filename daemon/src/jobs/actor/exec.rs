@@ -8,12 +8,13 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
 use bashd_protocol::{
-    EndedBy, ErrorKind, ErrorReply, ExecParams, ExecResult, ExitRecord, JobId, JobState, Mode,
-    Notice, Response, Started, StreamResult, is_valid_session_id, limits,
+    EndedBy, ErrorKind, ErrorReply, ExecParams, ExecResult, ExitRecord, JobId, JobLimits, JobState,
+    Mode, Notice, Response, Started, StreamResult, is_valid_session_id, limits,
 };
 use tokio::sync::mpsc;
 
 use super::{Job, JobsActor, Launch, Status};
+use crate::jobs::contain::LimitsFrom;
 use crate::jobs::process::{SpawnSpec, Spawned};
 use crate::jobs::session::Session;
 use crate::jobs::supervisor::{self, Ended, JobMeta, JobRun, Report, Settings, Streams};
@@ -120,7 +121,7 @@ impl JobsActor {
             env: self.job_env(&params, id),
             merge_stderr: params.merge_stderr,
             resident: None,
-            limits: params.limits,
+            limits: plan.job_limits,
             rlimit_as: None,
         };
         // Unbounded so that a stop is never dropped for want of room: it holds at most
@@ -308,7 +309,16 @@ impl JobsActor {
         let workdir = check_workdir(Path::new(&params.workdir))?;
         // Never a silent no-op: a limit this daemon cannot hold refuses the job.
         self.containment
-            .check_limits(&params.limits)
+            .check_limits(&params.limits, LimitsFrom::Request)
+            .map_err(invalid)?;
+        let defaults = &self.config.limits.job;
+        let job_limits = JobLimits {
+            memory_bytes: params.limits.memory_bytes.or(defaults.memory_bytes),
+            cpu_millicores: params.limits.cpu_millicores.or(defaults.cpu_millicores),
+            pids: params.limits.pids.or(defaults.pids),
+        };
+        self.containment
+            .check_limits(&job_limits, LimitsFrom::Config)
             .map_err(invalid)?;
         let timeouts = &self.config.timeouts;
         let timeout_secs = match (params.timeout_secs, params.mode) {
@@ -322,6 +332,7 @@ impl JobsActor {
         Ok(Plan {
             workdir,
             timeout: Duration::from_secs(timeout_secs),
+            job_limits,
             limits: output::Limits {
                 max_lines: params
                     .output
@@ -369,6 +380,8 @@ impl JobsActor {
 struct Plan {
     workdir: PathBuf,
     timeout: Duration,
+    /// The request's limits, with the config's defaults for those it did not set.
+    job_limits: JobLimits,
     limits: output::Limits,
     shape: Shape,
 }

@@ -117,6 +117,13 @@ pub enum Containment {
     },
 }
 
+/// Where a job's limits were set, for the words of a refusal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LimitsFrom {
+    Request,
+    Config,
+}
+
 /// The mechanism chosen at start, before the reaper and scanner exist (recovery needs
 /// the cgroup root first).
 #[derive(Debug)]
@@ -191,24 +198,32 @@ impl Containment {
     }
 
     /// Whether `limits` can be enforced here, each by its cgroup controller or the
-    /// nearest rlimit; the refusal names what is missing and what to do.
-    pub fn check_limits(&self, limits: &JobLimits) -> Result<(), String> {
+    /// nearest rlimit; the refusal names what is missing, where the limit was set and
+    /// what to do.
+    pub fn check_limits(&self, limits: &JobLimits, from: LimitsFrom) -> Result<(), String> {
         let root = match self {
             Containment::Resident { cgroup, .. } => cgroup.as_ref(),
             Containment::Scan { .. } => None,
         };
         let has = |controller: &str| root.is_some_and(|root| root.has(controller));
-        let missing = |flag: &str, controller: &str| {
+        let missing = |flag: &str, key: &str, controller: &str| {
+            let (asked, or_else) = match from {
+                LimitsFrom::Request => (flag.to_owned(), format!("run the job without {flag}")),
+                LimitsFrom::Config => (
+                    format!("[limits] {key} in bashd's config"),
+                    format!("remove {key} from [limits]"),
+                ),
+            };
             format!(
-                "{flag} needs the cgroup v2 {controller} controller, which bashd does not have here (containment: {}); give bashd a cgroup with it delegated ([containment] cgroup in its config, or systemd's Delegate=yes), or run the job without {flag}",
+                "{asked} needs the cgroup v2 {controller} controller, which bashd does not have here (containment: {}); give bashd a cgroup with it delegated ([containment] cgroup in its config, or systemd's Delegate=yes), or {or_else}",
                 self.describe()
             )
         };
         if limits.cpu_millicores.is_some() && !has("cpu") {
-            return Err(missing("--cpu", "cpu"));
+            return Err(missing("--cpu", "cpu", "cpu"));
         }
         if limits.pids.is_some() && !has("pids") {
-            return Err(missing("--pids", "pids"));
+            return Err(missing("--pids", "pids", "pids"));
         }
         // Memory always has RLIMIT_AS to fall back on.
         Ok(())
