@@ -92,7 +92,87 @@ async fn start_daemon(
             crate::others::describe(others)
         );
     }
-    let mut command = Command::new(&binary);
+    // Under a user systemd instance, first in a delegated scope of its own, so bashd
+    // can give each job a cgroup; where that cannot start, directly.
+    let mut error = None;
+    for scope in [delegated_scope(), None] {
+        let scoped = scope.is_some();
+        let mut child = match spawn_daemon(&binary, runtime_dir, &log_path, scope) {
+            Ok(child) => child,
+            Err(e) if scoped => {
+                error = Some(e);
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        match wait_for_daemon(&mut child, &binary, socket, &log_path).await {
+            Ok(client) => {
+                // Reap the daemon if this process outlives it, without blocking here.
+                std::thread::spawn(move || child.wait());
+                return Ok(client);
+            }
+            Err(e) if scoped && child.try_wait().is_ok_and(|s| s.is_some()) => {
+                // systemd-run could not make the scope (no bus, no user manager): it
+                // exited without running bashd.
+                let _ = writeln!(
+                    log,
+                    "bashc: could not start bashd in a delegated systemd scope ({e}); starting it directly"
+                );
+                error = Some(e);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Err(error.unwrap_or_else(|| ClientError::Autostart("bashd did not start".into())))
+}
+
+/// `systemd-run --user --scope -p Delegate=yes --`, where a user systemd instance
+/// runs (its private socket is in `$XDG_RUNTIME_DIR/systemd`) and `systemd-run` is on
+/// PATH: the daemon then runs in a scope whose cgroup it may write.
+fn delegated_scope() -> Option<Command> {
+    let runtime = std::env::var_os("XDG_RUNTIME_DIR")?;
+    if !Path::new(&runtime).join("systemd/private").exists() {
+        return None;
+    }
+    let systemd_run = std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|dir| dir.join("systemd-run"))
+            .find(|candidate| candidate.is_file())
+    })?;
+    let mut command = Command::new(systemd_run);
+    command.args([
+        "--user",
+        "--scope",
+        "--quiet",
+        "--collect",
+        "--property=Delegate=yes",
+        "--description=bashd, started by bashc",
+        "--",
+    ]);
+    Some(command)
+}
+
+/// Starts `binary` (after `scope`'s command, if any) as a daemon: its own session, no
+/// descriptor of bashc's but its log as stderr.
+fn spawn_daemon(
+    binary: &Path,
+    runtime_dir: &Path,
+    log_path: &Path,
+    scope: Option<Command>,
+) -> Result<std::process::Child, ClientError> {
+    let log = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(log_path)
+        .map_err(|e| ClientError::Autostart(format!("cannot open {}: {e}", log_path.display())))?;
+    let mut command = match scope {
+        Some(mut scope) => {
+            scope.arg(binary);
+            scope
+        }
+        None => Command::new(binary),
+    };
     command
         .env(runtime::RUNTIME_DIR_ENV, runtime_dir)
         .current_dir("/")
@@ -100,13 +180,11 @@ async fn start_daemon(
         .stdout(Stdio::null())
         .stderr(log);
     // SAFETY: setsid and close_range are async-signal-safe system calls.
-    // The daemon leaves the client's session and process group, so a signal aimed at
-    // the agent's terminal or group spares it. Descriptors the agent let this process
-    // inherit (its pipes, say) must not be held open by a daemon that outlives it;
-    // the kernel may lack close_range (before 5.11), in which case they stay.
     unsafe {
         command.pre_exec(|| {
             rustix::process::setsid()?;
+            // An agent's runtime may hand bashc descriptors without close-on-exec (a
+            // pipe it waits on for EOF); the daemon must not keep them.
             libc::syscall(
                 libc::SYS_close_range,
                 3u32,
@@ -116,21 +194,25 @@ async fn start_daemon(
             Ok(())
         });
     }
-    let mut child = command.spawn().map_err(|e| {
+    command.spawn().map_err(|e| {
         ClientError::Autostart(format!(
             "cannot run {}: {e} (build it with `cargo build --release`, or put bashd on PATH)",
-            binary.display()
+            command.get_program().to_string_lossy()
         ))
-    })?;
+    })
+}
 
+/// Waits until the daemon just started answers on `socket`.
+async fn wait_for_daemon(
+    child: &mut std::process::Child,
+    binary: &Path,
+    socket: &Path,
+    log_path: &Path,
+) -> Result<Client, ClientError> {
     let deadline = Instant::now() + START_TIMEOUT;
     loop {
         match Client::connect(socket).await {
-            Ok(client) => {
-                // Reap the daemon if this process outlives it, without blocking here.
-                std::thread::spawn(move || child.wait());
-                return Ok(client);
-            }
+            Ok(client) => return Ok(client),
             Err(e) if !e.is_not_running() => return Err(e),
             Err(_) => {}
         }

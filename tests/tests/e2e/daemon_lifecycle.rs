@@ -267,3 +267,67 @@ fn a_config_with_an_unknown_key_stops_the_daemon_from_starting() {
     assert_eq!(out.status.code(), Some(1), "{}", show(&out));
     assert!(stderr(&out).contains(&expected), "{}", show(&out));
 }
+
+/// Under a user systemd instance, `bashc` starts the daemon in a delegated scope
+/// (`systemd-run --user --scope -p Delegate=yes`), where it can make a cgroup per job;
+/// where systemd-run cannot make one, it starts the daemon directly and says why in
+/// the daemon's log. A stand-in `systemd-run` on PATH plays systemd here.
+#[test]
+fn autostart_asks_systemd_for_a_delegated_scope_and_does_without_one() {
+    use std::os::unix::fs::PermissionsExt;
+
+    for works in [true, false] {
+        let daemon = Daemon::unstarted();
+        let fake = daemon.scratch().join("fake-systemd");
+        std::fs::create_dir_all(fake.join("bin")).unwrap();
+        std::fs::create_dir_all(fake.join("systemd")).unwrap();
+        std::fs::write(fake.join("systemd/private"), "").unwrap();
+        let args = fake.join("args");
+        let script = if works {
+            format!(
+                "#!/bin/sh\necho \"$@\" > {}\nwhile [ \"$1\" != -- ]; do shift; done\nshift\nexec \"$@\"\n",
+                args.display()
+            )
+        } else {
+            "#!/bin/sh\necho 'Failed to connect to bus: No medium found' >&2\nexit 1\n".to_owned()
+        };
+        let systemd_run = fake.join("bin/systemd-run");
+        std::fs::write(&systemd_run, script).unwrap();
+        std::fs::set_permissions(&systemd_run, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let path = format!(
+            "{}:{}",
+            fake.join("bin").display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+
+        let out = daemon
+            .bashc()
+            .env_remove("BASHD_NO_AUTOSTART")
+            .env("XDG_RUNTIME_DIR", &fake)
+            .env("PATH", path)
+            .args(["exec", "--", "echo started"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+        assert!(stdout(&out).contains("started"), "{}", show(&out));
+        assert_eq!(
+            daemon.daemons().len(),
+            1,
+            "no daemon serves the runtime dir"
+        );
+        if works {
+            let args = std::fs::read_to_string(&args).unwrap();
+            assert!(
+                args.starts_with("--user --scope ") && args.contains("--property=Delegate=yes"),
+                "{args}"
+            );
+            assert!(args.trim_end().ends_with("/bashd"), "{args}");
+        } else {
+            let log = std::fs::read_to_string(runtime::log_path(daemon.runtime_dir())).unwrap();
+            assert!(
+                log.contains("could not start bashd in a delegated systemd scope"),
+                "{log}"
+            );
+        }
+    }
+}
