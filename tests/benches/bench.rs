@@ -40,6 +40,14 @@ fn main() {
     if wanted("containment") {
         containment(&tokio);
     }
+    // Only on request: the containment part measures it too, beside 1,000 jobs.
+    if only.as_deref() == Some("exec-cost") {
+        let cgroup = bench_cgroup();
+        exec_cost_by_mechanism(&tokio, &mechanisms(cgroup.as_deref()));
+        if let Some(dir) = cgroup {
+            remove_cgroup(&dir);
+        }
+    }
     // Only on request: the one-liner and script figures already run in basics.
     if only.as_deref() == Some("policy") {
         policy_figures();
@@ -198,12 +206,13 @@ fn basics(tokio: &tokio::runtime::Runtime) {
     std::thread::sleep(Duration::from_millis(300));
     let idle_rss = memory_kib(daemon.pid(), "VmRSS").unwrap_or(0);
 
-    let bash = median(PROCESS_RUNS, || {
-        run(Command::new("bash").args(["-c", "true"]));
-    });
-    let bashc = median(PROCESS_RUNS, || {
-        run(daemon.bashc().args(["exec", "--", "true"]));
-    });
+    // Each pair runs one after the other, so load from outside the bench weighs on
+    // both sides alike.
+    let (bashc, bash) = paired_medians(
+        PROCESS_RUNS,
+        || run(daemon.bashc().args(["exec", "--", "true"])),
+        || run(Command::new("bash").args(["-c", "true"])),
+    );
     report(
         "bashc exec -- true vs bash -c true (median, whole processes)",
         bashc,
@@ -214,14 +223,11 @@ fn basics(tokio: &tokio::runtime::Runtime) {
     let (library, spawn) = tokio.block_on(async {
         let client = daemon.client().await;
         let params = daemon.params("true");
-        let mut library = Vec::new();
+        let (mut library, mut spawn) = (Vec::new(), Vec::new());
         for _ in 0..ROUND_TRIPS {
             let start = Instant::now();
             client.exec(params.clone()).await.unwrap();
             library.push(start.elapsed());
-        }
-        let mut spawn = Vec::new();
-        for _ in 0..ROUND_TRIPS {
             let start = Instant::now();
             let status = tokio::process::Command::new("bash")
                 .args(["-c", "true"])
@@ -530,6 +536,20 @@ fn median(runs: usize, mut f: impl FnMut()) -> Duration {
     )
 }
 
+/// The medians of `a` and `b`, run in turns.
+fn paired_medians(runs: usize, mut a: impl FnMut(), mut b: impl FnMut()) -> (Duration, Duration) {
+    let (mut first, mut second) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        let start = Instant::now();
+        a();
+        first.push(start.elapsed());
+        let start = Instant::now();
+        b();
+        second.push(start.elapsed());
+    }
+    (median_of(first), median_of(second))
+}
+
 fn median_of(mut samples: Vec<Duration>) -> Duration {
     samples.sort();
     samples[samples.len() / 2]
@@ -547,19 +567,14 @@ fn build_release_binaries() {
     );
 }
 
-/// Each containment mechanism beside the others (DESIGN §4, §13): the scan alone (what
-/// a job could shed), a resident per job, and a resident in a cgroup per job where a
-/// cgroup v2 directory can be made. For each: `exec true` on an empty table and with
-/// 1,000 jobs running, a kill of a job with 50 `setsid` escapees, and a restart after a
-/// SIGKILL with those 1,000 jobs left.
-fn containment(tokio: &tokio::runtime::Runtime) {
-    const RUNNING: usize = 1000;
-    let cgroup = bench_cgroup();
+/// The config of a daemon of each containment mechanism: the scan, a resident per job,
+/// and a resident in a cgroup per job under `cgroup` where one could be made.
+fn mechanisms(cgroup: Option<&std::path::Path>) -> Vec<(&'static str, String)> {
     let mut mechanisms = vec![
         ("scan", "[containment]\nmechanism = \"scan\"\n".to_owned()),
         ("subreaper", String::new()),
     ];
-    if let Some(dir) = &cgroup {
+    if let Some(dir) = cgroup {
         mechanisms.push((
             "cgroup",
             format!("[containment]\ncgroup = \"{}\"\n", dir.display()),
@@ -569,6 +584,65 @@ fn containment(tokio: &tokio::runtime::Runtime) {
             "containment: no cgroup v2 directory could be made; the cgroup path is not measured"
         );
     }
+    mechanisms
+}
+
+/// What one `exec true` costs on an empty table under each mechanism, against tokio
+/// spawning `bash -c true` with piped output: one of each in turns, so that load from
+/// outside the bench weighs on all alike.
+fn exec_cost_by_mechanism(tokio: &tokio::runtime::Runtime, mechanisms: &[(&str, String)]) {
+    let daemons: Vec<Daemon> = mechanisms
+        .iter()
+        .map(|(_, config)| Daemon::start_with_config(config))
+        .collect();
+    let medians = tokio.block_on(async {
+        let mut clients = Vec::new();
+        for daemon in &daemons {
+            clients.push((daemon.client().await, daemon.params("true")));
+        }
+        let mut samples = vec![Vec::new(); clients.len() + 1];
+        for _ in 0..ROUND_TRIPS {
+            for (i, (client, params)) in clients.iter().enumerate() {
+                let start = Instant::now();
+                client.exec(params.clone()).await.unwrap();
+                samples[i].push(start.elapsed());
+            }
+            let start = Instant::now();
+            let out = tokio::process::Command::new("bash")
+                .args(["-c", "true"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .output()
+                .await
+                .unwrap();
+            assert!(out.status.success());
+            samples[clients.len()].push(start.elapsed());
+        }
+        samples.into_iter().map(median_of).collect::<Vec<_>>()
+    });
+    let spawn = medians[mechanisms.len()];
+    for ((name, _), median) in mechanisms.iter().zip(&medians) {
+        report(
+            &format!(
+                "containment {name}: library exec true, empty table, vs tokio spawn of bash -c true (in turns)"
+            ),
+            *median,
+            spawn,
+            1.2,
+        );
+    }
+}
+
+/// Each containment mechanism beside the others (DESIGN §4, §13): the scan alone (what
+/// a job could shed), a resident per job, and a resident in a cgroup per job where a
+/// cgroup v2 directory can be made. For each: `exec true` on an empty table and with
+/// 1,000 jobs running, a kill of a job with 50 `setsid` escapees, and a restart after a
+/// SIGKILL with those 1,000 jobs left.
+fn containment(tokio: &tokio::runtime::Runtime) {
+    const RUNNING: usize = 1000;
+    let cgroup = bench_cgroup();
+    let mechanisms = mechanisms(cgroup.as_deref());
+    exec_cost_by_mechanism(tokio, &mechanisms);
     for (round, (name, config)) in mechanisms.into_iter().enumerate() {
         let mut daemon = Daemon::start_with_config(&config);
         let escapee = format!("sleep {}", 710 + round);
