@@ -5,8 +5,9 @@
 //! - it leads a session of its own and is a child subreaper, so a process of the job
 //!   that double-forks, calls `setsid` or clears its environment is reparented to this
 //!   resident when its parent exits, never to the daemon or init;
-//! - with a cgroup it joins that cgroup before it forks the shell, so the job's first
-//!   instruction already runs inside it;
+//! - with a cgroup it clones the shell into that cgroup (`CLONE_INTO_CGROUP`), so the
+//!   job's first instruction already runs inside it, and stays out of it itself: the
+//!   cgroup holds the job's processes only, and is empty once the last is reaped;
 //! - it forks the shell into a process group of its own, reaps whatever is reparented
 //!   to it, and exits only when it has no child left, which, being a subreaper, means
 //!   no process of the job is left;
@@ -30,6 +31,91 @@ use crate::{Never, check};
 /// How often a subtree being signalled or killed is walked again for processes forked
 /// or reparented meanwhile.
 const KILL_ROUND_MS: i32 = 10;
+
+/// The job's cgroup, as a directory descriptor to clone the shell into.
+struct JobCgroup {
+    dir: OwnedFd,
+    path: std::path::PathBuf,
+}
+
+/// `struct clone_args` of `clone3(2)`, up to `cgroup` (`CLONE_ARGS_SIZE_VER2`).
+#[repr(C)]
+#[derive(Default)]
+struct CloneArgs {
+    flags: u64,
+    pidfd: u64,
+    child_tid: u64,
+    parent_tid: u64,
+    exit_signal: u64,
+    stack: u64,
+    stack_size: u64,
+    tls: u64,
+    set_tid: u64,
+    set_tid_size: u64,
+    cgroup: u64,
+}
+
+const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
+
+impl JobCgroup {
+    fn open(path: &Path) -> io::Result<JobCgroup> {
+        let dir = fs::File::open(path).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("cannot open the job's cgroup {}: {e}", path.display()),
+            )
+        })?;
+        Ok(JobCgroup {
+            dir: dir.into(),
+            path: path.to_owned(),
+        })
+    }
+
+    /// Forks a child born in the cgroup: `clone3` with `CLONE_INTO_CGROUP` (Linux 5.7),
+    /// which moves nothing and so takes none of the locks a migration takes; on an older
+    /// kernel, the resident joins the cgroup and forks, and then stays in it.
+    fn fork_into(&self) -> io::Result<libc::pid_t> {
+        let args = CloneArgs {
+            flags: CLONE_INTO_CGROUP,
+            exit_signal: libc::SIGCHLD as u64,
+            cgroup: self.dir.as_raw_fd() as u64,
+            ..CloneArgs::default()
+        };
+        // SAFETY: like fork: no stack given, so the child runs on a copy of this one;
+        // the resident is single-threaded, and the caller's child code makes only
+        // async-signal-safe calls.
+        let pid = unsafe {
+            libc::syscall(
+                libc::SYS_clone3,
+                &args as *const CloneArgs,
+                std::mem::size_of::<CloneArgs>(),
+            )
+        };
+        if pid >= 0 {
+            return Ok(pid as libc::pid_t);
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::ENOSYS | libc::E2BIG | libc::EINVAL) => {
+                // "0" is the writer itself; the shell forked next is born in the cgroup.
+                fs::write(self.path.join("cgroup.procs"), "0").map_err(|e| {
+                    io::Error::new(
+                        e.kind(),
+                        format!("cannot join the job's cgroup {}: {e}", self.path.display()),
+                    )
+                })?;
+                check(unsafe { libc::fork() })
+            }
+            _ => Err(io::Error::new(
+                e.kind(),
+                format!(
+                    "cannot start the job's shell in its cgroup {}: {e}",
+                    self.path.display()
+                ),
+            )),
+        }
+    }
+}
 
 /// Sends one report on a control socket, for a setup that failed before a
 /// [`Resident`] exists.
@@ -73,16 +159,13 @@ pub fn run(spawn: Spawn, descriptors: [OwnedFd; SPAWN_FDS]) -> io::Result<Never>
     // The zygote's child is no group leader, so this cannot fail with EPERM.
     check(unsafe { libc::setsid() })?;
     check(unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) })?;
-    if let Some(dir) = &spawn.cgroup {
-        let dir = Path::new(std::ffi::OsStr::from_bytes(dir));
-        // "0" is the writer itself; the shell forked next is born in the cgroup.
-        fs::write(dir.join("cgroup.procs"), "0").map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!("cannot join the job's cgroup {}: {e}", dir.display()),
-            )
-        })?;
-    }
+    // The shell is cloned straight into the job's cgroup; the resident stays out of it.
+    let cgroup = match &spawn.cgroup {
+        Some(dir) => Some(JobCgroup::open(Path::new(std::ffi::OsStr::from_bytes(
+            dir,
+        )))?),
+        None => None,
+    };
     if let Some((soft, hard)) = spawn.nofile {
         let limit = libc::rlimit {
             rlim_cur: soft,
@@ -139,7 +222,10 @@ pub fn run(spawn: Spawn, descriptors: [OwnedFd; SPAWN_FDS]) -> io::Result<Never>
     // SAFETY: the resident is single-threaded; the child only makes async-signal-safe
     // calls (setpgid, setrlimit, sigprocmask, execve, write, _exit) on memory prepared
     // before.
-    let leader = check(unsafe { libc::fork() })?;
+    let leader = match &cgroup {
+        Some(cgroup) => cgroup.fork_into()?,
+        None => check(unsafe { libc::fork() })?,
+    };
     if leader == 0 {
         unsafe {
             libc::setpgid(0, 0);
@@ -159,6 +245,8 @@ pub fn run(spawn: Spawn, descriptors: [OwnedFd; SPAWN_FDS]) -> io::Result<Never>
             libc::_exit(127);
         }
     }
+    // Nothing keeps the job's cgroup open but its processes.
+    drop(cgroup);
     // The job's pipes reach EOF when the job's last process closes them, not the
     // resident: it lets go of its copies now.
     check(unsafe { libc::dup2(null.as_raw_fd(), 1) })?;

@@ -13,13 +13,8 @@
 
 use std::fs;
 use std::io;
-use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-
-use rustix::fs::inotify;
-use tokio::io::Interest;
-use tokio::io::unix::AsyncFd;
 
 use bashd_protocol::{JobId, JobLimits};
 
@@ -220,47 +215,15 @@ impl JobCgroup {
             .is_ok_and(|events| events.lines().any(|line| line == "populated 1"))
     }
 
-    /// Resolves when no process is left in the cgroup: woken by the kernel's change
-    /// events on `cgroup.events`, so a job's end costs no polling delay. Where inotify
-    /// cannot watch the file, it looks again after 1 ms, then twice as long each time
-    /// up to 20 ms.
+    /// Resolves when no process is left in the cgroup. Looks again after 1 ms, then
+    /// twice as long each time up to 20 ms: a resident that said its job is done leaves
+    /// the cgroup within microseconds, a job killed by `cgroup.kill` within a few ms.
     pub async fn emptied(&self) {
-        if !self.populated() {
-            return;
-        }
-        if let Ok(events) = self.watch_events() {
-            // Looked at after the watch is set, so no change is missed between.
-            while self.populated() {
-                let Ok(mut ready) = events.readable().await else {
-                    break;
-                };
-                // Take the events before looking again, so a change after the look
-                // wakes the next wait.
-                let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 512];
-                let mut reader = inotify::Reader::new(events.get_ref(), &mut buf);
-                while reader.next().is_ok() {}
-                ready.clear_ready();
-            }
-        }
         let mut wait = Duration::from_millis(1);
         while self.populated() {
             tokio::time::sleep(wait).await;
             wait = (wait * 2).min(EMPTY_POLL);
         }
-    }
-
-    /// An inotify descriptor that becomes readable when `cgroup.events` changes.
-    fn watch_events(&self) -> io::Result<AsyncFd<OwnedFd>> {
-        let fd = inotify::init(inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK)?;
-        inotify::add_watch(
-            &fd,
-            self.dir.join("cgroup.events"),
-            inotify::WatchFlags::MODIFY,
-        )?;
-        // SAFETY: the descriptor is owned here and moved into the AsyncFd, which
-        // neither replaces nor closes it while registered.
-        unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }
-            .map_err(|e| e.into_parts().1)
     }
 
     /// `cpu.stat`'s `user_usec` and `system_usec`: every process that ran in the
