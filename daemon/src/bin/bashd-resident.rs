@@ -7,6 +7,8 @@
 //!   resident when its parent exits, never to the daemon or init;
 //! - with `--cgroup DIR` it joins that cgroup before it forks the shell, so the job's
 //!   first instruction already runs inside it;
+//! - with `--stdin-fd FD` the shell's stdin is that inherited descriptor (the job's
+//!   stdin pipe) instead of /dev/null;
 //! - it forks the shell (`PROGRAM ARGS...`) into a process group of its own, reaps
 //!   whatever is reparented to it, and exits only when it has no child left, which,
 //!   being a subreaper, means no process of the job is left;
@@ -82,13 +84,16 @@ extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> lib
 /// stdin is set up. For the report of a setup that failed.
 static CONTROL: AtomicI32 = AtomicI32::new(0);
 
-/// `[--cgroup DIR] [--nofile SOFT:HARD] [--rlimit-as BYTES] [--oom-score-adj N] --
-/// PROGRAM ARGS...`
+/// `[--cgroup DIR] [--nofile SOFT:HARD] [--rlimit-as BYTES] [--oom-score-adj N]
+/// [--stdin-fd FD] -- PROGRAM ARGS...`
 struct Options {
     cgroup: Option<PathBuf>,
     nofile: Option<(u64, u64)>,
     rlimit_as: Option<u64>,
     oom_score_adj: Option<i32>,
+    /// An inherited descriptor the shell gets as stdin instead of /dev/null: the read
+    /// end of the job's stdin pipe (`bashc exec --stdin pipe`).
+    stdin_fd: Option<RawFd>,
     program: Vec<CString>,
 }
 
@@ -99,6 +104,7 @@ impl Options {
             nofile: None,
             rlimit_as: None,
             oom_score_adj: None,
+            stdin_fd: None,
             program: Vec::new(),
         };
         let mut args = args.into_iter();
@@ -131,6 +137,13 @@ impl Options {
                         text.parse()
                             .map_err(|_| format!("--oom-score-adj {text}: not a number"))?,
                     );
+                }
+                Some("--stdin-fd") => {
+                    let text = value("--stdin-fd")?;
+                    options.stdin_fd =
+                        Some(text.parse().ok().filter(|fd| *fd > 2).ok_or_else(|| {
+                            format!("--stdin-fd {text}: not a descriptor above 2")
+                        })?);
                 }
                 Some("--") => {
                     options.program = args
@@ -175,14 +188,25 @@ fn run(options: Options) -> io::Result<Never> {
         let _ = fs::write("/proc/self/oom_score_adj", adj.to_string());
     }
 
-    // The control socket moves off stdin; the shell gets /dev/null there instead.
+    // The control socket moves off stdin; the shell gets /dev/null there instead, or
+    // the job's stdin pipe.
     let control = unsafe { OwnedFd::from_raw_fd(check(libc::fcntl(0, libc::F_DUPFD_CLOEXEC, 3))?) };
     CONTROL.store(control.as_raw_fd(), Ordering::Relaxed);
     let null = fs::File::options()
         .read(true)
         .write(true)
         .open("/dev/null")?;
-    check(unsafe { libc::dup2(null.as_raw_fd(), 0) })?;
+    match options.stdin_fd {
+        Some(fd) => {
+            check(unsafe { libc::dup2(fd, 0) })?;
+            // Only the shell's stdin holds it now: the job reads end-of-file once the
+            // daemon closes its end.
+            unsafe { libc::close(fd) };
+        }
+        None => {
+            check(unsafe { libc::dup2(null.as_raw_fd(), 0) })?;
+        }
+    }
 
     // SIGCHLD is read from a signalfd; the shell gets the mask the resident started with.
     let mut old_mask: libc::sigset_t = unsafe { std::mem::zeroed() };
@@ -230,6 +254,7 @@ fn run(options: Options) -> io::Result<Never> {
     }
     // The job's pipes reach EOF when the job's last process closes them, not the
     // resident: it lets go of its copies now.
+    check(unsafe { libc::dup2(null.as_raw_fd(), 0) })?;
     check(unsafe { libc::dup2(null.as_raw_fd(), 1) })?;
     check(unsafe { libc::dup2(null.as_raw_fd(), 2) })?;
     drop(null);

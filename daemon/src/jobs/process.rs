@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::io;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
@@ -41,6 +41,8 @@ pub struct SpawnSpec {
     pub limits: JobLimits,
     /// `RLIMIT_AS` for the job, where no cgroup holds its memory.
     pub rlimit_as: Option<u64>,
+    /// Give the shell a pipe as stdin (`send` writes to it) instead of /dev/null.
+    pub stdin_pipe: bool,
 }
 
 /// A started job leader: the shell. Its pid is also its process group id (it called
@@ -60,6 +62,8 @@ pub struct Spawned {
     pub control: Option<OwnedFd>,
     /// The resident's hold on the job, once `contain` has heard from it.
     pub held: Option<Held>,
+    /// The write end of the job's stdin pipe, when it has one.
+    pub stdin: Option<OwnedFd>,
 }
 
 /// How a job's leader ended, as the reaper collected it.
@@ -235,6 +239,13 @@ fn spawn(
         (Some(r), w)
     };
 
+    // The job's stdin pipe: the daemon keeps the write end (close-on-exec), the job
+    // reads the other.
+    let stdin = if spec.stdin_pipe {
+        Some(output_pipe()?)
+    } else {
+        None
+    };
     let (mut command, control) = match &spec.resident {
         // No pre_exec: std spawns with posix_spawn, without copying the daemon; the
         // resident sets up the session and the limit itself.
@@ -247,16 +258,33 @@ fn spawn(
                 &spec.env,
                 open_files,
                 spec.rlimit_as,
+                stdin.as_ref().map(|(read, _)| read.as_raw_fd()),
             )?;
             (command, Some(control))
         }
-        None => (direct(&spec, open_files), None),
+        None => {
+            let mut command = direct(&spec, open_files);
+            if let Some((read, _)) = &stdin {
+                command.stdin(Stdio::from(read.try_clone()?));
+            }
+            (command, None)
+        }
     };
     command
         .stdout(Stdio::from(stdout_write))
         .stderr(Stdio::from(stderr_write));
+    if let (Some((read, _)), Some(_)) = (&stdin, &spec.resident) {
+        // posix_spawn takes no descriptor map beyond stdio, so the resident inherits the
+        // read end under its own number (`--stdin-fd`): close-on-exec is lifted for this
+        // spawn only. Only this task spawns, so no other child can inherit it meanwhile,
+        // and the daemon's copy is closed right after.
+        rustix::io::fcntl_setfd(read, rustix::io::FdFlags::empty())?;
+    }
     // The Child is dropped without waiting: the reaper collects it by pid.
-    let child = command.spawn()?;
+    let spawned = command.spawn();
+    let (stdin_read, stdin_write) = stdin.unzip();
+    drop(stdin_read);
+    let child = spawned?;
     // The write ends were moved into `command`; dropping it closes the daemon's copies,
     // so the pipes reach EOF when the job's last holder exits.
     drop(command);
@@ -274,6 +302,7 @@ fn spawn(
             start_time,
             control,
             held: None,
+            stdin: stdin_write,
         },
         exit_tx,
     ))

@@ -73,6 +73,7 @@ pub fn command(
     env: &[(Vec<u8>, Vec<u8>)],
     open_files: Option<Rlimit>,
     address_space: Option<u64>,
+    stdin_fd: Option<std::os::fd::RawFd>,
 ) -> io::Result<(Command, OwnedFd)> {
     // Close-on-exec both; std makes the resident's end its stdin, without the flag.
     let (ours, theirs) = StdUnixStream::pair()?;
@@ -88,6 +89,9 @@ pub fn command(
     }
     if let Some(bytes) = address_space {
         command.arg("--rlimit-as").arg(bytes.to_string());
+    }
+    if let Some(fd) = stdin_fd {
+        command.arg("--stdin-fd").arg(fd.to_string());
     }
     command
         .arg("--oom-score-adj")
@@ -216,6 +220,8 @@ pub struct Held {
     pub heard: watch::Receiver<Heard>,
     /// The job's cgroup, when it has one; removed when the job is done with it.
     pub cgroup: Option<JobCgroup>,
+    /// The resident's pid: the root of the job's processes.
+    pub resident: u32,
 }
 
 /// Waits for the resident of a job the reaper has just spawned to fork the shell, and
@@ -224,6 +230,7 @@ pub async fn take(spawned: &mut Spawned, cgroup: Option<JobCgroup>) -> io::Resul
     let Some(control) = spawned.control.take() else {
         return Ok(());
     };
+    let resident = spawned.pid.as_raw_nonzero().get() as u32;
     let linked = Link::start(control)?;
     let pid = match tokio::time::timeout(START_TIMEOUT, linked.leader).await {
         Ok(Ok(Ok(pid))) => pid,
@@ -250,6 +257,7 @@ pub async fn take(spawned: &mut Spawned, cgroup: Option<JobCgroup>) -> io::Resul
         orders: linked.orders,
         heard: linked.heard,
         cgroup,
+        resident,
     });
     Ok(())
 }

@@ -157,9 +157,13 @@ fn start(change: impl FnOnce(&mut Settings)) -> Harness {
             start_time: 0,
             control: None,
             held: None,
+            stdin: None,
         },
         processes: fake.clone(),
         settings,
+        subscriber: None,
+        watch: None,
+        root: PID,
     };
     let (control, control_rx) = mpsc::unbounded_channel();
     let (events, responses) = mpsc::channel(64);
