@@ -1,7 +1,7 @@
 //! The options of a command that every front end offers (`bashc exec`, the MCP `bash`
 //! tool), made into `ExecParams` in one place.
 
-use bashd_protocol::{Caller, ExecParams, JobLimits, Mode, OnTimeout, OutputOptions};
+use bashd_protocol::{Caller, ExecParams, JobLimits, Mode, OnTimeout, OutputOptions, StdinMode};
 
 /// What a front end asks of a command besides the command itself and on whose behalf:
 /// each front end fills it from its own arguments, and [`ExecOptions::params`] makes the
@@ -22,6 +22,10 @@ pub struct ExecOptions {
     pub env: Vec<(Vec<u8>, Vec<u8>)>,
     /// Memory, CPU and processes the job may use.
     pub limits: JobLimits,
+    /// Send `Output` events while the job runs.
+    pub stream: bool,
+    /// /dev/null (the default) or a pipe that `send` writes to.
+    pub stdin: StdinMode,
 }
 
 impl ExecOptions {
@@ -37,6 +41,8 @@ impl ExecOptions {
             merge_stderr: self.merge_stderr,
             output: self.output,
             limits: self.limits,
+            stream: self.stream,
+            stdin: self.stdin,
             ..ExecParams::new(command, caller.session, self.workdir)
         }
     }

@@ -109,6 +109,8 @@ pub enum Watching {
         summary: Box<ExecResult>,
         subscribed: oneshot::Receiver<Subscribed>,
         result: oneshot::Receiver<ExecResult>,
+        /// Lines of each stream the caller's session has checked.
+        cursor: [u64; 2],
     },
 }
 

@@ -52,14 +52,14 @@ impl JobsHandle {
                 reply,
             })
             .await??;
-        let (mut summary, subscribed, mut result) = match watching {
+        let (mut summary, subscribed, mut result, cursor) = match watching {
             Watching::Ended { result, .. } => return Ok(*result),
             Watching::Running {
                 summary,
                 subscribed,
                 result,
-                ..
-            } => (*summary, subscribed, result),
+                cursor,
+            } => (*summary, subscribed, result, cursor),
         };
         let job = summary.job;
         let started = Instant::now();
@@ -74,6 +74,28 @@ impl JobsHandle {
         let root = subscribed.root;
         let idle = conditions.idle_ms.map(Duration::from_millis);
         let mut last_output = started;
+        // Lines the session has not checked yet count as new: a server started in the
+        // background may print its banner before this wait begins.
+        if let Some(regex) = &regex {
+            let sources = [
+                (StreamName::Stdout, Some(subscribed.streams.stdout.clone())),
+                (StreamName::Stderr, subscribed.streams.stderr.clone()),
+            ];
+            for (i, (stream, source)) in sources.into_iter().enumerate() {
+                let Some(source) =
+                    source.filter(|_| conditions.until_stream.is_none_or(|s| s == stream))
+                else {
+                    continue;
+                };
+                if let Some(met) =
+                    first_match(source, job, stream, regex.clone(), cursor[i] + 1).await?
+                {
+                    summary.duration_ms += started.elapsed().as_millis() as u64;
+                    summary.notices = vec![Notice::ConditionMet { job, met }];
+                    return Ok(summary);
+                }
+            }
+        }
         let mut watch = LineWatch::new(regex, conditions.until_stream);
         let mut events_open = true;
         let mut port_tick = tokio::time::interval(PORT_POLL);
@@ -282,6 +304,50 @@ impl JobsHandle {
         let (stream, context, offset) = (request.stream, request.context, request.offset);
         blocking(move || output::grep(source, job, stream, &regex, context, offset, limit)).await?
     }
+}
+
+/// The first complete line of `source` from line `from` on that matches `regex`, with
+/// the lines around it.
+async fn first_match(
+    source: OutputSource,
+    job: JobId,
+    stream: StreamName,
+    regex: Regex,
+    from: u64,
+) -> Result<Option<WaitMet>, ErrorReply> {
+    let complete = source.complete_lines;
+    if from > complete {
+        return Ok(None);
+    }
+    let context = CONTEXT_LINES as u32;
+    let page =
+        blocking(move || output::grep(source, job, stream, &regex, context, from, 1)).await??;
+    // The page is `grep -n`'s: `N-context`, `N:match`; the first `:` line is the match.
+    let mut before = Vec::new();
+    let mut after = Vec::new();
+    let mut matched = None;
+    for line in page.text.lines() {
+        let digits = line.bytes().take_while(u8::is_ascii_digit).count();
+        let (Ok(number), Some(mark)) =
+            (line[..digits].parse::<u64>(), line[digits..].chars().next())
+        else {
+            continue;
+        };
+        let text = line[digits + 1..].to_owned();
+        match (mark, &matched) {
+            (':', None) if number <= complete => matched = Some((number, text)),
+            (_, None) => before.push(text),
+            (_, Some(_)) if number <= complete => after.push(text),
+            _ => {}
+        }
+    }
+    Ok(matched.map(|(line, text)| WaitMet::Line {
+        stream,
+        line,
+        text,
+        before,
+        after,
+    }))
 }
 
 /// Whether the job behind `probe` (its supervisor) waits for input, and since when.

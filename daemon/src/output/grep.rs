@@ -231,10 +231,10 @@ impl Search<'_> {
             }
             let before: Vec<(u64, Vec<u8>)> = self.before.drain(..).collect();
             for (n, context) in before {
-                if n > self.last_shown {
-                    if let Step::Stop = self.show(n, b'-', &context) {
-                        return Step::Stop;
-                    }
+                if n > self.last_shown
+                    && let Step::Stop = self.show(n, b'-', &context)
+                {
+                    return Step::Stop;
                 }
             }
             if let Step::Stop = self.show(number, b':', text) {

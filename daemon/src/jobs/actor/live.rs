@@ -52,10 +52,16 @@ impl JobsActor {
                 else {
                     return Err(ending(id));
                 };
+                let cursor = self.jobs[&n]
+                    .cursors
+                    .get(&caller.session)
+                    .copied()
+                    .unwrap_or_default();
                 Ok(Watching::Running {
                     summary: Box::new(summary),
                     subscribed,
                     result,
+                    cursor,
                 })
             }
         }
