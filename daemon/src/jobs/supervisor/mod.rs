@@ -210,7 +210,7 @@ pub async fn supervise<P: JobProcesses>(
     requester: mpsc::Sender<Response>,
     reports: mpsc::UnboundedSender<Report>,
 ) {
-    let (ended, request) = Supervisor::new(run, control, requester, reports.clone())
+    let (ended, request, mut live) = Supervisor::new(run, control, requester, reports.clone())
         .run()
         .await;
     // A job in the background answered its request when it moved there.
@@ -218,7 +218,18 @@ pub async fn supervise<P: JobProcesses>(
         Request::Waiting(requester) => Some((requester, ended.result.clone())),
         Request::Answered => None,
     };
+    let files = [
+        ended.result.stdout.full_output.clone(),
+        ended
+            .result
+            .stderr
+            .as_ref()
+            .and_then(|s| s.full_output.clone()),
+    ];
     let _ = reports.send(Report::Ended(Box::new(ended)));
+    // Readers that missed lines are told before the answer; the job has ended for
+    // everyone else already, so a slow reader holds up only itself.
+    live.close(files).await;
     if let Some((requester, result)) = answer {
         let _ = requester.send(Response::Finished(Box::new(result))).await;
     }
@@ -347,7 +358,7 @@ impl<P: JobProcesses> Supervisor<P> {
     }
 
     /// Takes the job through its phases to its end.
-    async fn run(mut self) -> (Ended, Request) {
+    async fn run(mut self) -> (Ended, Request, Live) {
         if self.settings.detached {
             self.detach(BackgroundWhy::Requested).await;
         }
@@ -367,8 +378,10 @@ impl<P: JobProcesses> Supervisor<P> {
             };
         };
         self.last_output().await;
-        self.inputs.finish().await;
-        self.end(stopped)
+        self.inputs.finish();
+        let live = std::mem::take(&mut self.inputs.live);
+        let (ended, request) = self.end(stopped);
+        (ended, request, live)
     }
 
     fn stop(&self, reason: StopReason) -> Stop {

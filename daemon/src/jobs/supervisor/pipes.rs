@@ -180,9 +180,8 @@ impl Inputs {
         }
     }
 
-    /// The pipes are done: the last lines go to the captures and the live readers,
-    /// and readers that missed lines are told.
-    pub(super) async fn finish(&mut self) {
+    /// The pipes are done: the last lines go to the captures and the live readers.
+    pub(super) fn finish(&mut self) {
         let live = &mut self.live;
         for (reader, stream) in [
             (&mut self.out, StreamName::Stdout),
@@ -193,11 +192,6 @@ impl Inputs {
                 live.send(stream, line, text, || full_output.clone());
             });
         }
-        let files = [
-            self.out.capture.full_output(),
-            self.err.capture.full_output(),
-        ];
-        self.live.close(files).await;
     }
 
     pub(super) fn pipes_done(&self) -> bool {
