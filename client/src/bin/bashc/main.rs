@@ -125,8 +125,8 @@ enum Command {
     Status(StatusArgs),
     /// Serve bashd to an MCP agent (Claude Code, Codex, OpenCode, ...) on stdin/stdout.
     ///
-    /// An MCP server with the tools bash, bash_check, bash_wait, bash_kill, bash_jobs
-    /// and bash_output. One server is one session (mcp-<agent pid> unless --session
+    /// An MCP server with the tools bash, bash_check, bash_wait, bash_kill, bash_jobs,
+    /// bash_output and bash_send. One server is one session (mcp-<agent pid> unless --session
     /// or $BASHD_SESSION), owned by the agent that started it; it exits when its stdin
     /// closes. Commands run in the directory it was started in unless a call names
     /// another. Starts bashd when none is running.
