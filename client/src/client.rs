@@ -11,9 +11,10 @@ use std::time::Duration;
 
 use bashd_protocol::codec::ClientCodec;
 use bashd_protocol::{
-    ClientFrame, ErrorReply, ExecParams, ExecResult, FrameError, Hello, JobInfo, JobRequest,
-    JobsRequest, KillRequest, OutputPage, OutputRequest, PROTOCOL_VERSION, PolicyVerdict, Request,
-    RequestId, Response, ServerFrame, SessionClosed, SessionInfo, StatusInfo, WaitRequest, Welcome,
+    ClientFrame, ErrorReply, ExecParams, ExecResult, FollowRequest, FrameError, GrepRequest, Hello,
+    JobInfo, JobRequest, JobsRequest, KillRequest, OutputPage, OutputRequest, PROTOCOL_VERSION,
+    PolicyVerdict, Request, RequestId, Response, SendReply, SendRequest, ServerFrame,
+    SessionClosed, SessionInfo, StatusInfo, WaitRequest, Welcome,
 };
 use futures::{SinkExt, StreamExt};
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -175,7 +176,8 @@ impl Client {
         self.outgoing.is_closed()
     }
 
-    /// Sends a request; its responses arrive on the returned stream.
+    /// Sends a request; its responses arrive on the returned stream, for as long as a
+    /// clone of this `Client` is kept: dropping the last one closes the connection.
     pub async fn request(&self, request: Request) -> Result<Responses, ClientError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (responses, rx) = mpsc::channel(64);
@@ -195,11 +197,39 @@ impl Client {
         let mut responses = self.request(Request::Exec(params)).await?;
         loop {
             match responses.next().await? {
-                Response::Started(_) | Response::Output(_) => {}
+                Response::Started(_) | Response::Output(_) | Response::Notice(_) => {}
                 Response::Finished(result) => return Ok(*result),
                 Response::Error(error) => return Err(ClientError::Daemon(error)),
                 _ => return Err(ClientError::Unexpected("a reply to another request")),
             }
+        }
+    }
+
+    /// Runs a command and returns its responses as they come: `Started`, `Output`
+    /// events and `Notice`s when `params.stream` asked for them, then `Finished`.
+    pub async fn exec_events(&self, params: ExecParams) -> Result<Responses, ClientError> {
+        self.request(Request::Exec(params)).await
+    }
+
+    /// A job's output as it comes: `Output` events (the part `request.from` asks for
+    /// first), `Notice`s for lines missed, then `Finished` with its result.
+    pub async fn follow(&self, request: FollowRequest) -> Result<Responses, ClientError> {
+        self.request(Request::Follow(request)).await
+    }
+
+    /// Writes to the stdin pipe of a job started with `stdin: pipe`.
+    pub async fn send(&self, request: SendRequest) -> Result<SendReply, ClientError> {
+        match self.one(Request::Send(request)).await? {
+            Response::Sent(sent) => Ok(sent),
+            _ => Err(ClientError::Unexpected("something other than a send reply")),
+        }
+    }
+
+    /// The lines of a job's output that match a regex, with context, as a page.
+    pub async fn grep(&self, request: GrepRequest) -> Result<OutputPage, ClientError> {
+        match self.one(Request::Grep(request)).await? {
+            Response::Page(page) => Ok(page),
+            _ => Err(ClientError::Unexpected("something other than a page")),
         }
     }
 
@@ -314,7 +344,10 @@ async fn run_connection<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
             }
             frame = frames_in.next() => match frame {
                 Some(Ok(ServerFrame::Response(id, response))) => {
-                    let last = !matches!(response, Response::Started(_) | Response::Output(_));
+                    let last = !matches!(
+                        response,
+                        Response::Started(_) | Response::Output(_) | Response::Notice(_)
+                    );
                     if let Some(responses) = pending.get(&id)
                         && (responses.send(response).await.is_err() || last)
                     {

@@ -1,7 +1,7 @@
 //! The options of a command that every front end offers (`bashc exec`, the MCP `bash`
 //! tool), made into `ExecParams` in one place.
 
-use bashd_protocol::{Caller, ExecParams, JobLimits, Mode, OnTimeout, OutputOptions};
+use bashd_protocol::{Caller, ExecParams, JobLimits, Mode, OnTimeout, OutputOptions, StdinMode};
 
 pub use bashd_protocol::limits::{parse_cpu, parse_size};
 
@@ -24,6 +24,10 @@ pub struct ExecOptions {
     pub env: Vec<(Vec<u8>, Vec<u8>)>,
     /// Memory, CPU and processes the job may use.
     pub limits: JobLimits,
+    /// Send `Output` events while the job runs.
+    pub stream: bool,
+    /// /dev/null (the default) or a pipe that `send` writes to.
+    pub stdin: StdinMode,
 }
 
 impl ExecOptions {
@@ -39,6 +43,8 @@ impl ExecOptions {
             merge_stderr: self.merge_stderr,
             output: self.output,
             limits: self.limits,
+            stream: self.stream,
+            stdin: self.stdin,
             ..ExecParams::new(command, caller.session, self.workdir)
         }
     }

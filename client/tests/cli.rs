@@ -5,11 +5,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
 
+/// `--stream` was refused before issue 16 built it; now it reaches for the daemon.
 #[test]
-fn flags_not_built_yet_are_refused_before_any_daemon_is_started() {
+fn stream_is_built_and_reaches_for_the_daemon() {
     let tmp = tempfile::tempdir().unwrap();
     let runtime_dir = tmp.path().join("run");
-    let cases: &[&[&str]] = &[&["--stream"]];
+    let cases: &[&[&str]] = &[&["--stream"], &["--stream", "--stdin", "pipe"]];
     for flags in cases {
         let out = Command::new(env!("CARGO_BIN_EXE_bashc"))
             .arg("exec")
@@ -23,10 +24,9 @@ fn flags_not_built_yet_are_refused_before_any_daemon_is_started() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(255), "{flags:?}: {stderr}");
         assert!(
-            stderr.starts_with("bashc: ") && stderr.contains("not supported"),
+            stderr.starts_with("bashc: ") && stderr.contains("bashd is not running"),
             "{flags:?}: {stderr}"
         );
-        assert!(!runtime_dir.exists(), "{flags:?} reached for a daemon");
     }
 }
 
@@ -75,14 +75,22 @@ const SHARED_FLAGS: &[(&str, &str, &[&str])] = &[
     (
         "--session",
         "`--session S`",
-        &["exec", "jobs", "check", "wait", "kill", "output", "mcp"],
+        &[
+            "exec", "jobs", "check", "wait", "follow", "send", "kill", "output", "mcp",
+        ],
     ),
     (
         "--owner-pid",
         "`--owner-pid P`",
-        &["exec", "jobs", "check", "wait", "kill", "output", "mcp"],
+        &[
+            "exec", "jobs", "check", "wait", "follow", "send", "kill", "output", "mcp",
+        ],
     ),
-    ("--pid", "`--pid N`", &["check", "wait", "kill", "output"]),
+    (
+        "--pid",
+        "`--pid N`",
+        &["check", "wait", "follow", "send", "kill", "output"],
+    ),
 ];
 
 /// Flags every command takes: clap's own and the global `--runtime-dir`.

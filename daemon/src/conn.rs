@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use bashd_protocol::codec::DaemonCodec;
 use bashd_protocol::{
-    ClientFrame, ErrorKind, ErrorReply, ExecResult, JobRequest, JobsRequest, KillRequest, Owner,
-    PROTOCOL_VERSION, PolicyVerdict, Request, RequestId, Response, ServerFrame, WaitRequest,
-    Welcome,
+    ClientFrame, ErrorKind, ErrorReply, ExecResult, FollowRequest, GrepRequest, JobRequest,
+    JobsRequest, KillRequest, Owner, PROTOCOL_VERSION, PolicyVerdict, Request, RequestId, Response,
+    SendRequest, ServerFrame, WaitRequest, Welcome,
 };
 use futures::{SinkExt, StreamExt};
 use tokio::net::UnixStream;
@@ -142,7 +142,10 @@ fn with_owner(mut request: Request, client_pid: u32) -> Request {
         Request::Jobs(JobsRequest { caller, .. })
         | Request::Check(JobRequest { caller, .. })
         | Request::Wait(WaitRequest { caller, .. })
-        | Request::Kill(KillRequest { caller, .. }) => &mut caller.owner,
+        | Request::Kill(KillRequest { caller, .. })
+        | Request::Follow(FollowRequest { caller, .. })
+        | Request::Send(SendRequest { caller, .. })
+        | Request::Grep(GrepRequest { caller, .. }) => &mut caller.owner,
         _ => return request,
     };
     owner.get_or_insert(Owner {
@@ -167,15 +170,12 @@ async fn serve_request(
     };
     let response = match request {
         Request::Exec(params) => {
-            let mut events = jobs.exec(params).await;
-            while let Some(event) = events.recv().await {
-                let last = matches!(event, Response::Finished(_) | Response::Error(_));
-                if out.send(ServerFrame::Response(id, event)).await.is_err() || last {
-                    return;
-                }
-            }
-            return;
+            let events = jobs.exec(params).await;
+            return forward(id, events, &out).await;
         }
+        Request::Follow(request) => return forward(id, jobs.follow(request), &out).await,
+        Request::Send(request) => answer(jobs.send(request).await.map(Response::Sent)),
+        Request::Grep(request) => answer(jobs.grep(request).await.map(Response::Page)),
         Request::Output(request) => answer(jobs.output(request).await.map(Response::Page)),
         Request::CheckPolicy(command) => {
             Response::Policy(match jobs.policy_verdict(command, None).await {
@@ -207,6 +207,20 @@ async fn serve_request(
         ),
     };
     let _ = out.send(ServerFrame::Response(id, response)).await;
+}
+
+/// Forwards the responses of a request that has many (`Exec`, `Follow`) until its last.
+async fn forward(
+    id: RequestId,
+    mut events: mpsc::Receiver<Response>,
+    out: &mpsc::Sender<ServerFrame>,
+) {
+    while let Some(event) = events.recv().await {
+        let last = matches!(event, Response::Finished(_) | Response::Error(_));
+        if out.send(ServerFrame::Response(id, event)).await.is_err() || last {
+            return;
+        }
+    }
 }
 
 async fn write_frames(

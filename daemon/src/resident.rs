@@ -2,7 +2,7 @@
 //! control socket that is the resident's stdin: one line per message, text, so a
 //! person can read it in `strace` and a torn read costs only the line.
 //!
-//! Resident to daemon: `started PID`, `leader STATUS` (the raw wait status of the
+//! Resident to daemon: `started PID RESIDENT` (the shell's pid and the resident's own), `leader STATUS` (the raw wait status of the
 //! job's shell), `done USER_US SYSTEM_US MAXRSS_KB REAPED`, `error TEXT` (the
 //! setup failed; the shell never ran).
 //! Daemon to resident: `signal N` (to every process of the job), `kill` (SIGKILL to
@@ -20,8 +20,9 @@ use std::fmt;
 /// A message from the resident.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Report {
-    /// The job's shell was forked with this pid, which is also its process group.
-    Started { pid: i32 },
+    /// The job's shell was forked with pid `pid`, which is also its process group;
+    /// `resident` is the resident's own pid, the root of the job's processes.
+    Started { pid: i32, resident: i32 },
     /// The job's shell exited; `status` is as `waitpid` gave it.
     Leader { status: i32 },
     /// The last process of the job is gone; the resident exits next.
@@ -53,7 +54,7 @@ pub enum Order {
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Report::Started { pid } => writeln!(f, "started {pid}"),
+            Report::Started { pid, resident } => writeln!(f, "started {pid} {resident}"),
             Report::Leader { status } => writeln!(f, "leader {status}"),
             Report::Done(u) => writeln!(
                 f,
@@ -76,6 +77,7 @@ impl Report {
         let report = match words.next()? {
             "started" => Report::Started {
                 pid: words.next()?.parse().ok()?,
+                resident: words.next()?.parse().ok()?,
             },
             "leader" => Report::Leader {
                 status: words.next()?.parse().ok()?,
@@ -130,12 +132,17 @@ pub struct Spawn {
     pub program: Vec<Vec<u8>>,
     /// The job's whole environment, `KEY=VALUE` each.
     pub env: Vec<Vec<u8>>,
+    /// A fourth descriptor comes with the spawn: the read end of the job's stdin pipe,
+    /// which the shell gets instead of /dev/null (`bashc exec --stdin pipe`).
+    pub stdin_pipe: bool,
 }
 
 /// The descriptors that go with a [`Spawn`], in this order: the resident's end of its
 /// control socket, then the job's stdout and stderr pipes (the same pipe twice when
-/// stderr is merged).
+/// stderr is merged), then, with `stdin_pipe`, the job's stdin pipe.
 pub const SPAWN_FDS: usize = 3;
+/// The most descriptors a spawn carries.
+pub const MAX_SPAWN_FDS: usize = SPAWN_FDS + 1;
 
 /// The longest frame the zygote takes: a command and an environment of a few MiB.
 pub const MAX_SPAWN_BYTES: usize = 64 * 1024 * 1024;
@@ -149,6 +156,7 @@ const OOM_SCORE_ADJ: u8 = 4;
 const WORKDIR: u8 = 5;
 const ARG: u8 = 6;
 const ENV: u8 = 7;
+const STDIN_PIPE: u8 = 8;
 
 impl Spawn {
     /// The frame: its length, then its fields.
@@ -177,6 +185,9 @@ impl Spawn {
         }
         for entry in &self.env {
             field(ENV, entry);
+        }
+        if self.stdin_pipe {
+            field(STDIN_PIPE, &[]);
         }
         let mut frame = (body.len() as u32).to_le_bytes().to_vec();
         frame.append(&mut body);
@@ -221,6 +232,7 @@ impl Spawn {
                 WORKDIR => spawn.workdir = bytes.to_vec(),
                 ARG => spawn.program.push(bytes.to_vec()),
                 ENV => spawn.env.push(bytes.to_vec()),
+                STDIN_PIPE => spawn.stdin_pipe = true,
                 other => return Err(format!("unknown field {other}")),
             }
         }
@@ -249,6 +261,7 @@ mod tests {
                 b"echo 'a\nb'".to_vec(),
             ],
             env: vec![b"A=1".to_vec(), b"EMPTY=".to_vec()],
+            stdin_pipe: true,
         };
         let frame = spawn.encode();
         let (len, body) = frame.split_first_chunk::<4>().unwrap();
@@ -273,7 +286,10 @@ mod tests {
     #[test]
     fn every_message_reads_back_as_written() {
         let reports = [
-            Report::Started { pid: 42 },
+            Report::Started {
+                pid: 42,
+                resident: 41,
+            },
             Report::Leader { status: 256 },
             Report::Done(Usage {
                 user_us: 1,
@@ -299,6 +315,7 @@ mod tests {
             "",
             "started",
             "started x",
+            "started 42",
             "leader 1 2",
             "done 1 2 3",
             "kil",

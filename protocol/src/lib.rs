@@ -12,7 +12,7 @@ pub mod runtime;
 
 pub use codec::{FrameCodec, FrameError};
 pub use message::*;
-pub use notice::{BackgroundWhy, ErrorHint, JobId, Notice, Worded};
+pub use notice::{BackgroundWhy, ErrorHint, JobId, Notice, WaitMet, Worded};
 
 /// Bumped on every incompatible change of the messages; `Hello` and `Welcome` carry it.
 pub const PROTOCOL_VERSION: u32 = 3;

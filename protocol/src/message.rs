@@ -67,6 +67,13 @@ pub enum Request {
     Sessions,
     /// Kills a session's jobs and removes its directory now.
     CloseSession(String),
+    /// A job's output as it comes (`bashc follow`): `Output` events (and a `Notice`
+    /// for lines a slow reader missed), then `Finished` with its result once it ends.
+    Follow(FollowRequest),
+    /// Writes to the stdin pipe of a job started with `stdin: pipe`; answers `Sent`.
+    Send(SendRequest),
+    /// The lines of a job's full output that match a regex, with context; answers `Page`.
+    Grep(GrepRequest),
 }
 
 /// The responses to one request, in order. `Exec` gets `Started`, any number of
@@ -84,6 +91,10 @@ pub enum Response {
     Sessions(Vec<SessionInfo>),
     SessionClosed(SessionClosed),
     Error(ErrorReply),
+    /// Something to say about a request still in flight: lines of a stream a slow
+    /// reader missed (`Notice::OutputMissed`).
+    Notice(Notice),
+    Sent(SendReply),
 }
 
 /// On whose behalf a request acts: the session it names, re-adopted if it lingers, and
@@ -161,6 +172,93 @@ pub struct WaitRequest {
     pub job: JobRef,
     /// `None`: wait as long as the job runs.
     pub timeout_ms: Option<u64>,
+    /// Return earlier, when one of these is met (`bashc wait --until/--port/--idle`).
+    pub conditions: WaitConditions,
+}
+
+/// What a `wait` may return on before the job ends; any combination, whichever comes
+/// first. None set: wait for the end.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct WaitConditions {
+    /// A regex a new whole line must match.
+    pub until: Option<String>,
+    /// The stream `until` watches; `None`: both.
+    pub until_stream: Option<StreamName>,
+    /// A TCP port some process of the job listens on.
+    pub port: Option<u16>,
+    /// No output on either stream for this long.
+    pub idle_ms: Option<u64>,
+}
+
+impl WaitConditions {
+    pub fn any(&self) -> bool {
+        self.until.is_some() || self.port.is_some() || self.idle_ms.is_some()
+    }
+}
+
+/// Which part of a job's output `follow` shows before the lines to come.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FollowFrom {
+    /// Every line from the first.
+    Start,
+    /// The last N lines of each stream.
+    Last(u64),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FollowRequest {
+    pub caller: Caller,
+    pub job: JobRef,
+    /// `None`: both streams.
+    pub stream: Option<StreamName>,
+    pub from: FollowFrom,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SendRequest {
+    pub caller: Caller,
+    pub job: JobRef,
+    pub bytes: Vec<u8>,
+    /// Close the job's stdin after writing: it reads end-of-file.
+    pub eof: bool,
+}
+
+/// What `send` did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SendReply {
+    pub job: JobId,
+    /// Bytes written into the job's stdin pipe.
+    pub written: u64,
+    /// The job's stdin is closed now (by `eof`, or earlier).
+    pub closed: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GrepRequest {
+    pub caller: Caller,
+    pub job: JobRef,
+    pub stream: StreamName,
+    /// A regex (Rust `regex` syntax) that a line must match.
+    pub pattern: String,
+    /// Lines of context before and after each match.
+    pub context: u32,
+    /// Skip the lines before this one (1-based): where the last page stopped.
+    pub offset: u64,
+    /// Most matching lines to return; `None`: the daemon's `max_lines`.
+    pub limit: Option<u64>,
+}
+
+/// A TCP or UDP port a process of a job has open for others: a TCP socket that
+/// listens, or a bound UDP socket.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ListenPort {
+    /// `tcp` or `udp`.
+    pub protocol: String,
+    pub port: u16,
+    /// The address it is bound to (`0.0.0.0`, `::`, `127.0.0.1`).
+    pub address: String,
+    pub pid: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -191,6 +289,11 @@ pub struct JobInfo {
     pub duration_ms: u64,
     /// What the job used and how it ended, once it has.
     pub record: Option<ExitRecord>,
+    /// The ports its processes listen on, read from `/proc` when the list was asked for.
+    pub ports: Vec<ListenPort>,
+    /// It runs with a stdin pipe, has printed nothing and used no CPU for a while, and
+    /// is blocked reading that pipe: it most likely waits for `send`.
+    pub waiting_for_input: bool,
 }
 
 /// One line of `bashc sessions`.
@@ -269,6 +372,19 @@ pub struct ExecParams {
     pub stream: bool,
     /// What the job may use; `None` takes the daemon's `[limits]` default.
     pub limits: JobLimits,
+    /// The job's stdin: /dev/null, or a pipe that `send` writes to.
+    pub stdin: StdinMode,
+}
+
+/// What a job reads on its stdin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StdinMode {
+    /// `/dev/null`: every read ends at once.
+    #[default]
+    Null,
+    /// A pipe the daemon holds open; `send` writes to it, `send --eof` closes it.
+    Pipe,
 }
 
 /// Per-job resource limits (DESIGN §4.6). Each is enforced by the job's cgroup where
@@ -341,7 +457,10 @@ pub struct Started {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OutputChunk {
     pub stream: StreamName,
+    /// Sanitized text: whole lines (a line longer than 64 KiB comes in pieces).
     pub bytes: Vec<u8>,
+    /// The line of the stream `bytes` starts on, counting from 1.
+    pub line: u64,
 }
 
 /// Where a job is in its life.
@@ -608,6 +727,7 @@ impl ExecParams {
             output: OutputOptions::default(),
             stream: false,
             limits: JobLimits::default(),
+            stdin: StdinMode::Null,
         }
     }
 }

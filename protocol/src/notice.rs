@@ -117,6 +117,39 @@ pub enum Notice {
     /// A page reached the end of a spill file that stopped at its cap; the stream's
     /// later lines were not kept.
     PageCapped { last_line: u64, lost_lines: u64 },
+    /// A live reader (`--stream`, `follow`) fell behind and `lines` lines of `stream`
+    /// from `offset` on were not sent to it; `path` has them when the stream spilled.
+    OutputMissed {
+        job: JobId,
+        stream: StreamName,
+        offset: u64,
+        lines: u64,
+        path: Option<String>,
+    },
+    /// A `wait` returned because one of its conditions was met; the job may run on.
+    ConditionMet { job: JobId, met: WaitMet },
+    /// The job runs with a stdin pipe, has printed nothing and used no CPU for
+    /// `idle_secs`, and is blocked reading that pipe: it most likely waits for input.
+    WaitingForInput { job: JobId, idle_secs: u64 },
+}
+
+/// Which condition of a `wait` was met.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WaitMet {
+    /// A new line matched `until`: the line, its number, and the lines around it as
+    /// they had arrived.
+    Line {
+        stream: StreamName,
+        line: u64,
+        text: String,
+        before: Vec<String>,
+        after: Vec<String>,
+    },
+    /// A process of the job listens on this TCP port.
+    Port { port: u16, pid: u32 },
+    /// No output for this long.
+    Idle { idle_ms: u64 },
 }
 
 /// Why a job was moved to the background.

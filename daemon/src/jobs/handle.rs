@@ -15,7 +15,8 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use super::new_output;
 use super::session::CloseReply;
-use super::supervisor::{self, Streams};
+use super::stdin::StdinHandle;
+use super::supervisor::{self, Control, Streams, Subscribed};
 use crate::config::Config;
 use crate::output;
 use crate::policy::Denial;
@@ -57,7 +58,7 @@ pub enum Cmd {
     },
     Jobs {
         request: JobsRequest,
-        reply: oneshot::Sender<Result<Vec<JobInfo>, ErrorReply>>,
+        reply: oneshot::Sender<Result<Listing, ErrorReply>>,
     },
     Sessions {
         reply: oneshot::Sender<Vec<SessionInfo>>,
@@ -73,6 +74,62 @@ pub enum Cmd {
     Shutdown {
         reply: oneshot::Sender<()>,
     },
+    /// A live reader of a job's output (`follow`, `wait` with conditions).
+    Subscribe {
+        caller: Caller,
+        job: JobRef,
+        /// `None`: both streams.
+        stream: Option<StreamName>,
+        sink: mpsc::Sender<Response>,
+        reply: oneshot::Sender<Result<Watching, ErrorReply>>,
+    },
+    /// A running job's stdin pipe, for `send`.
+    Stdin {
+        caller: Caller,
+        job: JobRef,
+        reply: oneshot::Sender<Result<(JobId, StdinHandle), ErrorReply>>,
+    },
+    /// `send --eof` closed the job's stdin.
+    StdinClosed {
+        job: JobId,
+    },
+}
+
+/// What the actor answers a live reader.
+#[derive(Debug)]
+pub enum Watching {
+    /// The job has ended: its result and its whole output.
+    Ended {
+        result: Box<ExecResult>,
+        streams: Box<Streams>,
+    },
+    /// It runs: its supervisor answers the reader with the output so far, and `result`
+    /// with its result when it ends.
+    Running {
+        summary: Box<ExecResult>,
+        subscribed: oneshot::Receiver<Subscribed>,
+        result: oneshot::Receiver<ExecResult>,
+        /// Lines of each stream the caller's session has checked.
+        cursor: [u64; 2],
+    },
+}
+
+/// What `jobs` lists, and how to look at the running jobs among them.
+#[derive(Debug)]
+pub struct Listing {
+    pub jobs: Vec<JobInfo>,
+    pub live: Vec<LiveJob>,
+}
+
+/// A running job of a listing.
+#[derive(Debug)]
+pub struct LiveJob {
+    /// Its place in the listing.
+    pub index: usize,
+    /// Its first process: it and its descendants are its processes.
+    pub root: u32,
+    /// Its supervisor, when it has a stdin pipe and so may wait for input.
+    pub probe: Option<mpsc::UnboundedSender<Control>>,
 }
 
 /// A job as the actor saw it, and its output.
@@ -85,6 +142,9 @@ pub struct Lookup {
     pub page_lines: u64,
     pub max_bytes: usize,
     pub streams: StreamsAt,
+    /// The supervisor of a running job with a stdin pipe, to ask whether it waits for
+    /// input.
+    pub probe: Option<mpsc::UnboundedSender<Control>>,
 }
 
 #[derive(Debug)]
@@ -162,7 +222,10 @@ impl JobsHandle {
     }
 
     /// Sends `cmd`, made around a reply channel, and waits for the answer.
-    async fn ask<T>(&self, cmd: impl FnOnce(oneshot::Sender<T>) -> Cmd) -> Result<T, ErrorReply> {
+    pub(super) async fn ask<T>(
+        &self,
+        cmd: impl FnOnce(oneshot::Sender<T>) -> Cmd,
+    ) -> Result<T, ErrorReply> {
         let (reply, answer) = oneshot::channel();
         self.cmds
             .send(cmd(reply))
@@ -171,7 +234,7 @@ impl JobsHandle {
         answer.await.map_err(|_| shutting_down())
     }
 
-    async fn lookup(
+    pub(super) async fn lookup(
         &self,
         caller: Option<Caller>,
         job: JobRef,
@@ -219,19 +282,30 @@ impl JobsHandle {
             cursor,
             page_lines,
             max_bytes,
+            probe,
             ..
         } = lookup;
-        let (result, seen) = blocking(move || {
+        let (mut result, seen) = blocking(move || {
             new_output::since_cursor(summary, streams, cursor, page_lines, max_bytes)
         })
         .await??;
+        if let Some(idle_secs) = super::live::waiting_for_input(probe.as_ref()).await {
+            result.notices.push(Notice::WaitingForInput {
+                job: result.job,
+                idle_secs,
+            });
+        }
         let job = result.job;
         let _ = self.cmds.send(Cmd::Advance { job, session, seen }).await;
         Ok(result)
     }
 
-    /// The job's result when it ends, or after `timeout_ms` its state as it stands.
+    /// The job's result when it ends, or after `timeout_ms` its state as it stands; with
+    /// conditions, earlier when one of them is met (`jobs/live.rs`).
     pub async fn wait(&self, request: WaitRequest) -> Result<ExecResult, ErrorReply> {
+        if request.conditions.any() {
+            return self.wait_for(request).await;
+        }
         let timeout = request.timeout_ms.map(Duration::from_millis);
         match self.ask(|reply| Cmd::Wait { request, reply }).await?? {
             Waiting::Ended(result) => Ok(result),
@@ -256,8 +330,12 @@ impl JobsHandle {
         }
     }
 
+    /// The jobs asked for, with the ports the running ones listen on and whether they
+    /// wait for input, read from /proc now on a blocking thread.
     pub async fn jobs(&self, request: JobsRequest) -> Result<Vec<JobInfo>, ErrorReply> {
-        self.ask(|reply| Cmd::Jobs { request, reply }).await?
+        let Listing { mut jobs, live } = self.ask(|reply| Cmd::Jobs { request, reply }).await??;
+        super::live::look_at(&mut jobs, live).await;
+        Ok(jobs)
     }
 
     pub async fn sessions(&self) -> Result<Vec<SessionInfo>, ErrorReply> {
@@ -285,7 +363,7 @@ impl JobsHandle {
 }
 
 /// A `wait` that timed out: the job as it stands.
-fn still_running(mut summary: ExecResult, waited: Duration) -> ExecResult {
+pub(super) fn still_running(mut summary: ExecResult, waited: Duration) -> ExecResult {
     summary.notices = vec![Notice::StillRunning {
         job: summary.job,
         waited_ms: waited.as_millis() as u64,
@@ -312,7 +390,7 @@ async fn open_files() -> u64 {
 }
 
 /// Runs `work` on a blocking thread.
-async fn blocking<T: Send + 'static>(
+pub(super) async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, ErrorReply> {
     tokio::task::spawn_blocking(work)

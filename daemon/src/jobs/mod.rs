@@ -5,9 +5,12 @@
 mod actor;
 pub(crate) mod contain;
 mod handle;
+mod live;
 mod new_output;
+pub mod probe;
 pub mod process;
 mod session;
+mod stdin;
 mod supervisor;
 
 pub use actor::{JobsActor, new_instance_id};

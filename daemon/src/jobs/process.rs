@@ -44,6 +44,8 @@ pub struct SpawnSpec {
     pub limits: JobLimits,
     /// `RLIMIT_AS` for the job, where no cgroup holds its memory.
     pub rlimit_as: Option<u64>,
+    /// Give the shell a pipe as stdin (`send` writes to it) instead of /dev/null.
+    pub stdin_pipe: bool,
 }
 
 /// A started job leader: the shell. Its pid is also its process group id (it called
@@ -60,6 +62,8 @@ pub struct Spawned {
     pub start_time: u64,
     /// The resident's hold on the job, once `contain` has heard from it.
     pub held: Option<Held>,
+    /// The write end of the job's stdin pipe, when it has one.
+    pub stdin: Option<OwnedFd>,
 }
 
 /// How a job's leader ended, as the reaper collected it.
@@ -79,6 +83,8 @@ pub struct ResidentStarted {
     /// `None` when stderr goes to the stdout pipe.
     pub stderr: Option<OwnedFd>,
     pub control: OwnedFd,
+    /// The write end of the job's stdin pipe, when it has one.
+    pub stdin: Option<OwnedFd>,
 }
 
 impl LeaderExit {
@@ -247,6 +253,11 @@ impl Reaper {
             return Err(io::Error::other("a resident spawn without a resident"));
         };
         let pipes = JobPipes::new(spec.merge_stderr)?;
+        let stdin = if spec.stdin_pipe {
+            Some(output_pipe()?)
+        } else {
+            None
+        };
         let (ours, theirs) = StdUnixStream::pair()?;
         let nofile = self
             .job_open_files
@@ -274,20 +285,22 @@ impl Reaper {
                     key
                 })
                 .collect(),
+            stdin_pipe: stdin.is_some(),
         };
         let frame = spawn.encode();
-        let fds = [
+        let mut fds = vec![
             theirs.as_fd(),
             pipes.stdout_write.as_fd(),
             pipes.stderr_write.as_fd(),
         ];
+        fds.extend(stdin.as_ref().map(|(read, _)| read.as_fd()));
         let mut last_error = None;
         for _ in 0..2 {
             let zygote = match &mut self.zygote {
                 Some(zygote) => zygote,
                 None => self.zygote.insert(Zygote::start(&how.binary)?),
             };
-            match zygote.send(&frame, fds) {
+            match zygote.send(&frame, &fds) {
                 Ok(()) => {
                     // The zygote has its own copies now; the pipes reach EOF when the
                     // job's last process closes them.
@@ -295,6 +308,7 @@ impl Reaper {
                         stdout: pipes.stdout_read,
                         stderr: pipes.stderr_read,
                         control: OwnedFd::from(ours),
+                        stdin: stdin.map(|(_, write)| write),
                     });
                 }
                 Err(e) => {
@@ -364,12 +378,25 @@ fn spawn(
     open_files: Option<Rlimit>,
 ) -> io::Result<(Spawned, oneshot::Sender<LeaderExit>)> {
     let pipes = JobPipes::new(spec.merge_stderr)?;
+    // The job's stdin pipe: the daemon keeps the write end (close-on-exec), the shell
+    // reads the other.
+    let stdin = if spec.stdin_pipe {
+        Some(output_pipe()?)
+    } else {
+        None
+    };
     let mut command = direct(&spec, open_files);
+    if let Some((read, _)) = &stdin {
+        command.stdin(Stdio::from(read.try_clone()?));
+    }
     command
         .stdout(Stdio::from(pipes.stdout_write))
         .stderr(Stdio::from(pipes.stderr_write));
     // The Child is dropped without waiting: the reaper collects it by pid.
-    let child = command.spawn()?;
+    let spawned = command.spawn();
+    let (stdin_read, stdin_write) = stdin.unzip();
+    drop(stdin_read);
+    let child = spawned?;
     // The write ends were moved into `command`; dropping it closes the daemon's copies,
     // so the pipes reach EOF when the job's last holder exits.
     drop(command);
@@ -386,6 +413,7 @@ fn spawn(
             exit: exit_rx,
             start_time,
             held: None,
+            stdin: stdin_write,
         },
         exit_tx,
     ))

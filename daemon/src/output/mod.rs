@@ -7,6 +7,7 @@
 //! [`StreamCapture`] runs it for one stream and is owned by the job's supervisor;
 //! [`render`] makes a result of it, [`page`] reads pages of the whole stream.
 
+mod grep;
 mod page;
 mod sanitize;
 mod shown;
@@ -16,6 +17,7 @@ use std::path::PathBuf;
 
 use bashd_protocol::{Notice, StreamName, StreamResult};
 
+pub use grep::grep;
 pub use page::{Content, OutputSource, page};
 pub use shown::Shape;
 pub use store::Limits;
@@ -40,17 +42,44 @@ impl StreamCapture {
     }
 
     pub fn push(&mut self, raw: &[u8]) {
+        self.push_live(raw, |_, _| {});
+    }
+
+    /// Like [`StreamCapture::push`], and hands each piece of sanitized text the store
+    /// takes to `live` too, with the line it starts on: whole lines, as they end.
+    pub fn push_live(&mut self, raw: &[u8], mut live: impl FnMut(u64, &[u8])) {
         let store = &mut self.store;
-        self.sanitizer.feed(raw, |text| store.push(text));
+        self.sanitizer.feed(raw, |text| {
+            let line = store.next_line();
+            store.push(text);
+            live(line, text);
+        });
     }
 
     /// The pipe is closed: what the sanitizer still holds is the last line.
     pub fn finish(&mut self) {
+        self.finish_live(|_, _| {});
+    }
+
+    /// Like [`StreamCapture::finish`], handing the last line to `live` too.
+    pub fn finish_live(&mut self, mut live: impl FnMut(u64, &[u8])) {
         if !self.finished {
             let store = &mut self.store;
-            self.sanitizer.finish(|text| store.push(text));
+            self.sanitizer.finish(|text| {
+                let line = store.next_line();
+                store.push(text);
+                live(line, text);
+            });
             self.finished = true;
         }
+    }
+
+    /// The spill file, once the stream has one.
+    pub fn full_output(&self) -> Option<String> {
+        let spill = self.store.spill();
+        spill
+            .started()
+            .then(|| spill.path().to_string_lossy().into_owned())
     }
 
     pub fn result(&self, shape: Shape) -> StreamResult {

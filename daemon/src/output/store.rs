@@ -85,6 +85,11 @@ impl Store {
         self.last_byte = Some(last);
     }
 
+    /// The line the next text pushed starts on (or goes on), counting from 1.
+    pub fn next_line(&self) -> u64 {
+        self.newlines + 1
+    }
+
     pub fn limits(&self) -> Limits {
         self.limits
     }

@@ -10,6 +10,7 @@ mod cut_output;
 mod daemon_lifecycle;
 mod exec;
 mod jobs;
+mod live;
 mod mcp;
 mod output;
 mod policy;

@@ -32,7 +32,7 @@ fn mcp_command(daemon: &Daemon, workdir: &Path) -> tokio::process::Command {
     command
 }
 
-async fn connect(daemon: &Daemon) -> RunningService<RoleClient, ()> {
+pub async fn connect(daemon: &Daemon) -> RunningService<RoleClient, ()> {
     let mut command = mcp_command(daemon, daemon.scratch());
     command.env("BASHD_NO_AUTOSTART", "1");
     let (transport, _) = TokioChildProcess::builder(command)
@@ -44,7 +44,11 @@ async fn connect(daemon: &Daemon) -> RunningService<RoleClient, ()> {
         .expect("MCP initialization failed")
 }
 
-async fn call(client: &RunningService<RoleClient, ()>, tool: &str, args: Value) -> CallToolResult {
+pub async fn call(
+    client: &RunningService<RoleClient, ()>,
+    tool: &str,
+    args: Value,
+) -> CallToolResult {
     let Value::Object(args) = args else {
         panic!("arguments must be an object")
     };
@@ -54,7 +58,7 @@ async fn call(client: &RunningService<RoleClient, ()>, tool: &str, args: Value) 
         .unwrap_or_else(|e| panic!("{tool} failed as a protocol error: {e}"))
 }
 
-fn text(result: &CallToolResult) -> String {
+pub fn text(result: &CallToolResult) -> String {
     result
         .content
         .iter()
@@ -62,14 +66,14 @@ fn text(result: &CallToolResult) -> String {
         .collect()
 }
 
-fn structured(result: &CallToolResult) -> &Value {
+pub fn structured(result: &CallToolResult) -> &Value {
     result
         .structured_content
         .as_ref()
         .expect("a result carries structured content")
 }
 
-fn is_error(result: &CallToolResult) -> bool {
+pub fn is_error(result: &CallToolResult) -> bool {
     result.is_error == Some(true)
 }
 
@@ -91,6 +95,7 @@ async fn an_agent_runs_follows_pages_and_kills_jobs_through_the_tools() {
             "bash_jobs",
             "bash_kill",
             "bash_output",
+            "bash_send",
             "bash_wait"
         ]
     );

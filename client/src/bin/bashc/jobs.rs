@@ -2,11 +2,14 @@
 //! `session close`.
 
 use anyhow::bail;
-use bashc::protocol::{ErrorKind, JobRef, JobRequest, JobsRequest, KillRequest, WaitRequest};
+use bashc::protocol::{
+    ErrorKind, JobRef, JobRequest, JobsRequest, KillRequest, Notice, WaitConditions, WaitRequest,
+};
 use bashc::{ClientError, Target};
 use clap::{Args, Subcommand};
 
 use crate::common::{SessionArgs, connect, print, print_result, session_from_env, write_stdout};
+use crate::options::StreamArg;
 use crate::{render, tables};
 
 /// Exit status of a `wait` whose timeout passed while the job runs on.
@@ -65,6 +68,18 @@ pub struct WaitArgs {
     /// Give up waiting after this many seconds (fractions allowed); the job runs on.
     #[arg(long, value_name = "SECS")]
     timeout: Option<f64>,
+    /// Return when a new whole line matches this regex (Rust regex syntax).
+    #[arg(long, value_name = "REGEX")]
+    until: Option<String>,
+    /// The stream --until watches (default: both).
+    #[arg(long, value_enum, requires = "until")]
+    stream: Option<StreamArg>,
+    /// Return when a process of the job listens on this TCP port.
+    #[arg(long, value_name = "N")]
+    port: Option<u16>,
+    /// Return when the job has printed nothing for this many seconds.
+    #[arg(long, value_name = "SECS")]
+    idle: Option<f64>,
     /// Print the result as JSON.
     #[arg(long)]
     json: bool,
@@ -141,10 +156,21 @@ pub async fn wait(args: WaitArgs, target: &Target) -> anyhow::Result<u8> {
         caller: args.session.caller(),
         job: args.job.job_ref()?,
         timeout_ms: args.timeout.map(millis).transpose()?,
+        conditions: WaitConditions {
+            until: args.until,
+            until_stream: args.stream.map(Into::into),
+            port: args.port,
+            idle_ms: args.idle.map(millis).transpose()?,
+        },
     };
     let result = connect(target).await?.wait(request).await?;
     print_result(args.json, &result, true)?;
+    let met = result
+        .notices
+        .iter()
+        .any(|n| matches!(n, Notice::ConditionMet { .. }));
     Ok(match result.state {
+        _ if met => 0,
         bashc::protocol::JobState::Running => EXIT_STILL_RUNNING,
         _ => render::exit_status(&result),
     })

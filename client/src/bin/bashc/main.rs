@@ -6,6 +6,7 @@
 
 mod common;
 mod jobs;
+mod live;
 mod mcp;
 mod options;
 mod render;
@@ -16,13 +17,14 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use bashc::protocol::{
-    ExecParams, JobLimits, JobsRequest, OutputOptions, OutputRequest, StreamName, Worded,
+    ExecParams, GrepRequest, JobLimits, JobsRequest, OutputOptions, OutputRequest, StreamName,
+    Worded,
 };
 use bashc::{ClientError, ExecOptions};
 use clap::{Args, Parser, Subcommand};
 
 use crate::common::{SessionArgs, command_text, connect, environment, print, target};
-use crate::options::{DirectionArg, ModeArg, OnTimeoutArg, StreamArg};
+use crate::options::{DirectionArg, ModeArg, OnTimeoutArg, StdinArg, StreamArg};
 
 /// Exit status when bashd cannot be reached or refuses a request.
 const EXIT_UNREACHABLE: u8 = 255;
@@ -54,7 +56,7 @@ enum Command {
     /// Run a command and print its output and exit code.
     ///
     /// The command runs as `bash -c COMMAND` in its own process group, with stdin
-    /// /dev/null, in the working directory given (default: the current one), with
+    /// /dev/null (or a pipe for `bashc send`: --stdin pipe), in the working directory given (default: the current one), with
     /// this environment plus pagers and editors disabled. The command policy is
     /// checked first (see `bashc policy check`). A stream longer than the limits is
     /// kept whole in a file the result names; `bashc output` pages through it.
@@ -77,10 +79,29 @@ enum Command {
     /// result says how to read the others. Exit status as for `exec`; 0 while the job
     /// runs.
     Check(jobs::CheckArgs),
-    /// Wait for a job to end and show its result.
+    /// Wait for a job to end, or for a line, a port or quiet, and show its result.
     ///
-    /// Exit status as for `exec`; 124 if --timeout passes first (the job runs on).
+    /// With --until, --port or --idle (any combination), returns as soon as one of them
+    /// is met, the job's end, or --timeout, whichever comes first; the result says which
+    /// condition was met (with the matching line and the lines around it) and the job
+    /// runs on. Exit status: 0 when a condition was met; the job's own, as for `exec`,
+    /// when it ended first; 124 if --timeout passes first (the job runs on).
     Wait(jobs::WaitArgs),
+    /// Print a job's output as it comes, like `tail -f`, until the job ends; then its
+    /// exit code.
+    ///
+    /// Works for any running or finished job of the session, also one started by another
+    /// client. Shows the last 10 lines of each stream first (--lines N, --from-start).
+    /// stdout's lines go to stdout, stderr's to stderr. A reader that falls behind a
+    /// fast job is told how many lines it missed and how to read them. Exit status: the
+    /// job's, as for `exec`.
+    Follow(live::FollowArgs),
+    /// Write to the stdin of a job started with `bashc exec --stdin pipe`.
+    ///
+    /// TEXT goes to the job as it is (--newline adds the newline Enter would); `-` reads
+    /// it from bashc's stdin; --eof closes the job's stdin afterwards. Fails, with what
+    /// was written, if the job reads nothing for 5 s while its pipe is full.
+    Send(live::SendArgs),
     /// Stop a job: the signal (default TERM) to every process of it, then SIGKILL to
     /// whatever is left after the grace time. Shows its result.
     Kill(jobs::KillArgs),
@@ -104,8 +125,8 @@ enum Command {
     Status(StatusArgs),
     /// Serve bashd to an MCP agent (Claude Code, Codex, OpenCode, ...) on stdin/stdout.
     ///
-    /// An MCP server with the tools bash, bash_check, bash_wait, bash_kill, bash_jobs
-    /// and bash_output. One server is one session (mcp-<agent pid> unless --session
+    /// An MCP server with the tools bash, bash_check, bash_wait, bash_kill, bash_jobs,
+    /// bash_output and bash_send. One server is one session (mcp-<agent pid> unless --session
     /// or $BASHD_SESSION), owned by the agent that started it; it exits when its stdin
     /// closes. Commands run in the directory it was started in unless a call names
     /// another. Starts bashd when none is running.
@@ -163,9 +184,14 @@ struct ExecArgs {
     /// else the job is refused.
     #[arg(long, value_name = "N")]
     pids: Option<u32>,
-    /// Not supported yet.
+    /// Print the output as it comes (stdout's lines to stdout, stderr's to stderr),
+    /// then the exit code. With --json: one JSON object a line, the result last.
     #[arg(long)]
     stream: bool,
+    /// The command's stdin: null (/dev/null, the default) or pipe, which `bashc send`
+    /// writes to. There is no terminal: programs that need one refuse or misbehave.
+    #[arg(long, value_enum, default_value = "null")]
+    stdin: StdinArg,
     /// Print the result as JSON.
     #[arg(long)]
     json: bool,
@@ -207,9 +233,18 @@ struct OutputArgs {
     /// The first line to print, counting from 1.
     #[arg(long, value_name = "LINE", default_value_t = 1, value_parser = line_number)]
     offset: u64,
-    /// Most lines to print (default: the daemon's max_lines, 2000).
+    /// Most lines to print (default: the daemon's max_lines, 2000); with --grep, most
+    /// matching lines.
     #[arg(long, value_name = "LINES")]
     limit: Option<u64>,
+    /// Print only the lines that match this regex (Rust regex syntax), as `grep -n`
+    /// does: `12:line` for a match, `11-line` for context, `--` between groups. The
+    /// search runs in bashd over the whole output, from --offset on.
+    #[arg(long, value_name = "REGEX")]
+    grep: Option<String>,
+    /// Lines of context before and after each match (with --grep).
+    #[arg(long, value_name = "N", default_value_t = 0, requires = "grep")]
+    context: u32,
     /// Print the page as JSON, with its range and the stream's totals.
     #[arg(long)]
     json: bool,
@@ -268,6 +303,8 @@ async fn run(command: Command, target: &bashc::Target, parent: u32) -> anyhow::R
         Command::Jobs(args) => jobs::jobs(args, target).await,
         Command::Check(args) => jobs::check(args, target).await,
         Command::Wait(args) => jobs::wait(args, target).await,
+        Command::Follow(args) => live::follow(args, target).await,
+        Command::Send(args) => live::send(args, target).await,
         Command::Kill(args) => jobs::kill(args, target).await,
         Command::Sessions(args) => jobs::sessions(args, target).await,
         Command::Session(jobs::SessionCommand::Close(args)) => jobs::close(args, target).await,
@@ -289,15 +326,18 @@ fn line_number(text: &str) -> Result<u64, String> {
 async fn exec(args: ExecArgs, target: &bashc::Target) -> anyhow::Result<u8> {
     let params = exec_params(&args, target)?;
     let client = connect(target).await?;
+    if args.stream {
+        let events = client.exec_events(params).await?;
+        let result = live::print_events(events, args.json).await?;
+        live::print_end(&result, args.json)?;
+        return Ok(render::exit_status(&result));
+    }
     let result = client.exec(params).await?;
     common::print_result(args.json, &result, true)?;
     Ok(render::exit_status(&result))
 }
 
 fn exec_params(args: &ExecArgs, target: &bashc::Target) -> anyhow::Result<ExecParams> {
-    if args.stream {
-        bail!("--stream is not supported by this version of bashc yet");
-    }
     let command = command_text(&args.command)?;
     let cwd = std::env::current_dir()
         .context("cannot read the current directory (was it removed?); pass --workdir")?;
@@ -328,6 +368,8 @@ fn exec_params(args: &ExecArgs, target: &bashc::Target) -> anyhow::Result<ExecPa
             cpu_millicores: args.cpu,
             pids: args.pids,
         },
+        stream: args.stream,
+        stdin: args.stdin.into(),
     };
     Ok(options.params(command, args.session.caller()))
 }
@@ -350,6 +392,24 @@ async fn output(args: OutputArgs, target: &bashc::Target) -> anyhow::Result<u8> 
         offset: args.offset,
         limit: args.limit,
     });
+    let page = async {
+        match &args.grep {
+            Some(pattern) => {
+                client
+                    .grep(GrepRequest {
+                        caller: args.session.caller(),
+                        job: job.clone(),
+                        stream,
+                        pattern: pattern.clone(),
+                        context: args.context,
+                        offset: args.offset,
+                        limit: args.limit,
+                    })
+                    .await
+            }
+            None => page.await,
+        }
+    };
     let (_, page) = tokio::join!(adopt, page);
     let page = page?;
     let notice = render::notices_text(&page.notices);
@@ -357,7 +417,13 @@ async fn output(args: OutputArgs, target: &bashc::Target) -> anyhow::Result<u8> 
         if let Some(notice) = &notice {
             eprintln!("bashc: {notice}");
         }
-        if page.lines == 0 {
+        if let (Some(pattern), Some(next)) = (&args.grep, page.next_offset) {
+            eprintln!(
+                "bashc: more matches may follow: bashc output {job_name} --grep {pattern:?} --offset {next}",
+                job_name = page.job
+            );
+        }
+        if page.lines == 0 && args.grep.is_none() {
             let other = match stream {
                 StreamName::Stdout => StreamName::Stderr,
                 StreamName::Stderr => StreamName::Stdout,

@@ -5,7 +5,7 @@
 //! Variants carry their help as `#[value(help)]`, not doc comments: schemars would
 //! turn documented variants into a `oneOf`, which MCP clients do not all accept.
 
-use bashc::protocol::{Direction, Mode, OnTimeout, StreamName};
+use bashc::protocol::{Direction, Mode, OnTimeout, StdinMode, StreamName};
 use clap::ValueEnum;
 use rmcp::schemars::JsonSchema;
 use serde::Deserialize;
@@ -48,6 +48,43 @@ pub enum DirectionArg {
 pub enum StreamArg {
     Stdout,
     Stderr,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[schemars(crate = "rmcp::schemars")]
+pub enum StdinArg {
+    #[value(help = "Every read ends at once (the default)")]
+    Null,
+    #[value(help = "A pipe that `bashc send` writes to")]
+    Pipe,
+}
+
+impl From<StdinArg> for StdinMode {
+    fn from(stdin: StdinArg) -> StdinMode {
+        match stdin {
+            StdinArg::Null => StdinMode::Null,
+            StdinArg::Pipe => StdinMode::Pipe,
+        }
+    }
+}
+
+/// Which streams `bashc follow` shows.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum StreamsArg {
+    Stdout,
+    Stderr,
+    Both,
+}
+
+impl From<StreamsArg> for Option<StreamName> {
+    fn from(streams: StreamsArg) -> Option<StreamName> {
+        match streams {
+            StreamsArg::Stdout => Some(StreamName::Stdout),
+            StreamsArg::Stderr => Some(StreamName::Stderr),
+            StreamsArg::Both => None,
+        }
+    }
 }
 
 impl From<ModeArg> for Mode {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use bashc::protocol::{
     BackgroundWhy, Direction, EndedBy, ErrorHint, ExecResult, ExitRecord, JobId, JobState, Killer,
-    Notice, OutputPage, PolicyVerdict, StatusInfo, StreamName, StreamResult,
+    Notice, OutputPage, PolicyVerdict, StatusInfo, StreamName, StreamResult, WaitMet,
 };
 
 const EXIT_TIMEOUT: u8 = 124;
@@ -358,7 +358,91 @@ pub fn notice_text(notice: &Notice) -> String {
         } => format!(
             "The full output file stopped at its size cap after line {last_line}; the {lost_lines} lines after it were not kept."
         ),
+        Notice::OutputMissed {
+            job,
+            stream,
+            offset,
+            lines,
+            path,
+        } => {
+            let flag = match stream {
+                StreamName::Stdout => "",
+                StreamName::Stderr => " --stream stderr",
+            };
+            missed_text(
+                *stream,
+                *offset,
+                *lines,
+                path.as_deref(),
+                &format!("bashc output {job}{flag} --offset {offset} --limit {lines}"),
+            )
+        }
+        Notice::ConditionMet { job, met } => condition_text(*job, met),
+        Notice::WaitingForInput { job, idle_secs } => waiting_text(
+            *job,
+            *idle_secs,
+            &format!("bashc send {job} TEXT --newline (or --eof to close it)"),
+            &format!("bashc kill {job}"),
+        ),
     }
+}
+
+/// That a live reader missed lines, and where they are; `read` is the command that
+/// shows them.
+pub fn missed_text(
+    stream: StreamName,
+    offset: u64,
+    lines: u64,
+    path: Option<&str>,
+    read: &str,
+) -> String {
+    let file = path.map_or(String::new(), |p| format!(" (the file {p} has them)"));
+    format!(
+        "{}: {lines} line{} from line {offset} went by while this reader was behind and were not shown{file}; read them with: {read}",
+        stream_name(stream),
+        plural(lines)
+    )
+}
+
+/// Which condition ended a wait, with the matching line and the lines around it.
+pub fn condition_text(job: JobId, met: &WaitMet) -> String {
+    match met {
+        WaitMet::Line {
+            stream,
+            line,
+            text,
+            before,
+            after,
+        } => {
+            let mut out = format!(
+                "Condition met: {} line {line} of {job} matches:",
+                stream_name(*stream)
+            );
+            let first = line.saturating_sub(before.len() as u64);
+            for (i, context) in before.iter().enumerate() {
+                let _ = write!(out, "\n  {}| {context}", first + i as u64);
+            }
+            let _ = write!(out, "\n> {line}| {text}");
+            for (i, context) in after.iter().enumerate() {
+                let _ = write!(out, "\n  {}| {context}", line + 1 + i as u64);
+            }
+            out
+        }
+        WaitMet::Port { port, pid } => {
+            format!("Condition met: pid {pid} of {job} listens on TCP port {port}.")
+        }
+        WaitMet::Idle { idle_ms } => format!(
+            "Condition met: {job} printed nothing for {} s.",
+            waited_secs(*idle_ms)
+        ),
+    }
+}
+
+/// That a job seems to wait for input; `send` and `kill` say how to answer or end it.
+pub fn waiting_text(job: JobId, idle_secs: u64, send: &str, kill: &str) -> String {
+    format!(
+        "{job} is waiting for input? It has printed nothing and used no CPU for {idle_secs} s while blocked reading its stdin. Answer it: {send}; or stop it ({kill}) and pass the input another way (a file, a here-string, a flag such as --yes)."
+    )
 }
 
 /// That a job runs on in the background, and why; `how` says how to follow it.

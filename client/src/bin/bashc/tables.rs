@@ -63,6 +63,7 @@ pub fn jobs_text(jobs: &[JobInfo]) -> String {
         ("MODE", Left),
         ("PID", Right),
         ("TIME", Right),
+        ("PORTS", Left),
         ("COMMAND", Left),
     ];
     let rows: Vec<Vec<String>> = jobs
@@ -76,16 +77,38 @@ pub fn jobs_text(jobs: &[JobInfo]) -> String {
             vec![
                 job.job.to_string(),
                 job.session.clone(),
-                job.state.to_string(),
+                if job.waiting_for_input {
+                    format!("{} (waiting for input?)", job.state)
+                } else {
+                    job.state.to_string()
+                },
                 job.exit_code.map_or("-".to_owned(), |c| c.to_string()),
                 job.mode.clone(),
                 job.pid.map_or("-".to_owned(), |p| p.to_string()),
                 format!("{}s", job.duration_ms / 1000),
+                ports_cell(&job.ports),
                 command,
             ]
         })
         .collect();
     table(&header, &rows)
+}
+
+/// `8000,5353/udp`: the ports a job listens on, TCP bare and UDP marked; `-` for none.
+fn ports_cell(ports: &[bashc::protocol::ListenPort]) -> String {
+    let mut cells: Vec<String> = ports
+        .iter()
+        .map(|p| match p.protocol.as_str() {
+            "tcp" => p.port.to_string(),
+            other => format!("{}/{other}", p.port),
+        })
+        .collect();
+    cells.dedup();
+    if cells.is_empty() {
+        "-".to_owned()
+    } else {
+        cells.join(",")
+    }
 }
 
 /// `bashc sessions`.
@@ -155,6 +178,8 @@ mod tests {
             started_at: "2025-01-01T00:00:00Z".to_owned(),
             duration_ms: id * 1500,
             record: None,
+            ports: Vec::new(),
+            waiting_for_input: false,
         }
     }
 
@@ -170,18 +195,30 @@ mod tests {
         );
         described.description = Some("run the tests".to_owned());
         described.mode = "background".to_owned();
+        let mut server = job(7, "s", JobState::Running, None);
+        let port = |protocol: &str, port| bashc::protocol::ListenPort {
+            protocol: protocol.to_owned(),
+            port,
+            address: "0.0.0.0".to_owned(),
+            pid: 4007,
+        };
+        server.ports = vec![port("tcp", 8000), port("udp", 5353)];
+        let mut reader = job(8, "s", JobState::Running, None);
+        reader.waiting_for_input = true;
         let jobs = vec![
             job(1, "s", JobState::TimedOut, None),
-            job(7, "s", JobState::Running, None),
+            server,
+            reader,
             described,
             job(1003, "s", JobState::Signaled, Some(143)),
         ];
         let expected = "\
-JOB    SESSION                                 STATE      EXIT  MODE         PID   TIME  COMMAND
-j1     s                                       timed_out     -  default     4001     1s  sleep 1
-j7     s                                       running       -  default     4007    10s  sleep 7
-j12    a-rather-long-session-name-of-an-agent  exited        0  background  4012    18s  sleep 12  # run the tests
-j1003  s                                       signaled    143  default     5003  1504s  sleep 1003
+JOB    SESSION                                 STATE                         EXIT  MODE         PID   TIME  PORTS          COMMAND
+j1     s                                       timed_out                        -  default     4001     1s  -              sleep 1
+j7     s                                       running                          -  default     4007    10s  8000,5353/udp  sleep 7
+j8     s                                       running (waiting for input?)     -  default     4008    12s  -              sleep 8
+j12    a-rather-long-session-name-of-an-agent  exited                           0  background  4012    18s  -              sleep 12  # run the tests
+j1003  s                                       signaled                       143  default     5003  1504s  -              sleep 1003
 ";
         assert_eq!(jobs_text(&jobs), expected);
     }

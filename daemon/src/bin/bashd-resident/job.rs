@@ -25,7 +25,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use crate::wire::{Order, Report, SPAWN_FDS, Spawn, Usage};
+use crate::wire::{Order, Report, Spawn, Usage};
 use crate::{Never, check};
 
 /// How often a subtree being signalled or killed is walked again for processes forked
@@ -151,11 +151,25 @@ pub fn block_sigchld() -> io::Result<OwnedFd> {
     }
 }
 
-/// Sets the job up as `spawn` says, forks its shell with the job's pipes as its stdout
-/// and stderr, and serves the job until none of it is left. `descriptors` are the
-/// control socket, stdout and stderr ([`SPAWN_FDS`]).
-pub fn run(spawn: Spawn, descriptors: [OwnedFd; SPAWN_FDS]) -> io::Result<Never> {
-    let [control, stdout, stderr] = descriptors;
+/// The descriptors a spawn brings: the resident's end of its control socket, and the
+/// job's pipes.
+pub struct JobFds {
+    pub control: OwnedFd,
+    pub stdout: OwnedFd,
+    pub stderr: OwnedFd,
+    /// The read end of the job's stdin pipe; `None`: /dev/null.
+    pub stdin: Option<OwnedFd>,
+}
+
+/// Sets the job up as `spawn` says, forks its shell with the job's pipes as its stdio,
+/// and serves the job until none of it is left.
+pub fn run(spawn: Spawn, fds: JobFds) -> io::Result<Never> {
+    let JobFds {
+        control,
+        stdout,
+        stderr,
+        stdin,
+    } = fds;
     // The zygote's child is no group leader, so this cannot fail with EPERM.
     check(unsafe { libc::setsid() })?;
     check(unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) })?;
@@ -185,15 +199,19 @@ pub fn run(spawn: Spawn, descriptors: [OwnedFd; SPAWN_FDS]) -> io::Result<Never>
         )
     })?;
 
-    // The shell's stdin is /dev/null; its stdout and stderr are the job's pipes.
+    // The shell's stdin is /dev/null or the job's stdin pipe; its stdout and stderr
+    // are the job's pipes.
     let null = fs::File::options()
         .read(true)
         .write(true)
         .open("/dev/null")?;
-    check(unsafe { libc::dup2(null.as_raw_fd(), 0) })?;
+    let stdin_fd = stdin
+        .as_ref()
+        .map_or(null.as_raw_fd(), |pipe| pipe.as_raw_fd());
+    check(unsafe { libc::dup2(stdin_fd, 0) })?;
     check(unsafe { libc::dup2(stdout.as_raw_fd(), 1) })?;
     check(unsafe { libc::dup2(stderr.as_raw_fd(), 2) })?;
-    drop((stdout, stderr));
+    drop((stdin, stdout, stderr));
 
     // The zygote's signalfd was closed in the fork; SIGCHLD is still blocked.
     let sigfd = block_sigchld()?;
@@ -248,7 +266,9 @@ pub fn run(spawn: Spawn, descriptors: [OwnedFd; SPAWN_FDS]) -> io::Result<Never>
     // Nothing keeps the job's cgroup open but its processes.
     drop(cgroup);
     // The job's pipes reach EOF when the job's last process closes them, not the
-    // resident: it lets go of its copies now.
+    // resident: it lets go of its copies now (the stdin pipe's too, so the job reads
+    // end-of-file once the daemon closes its end).
+    check(unsafe { libc::dup2(null.as_raw_fd(), 0) })?;
     check(unsafe { libc::dup2(null.as_raw_fd(), 1) })?;
     check(unsafe { libc::dup2(null.as_raw_fd(), 2) })?;
     drop(null);
@@ -262,7 +282,10 @@ pub fn run(spawn: Spawn, descriptors: [OwnedFd; SPAWN_FDS]) -> io::Result<Never>
         killing: false,
         signalling: None,
     };
-    resident.send(Report::Started { pid: leader });
+    resident.send(Report::Started {
+        pid: leader,
+        resident: std::process::id() as i32,
+    });
     resident.serve(&sigfd)
 }
 

@@ -27,7 +27,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 #[allow(dead_code)] // The daemon's half (reading reports, writing orders) goes unused here.
 mod wire;
 
-use wire::{MAX_SPAWN_BYTES, Report, SPAWN_FDS, Spawn};
+use wire::{MAX_SPAWN_BYTES, MAX_SPAWN_FDS, Report, SPAWN_FDS, Spawn};
 
 /// Exit status when the resident cannot set the job up; the shell never ran.
 const EXIT_SETUP: libc::c_int = 126;
@@ -118,8 +118,16 @@ fn fork_resident(body: Vec<u8>, descriptors: Vec<OwnedFd>, socket: &OwnedFd, sig
         Ok(spawn) => spawn,
         Err(why) => return fail(format!("bashd-resident could not read the job: {why}")),
     };
-    let Ok(descriptors) = <[OwnedFd; SPAWN_FDS]>::try_from(descriptors) else {
+    if descriptors.len() != SPAWN_FDS + usize::from(spawn.stdin_pipe) {
         return fail("bashd-resident got the wrong descriptors for the job".into());
+    }
+    let mut descriptors = descriptors.into_iter();
+    let mut next = || descriptors.next().expect("counted above");
+    let fds = job::JobFds {
+        control: next(),
+        stdout: next(),
+        stderr: next(),
+        stdin: spawn.stdin_pipe.then(&mut next),
     };
     // SAFETY: the zygote is single-threaded, so the child is a whole copy of it.
     match unsafe { libc::fork() } {
@@ -130,8 +138,8 @@ fn fork_resident(body: Vec<u8>, descriptors: Vec<OwnedFd>, socket: &OwnedFd, sig
                 libc::close(sigfd.as_raw_fd());
             }
             set_name(c"bashd-resident");
-            let control = descriptors[0].as_raw_fd();
-            match job::run(spawn, descriptors) {
+            let control = fds.control.as_raw_fd();
+            match job::run(spawn, fds) {
                 Ok(never) => match never {},
                 Err(e) => {
                     job::report_on(control, &Report::Error(e.to_string()));
@@ -155,7 +163,7 @@ fn receive(socket: &OwnedFd) -> io::Result<Option<(Vec<u8>, Vec<OwnedFd>)>> {
     // The descriptors come with the frame's first byte; the header is read alone, so
     // no byte of the next frame (and none of its descriptors) is taken with it.
     const SPACE: usize =
-        unsafe { libc::CMSG_SPACE((SPAWN_FDS * size_of::<RawFd>()) as u32) } as usize;
+        unsafe { libc::CMSG_SPACE((MAX_SPAWN_FDS * size_of::<RawFd>()) as u32) } as usize;
     let mut control = [0u64; SPACE.div_ceil(8)];
     let mut iov = libc::iovec {
         iov_base: header.as_mut_ptr().cast(),

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use bashd_protocol::{
     EndedBy, ErrorKind, ErrorReply, ExecParams, ExecResult, ExitRecord, JobId, JobLimits, JobState,
-    Mode, Notice, Response, Started, StreamResult, is_valid_session_id, limits,
+    Mode, Notice, Response, Started, StdinMode, StreamResult, is_valid_session_id, limits,
 };
 use tokio::sync::mpsc;
 
@@ -17,7 +17,9 @@ use super::{Job, JobsActor, Launch, Status};
 use crate::jobs::contain::LimitsFrom;
 use crate::jobs::process::{SpawnSpec, Spawned};
 use crate::jobs::session::Session;
-use crate::jobs::supervisor::{self, Ended, JobMeta, JobRun, Report, Settings, Streams};
+use crate::jobs::supervisor::{
+    self, Ended, InputWatch, JobMeta, JobRun, Report, Settings, Streams, Subscriber,
+};
 use crate::journal::{self, Leader};
 use crate::output::{self, OutputSource, Shape};
 use crate::policy::Denial;
@@ -90,6 +92,9 @@ impl JobsActor {
             page_lines: plan.limits.max_lines,
             max_bytes: plan.limits.max_bytes,
             status,
+            root: None,
+            stdin: None,
+            stdin_mode: params.stdin,
         };
 
         if let Some(denial) = denial {
@@ -123,11 +128,13 @@ impl JobsActor {
             resident: None,
             limits: plan.job_limits,
             rlimit_as: None,
+            stdin_pipe: params.stdin == StdinMode::Pipe,
         };
         // Unbounded so that a stop is never dropped for want of room: it holds at most
         // a stop per reason and a snapshot per request in flight. Stops sent while the
         // shell is being spawned wait in it for the supervisor.
         let (control, control_rx) = mpsc::unbounded_channel();
+        let events_for_stream = events.clone();
         let job = new_job(Status::Starting {
             control,
             waiters: Vec::new(),
@@ -149,6 +156,9 @@ impl JobsActor {
                 cookie: journal::cookie(&self.instance, id),
                 merged: params.merge_stderr,
                 command: params.command.clone(),
+                subscriber: params
+                    .stream
+                    .then(|| Subscriber::new(events_for_stream.clone(), id, None)),
             }),
         });
         self.jobs.insert(n, job);
@@ -199,6 +209,7 @@ impl JobsActor {
             settings,
             cookie,
             command,
+            subscriber,
             ..
         } = *launch;
         let pid = spawned.pid.as_raw_nonzero().get() as u32;
@@ -218,11 +229,28 @@ impl JobsActor {
             session: job.session.clone(),
             pid,
         }));
+        // The resident, where there is one, holds every process of the job.
+        let root = spawned.held.as_ref().map_or(pid, |held| held.resident);
+        let stdin = spawned.stdin.take().and_then(|fd| {
+            crate::jobs::stdin::StdinHandle::start(fd)
+                .inspect_err(
+                    |e| tracing::warn!(job = %id, "cannot hold the stdin pipe of a job: {e}"),
+                )
+                .ok()
+        });
+        let watch = stdin.as_ref().map(|stdin| InputWatch {
+            root,
+            stdin_inode: stdin.inode,
+            sample: None,
+        });
         let run = JobRun {
             meta,
             processes: self.containment.job(&mut spawned, cookie),
             spawned,
             settings,
+            subscriber,
+            watch,
+            root,
         };
         tokio::spawn(supervisor::supervise(
             run,
@@ -231,6 +259,8 @@ impl JobsActor {
             self.reports_tx.clone(),
         ));
         job.pid = Some(pid);
+        job.root = Some(root);
+        job.stdin = stdin;
         job.status = Status::Running { control, waiters };
         self.jobs.insert(n, job);
         self.by_pid.insert(pid, n);
@@ -300,11 +330,6 @@ impl JobsActor {
                 "session {} is closing; try again in a moment, or use another session",
                 params.session
             )));
-        }
-        if params.stream {
-            return Err(invalid(
-                "--stream is not supported by this bashd yet".to_owned(),
-            ));
         }
         let workdir = check_workdir(Path::new(&params.workdir))?;
         // Never a silent no-op: a limit this daemon cannot hold refuses the job.

@@ -6,6 +6,7 @@
 //! is `Starting`.
 
 mod exec;
+mod live;
 mod queries;
 mod sessions;
 
@@ -79,6 +80,12 @@ struct Job {
     page_lines: u64,
     max_bytes: usize,
     status: Status,
+    /// The first process of the job once it runs: its resident, or its shell on the
+    /// scan path. Its processes are it and its descendants (`jobs/probe.rs`).
+    root: Option<u32>,
+    /// The write end of its stdin pipe, while it runs with one (`--stdin pipe`).
+    stdin: Option<crate::jobs::stdin::StdinHandle>,
+    stdin_mode: bashd_protocol::StdinMode,
 }
 
 /// Where a job is in its life, as the table sees it.
@@ -111,6 +118,8 @@ struct Launch {
     merged: bool,
     /// The whole command, for the log.
     command: String,
+    /// A reader of its output from the first line (`exec --stream`).
+    subscriber: Option<super::supervisor::Subscriber>,
 }
 
 impl Job {
@@ -248,7 +257,12 @@ impl JobsActor {
                 let _ = reply.send(self.kill(request));
             }
             Cmd::Jobs { request, reply } => {
-                let _ = reply.send(self.list(request));
+                let listed = self.list(request).map(|jobs| {
+                    let numbers: Vec<u64> = jobs.iter().map(|job| job.job.0).collect();
+                    let live = self.live_jobs(&numbers);
+                    super::handle::Listing { jobs, live }
+                });
+                let _ = reply.send(listed);
             }
             Cmd::Sessions { reply } => {
                 let _ = reply.send(self.session_list());
@@ -257,6 +271,19 @@ impl JobsActor {
             Cmd::Status { reply } => {
                 let _ = reply.send(self.status());
             }
+            Cmd::Subscribe {
+                caller,
+                job,
+                stream,
+                sink,
+                reply,
+            } => {
+                let _ = reply.send(self.subscribe(&caller, &job, stream, sink));
+            }
+            Cmd::Stdin { caller, job, reply } => {
+                let _ = reply.send(self.stdin(&caller, &job));
+            }
+            Cmd::StdinClosed { job } => self.stdin_closed(job),
             // Handled by `run`, which ends the loop.
             Cmd::Shutdown { reply } => {
                 let _ = reply.send(());
@@ -305,6 +332,8 @@ impl JobsActor {
             ];
             job.cursors.insert(job.session.clone(), seen);
         }
+        // Its stdin pipe closes with it.
+        job.stdin = None;
         let status = std::mem::replace(&mut job.status, Status::Ended(Box::new(ended)));
         if let (
             Status::Starting { waiters, .. } | Status::Running { waiters, .. },

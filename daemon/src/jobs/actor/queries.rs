@@ -78,6 +78,10 @@ impl JobsActor {
             page_lines: job.page_lines,
             max_bytes: job.max_bytes,
             streams,
+            probe: match &job.status {
+                Status::Running { control, .. } if job.stdin.is_some() => Some(control.clone()),
+                _ => None,
+            },
         })
     }
 
@@ -186,7 +190,7 @@ impl JobsActor {
     }
 
     /// Registers a waiter for the end of the starting or running job `n`.
-    fn await_end(&mut self, n: u64) -> Waiting {
+    pub(super) fn await_end(&mut self, n: u64) -> Waiting {
         let (tx, rx) = oneshot::channel();
         if let Some(Job {
             status: Status::Starting { waiters, .. } | Status::Running { waiters, .. },
@@ -263,6 +267,9 @@ impl JobsActor {
             started_at: rfc3339(job.started_at),
             duration_ms,
             record,
+            // Read from /proc by the request's task (`JobsHandle::jobs`).
+            ports: Vec::new(),
+            waiting_for_input: false,
         }
     }
 }

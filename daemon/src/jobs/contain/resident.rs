@@ -75,8 +75,9 @@ pub struct Link;
 
 /// What [`Link::start`] hands out.
 pub struct Linked {
-    /// The shell's pid, once the resident has forked it, or why it could not.
-    pub leader: oneshot::Receiver<Result<Pid, String>>,
+    /// The shell's pid and the resident's, once the resident has forked the shell, or
+    /// why it could not.
+    pub leader: oneshot::Receiver<Result<(Pid, u32), String>>,
     /// The shell's exit, once the resident has reaped it.
     pub exit: oneshot::Receiver<LeaderExit>,
     pub orders: mpsc::UnboundedSender<Order>,
@@ -106,9 +107,9 @@ impl Link {
                 tokio::select! {
                     line = lines.next_line() => match line {
                         Ok(Some(line)) => match Report::parse(&line) {
-                            Some(Report::Started { pid }) => {
+                            Some(Report::Started { pid, resident }) => {
                                 if let (Some(tx), Some(pid)) = (leader_tx.take(), Pid::from_raw(pid)) {
-                                    let _ = tx.send(Ok(pid));
+                                    let _ = tx.send(Ok((pid, resident as u32)));
                                 }
                             }
                             Some(Report::Error(text)) => {
@@ -168,14 +169,16 @@ pub struct Held {
     pub heard: watch::Receiver<Heard>,
     /// The job's cgroup, when it has one; removed when the job is done with it.
     pub cgroup: Option<JobCgroup>,
+    /// The resident's pid: the root of the job's processes.
+    pub resident: u32,
 }
 
 /// Waits for the resident the zygote was just asked for to fork the shell: the job's
 /// shell, its exit, and the resident's hold on it.
 pub async fn take(started: ResidentStarted, cgroup: Option<JobCgroup>) -> io::Result<Spawned> {
     let linked = Link::start(started.control)?;
-    let pid = match tokio::time::timeout(START_TIMEOUT, linked.leader).await {
-        Ok(Ok(Ok(pid))) => pid,
+    let (pid, resident) = match tokio::time::timeout(START_TIMEOUT, linked.leader).await {
+        Ok(Ok(Ok(started))) => started,
         Ok(Ok(Err(why))) => return Err(io::Error::other(why)),
         Ok(Err(_)) => {
             return Err(io::Error::other(
@@ -202,7 +205,9 @@ pub async fn take(started: ResidentStarted, cgroup: Option<JobCgroup>) -> io::Re
             orders: linked.orders,
             heard: linked.heard,
             cgroup,
+            resident,
         }),
+        stdin: started.stdin,
     })
 }
 

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
 
-use crate::resident::SPAWN_FDS;
+use crate::resident::MAX_SPAWN_FDS;
 
 /// How long a spawn frame may wait for the zygote to read it.
 const SEND_TIMEOUT: Duration = Duration::from_secs(5);
@@ -61,10 +61,11 @@ impl Zygote {
     }
 
     /// Sends one spawn frame with the job's descriptors attached to its first byte.
-    pub fn send(&mut self, frame: &[u8], fds: [BorrowedFd<'_>; SPAWN_FDS]) -> io::Result<()> {
-        let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(SPAWN_FDS))];
+    pub fn send(&mut self, frame: &[u8], fds: &[BorrowedFd<'_>]) -> io::Result<()> {
+        let mut space =
+            [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(MAX_SPAWN_FDS))];
         let mut ancillary = SendAncillaryBuffer::new(&mut space);
-        if !ancillary.push(SendAncillaryMessage::ScmRights(&fds)) {
+        if !ancillary.push(SendAncillaryMessage::ScmRights(fds)) {
             return Err(io::Error::other("no room for a job's descriptors"));
         }
         let sent = rustix::net::sendmsg(

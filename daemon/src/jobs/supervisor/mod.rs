@@ -16,6 +16,7 @@
 //! channel as plain descriptors and a oneshot, so its unit tests (`tests.rs`) run it
 //! on a fake that spawns nothing.
 
+mod live;
 mod pipes;
 #[cfg(test)]
 mod tests;
@@ -35,7 +36,8 @@ use super::contain::{JobProcesses, Leader};
 use super::process::{LeaderExit, Spawned};
 use crate::config::OnStraggler;
 use crate::output::{self, OutputSource, Shape, StreamCapture};
-use pipes::{Inputs, PipeReader, Shell, Wake};
+pub use live::{FOLLOW_QUEUE, Live, Subscriber};
+use pipes::{INPUT_IDLE, Inputs, PipeReader, Shell, Wake};
 
 /// How long output is still read after the shell exits, for processes that inherited
 /// its pipes and are about to close them.
@@ -79,6 +81,39 @@ pub struct JobRun<P> {
     pub spawned: Spawned,
     pub processes: P,
     pub settings: Settings,
+    /// A reader of the output from its first line (`exec --stream`).
+    pub subscriber: Option<Subscriber>,
+    /// For a job with a stdin pipe: where to look for it waiting for input.
+    pub watch: Option<InputWatch>,
+    /// The job's first process (its resident, or its shell on the scan path): it and
+    /// its descendants are the job's processes.
+    pub root: u32,
+}
+
+/// Where to look for a job with a stdin pipe waiting for input, and the last look.
+#[derive(Debug, Clone)]
+pub struct InputWatch {
+    /// The job's first process (its resident, or its shell on the scan path).
+    pub root: u32,
+    /// The inode of the job's stdin pipe.
+    pub stdin_inode: u64,
+    /// When the job's CPU time was last read, and what it was.
+    pub sample: Option<(std::time::Instant, u64)>,
+}
+
+/// What a new live reader starts from: the output up to the first line it will get.
+#[derive(Debug)]
+pub struct Subscribed {
+    pub streams: Streams,
+    /// The job's first process.
+    pub root: u32,
+}
+
+/// What a look at a running job found.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Probe {
+    /// Seconds it has waited for input, when it does.
+    pub waiting_for_input: Option<u64>,
 }
 
 /// What is left of a job when it ends: its result, and its output to page through.
@@ -154,6 +189,14 @@ pub enum Control {
     Stop(Stop),
     /// A snapshot of the output so far, for `output` and `check` while the job runs.
     Snapshot(oneshot::Sender<Streams>),
+    /// A new live reader of the output, from the next line on; the reply has what came
+    /// before.
+    Subscribe {
+        subscriber: Subscriber,
+        reply: oneshot::Sender<Subscribed>,
+    },
+    /// Whether the job waits for input, for `check` and `jobs`.
+    Probe(oneshot::Sender<Probe>),
 }
 
 /// Runs the job to its end. `requester` is the channel of the request that started
@@ -167,7 +210,7 @@ pub async fn supervise<P: JobProcesses>(
     requester: mpsc::Sender<Response>,
     reports: mpsc::UnboundedSender<Report>,
 ) {
-    let (ended, request) = Supervisor::new(run, control, requester, reports.clone())
+    let (ended, request, mut live) = Supervisor::new(run, control, requester, reports.clone())
         .run()
         .await;
     // A job in the background answered its request when it moved there.
@@ -175,7 +218,18 @@ pub async fn supervise<P: JobProcesses>(
         Request::Waiting(requester) => Some((requester, ended.result.clone())),
         Request::Answered => None,
     };
+    let files = [
+        ended.result.stdout.full_output.clone(),
+        ended
+            .result
+            .stderr
+            .as_ref()
+            .and_then(|s| s.full_output.clone()),
+    ];
     let _ = reports.send(Report::Ended(Box::new(ended)));
+    // Readers that missed lines are told before the answer; the job has ended for
+    // everyone else already, so a slow reader holds up only itself.
+    live.close(files).await;
     if let Some((requester, result)) = answer {
         let _ = requester.send(Response::Finished(Box::new(result))).await;
     }
@@ -218,6 +272,8 @@ enum Request {
 enum LeaderEvent {
     Deadline,
     Abandoned,
+    /// A first look at the job's CPU time, [`INPUT_IDLE`] before its deadline.
+    Prime,
 }
 
 /// Phase `Stragglers`'s own events.
@@ -241,6 +297,8 @@ struct Supervisor<P> {
     /// reads the pipes.
     processes: P,
     inputs: Inputs,
+    /// Seconds the job had waited for input when it passed its timeout, if it had.
+    waiting_at_timeout: Option<u64>,
 }
 
 impl<P: JobProcesses> Supervisor<P> {
@@ -255,6 +313,9 @@ impl<P: JobProcesses> Supervisor<P> {
             spawned,
             processes,
             settings,
+            subscriber,
+            watch,
+            root,
         } = run;
         let Spawned {
             pid,
@@ -274,7 +335,15 @@ impl<P: JobProcesses> Supervisor<P> {
             merged,
             control: Some(control),
             shell: Shell::Running(exit),
+            live: Live::default(),
+            last_output: std::time::Instant::now(),
+            watch,
+            root,
         };
+        let mut inputs = inputs;
+        if let Some(subscriber) = subscriber {
+            inputs.live.add(subscriber);
+        }
         Supervisor {
             pid: pid.as_raw_nonzero().get() as u32,
             deadline: tokio::time::Instant::from_std(meta.started) + settings.timeout,
@@ -284,11 +353,12 @@ impl<P: JobProcesses> Supervisor<P> {
             reports,
             processes,
             inputs,
+            waiting_at_timeout: None,
         }
     }
 
     /// Takes the job through its phases to its end.
-    async fn run(mut self) -> (Ended, Request) {
+    async fn run(mut self) -> (Ended, Request, Live) {
         if self.settings.detached {
             self.detach(BackgroundWhy::Requested).await;
         }
@@ -308,7 +378,10 @@ impl<P: JobProcesses> Supervisor<P> {
             };
         };
         self.last_output().await;
-        self.end(stopped)
+        self.inputs.finish();
+        let live = std::mem::take(&mut self.inputs.live);
+        let (ended, request) = self.end(stopped);
+        (ended, request, live)
     }
 
     fn stop(&self, reason: StopReason) -> Stop {
@@ -323,10 +396,20 @@ impl<P: JobProcesses> Supervisor<P> {
                 Request::Waiting(requester) => Some(requester.clone()),
                 Request::Answered => None,
             };
+            let prime_at = self
+                .inputs
+                .watch
+                .as_ref()
+                .is_some_and(|w| w.sample.is_none())
+                // A second early, so that the look at the deadline finds the whole
+                // idle time behind it.
+                .then(|| deadline.checked_sub(INPUT_IDLE + Duration::from_secs(1)))
+                .flatten();
             let phase = async move {
                 tokio::select! {
                     () = tokio::time::sleep_until(deadline) => LeaderEvent::Deadline,
                     () = closed(requester) => LeaderEvent::Abandoned,
+                    () = sleep_until_some(prime_at) => LeaderEvent::Prime,
                 }
             };
             match self.inputs.wake(phase).await {
@@ -334,7 +417,11 @@ impl<P: JobProcesses> Supervisor<P> {
                 Wake::Phase(LeaderEvent::Abandoned) => {
                     return Phase::Stopping(self.stop(StopReason::Abandoned));
                 }
+                Wake::Phase(LeaderEvent::Prime) => self.inputs.prime_probe().await,
                 Wake::Phase(LeaderEvent::Deadline) => {
+                    if matches!(self.request, Request::Waiting(_)) {
+                        self.waiting_at_timeout = self.inputs.probe().await.waiting_for_input;
+                    }
                     let settings = &self.settings;
                     let move_on = matches!(self.request, Request::Waiting(_))
                         && settings.on_timeout == OnTimeout::Background
@@ -467,7 +554,11 @@ impl<P: JobProcesses> Supervisor<P> {
                 self.inputs.err.capture.complete_lines(),
             ],
         };
-        let result = self.result(JobState::Running, vec![notice], None);
+        let mut notices = vec![notice];
+        if why == BackgroundWhy::Timeout {
+            notices.extend(self.waiting_notice());
+        }
+        let result = self.result(JobState::Running, notices, None);
         // Before the answer, so that a check sent on seeing it starts after `seen`.
         let _ = self.reports.send(Report::Backgrounded {
             job: self.meta.job,
@@ -524,9 +615,12 @@ impl<P: JobProcesses> Supervisor<P> {
         };
         let session = || self.meta.session.clone();
         match reason {
-            Some(StopReason::Timeout) => notices.push(Notice::TimedOut {
-                after_secs: limit.as_secs(),
-            }),
+            Some(StopReason::Timeout) => {
+                notices.push(Notice::TimedOut {
+                    after_secs: limit.as_secs(),
+                });
+                notices.extend(self.waiting_notice());
+            }
             Some(StopReason::Shutdown) => notices.push(Notice::Shutdown {}),
             Some(StopReason::OwnersGone) => notices.push(Notice::OwnersGone { session: session() }),
             Some(StopReason::SessionEnded) => {
@@ -578,6 +672,24 @@ impl<P: JobProcesses> Supervisor<P> {
             streams: self.inputs.streams(),
         };
         (ended, self.request)
+    }
+}
+
+impl<P> Supervisor<P> {
+    /// That the job waited for input when it passed its timeout, if it did.
+    fn waiting_notice(&self) -> Option<Notice> {
+        self.waiting_at_timeout
+            .map(|idle_secs| Notice::WaitingForInput {
+                job: self.meta.job,
+                idle_secs,
+            })
+    }
+}
+
+async fn sleep_until_some(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
 

@@ -3,12 +3,15 @@
 
 use std::future::Future;
 use std::os::fd::{AsFd, OwnedFd};
+use std::time::{Duration, Instant};
 
+use bashd_protocol::StreamName;
 use tokio::io::AsyncReadExt;
 use tokio::net::unix::pipe;
 use tokio::sync::{mpsc, oneshot};
 
-use super::{Control, Stop, Streams};
+use super::live::Live;
+use super::{Control, InputWatch, Probe, Stop, Streams, Subscribed};
 use crate::jobs::process::LeaderExit;
 use crate::output::StreamCapture;
 
@@ -20,6 +23,12 @@ const READ_CHUNK: usize = 256 * 1024;
 /// writer. Pipes start at the kernel's default, since pipe memory is a per-user quota
 /// that a thousand quiet jobs must not spend.
 const BIG_PIPE_BYTES: usize = 1024 * 1024;
+/// How long a job with a stdin pipe must have printed nothing and used no CPU, while
+/// blocked reading that pipe, to count as waiting for input.
+pub(super) const INPUT_IDLE: Duration = Duration::from_secs(5);
+/// A clock tick of `/proc/PID/stat`'s CPU times, in milliseconds (USER_HZ is 100 on
+/// every Linux this runs on).
+const TICK_MS: u64 = 10;
 
 /// The job's shell, the leader.
 #[derive(Debug)]
@@ -57,6 +66,14 @@ pub(super) struct Inputs {
     /// `None` once the actor has dropped its end.
     pub(super) control: Option<mpsc::UnboundedReceiver<Control>>,
     pub(super) shell: Shell,
+    /// The readers of the output as it comes.
+    pub(super) live: Live,
+    /// When output last came, on either stream (the start, before any).
+    pub(super) last_output: Instant,
+    /// For a job with a stdin pipe: what tells whether it waits for input.
+    pub(super) watch: Option<InputWatch>,
+    /// The job's first process, for live readers that look at its processes.
+    pub(super) root: u32,
 }
 
 impl Inputs {
@@ -67,14 +84,14 @@ impl Inputs {
     pub(super) async fn wake<T>(&mut self, phase: impl Future<Output = T>) -> Wake<T> {
         enum Got<T> {
             Exit(Result<LeaderExit, oneshot::error::RecvError>),
-            Read,
+            Read(StreamName, usize),
             Control(Option<Control>),
             Phase(T),
         }
         let got = tokio::select! {
             status = recv_exit(&mut self.shell) => Got::Exit(status),
-            () = self.out.read_some(), if !self.out.is_done() => Got::Read,
-            () = self.err.read_some(), if !self.err.is_done() => Got::Read,
+            n = self.out.read_some(), if !self.out.is_done() => Got::Read(StreamName::Stdout, n),
+            n = self.err.read_some(), if !self.err.is_done() => Got::Read(StreamName::Stderr, n),
             msg = recv_control(&mut self.control) => Got::Control(msg),
             value = phase => Got::Phase(value),
         };
@@ -84,10 +101,33 @@ impl Inputs {
                 self.shell = Shell::Exited(status.ok());
                 Wake::LeaderExited
             }
-            Got::Read => Wake::Busy,
+            Got::Read(stream, n) => {
+                let reader = match stream {
+                    StreamName::Stdout => &mut self.out,
+                    StreamName::Stderr => &mut self.err,
+                };
+                if n > 0 {
+                    self.last_output = Instant::now();
+                }
+                reader.take(n, stream, &mut self.live);
+                Wake::Busy
+            }
             Got::Control(Some(Control::Stop(stop))) => Wake::Stop(stop),
             Got::Control(Some(Control::Snapshot(reply))) => {
                 let _ = reply.send(self.streams());
+                Wake::Busy
+            }
+            Got::Control(Some(Control::Subscribe { subscriber, reply })) => {
+                // Between two reads: the snapshot ends where the live lines begin.
+                let _ = reply.send(Subscribed {
+                    streams: self.streams(),
+                    root: self.root,
+                });
+                self.live.add(subscriber);
+                Wake::Busy
+            }
+            Got::Control(Some(Control::Probe(reply))) => {
+                let _ = reply.send(self.probe().await);
                 Wake::Busy
             }
             Got::Control(None) => {
@@ -95,6 +135,62 @@ impl Inputs {
                 Wake::Busy
             }
             Got::Phase(value) => Wake::Phase(value),
+        }
+    }
+
+    /// Whether the job waits for input: it has a stdin pipe, printed nothing for
+    /// [`INPUT_IDLE`], used no CPU since a look at least that long ago, and is blocked
+    /// reading the pipe now. Every look is kept for the next (the first only primes).
+    pub(super) async fn probe(&mut self) -> Probe {
+        let quiet_for = self.last_output.elapsed();
+        let Some(watch) = &mut self.watch else {
+            return Probe::default();
+        };
+        let (root, inode) = (watch.root, watch.stdin_inode);
+        let Ok(now) =
+            tokio::task::spawn_blocking(move || crate::jobs::probe::input_state(root, inode)).await
+        else {
+            return Probe::default();
+        };
+        // "No CPU" allows what a program waiting in `select` spends waking now and then
+        // (vim writes its swap file after 4 s): at most 2 % of the time since the look.
+        let idle_for = match watch.sample {
+            Some((at, ticks))
+                if now.cpu_ticks.saturating_sub(ticks) * TICK_MS
+                    <= at.elapsed().as_millis() as u64 / 50 =>
+            {
+                at.elapsed()
+            }
+            _ => {
+                watch.sample = Some((Instant::now(), now.cpu_ticks));
+                Duration::ZERO
+            }
+        };
+        let idle = quiet_for.min(idle_for);
+        Probe {
+            waiting_for_input: (now.blocked_on_stdin && idle >= INPUT_IDLE)
+                .then_some(idle.as_secs()),
+        }
+    }
+
+    /// Takes a first look at the job's CPU time, for a later [`Inputs::probe`].
+    pub(super) async fn prime_probe(&mut self) {
+        if self.watch.as_ref().is_some_and(|w| w.sample.is_none()) {
+            self.probe().await;
+        }
+    }
+
+    /// The pipes are done: the last lines go to the captures and the live readers.
+    pub(super) fn finish(&mut self) {
+        let live = &mut self.live;
+        for (reader, stream) in [
+            (&mut self.out, StreamName::Stdout),
+            (&mut self.err, StreamName::Stderr),
+        ] {
+            let full_output = reader.capture.full_output();
+            reader.capture.finish_live(|line, text| {
+                live.send(stream, line, text, || full_output.clone());
+            });
         }
     }
 
@@ -145,21 +241,38 @@ impl PipeReader {
         self.pipe.is_none()
     }
 
-    /// Reads one chunk into the capture; EOF or an error closes the pipe. Cancel-safe.
-    async fn read_some(&mut self) {
+    /// Reads one chunk into the buffer; how many bytes, 0 at EOF or on an error.
+    /// Cancel-safe: a read that did not complete consumed nothing.
+    async fn read_some(&mut self) -> usize {
         let Some(pipe) = self.pipe.as_mut() else {
-            return;
+            return 0;
         };
         if self.buf.is_empty() {
             self.buf = vec![0; FIRST_READ_CHUNK];
         }
-        match pipe.read(&mut self.buf).await {
-            Ok(0) | Err(_) => {
+        pipe.read(&mut self.buf).await.unwrap_or(0)
+    }
+
+    /// Hands the `n` bytes just read to the capture and the live readers; 0 closes the
+    /// pipe.
+    fn take(&mut self, n: usize, stream: StreamName, live: &mut Live) {
+        let Some(pipe) = self.pipe.as_mut() else {
+            return;
+        };
+        match n {
+            0 => {
                 self.pipe = None;
                 self.buf = Vec::new();
             }
-            Ok(n) => {
-                self.capture.push(&self.buf[..n]);
+            n => {
+                if live.is_empty() {
+                    self.capture.push(&self.buf[..n]);
+                } else {
+                    let full_output = self.capture.full_output();
+                    self.capture.push_live(&self.buf[..n], |line, text| {
+                        live.send(stream, line, text, || full_output.clone());
+                    });
+                }
                 if n == self.buf.len() && n < READ_CHUNK {
                     if n >= FIRST_READ_CHUNK * 8 {
                         // Above /proc/sys/fs/pipe-max-size or the user's pipe quota

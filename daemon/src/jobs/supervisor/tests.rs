@@ -156,9 +156,13 @@ fn start(change: impl FnOnce(&mut Settings)) -> Harness {
             exit,
             start_time: 0,
             held: None,
+            stdin: None,
         },
         processes: fake.clone(),
         settings,
+        subscriber: None,
+        watch: None,
+        root: PID,
     };
     let (control, control_rx) = mpsc::unbounded_channel();
     let (events, responses) = mpsc::channel(64);

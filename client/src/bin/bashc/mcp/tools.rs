@@ -5,8 +5,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use bashc::protocol::{
-    Caller, ErrorKind, ExecResult, JobLimits, JobRef, JobRequest, JobState, JobsRequest,
-    KillRequest, OutputOptions, OutputRequest, WaitRequest,
+    Caller, ErrorKind, ExecResult, GrepRequest, JobLimits, JobRef, JobRequest, JobState,
+    JobsRequest, KillRequest, Mode, OutputOptions, OutputRequest, SendRequest, StdinMode,
+    WaitConditions, WaitRequest,
 };
 use bashc::{Client, ClientError, ExecOptions};
 use rmcp::handler::server::common::schema_for_type;
@@ -21,7 +22,7 @@ use serde::Deserialize;
 use tokio::sync::Mutex;
 
 use super::words;
-use crate::options::{DirectionArg, ModeArg, OnTimeoutArg, StreamArg};
+use crate::options::{DirectionArg, ModeArg, OnTimeoutArg, StdinArg, StreamArg};
 
 /// The tools; one per server process, cloned into each call.
 #[derive(Clone)]
@@ -47,7 +48,9 @@ of it. A denied command did not run: do what the denial says instead.";
 
 const BASH: &str = "Run a shell command (`bash -c COMMAND`) through bashd, which owns every process it starts.
 
-Each call is a fresh shell: the working directory, variables and `cd` do not persist between calls. Pass `workdir` (absolute, or relative to the directory the MCP server started in, which is the default). stdin is /dev/null and pagers and editors are disabled: never run anything interactive.
+Each call is a fresh shell: the working directory, variables and `cd` do not persist between calls. Pass `workdir` (absolute, or relative to the directory the MCP server started in, which is the default). stdin is /dev/null and pagers and editors are disabled: never run anything interactive. With stdin=\"pipe\" the job reads a pipe instead, which bash_send writes to (for a prompt you cannot avoid); there is no terminal.
+
+Servers: start them with `wait_until` (a regex, like \"Listening|Serving\"): the job starts in the background and the call returns as soon as a new output line matches (with that line and the lines around it), or when the job ends, or after `timeout_secs` (default 30), whichever comes first; the job keeps running. bash_jobs shows the ports each job listens on.
 
 Modes and timeouts: `default` (30 s), `slow` (15 min: builds, test suites, installs), `background` (returns at once with a job id; for dev servers, watchers, long jobs; runs up to 24 h). `timeout_secs` overrides the mode's timeout. A command that passes its timeout is NOT killed: the call returns what it printed so far with state `running`, and the job goes on in the background (set on_timeout=\"kill\" to kill it instead). Processes a command leaves running (`npm run dev &`) also go on as a background job under the same id. Follow a background job with bash_check (new output), bash_wait (its end) and bash_kill.
 
@@ -59,13 +62,15 @@ Result: the output and exit code as text, the same as JSON in the structured con
 
 const BASH_CHECK: &str = "New output of a job since this session last checked it, and its state: whole lines only (a line still being written waits for the next check), so two checks never repeat or lose a line. Returns at once; use it to follow a background job or a command that went on past its timeout. When more new lines came than the limits show, the last ones are shown and the result says how to read the others with bash_output.";
 
-const BASH_WAIT: &str = "Wait for a job to end and return its result (its output as for `bash`). With `timeout_secs`, give up waiting after that long: the job keeps running and the result has state `running`.";
+const BASH_WAIT: &str = "Wait for a job to end and return its result (its output as for `bash`). With `timeout_secs`, give up waiting after that long: the job keeps running and the result has state `running`. With `until` (a regex a new output line must match), `port` (a TCP port a process of the job listens on) or `idle_secs` (no output for that long), return as soon as one of them is met, saying which (and the matching line with the lines around it); the job keeps running. Use it instead of sleeping: start a server with mode=\"background\", then bash_wait(job, until=\"Listening\", timeout_secs=60).";
+
+const BASH_SEND: &str = "Write text to the stdin of a job started with stdin=\"pipe\" (for a prompt that cannot be avoided, or a REPL): `text` goes as is (end it with \"\\n\" to press Enter), `eof`=true closes the job's stdin afterwards. Then bash_check or bash_wait shows what the job did. A job marked `waiting for input?` is blocked reading its stdin.";
 
 const BASH_KILL: &str = "Stop a job: `signal` (default TERM) to every process of it, including those that left its process group (setsid, nohup, double forks), then SIGKILL to whatever is left after a grace time (2 s). Returns the job's result.";
 
 const BASH_JOBS: &str = "List this session's jobs, running and finished (the last 100 finished are kept): id, state, exit code, mode, command, description, start time, duration.";
 
-const BASH_OUTPUT: &str = "Page through the whole output of a job, which bashd keeps even when a result showed only part of it. Lines count from 1: `offset` is the first line to return, `limit` how many (default 2000). `stream` is stdout (default) or stderr. Returns the lines and, in the structured content, the range and the totals.";
+const BASH_OUTPUT: &str = "Page through the whole output of a job, which bashd keeps even when a result showed only part of it. Lines count from 1: `offset` is the first line to return, `limit` how many (default 2000). `stream` is stdout (default) or stderr. With `grep` (a regex), only the matching lines, numbered (`12:match`, `11-context` with `context`), searched over the whole output: the way to find an error in a huge log. Returns the lines and, in the structured content, the range and the totals.";
 
 /// Arguments of `bash`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -102,6 +107,10 @@ struct BashArgs {
     cpu: Option<f64>,
     /// Most processes the job may have at once.
     pids: Option<u32>,
+    /// `null` (default: /dev/null) or `pipe`: a pipe that bash_send writes to.
+    stdin: Option<StdinArg>,
+    /// Start the job in the background and return when a new output line matches this regex (a server's \"Listening on\"), when it ends, or after timeout_secs (default 30); it keeps running.
+    wait_until: Option<String>,
 }
 
 /// Arguments of `bash_check`.
@@ -122,6 +131,25 @@ struct WaitArgs {
     job: String,
     /// Give up waiting after this many seconds (the job keeps running); default: wait until it ends.
     timeout_secs: Option<f64>,
+    /// Return when a new output line matches this regex (the job keeps running).
+    until: Option<String>,
+    /// Return when a process of the job listens on this TCP port.
+    port: Option<u16>,
+    /// Return when the job has printed nothing for this many seconds.
+    idle_secs: Option<f64>,
+}
+
+/// Arguments of `bash_send`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(crate = "rmcp::schemars")]
+struct SendArgs {
+    /// The job id, as `bash` returned it (j12); it must have been started with stdin=\"pipe\".
+    job: String,
+    /// What to write to the job's stdin, as is: end it with \"\\n\" to press Enter.
+    text: Option<String>,
+    /// Close the job's stdin after writing: it reads end-of-file.
+    eof: Option<bool>,
 }
 
 /// Arguments of `bash_kill`.
@@ -152,8 +180,12 @@ struct OutputArgs {
     stream: Option<StreamArg>,
     /// The first line to return, counting from 1 (default 1).
     offset: Option<u64>,
-    /// How many lines to return (default 2000).
+    /// How many lines to return (default 2000); with `grep`, how many matching lines.
     limit: Option<u64>,
+    /// Return only the lines matching this regex, numbered as `grep -n` does (`12:match`, `11-context`), searched in bashd over the whole output from `offset` on.
+    grep: Option<String>,
+    /// Lines of context before and after each match (with `grep`).
+    context: Option<u32>,
 }
 
 /// A call that cannot be made as asked: the tool error the agent sees.
@@ -173,6 +205,7 @@ fn tools() -> Vec<Tool> {
         Tool::new("bash_kill", BASH_KILL, schema_for_type::<KillArgs>()),
         Tool::new("bash_jobs", BASH_JOBS, schema_for_type::<NoArgs>()),
         Tool::new("bash_output", BASH_OUTPUT, schema_for_type::<OutputArgs>()),
+        Tool::new("bash_send", BASH_SEND, schema_for_type::<SendArgs>()),
     ]
 }
 
@@ -222,10 +255,14 @@ impl ServerHandler for BashTools {
                 Ok(args) => self.output(args).await,
                 Err(e) => Err(e),
             },
+            "bash_send" => match parse(arguments) {
+                Ok(args) => self.send(args).await,
+                Err(e) => Err(e),
+            },
             other => {
                 return Err(ErrorData::invalid_params(
                     format!(
-                        "no tool {other:?}; the tools are bash, bash_check, bash_wait, bash_kill, bash_jobs, bash_output"
+                        "no tool {other:?}; the tools are bash, bash_check, bash_wait, bash_kill, bash_jobs, bash_output, bash_send"
                     ),
                     None,
                 ));
@@ -318,12 +355,75 @@ impl BashTools {
                     .map_err(|e| CallError(format!("bad argument `cpu`: {e}")))?,
                 pids: args.pids,
             },
+            stream: false,
+            stdin: args.stdin.map_or(StdinMode::Null, Into::into),
         };
+        let wait_until = args.wait_until;
+        let timeout_secs = args.timeout_secs;
+        let mut options = options;
+        if wait_until.is_some() {
+            // Started in the background; the wait below is what returns.
+            options.mode = Some(Mode::Background);
+            options.timeout_secs = None;
+        }
         let params = options.params(args.command, self.caller.clone());
         let client = self.client().await?;
         let result = client.exec(params).await;
         let result = self.answer(result, "command").await?;
-        Ok(words::exec_result(&result, is_failure(&result), true))
+        let Some(until) = wait_until else {
+            return Ok(words::exec_result(&result, is_failure(&result), true));
+        };
+        if result.state != JobState::Running {
+            // Denied, or could not start.
+            return Ok(words::exec_result(&result, is_failure(&result), true));
+        }
+        let request = WaitRequest {
+            caller: self.caller.clone(),
+            job: JobRef::Id(result.job.to_string()),
+            timeout_ms: Some(timeout_secs.unwrap_or(30).saturating_mul(1000)),
+            conditions: WaitConditions {
+                until: Some(until),
+                ..WaitConditions::default()
+            },
+        };
+        let waited = client.wait(request).await;
+        let mut waited = self.answer(waited, "wait_until").await?;
+        // How to follow the job, from the start's answer, before what the wait found.
+        let mut notices = result.notices;
+        notices.append(&mut waited.notices);
+        waited.notices = notices;
+        Ok(words::exec_result(&waited, is_failure(&waited), true))
+    }
+
+    async fn send(&self, args: SendArgs) -> Result<CallToolResult, CallError> {
+        let eof = args.eof.unwrap_or(false);
+        let text = args.text.unwrap_or_default();
+        if text.is_empty() && !eof {
+            return Err(CallError(
+                "bad arguments: give `text` to write, or eof=true to close the job's stdin"
+                    .to_owned(),
+            ));
+        }
+        let request = SendRequest {
+            caller: self.caller.clone(),
+            job: JobRef::Id(args.job),
+            bytes: text.into_bytes(),
+            eof,
+        };
+        let sent = self.client().await?.send(request).await;
+        let sent = self.answer(sent, "job").await?;
+        let text = format!(
+            "Wrote {} bytes to the stdin of {}{}. See what it did: bash_check(job=\"{}\").\n",
+            sent.written,
+            sent.job,
+            if sent.closed { " and closed it" } else { "" },
+            sent.job
+        );
+        Ok(words::tool_result(
+            text,
+            serde_json::to_value(&sent).unwrap_or_default(),
+            false,
+        ))
     }
 
     async fn check(&self, args: JobArgs) -> Result<CallToolResult, CallError> {
@@ -346,10 +446,24 @@ impl BashTools {
             Some(secs) => Some((secs * 1000.0).round() as u64),
             None => None,
         };
+        let idle_ms = match args.idle_secs {
+            Some(secs) if !secs.is_finite() || secs < 0.0 => {
+                return Err(CallError(format!(
+                    "bad argument `idle_secs`: {secs} is not a number of seconds, 0 or more"
+                )));
+            }
+            secs => secs.map(|secs| (secs * 1000.0).round() as u64),
+        };
         let request = WaitRequest {
             caller: self.caller.clone(),
             job: JobRef::Id(args.job),
             timeout_ms,
+            conditions: WaitConditions {
+                until: args.until,
+                until_stream: None,
+                port: args.port,
+                idle_ms,
+            },
         };
         let result = self.client().await?.wait(request).await;
         let result = self.answer(result, "job").await?;
@@ -395,13 +509,35 @@ impl BashTools {
                 "bad argument `offset`: lines count from 1".to_owned(),
             ));
         }
-        let request = OutputRequest {
-            job: JobRef::Id(args.job),
-            stream: args.stream.unwrap_or(StreamArg::Stdout).into(),
-            offset: args.offset.unwrap_or(1),
-            limit: args.limit,
+        let job = JobRef::Id(args.job);
+        let stream = args.stream.unwrap_or(StreamArg::Stdout).into();
+        let offset = args.offset.unwrap_or(1);
+        let client = self.client().await?;
+        let page = match args.grep {
+            Some(pattern) => {
+                client
+                    .grep(GrepRequest {
+                        caller: self.caller.clone(),
+                        job,
+                        stream,
+                        pattern,
+                        context: args.context.unwrap_or(0),
+                        offset,
+                        limit: args.limit,
+                    })
+                    .await
+            }
+            None => {
+                client
+                    .output(OutputRequest {
+                        job,
+                        stream,
+                        offset,
+                        limit: args.limit,
+                    })
+                    .await
+            }
         };
-        let page = self.client().await?.output(request).await;
         let page = self.answer(page, "job").await?;
         Ok(words::page_result(&page))
     }

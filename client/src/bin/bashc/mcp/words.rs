@@ -126,6 +126,34 @@ fn notice(notice: &Notice) -> String {
             call("bash_wait", *job),
             call("bash_kill", *job)
         ),
+        Notice::OutputMissed {
+            job,
+            stream,
+            offset,
+            lines,
+            path,
+        } => {
+            let stream_argument = match stream {
+                StreamName::Stdout => String::new(),
+                StreamName::Stderr => ", stream=\"stderr\"".to_owned(),
+            };
+            render::missed_text(
+                *stream,
+                *offset,
+                *lines,
+                path.as_deref(),
+                &format!(
+                    "bash_output(job=\"{job}\"{stream_argument}, offset={offset}, limit={lines})"
+                ),
+            )
+        }
+        Notice::WaitingForInput { job, idle_secs } => render::waiting_text(
+            *job,
+            *idle_secs,
+            &format!("bash_send(job=\"{job}\", text=\"...\\n\") (eof=true closes it)"),
+            &call("bash_kill", *job),
+        ),
+        Notice::ConditionMet { job, met } => render::condition_text(*job, met),
         // These name no command: both front ends say them alike.
         Notice::Shutdown {}
         | Notice::OwnersGone { .. }

@@ -1,0 +1,176 @@
+//! The live commands: `exec --stream` and `follow` print a job's lines as they come,
+//! `send` writes to a job's stdin.
+
+use std::io::{Read, Write};
+
+use anyhow::{Context, bail};
+use bashc::protocol::{
+    ExecResult, FollowFrom, FollowRequest, Notice, Response, SendRequest, StreamName, Worded,
+};
+use bashc::{ClientError, Responses, Target};
+use clap::Args;
+
+use crate::common::{SessionArgs, connect, print, write_stdout};
+use crate::jobs::JobArg;
+use crate::options::StreamsArg;
+use crate::render;
+
+#[derive(Debug, Args)]
+pub struct FollowArgs {
+    #[command(flatten)]
+    job: JobArg,
+    #[command(flatten)]
+    session: SessionArgs,
+    /// Which streams to show.
+    #[arg(long, value_enum, default_value = "both")]
+    stream: StreamsArg,
+    /// Show every line from the first before the new ones.
+    #[arg(long, conflicts_with = "lines")]
+    from_start: bool,
+    /// Show the last N lines of each stream before the new ones (default 10).
+    #[arg(long, value_name = "N")]
+    lines: Option<u64>,
+    /// Print one JSON object a line: each piece of output, notices, then the result.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct SendArgs {
+    #[command(flatten)]
+    job: JobArg,
+    #[command(flatten)]
+    session: SessionArgs,
+    /// What to write to the job's stdin; `-` reads it from bashc's own stdin. Leave it
+    /// out with --eof to only close the job's stdin.
+    #[arg(value_name = "TEXT", allow_hyphen_values = true)]
+    text: Option<String>,
+    /// Add a newline after TEXT (what pressing Enter sends).
+    #[arg(long)]
+    newline: bool,
+    /// Close the job's stdin afterwards: it reads end-of-file.
+    #[arg(long)]
+    eof: bool,
+    /// Print the reply as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub async fn follow(args: FollowArgs, target: &Target) -> anyhow::Result<u8> {
+    let from = match (args.from_start, args.lines) {
+        (true, _) => FollowFrom::Start,
+        (false, lines) => FollowFrom::Last(lines.unwrap_or(10)),
+    };
+    let request = FollowRequest {
+        caller: args.session.caller(),
+        job: args.job.job_ref()?,
+        stream: args.stream.into(),
+        from,
+    };
+    // Held until the end: the connection lives as long as a `Client` does.
+    let client = connect(target).await?;
+    let responses = client.follow(request).await?;
+    let result = print_events(responses, args.json).await?;
+    print_end(&result, args.json)?;
+    Ok(render::exit_status(&result))
+}
+
+pub async fn send(args: SendArgs, target: &Target) -> anyhow::Result<u8> {
+    let mut bytes = match args.text.as_deref() {
+        Some("-") => {
+            let mut bytes = Vec::new();
+            std::io::stdin()
+                .read_to_end(&mut bytes)
+                .context("cannot read what to send from stdin")?;
+            bytes
+        }
+        Some(text) => text.as_bytes().to_vec(),
+        None if args.eof || args.newline => Vec::new(),
+        None => bail!(
+            "give TEXT to send (or - to read it from stdin), or --eof to close the job's stdin"
+        ),
+    };
+    if args.newline {
+        bytes.push(b'\n');
+    }
+    let request = SendRequest {
+        caller: args.session.caller(),
+        job: args.job.job_ref()?,
+        bytes,
+        eof: args.eof,
+    };
+    let sent = connect(target).await?.send(request).await?;
+    print(args.json, &sent, |sent| {
+        format!(
+            "sent {} byte{} to the stdin of {}{}\n",
+            sent.written,
+            if sent.written == 1 { "" } else { "s" },
+            sent.job,
+            if sent.closed { ", and closed it" } else { "" }
+        )
+    })?;
+    Ok(0)
+}
+
+/// Prints the live events of a request (`exec --stream`, `follow`) as they come:
+/// stdout's lines to stdout, stderr's to stderr, notices to stderr; with `json`, one
+/// object a line on stdout. Returns the result that ends them.
+pub async fn print_events(mut responses: Responses, json: bool) -> anyhow::Result<ExecResult> {
+    loop {
+        match responses.next().await? {
+            Response::Started(started) if json => {
+                json_line(&serde_json::json!({ "started": started }))?;
+            }
+            Response::Started(_) => {}
+            Response::Output(chunk) if json => json_line(&serde_json::json!({
+                "stream": chunk.stream,
+                "line": chunk.line,
+                "text": String::from_utf8_lossy(&chunk.bytes),
+            }))?,
+            Response::Output(chunk) => match chunk.stream {
+                StreamName::Stdout => write_stdout(&chunk.bytes)?,
+                StreamName::Stderr => {
+                    let mut stderr = std::io::stderr().lock();
+                    let _ = stderr.write_all(&chunk.bytes).and_then(|()| stderr.flush());
+                }
+            },
+            Response::Notice(notice) if json => json_line(&Worded {
+                value: &serde_json::json!({ "notices": [&notice] }),
+                notice: Some(render::notice_text(&notice)),
+            })?,
+            Response::Notice(notice) => eprintln!("bashc: {}", render::notice_text(&notice)),
+            Response::Finished(result) => return Ok(*result),
+            Response::Error(error) => return Err(ClientError::Daemon(error).into()),
+            _ => bail!("bashd sent something other than output or a result"),
+        }
+    }
+}
+
+/// The end of a streamed job: its result without the text already printed (notices,
+/// exit code, record), or with `json` the whole result as the last line.
+pub fn print_end(result: &ExecResult, json: bool) -> anyhow::Result<()> {
+    if json {
+        return json_line(&Worded {
+            value: result,
+            notice: render::notices_text(&result.notices),
+        });
+    }
+    let mut shown = result.clone();
+    shown.stdout.text.clear();
+    if let Some(stderr) = &mut shown.stderr {
+        stderr.text.clear();
+    }
+    // Lines missed were said as they were missed.
+    shown
+        .notices
+        .retain(|n| !matches!(n, Notice::OutputMissed { .. }));
+    let text = render::exec_text(&shown, true);
+    // The streamed lines may not have ended with a newline.
+    write_stdout(format!("\n{text}").as_bytes())
+}
+
+fn json_line<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
+    let mut bytes = serde_json::to_vec(value)?;
+    bytes.push(b'\n');
+    write_stdout(&bytes)
+}

@@ -1,0 +1,136 @@
+//! The actor's side of live jobs (issue 16): adding a live reader to a running job's
+//! supervisor (`follow`, `wait --until/--port/--idle`), handing out a job's stdin for
+//! `send`, and what `jobs` needs to look at running jobs' processes.
+
+use bashd_protocol::{
+    Caller, ErrorKind, ErrorReply, JobId, JobRef, Response, StdinMode, StreamName,
+};
+use tokio::sync::{mpsc, oneshot};
+
+use super::{JobsActor, Status};
+use crate::jobs::handle::{LiveJob, Watching};
+use crate::jobs::stdin::StdinHandle;
+use crate::jobs::supervisor::{Control, Subscriber};
+
+impl JobsActor {
+    /// A live reader for `job`: the job as it ended, or its supervisor's answer to come
+    /// and a waiter for its end.
+    pub(super) fn subscribe(
+        &mut self,
+        caller: &Caller,
+        job: &JobRef,
+        stream: Option<StreamName>,
+        sink: mpsc::Sender<Response>,
+    ) -> Result<Watching, ErrorReply> {
+        self.adopt(&caller.session, caller.owner);
+        let n = self.find(job)?;
+        if let Status::Running { control, .. } = &self.jobs[&n].status
+            && control.is_closed()
+        {
+            // It has just ended: its report is in the channel.
+            while let Ok(report) = self.reports.try_recv() {
+                self.report(report);
+            }
+        }
+        let entry = &self.jobs[&n];
+        let id = entry.id;
+        match &entry.status {
+            Status::Ended(ended) => Ok(Watching::Ended {
+                result: Box::new(ended.result.clone()),
+                streams: Box::new(ended.streams.clone()),
+            }),
+            Status::Starting { control, .. } | Status::Running { control, .. } => {
+                let (reply, subscribed) = oneshot::channel();
+                let subscriber = Subscriber::new(sink, id, stream);
+                if control
+                    .send(Control::Subscribe { subscriber, reply })
+                    .is_err()
+                {
+                    return Err(ending(id));
+                }
+                let crate::jobs::handle::Waiting::Pending { summary, result } = self.await_end(n)
+                else {
+                    return Err(ending(id));
+                };
+                let cursor = self.jobs[&n]
+                    .cursors
+                    .get(&caller.session)
+                    .copied()
+                    .unwrap_or_default();
+                Ok(Watching::Running {
+                    summary: Box::new(summary),
+                    subscribed,
+                    result,
+                    cursor,
+                })
+            }
+        }
+    }
+
+    /// The stdin of `job`, for `send`.
+    pub(super) fn stdin(
+        &mut self,
+        caller: &Caller,
+        job: &JobRef,
+    ) -> Result<(JobId, StdinHandle), ErrorReply> {
+        self.adopt(&caller.session, caller.owner);
+        let n = self.find(job)?;
+        let entry = &self.jobs[&n];
+        let invalid = |message: String| ErrorReply::new(ErrorKind::InvalidRequest, message);
+        match (&entry.status, &entry.stdin) {
+            (Status::Running { .. }, Some(stdin)) => Ok((entry.id, stdin.clone())),
+            (Status::Ended(_), _) => Err(invalid(format!(
+                "{} has ended; there is nothing to send to",
+                entry.id
+            ))),
+            (Status::Starting { .. }, _) => Err(invalid(format!(
+                "{} is still starting; send again in a moment",
+                entry.id
+            ))),
+            (Status::Running { .. }, None) if entry.stdin_mode == StdinMode::Pipe => {
+                Err(invalid(format!(
+                    "the stdin of {} was closed (send --eof); it reads no more",
+                    entry.id
+                )))
+            }
+            (Status::Running { .. }, None) => Err(invalid(format!(
+                "{} runs with stdin /dev/null; only a job started with --stdin pipe (MCP stdin: \"pipe\") takes input",
+                entry.id
+            ))),
+        }
+    }
+
+    /// A job's stdin was closed by `send --eof`: later sends are told so.
+    pub(super) fn stdin_closed(&mut self, job: JobId) {
+        if let Some(entry) = self.jobs.get_mut(&job.0) {
+            entry.stdin = None;
+        }
+    }
+
+    /// For each running job in `numbers`: where its processes are, and its supervisor
+    /// when it has a stdin pipe (to ask whether it waits for input).
+    pub(super) fn live_jobs(&self, numbers: &[u64]) -> Vec<LiveJob> {
+        numbers
+            .iter()
+            .enumerate()
+            .filter_map(|(index, n)| {
+                let job = self.jobs.get(n)?;
+                let Status::Running { control, .. } = &job.status else {
+                    return None;
+                };
+                Some(LiveJob {
+                    index,
+                    root: job.root?,
+                    probe: job.stdin.as_ref().map(|_| control.clone()),
+                })
+            })
+            .collect()
+    }
+}
+
+fn ending(job: JobId) -> ErrorReply {
+    ErrorReply::new(
+        ErrorKind::Internal,
+        format!("{job} is ending right now; ask again"),
+    )
+}

@@ -1,0 +1,436 @@
+//! Live jobs (issue 16): `exec --stream`, `follow`, `wait --until/--port/--idle`, the
+//! ports of `jobs`, `--stdin pipe` with `send`, `waiting for input?`, `output --grep`,
+//! and their MCP tools, on a real daemon.
+
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use bashc::protocol::{Caller, JobsRequest, Notice, Response, StdinMode};
+use bashd_tests::{Daemon, pids_running, wait_until};
+use serde_json::json;
+
+use crate::{json, show, stdout};
+
+/// A TCP port nothing listens on now: bound to port 0, read, let go.
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+/// Starts `command` in the background; its job id.
+fn background(daemon: &Daemon, extra: &[&str], command: &str) -> String {
+    let args = [
+        &["exec", "--json", "--session", "i16", "--mode", "background"][..],
+        extra,
+        &["--", command],
+    ]
+    .concat();
+    let out = daemon.run_bashc(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    json(&out)["job"].as_str().unwrap().to_owned()
+}
+
+fn bashc(daemon: &Daemon, args: &[&str]) -> std::process::Output {
+    let args = [&["--session", "i16"][..], args].concat();
+    // `--session` belongs to the subcommand: put it after the subcommand's name.
+    let mut ordered = vec![args[2]];
+    ordered.extend_from_slice(&args[..2]);
+    ordered.extend_from_slice(&args[3..]);
+    daemon.run_bashc(&ordered)
+}
+
+#[test]
+fn streamed_lines_reach_stdout_long_before_the_job_ends() {
+    let daemon = Daemon::start();
+    let started = Instant::now();
+    let mut child = daemon
+        .bashc()
+        .args([
+            "exec",
+            "--stream",
+            "--",
+            "python3 -u -c \"import time; [print(i, flush=True) or time.sleep(0.3) for i in range(5)]\"",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    assert_eq!(lines.next().unwrap().unwrap(), "0");
+    let first = started.elapsed();
+    let rest: Vec<String> = lines.map(Result::unwrap).collect();
+    let status = child.wait().unwrap();
+    let ended = started.elapsed();
+    assert_eq!(status.code(), Some(0));
+    assert_eq!(&rest[..4], ["1", "2", "3", "4"], "{rest:?}");
+    assert!(rest.iter().any(|l| l == "exit code: 0"), "{rest:?}");
+    assert!(
+        ended - first > Duration::from_secs(1),
+        "the first line came {first:?} after the start, the end {ended:?}"
+    );
+}
+
+#[test]
+fn wait_returns_on_a_port_a_line_quiet_or_the_jobs_own_end() {
+    let daemon = Daemon::start();
+    let port = free_port();
+    let job = background(
+        &daemon,
+        &[],
+        &format!("python3 -u -m http.server {port} --bind 127.0.0.1"),
+    );
+    let out = bashc(
+        &daemon,
+        &["wait", &job, "--port", &port.to_string(), "--timeout", "10"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert!(
+        stdout(&out).contains(&format!("listens on TCP port {port}")),
+        "{}",
+        show(&out)
+    );
+    std::net::TcpStream::connect(("127.0.0.1", port)).expect("the port accepts a connection");
+
+    let listed = json(&bashc(&daemon, &["jobs", "--json"]));
+    let entry = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["job"] == job.as_str())
+        .unwrap();
+    assert!(
+        entry["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["port"] == port && p["protocol"] == "tcp"),
+        "{entry}"
+    );
+    let table = stdout(&bashc(&daemon, &["jobs"]));
+    assert!(
+        table.contains("PORTS") && table.contains(&port.to_string()),
+        "{table}"
+    );
+
+    // The banner came before this wait began; the session has not seen it yet.
+    let out = bashc(
+        &daemon,
+        &[
+            "wait",
+            &job,
+            "--until",
+            "Serving HTTP",
+            "--timeout",
+            "10",
+            "--json",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let met = &json(&out)["notices"][0]["condition_met"]["met"]["line"];
+    assert!(
+        met["text"].as_str().unwrap().contains("Serving HTTP"),
+        "{met}"
+    );
+    assert_eq!(json(&out)["state"], "running");
+    bashc(&daemon, &["kill", &job]);
+
+    let quiet = background(&daemon, &[], "sleep 16001");
+    let started = Instant::now();
+    let out = bashc(&daemon, &["wait", &quiet, "--idle", "2", "--timeout", "20"]);
+    let took = started.elapsed();
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert!(
+        stdout(&out).contains("printed nothing for"),
+        "{}",
+        show(&out)
+    );
+    assert!(
+        took >= Duration::from_millis(1900) && took < Duration::from_secs(8),
+        "{took:?}"
+    );
+    bashc(&daemon, &["kill", &quiet]);
+    assert!(wait_until(Duration::from_secs(10), || pids_running(
+        "sleep 16001"
+    )
+    .is_empty()));
+
+    let failing = background(
+        &daemon,
+        &[],
+        "python3 -c 'import time; time.sleep(0.5)'; echo no; exit 3",
+    );
+    let out = bashc(
+        &daemon,
+        &[
+            "wait",
+            &failing,
+            "--until",
+            "never",
+            "--port",
+            &free_port().to_string(),
+            "--timeout",
+            "10",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(3), "{}", show(&out));
+}
+
+/// `read -p` answered through `send`, on the resident path and on the scan path.
+#[test]
+fn send_answers_a_prompt_through_the_jobs_stdin_pipe() {
+    for config in ["", "[containment]\nmechanism = \"scan\"\n"] {
+        let daemon = Daemon::start_with_config(config);
+        let job = background(
+            &daemon,
+            &["--stdin", "pipe"],
+            "read -p 'name? ' n; echo hello $n",
+        );
+        let out = bashc(&daemon, &["send", &job, "world", "--newline"]);
+        assert_eq!(out.status.code(), Some(0), "{config}: {}", show(&out));
+        let out = bashc(&daemon, &["wait", &job, "--timeout", "10"]);
+        assert_eq!(out.status.code(), Some(0), "{config}: {}", show(&out));
+        assert!(
+            stdout(&out).contains("hello world"),
+            "{config}: {}",
+            show(&out)
+        );
+
+        // --eof: `cat` ends when its stdin closes.
+        let cat = background(&daemon, &["--stdin", "pipe"], "cat; echo done");
+        bashc(&daemon, &["send", &cat, "a line", "--newline", "--eof"]);
+        let out = bashc(&daemon, &["wait", &cat, "--timeout", "10"]);
+        assert!(
+            stdout(&out).contains("a line\ndone"),
+            "{config}: {}",
+            show(&out)
+        );
+
+        let null = background(&daemon, &[], "sleep 16002");
+        let out = bashc(&daemon, &["send", &null, "x"]);
+        assert_ne!(out.status.code(), Some(0));
+        assert!(
+            crate::stderr(&out).contains("--stdin pipe"),
+            "{}",
+            show(&out)
+        );
+        bashc(&daemon, &["kill", &null]);
+    }
+}
+
+#[test]
+fn vim_without_a_terminal_is_reported_waiting_for_input() {
+    if std::process::Command::new("vim")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("vim is not installed: skipped");
+        return;
+    }
+    let daemon = Daemon::start();
+    let out = daemon.run_bashc(&[
+        "exec",
+        "--stdin",
+        "pipe",
+        "--timeout",
+        "8",
+        "--on-timeout",
+        "kill",
+        "--json",
+        "--",
+        "vim",
+    ]);
+    assert_eq!(out.status.code(), Some(124), "{}", show(&out));
+    let result = json(&out);
+    assert!(
+        result["notices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n.get("waiting_for_input").is_some()),
+        "{result}"
+    );
+    assert!(
+        result["notice"]
+            .as_str()
+            .unwrap()
+            .contains("waiting for input?")
+    );
+}
+
+#[test]
+fn follow_prints_another_clients_job_once_in_order_and_its_exit() {
+    let daemon = Daemon::start();
+    let job = background(
+        &daemon,
+        &[],
+        "python3 -u -c \"import time; [print('line', i) or time.sleep(0.05) for i in range(40)]\"; exit 4",
+    );
+    let out = bashc(&daemon, &["follow", &job, "--from-start"]);
+    assert_eq!(out.status.code(), Some(4), "{}", show(&out));
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().filter(|l| l.starts_with("line ")).collect();
+    let expected: Vec<String> = (0..40).map(|i| format!("line {i}")).collect();
+    assert_eq!(lines, expected, "{lines:?}");
+    // The exit record comes last: after every line.
+    let end = text.find("exit code: 4").expect("the exit code is printed");
+    assert!(end > text.find("line 39").unwrap(), "{}", show(&out));
+}
+
+#[test]
+fn output_grep_finds_a_line_90_mb_into_a_spilled_output() {
+    let daemon = Daemon::start();
+    let out = daemon.run_bashc(&[
+        "exec",
+        "--json",
+        "--session",
+        "i16",
+        "--timeout",
+        "120",
+        "--",
+        "yes 'filler line of the output' | head -c 90000000; echo 'the NEEDLE line'; echo after",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let job = json(&out)["job"].as_str().unwrap().to_owned();
+    assert!(json(&out)["stdout"]["full_output"].is_string());
+    let out = bashc(
+        &daemon,
+        &["output", &job, "--grep", "NEEDLE", "--context", "1"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let lines = 90_000_000 / "filler line of the output\n".len() as u64;
+    let text = stdout(&out);
+    assert!(
+        // `head -c` cut the last filler line, which the needle's line goes on.
+        text.contains(&format!(
+            "{}:filler line the NEEDLE line\n{}-after",
+            lines + 1,
+            lines + 2
+        )),
+        "{}",
+        show(&out)
+    );
+}
+
+/// A reader that does not read is told what it missed; the job is not held up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_streaming_reader_never_stalls_the_job_and_learns_what_it_missed() {
+    let daemon = Daemon::start();
+    let client = bashc::Client::connect(&daemon.socket_path()).await.unwrap();
+    // A write per line, so the supervisor hands on many small pieces.
+    let mut params = daemon.params("for i in $(seq 1 200000); do echo $i; done");
+    params.stream = true;
+    params.session = "i16".to_owned();
+    params.stdin = StdinMode::Null;
+    let mut events = client.exec_events(params).await.unwrap();
+    // Nothing is read meanwhile: the job must end on its own.
+    let other = bashc::Client::connect(&daemon.socket_path()).await.unwrap();
+    let ended = async {
+        loop {
+            let jobs = other
+                .jobs(JobsRequest {
+                    caller: Caller {
+                        session: "i16".to_owned(),
+                        owner: None,
+                    },
+                    session: Some("i16".to_owned()),
+                })
+                .await
+                .unwrap();
+            if jobs
+                .first()
+                .is_some_and(|j| j.state.to_string() == "exited")
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(60), ended)
+        .await
+        .expect("the job ended while its reader read nothing");
+    let mut missed = 0;
+    let mut got = 0;
+    loop {
+        match events.next().await.unwrap() {
+            Response::Output(chunk) => {
+                got += chunk.bytes.iter().filter(|&&b| b == b'\n').count() as u64
+            }
+            Response::Notice(Notice::OutputMissed { lines, .. }) => missed += lines,
+            Response::Finished(result) => {
+                assert_eq!(result.stdout.total_lines, 200_000);
+                break;
+            }
+            _ => {}
+        }
+    }
+    assert!(
+        missed > 0,
+        "nothing was missed: the reader was not slow enough"
+    );
+    assert_eq!(
+        got + missed,
+        200_000,
+        "every line was either sent or said missed"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_bash_waits_until_a_server_is_ready_and_bash_send_answers_a_prompt() {
+    let daemon = Daemon::start();
+    let client = crate::mcp::connect(&daemon).await;
+    let port = free_port();
+    let result = crate::mcp::call(
+        &client,
+        "bash",
+        json!({
+            "command": format!("python3 -u -m http.server {port} --bind 127.0.0.1"),
+            "wait_until": "Serving HTTP",
+            "timeout_secs": 20,
+        }),
+    )
+    .await;
+    assert!(
+        !crate::mcp::is_error(&result),
+        "{}",
+        crate::mcp::text(&result)
+    );
+    let text = crate::mcp::text(&result);
+    assert!(
+        text.contains("Condition met") && text.contains("Serving HTTP"),
+        "{text}"
+    );
+    std::net::TcpStream::connect(("127.0.0.1", port)).expect("the server is ready");
+    let job = crate::mcp::structured(&result)["job"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let jobs = crate::mcp::call(&client, "bash_jobs", json!({})).await;
+    assert!(crate::mcp::text(&jobs).contains(&port.to_string()));
+    crate::mcp::call(&client, "bash_kill", json!({"job": job})).await;
+
+    let result = crate::mcp::call(
+        &client,
+        "bash",
+        json!({"command": "read -p 'name? ' n; echo hello $n", "stdin": "pipe", "mode": "background"}),
+    )
+    .await;
+    let job = crate::mcp::structured(&result)["job"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let sent = crate::mcp::call(&client, "bash_send", json!({"job": job, "text": "world\n"})).await;
+    assert!(!crate::mcp::is_error(&sent), "{}", crate::mcp::text(&sent));
+    let waited = crate::mcp::call(
+        &client,
+        "bash_wait",
+        json!({"job": job, "timeout_secs": 10}),
+    )
+    .await;
+    assert!(
+        crate::mcp::text(&waited).contains("hello world"),
+        "{}",
+        crate::mcp::text(&waited)
+    );
+    client.cancel().await.unwrap();
+}
