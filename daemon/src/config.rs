@@ -43,7 +43,21 @@ pub struct Limits {
     pub max_spill_bytes: u64,
     pub max_frame_bytes: usize,
     pub max_command_bytes: usize,
+    /// Bytes of spill files one session may hold on disk; past it the files of its
+    /// oldest finished jobs go first.
+    pub max_session_spill_bytes: u64,
+    /// Bytes of spill files all sessions together may hold on disk.
+    pub max_total_spill_bytes: u64,
+    /// Connections served at once; the one over it is told so and closed.
+    pub max_connections: usize,
 }
+
+/// Default `limits.max_session_spill_bytes`: 1 GiB.
+pub const DEFAULT_MAX_SESSION_SPILL_BYTES: u64 = 1 << 30;
+/// Default `limits.max_total_spill_bytes`: 4 GiB.
+pub const DEFAULT_MAX_TOTAL_SPILL_BYTES: u64 = 4 << 30;
+/// Default `limits.max_connections`.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
 
 #[derive(Debug, Clone)]
 pub struct Timeouts {
@@ -123,6 +137,9 @@ impl Default for Config {
                 max_spill_bytes: limits::DEFAULT_MAX_SPILL_BYTES,
                 max_frame_bytes: limits::MAX_FRAME_BYTES,
                 max_command_bytes: limits::DEFAULT_MAX_COMMAND_BYTES,
+                max_session_spill_bytes: DEFAULT_MAX_SESSION_SPILL_BYTES,
+                max_total_spill_bytes: DEFAULT_MAX_TOTAL_SPILL_BYTES,
+                max_connections: DEFAULT_MAX_CONNECTIONS,
             },
             timeouts: Timeouts {
                 default_secs: limits::DEFAULT_TIMEOUT_SECS,
@@ -313,6 +330,9 @@ impl File<'_> {
             "max_spill_bytes",
             "max_frame_bytes",
             "max_command_bytes",
+            "max_session_spill_bytes",
+            "max_total_spill_bytes",
+            "max_connections",
         ];
         let frame_max = limits::MAX_FRAME_BYTES as u64;
         for (key, value) in table {
@@ -336,6 +356,17 @@ impl File<'_> {
                 "max_command_bytes" => {
                     limits.max_command_bytes =
                         self.integer("limits", key, value, 1, frame_max / 2)? as usize
+                }
+                "max_session_spill_bytes" => {
+                    limits.max_session_spill_bytes =
+                        self.integer("limits", key, value, 0, 1 << 50)?
+                }
+                "max_total_spill_bytes" => {
+                    limits.max_total_spill_bytes = self.integer("limits", key, value, 0, 1 << 50)?
+                }
+                "max_connections" => {
+                    limits.max_connections =
+                        self.integer("limits", key, value, 1, 1 << 20)? as usize
                 }
                 _ => return Err(self.unknown("limits", key, KNOWN)),
             }
@@ -650,6 +681,24 @@ impl Config {
             "max_command_bytes",
             l.max_command_bytes.to_string(),
             d.max_command_bytes.to_string(),
+        );
+        key(
+            &mut out,
+            "max_session_spill_bytes",
+            l.max_session_spill_bytes.to_string(),
+            d.max_session_spill_bytes.to_string(),
+        );
+        key(
+            &mut out,
+            "max_total_spill_bytes",
+            l.max_total_spill_bytes.to_string(),
+            d.max_total_spill_bytes.to_string(),
+        );
+        key(
+            &mut out,
+            "max_connections",
+            l.max_connections.to_string(),
+            d.max_connections.to_string(),
         );
 
         let (t, d) = (&self.timeouts, &defaults.timeouts);

@@ -1,8 +1,10 @@
 //! `bashd`, the supervisor. [`run`] serves a bound socket until its shutdown future
 //! resolves, then stops every job and gives the runtime directory back.
 
+pub mod allocator;
 pub mod config;
 mod conn;
+mod inbound;
 pub mod jobs;
 mod journal;
 mod output;

@@ -545,6 +545,9 @@ pub enum ErrorKind {
     ShuttingDown,
     /// Something failed inside the daemon; the message says what.
     Internal,
+    /// The daemon is at one of its limits (connections, open files) and takes no more
+    /// of that until some is given back; the message names the limit and the fix.
+    Busy,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -2,6 +2,7 @@
 //! it through the `bashc` binary, the client library or raw frames. What is alive
 //! afterwards is read from /proc.
 
+mod abuse;
 mod chaos;
 mod cli;
 mod contain;
