@@ -258,8 +258,10 @@ impl Spill {
     }
 }
 
-/// Creates `sessions/<session>/` (0700) as needed and the file in it (0600), never
-/// through a symlink.
+/// Creates `sessions/<session>/` (0700) as needed and the file in it (0600). The file
+/// must not exist: `O_CREAT | O_EXCL | O_NOFOLLOW` neither follows a symlink nor opens
+/// a hard link planted at its name (issue 18: one truncated a file outside), and the
+/// directories must be real directories of the daemon's user.
 fn create_spill_file(path: &Path) -> io::Result<File> {
     if let Some(session_dir) = path.parent() {
         if let Some(sessions) = session_dir.parent() {
@@ -269,23 +271,34 @@ fn create_spill_file(path: &Path) -> io::Result<File> {
     }
     OpenOptions::new()
         .write(true)
-        .create(true)
-        .truncate(true)
+        .create_new(true)
         .mode(0o600)
         .custom_flags(crate::runtime::o_nofollow())
         .open(path)
+        .map_err(|e| {
+            if e.kind() == io::ErrorKind::AlreadyExists {
+                io::Error::other(format!(
+                    "{} exists already, and bashd writes output only to a file it creates (something else put it there; remove it)",
+                    path.display()
+                ))
+            } else {
+                e
+            }
+        })
 }
 
 fn create_private_dir(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
     match fs::DirBuilder::new().mode(0o700).create(dir) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
             let meta = fs::symlink_metadata(dir)?;
-            if meta.is_dir() {
+            let me = rustix::process::getuid().as_raw();
+            if meta.is_dir() && meta.uid() == me && meta.mode() & 0o022 == 0 {
                 Ok(())
             } else {
                 Err(io::Error::other(format!(
-                    "{} is not a directory bashd made",
+                    "{} is not a directory bashd made (a symlink, a file, another user's, or writable by others)",
                     dir.display()
                 )))
             }
@@ -329,6 +342,8 @@ pub fn char_ceil(text: &[u8], at: usize) -> usize {
 
 #[cfg(test)]
 pub(crate) mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
     use super::*;
 
     fn limits(max_lines: u64, max_bytes: usize) -> Limits {
@@ -488,6 +503,27 @@ pub(crate) mod tests {
                 byte: MARK_EVERY
             }]
         );
+    }
+
+    /// Issue 18: `ln OUTSIDE R/sessions/s/j6.stdout` before j6 spilled made the spill
+    /// truncate and overwrite the outside file.
+    #[test]
+    fn a_hard_link_at_the_spill_path_is_not_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = dir.path().join("outside");
+        fs::write(&outside, b"precious").unwrap();
+        let session = dir.path().join("sessions/s");
+        fs::create_dir_all(&session).unwrap();
+        fs::set_permissions(&session, fs::Permissions::from_mode(0o700)).unwrap();
+        let path = session.join("j1.stdout");
+        fs::hard_link(&outside, &path).unwrap();
+        let mut store = Store::new(limits(1, 100), path.clone(), false);
+        store.push(b"1\n2\n");
+        let error = store.spill().error().expect("the spill must fail");
+        assert!(error.contains("exists already"), "{error}");
+        assert!(error.contains(&path.display().to_string()), "{error}");
+        assert_eq!(fs::read(&outside).unwrap(), b"precious");
+        assert_eq!(store.total_lines(), 2);
     }
 
     #[test]

@@ -96,3 +96,48 @@ fn the_connection_over_the_cap_gets_a_clear_error() {
     });
     assert!(served, "a closed connection did not make room");
 }
+
+/// A hard link and a symlink planted where the next jobs' spill files go leave the
+/// files they point at unchanged, byte for byte; the results say the output could not
+/// be kept, naming the path.
+#[test]
+fn planted_links_at_spill_paths_leave_the_outside_file_unchanged() {
+    use std::os::unix::fs::PermissionsExt;
+
+    let daemon = Daemon::start();
+    let first = daemon.run_bashc(&["exec", "--json", "--session", "i18-links", "--", "true"]);
+    let first = json(&first)["job"].as_str().unwrap()[1..]
+        .parse::<u64>()
+        .unwrap();
+    let session = bashc::protocol::runtime::sessions_dir(daemon.runtime_dir()).join("i18-links");
+    std::fs::create_dir_all(&session).unwrap();
+    std::fs::set_permissions(&session, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let outside = daemon.scratch().join("outside-i18");
+    let precious: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+    std::fs::write(&outside, &precious).unwrap();
+    let (hard, soft) = (first + 1, first + 2);
+    std::fs::hard_link(&outside, session.join(format!("j{hard}.stdout"))).unwrap();
+    std::os::unix::fs::symlink(&outside, session.join(format!("j{soft}.stdout"))).unwrap();
+
+    for n in [hard, soft] {
+        let out = daemon.run_bashc(&[
+            "exec",
+            "--json",
+            "--session",
+            "i18-links",
+            "--",
+            "seq 1 50000",
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+        let result = json(&out);
+        assert_eq!(result["job"], format!("j{n}"));
+        assert_eq!(result["stdout"]["total_lines"], 50000);
+        let notice = result["notice"].as_str().unwrap_or_default();
+        let path = session.join(format!("j{n}.stdout"));
+        assert!(
+            notice.contains("may be incomplete") && notice.contains(&path.display().to_string()),
+            "{notice}"
+        );
+    }
+    assert_eq!(std::fs::read(&outside).unwrap(), precious);
+}
