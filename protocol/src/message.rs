@@ -361,6 +361,9 @@ pub enum JobState {
     Denied,
     /// Could not be started at all.
     Failed,
+    /// Its daemon died while it ran; the next daemon ended what was left of it and
+    /// keeps what it wrote to its spill files.
+    Lost,
 }
 
 impl fmt::Display for JobState {
@@ -373,6 +376,7 @@ impl fmt::Display for JobState {
             JobState::Killed => "killed",
             JobState::Denied => "denied",
             JobState::Failed => "failed",
+            JobState::Lost => "lost",
         })
     }
 }

@@ -117,6 +117,13 @@ pub enum Notice {
     /// A page reached the end of a spill file that stopped at its cap; the stream's
     /// later lines were not kept.
     PageCapped { last_line: u64, lost_lines: u64 },
+    /// The daemon died while the job ran (state `lost`). What it wrote to its spill
+    /// files was kept; `in_memory` names the streams that had no spill file, whose
+    /// output (if any) was held in the dead daemon's memory only and is gone.
+    Lost {
+        job: JobId,
+        in_memory: Vec<StreamName>,
+    },
 }
 
 /// Why a job was moved to the background.

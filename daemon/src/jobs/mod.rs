@@ -10,6 +10,6 @@ pub mod process;
 mod session;
 mod supervisor;
 
-pub use actor::{JobsActor, new_instance_id};
+pub use actor::{JobsActor, LostJob, new_instance_id};
 pub use handle::{JobsHandle, shutting_down};
 pub use process::raise_open_files_limit;

@@ -120,6 +120,31 @@ impl StreamCapture {
     }
 }
 
+/// The stream a dead daemon's job wrote to `path`, read back from its spill file, with
+/// when the file was last written; `None` when it has none. Blocking.
+pub fn recovered_source(
+    path: &std::path::Path,
+) -> std::io::Result<Option<(OutputSource, std::time::SystemTime)>> {
+    let Some(scanned) = store::scan_spill_file(path)? else {
+        return Ok(None);
+    };
+    let total_lines = scanned.newlines + u64::from(scanned.ends_mid_line);
+    let source = OutputSource {
+        content: Content::File {
+            path: path.to_owned(),
+            len: scanned.len,
+            marks: scanned.marks,
+            capped: false,
+            error: None,
+        },
+        total_lines,
+        complete_lines: total_lines,
+        total_bytes: scanned.len,
+        complete: true,
+    };
+    Ok(Some((source, scanned.modified)))
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;

@@ -258,6 +258,61 @@ impl Spill {
     }
 }
 
+/// What a spill file left by a daemon that died holds, read again.
+#[derive(Debug)]
+pub struct ScannedSpill {
+    pub len: u64,
+    pub newlines: u64,
+    pub ends_mid_line: bool,
+    pub marks: Vec<LineMark>,
+    pub modified: std::time::SystemTime,
+}
+
+/// Reads a spill file a dead daemon left, for its length, lines and line marks;
+/// `None` when there is none. Blocking. Never follows a symlink, and takes only a
+/// regular file.
+pub fn scan_spill_file(path: &Path) -> io::Result<Option<ScannedSpill>> {
+    use std::io::Read;
+    let mut file = match OpenOptions::new()
+        .read(true)
+        .custom_flags(crate::runtime::o_nofollow())
+        .open(path)
+    {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(io::Error::other(format!(
+            "{} is not a regular file",
+            path.display()
+        )));
+    }
+    let mut spill = Spill::new(path.to_owned(), u64::MAX);
+    let mut newlines = 0;
+    let mut last = None;
+    let mut chunk = vec![0u8; 1 << 20];
+    loop {
+        let n = file.read(&mut chunk)?;
+        if n == 0 {
+            break;
+        }
+        let text = &chunk[..n];
+        spill.index(text, spill.written, newlines);
+        spill.written += n as u64;
+        newlines += memchr::memchr_iter(b'\n', text).count() as u64;
+        last = text.last().copied();
+    }
+    Ok(Some(ScannedSpill {
+        len: spill.written,
+        newlines,
+        ends_mid_line: last.is_some_and(|b| b != b'\n'),
+        marks: spill.marks,
+        modified: meta.modified()?,
+    }))
+}
+
 /// Creates `sessions/<session>/` (0700) as needed and the file in it (0600). The file
 /// must not exist: `O_CREAT | O_EXCL | O_NOFOLLOW` neither follows a symlink nor opens
 /// a hard link planted at its name (issue 18: one truncated a file outside), and the
@@ -524,6 +579,30 @@ pub(crate) mod tests {
         assert!(error.contains(&path.display().to_string()), "{error}");
         assert_eq!(fs::read(&outside).unwrap(), b"precious");
         assert_eq!(store.total_lines(), 2);
+    }
+
+    #[test]
+    fn a_scanned_spill_file_has_the_figures_and_marks_of_the_one_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sessions/s/j1.stdout");
+        let text = varied_lines();
+        let mut store = Store::new(
+            Limits {
+                max_spill_bytes: 1 << 30,
+                ..limits(10, 100)
+            },
+            path.clone(),
+            true,
+        );
+        for chunk in text.chunks(65_536) {
+            store.push(chunk);
+        }
+        let scanned = scan_spill_file(&path).unwrap().unwrap();
+        assert_eq!(scanned.len, text.len() as u64);
+        assert_eq!(scanned.newlines + 1, store.total_lines());
+        assert!(scanned.ends_mid_line);
+        assert_eq!(scanned.marks, store.spill().marks());
+        assert!(scan_spill_file(&dir.path().join("none")).unwrap().is_none());
     }
 
     #[test]

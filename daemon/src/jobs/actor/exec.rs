@@ -113,6 +113,21 @@ impl JobsActor {
             return;
         }
 
+        let record = journal::JobRecord {
+            started_ms: SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64),
+            mode: params.mode,
+            merged: params.merge_stderr,
+            workdir: plan.workdir.to_string_lossy().into_owned(),
+            command: cut(&params.command, LISTED_COMMAND_BYTES),
+            description: params.description.clone(),
+        };
+        if let Err(e) = self.journal.info(n, record) {
+            // The job line is there: a crash still ends the job, only its listing and
+            // its kept output would be missing.
+            tracing::warn!(job = %id, "cannot record the job's details in the journal: {e}");
+        }
         let spec = SpawnSpec {
             shell: self.shell.clone(),
             command: params.command.clone(),

@@ -6,8 +6,11 @@
 //! is `Starting`.
 
 mod exec;
+mod lost;
 mod queries;
 mod sessions;
+
+pub use lost::LostJob;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -344,6 +347,12 @@ impl JobsActor {
         let Some(job) = self.jobs.remove(&n) else {
             return;
         };
+        if let Status::Ended(ended) = &job.status
+            && ended.result.state == bashd_protocol::JobState::Lost
+        {
+            // Kept in the journal until now, so another crash kept it too.
+            self.journal_end(n);
+        }
         if let Some(session) = self.sessions.get_mut(&job.session) {
             session.jobs.remove(&n);
         }

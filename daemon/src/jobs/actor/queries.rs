@@ -98,13 +98,20 @@ impl JobsActor {
         }
     }
 
-    /// The job's result as it stands, without its output.
+    /// The job's result as it stands, without its output; of its notices, only that
+    /// it was lost, which is about the job, not about one result's output.
     pub(super) fn summary(&self, job: &Job) -> ExecResult {
         match &job.status {
             Status::Ended(ended) => ExecResult {
                 stdout: StreamResult::empty(),
                 stderr: ended.result.stderr.as_ref().map(|_| StreamResult::empty()),
-                notices: Vec::new(),
+                notices: ended
+                    .result
+                    .notices
+                    .iter()
+                    .filter(|n| matches!(n, Notice::Lost { .. }))
+                    .cloned()
+                    .collect(),
                 ..ended.result.clone()
             },
             Status::Starting { .. } | Status::Running { .. } => ExecResult {

@@ -458,7 +458,8 @@ fn is_failure(result: &ExecResult) -> bool {
         | JobState::TimedOut
         | JobState::Killed
         | JobState::Denied
-        | JobState::Failed => true,
+        | JobState::Failed
+        | JobState::Lost => true,
     }
 }
 

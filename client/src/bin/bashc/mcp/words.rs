@@ -126,6 +126,9 @@ fn notice(notice: &Notice) -> String {
             call("bash_wait", *job),
             call("bash_kill", *job)
         ),
+        Notice::Lost { job, in_memory } => {
+            render::lost_text(*job, in_memory, &call("bash_output", *job))
+        }
         // These name no command: both front ends say them alike.
         Notice::Shutdown {}
         | Notice::OwnersGone { .. }
