@@ -418,3 +418,49 @@ fn the_output_of_a_job_whose_daemon_died_is_kept_and_listed_lost() {
         assert_ne!(gone.status.code(), Some(0), "{}", show(&gone));
     }
 }
+
+/// Issue 18: a foreground `bashc exec` whose daemon dies says so with the job id and
+/// where its output will be, instead of "closed the connection before answering";
+/// after the restart the job is lost, and what it held in memory only is said lost.
+#[test]
+fn a_client_whose_daemon_dies_mid_request_names_the_job() {
+    let mut daemon = Daemon::start();
+    let client = daemon
+        .bashc()
+        .args([
+            "exec",
+            "--session",
+            "i18-died",
+            "--",
+            "echo i18-before; sleep 18003",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_running("sleep 18003");
+    daemon.kill_daemon();
+    let out = client.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(255), "{}", show(&out));
+    let stderr = crate::stderr(&out);
+    let job = stderr
+        .split_whitespace()
+        .find(|w| w.starts_with('j') && w[1..].parse::<u64>().is_ok())
+        .unwrap_or_else(|| panic!("no job id in {stderr:?}"))
+        .to_owned();
+    assert_eq!(
+        stderr.trim_end(),
+        format!(
+            "bashc: bashd stopped while {job} ran; bashc output {job} has what it printed once bashd is back"
+        )
+    );
+    daemon.restart();
+    let check = daemon.run_bashc(&["check", &job, "--session", "i18-died", "--json"]);
+    let check = json(&check);
+    assert_eq!(check["state"], "lost", "{check}");
+    let notice = check["notice"].as_str().unwrap_or_default();
+    assert!(
+        notice.contains("stdout: what it printed before bashd stopped was held in memory only and is lost"),
+        "{notice}"
+    );
+}

@@ -282,7 +282,12 @@ impl BashTools {
 
     /// Forgets a connection that was lost, so the next call makes a new one.
     async fn lost(&self, error: &ClientError) {
-        if matches!(error, ClientError::Disconnected | ClientError::Frame(_)) {
+        if matches!(
+            error,
+            ClientError::Disconnected
+                | ClientError::Frame(_)
+                | ClientError::DiedWhileRunning { .. }
+        ) {
             *self.client.lock().await = None;
         }
     }

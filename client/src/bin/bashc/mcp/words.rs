@@ -67,6 +67,10 @@ pub fn error(error: &ClientError) -> String {
         ClientError::Refused(ErrorReply {
             hint: Some(given), ..
         }) => format!("{error}: {}", hint(*given)),
+        ClientError::DiedWhileRunning { job } => format!(
+            "bashd stopped while {job} ran; {} has what it printed once bashd is back",
+            call("bash_output", *job)
+        ),
         _ => error.to_string(),
     }
 }
