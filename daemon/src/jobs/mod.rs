@@ -4,6 +4,7 @@
 
 mod actor;
 pub(crate) mod contain;
+mod descriptors;
 mod handle;
 mod new_output;
 pub mod process;

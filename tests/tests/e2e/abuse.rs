@@ -141,3 +141,52 @@ fn planted_links_at_spill_paths_leave_the_outside_file_unchanged() {
     }
     assert_eq!(std::fs::read(&outside).unwrap(), precious);
 }
+
+/// With a hard open-file limit of 256 on the daemon, the job that would run it out of
+/// descriptors is refused with the limit and the fix (before: job 252 of 1,024 failed
+/// inside its spawn with "Too many open files"), and the daemon keeps serving.
+#[test]
+fn a_job_near_the_open_file_limit_is_refused_with_the_fix() {
+    use std::os::unix::process::CommandExt;
+
+    let mut daemon = Daemon::unstarted();
+    let mut command = daemon.bashd_command();
+    // SAFETY: setrlimit is async-signal-safe, and nothing else runs in the child.
+    unsafe {
+        command.pre_exec(|| {
+            let limit = rustix::process::Rlimit {
+                current: Some(256),
+                maximum: Some(256),
+            };
+            rustix::process::setrlimit(rustix::process::Resource::Nofile, limit)
+                .map_err(std::io::Error::from)
+        });
+    }
+    daemon.start_with(command);
+
+    let mut refusals = Vec::new();
+    for i in 1..=60 {
+        let out = daemon.run_bashc(&["exec", "--mode", "background", "--", "sleep 18004"]);
+        match out.status.code() {
+            Some(0) => assert!(refusals.is_empty(), "job {i} started after a refusal"),
+            _ => refusals.push((i, crate::stderr(&out))),
+        }
+    }
+    let (first, message) = refusals.first().expect("no job was refused");
+    assert_eq!(refusals.last().unwrap().0, 60, "{refusals:?}");
+    assert!(*first > 20, "refused too early, at job {first}");
+    assert!(
+        message.contains("of its 256 open files in use")
+            && message.contains("ulimit -Hn")
+            && message.contains("LimitNOFILE="),
+        "{message}"
+    );
+    let status = daemon.run_bashc(&["status", "--json"]);
+    assert_eq!(status.status.code(), Some(0), "{}", show(&status));
+    assert_eq!(json(&status)["open_files_limit"], 256);
+    assert!(
+        !daemon.log().contains("Too many open files"),
+        "{}",
+        daemon.log()
+    );
+}

@@ -460,7 +460,9 @@ fn a_client_whose_daemon_dies_mid_request_names_the_job() {
     assert_eq!(check["state"], "lost", "{check}");
     let notice = check["notice"].as_str().unwrap_or_default();
     assert!(
-        notice.contains("stdout: what it printed before bashd stopped was held in memory only and is lost"),
+        notice.contains(
+            "stdout: what it printed before bashd stopped was held in memory only and is lost"
+        ),
         "{notice}"
     );
 }

@@ -41,6 +41,14 @@ impl JobsActor {
                 return;
             }
         };
+        // A denied command spawns nothing, so it needs no descriptors.
+        if denial.is_none()
+            && let Err(error) = self.descriptors.admit()
+        {
+            tracing::warn!("job refused: {}", error.message);
+            let _ = events.try_send(Response::Error(error));
+            return;
+        }
         let session = params.session.clone();
         if !self.sessions.contains_key(&session) {
             let mut new = Session::default();

@@ -23,6 +23,7 @@ use bashd_protocol::{
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::contain::Containment;
+use super::descriptors::DescriptorBudget;
 use super::handle::{Cmd, JobsHandle, shutting_down};
 use super::session::{Session, SessionEvent};
 use super::supervisor::{Control, Ended, JobMeta, Report, Settings, Stop, StopReason};
@@ -62,6 +63,8 @@ pub struct JobsActor {
     shell: PathBuf,
     runtime_dir: PathBuf,
     started: Instant,
+    /// Whether another job fits under the open-file limit.
+    descriptors: DescriptorBudget,
 }
 
 struct Job {
@@ -175,6 +178,7 @@ impl JobsActor {
             shell,
             runtime_dir,
             started: Instant::now(),
+            descriptors: DescriptorBudget::new(),
         };
         (
             actor,
