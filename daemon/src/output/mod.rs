@@ -7,6 +7,7 @@
 //! [`StreamCapture`] runs it for one stream and is owned by the job's supervisor;
 //! [`render`] makes a result of it, [`page`] reads pages of the whole stream.
 
+mod budget;
 mod page;
 mod sanitize;
 mod shown;
@@ -16,6 +17,7 @@ use std::path::PathBuf;
 
 use bashd_protocol::{Notice, StreamName, StreamResult};
 
+pub use budget::{Charge, SpillLedger};
 pub use page::{Content, OutputSource, page};
 pub use shown::Shape;
 pub use store::Limits;
@@ -37,6 +39,14 @@ impl StreamCapture {
             store: Store::new(limits, spill_path, spill_from_start),
             finished: false,
         }
+    }
+
+    /// Charges the spill file to a disk budget, when there is one.
+    pub fn with_budget(mut self, budget: Option<Charge>) -> StreamCapture {
+        if let Some(budget) = budget {
+            self.store.set_budget(budget);
+        }
+        self
     }
 
     pub fn push(&mut self, raw: &[u8]) {

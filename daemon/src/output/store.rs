@@ -117,6 +117,11 @@ impl Store {
     pub fn spill(&self) -> &Spill {
         &self.spill
     }
+
+    /// Charges the spill file's bytes to `budget` from now on.
+    pub fn set_budget(&mut self, budget: super::budget::Charge) {
+        self.spill.budget = Some(budget);
+    }
 }
 
 /// The file that holds a whole stream, and how far it got.
@@ -130,6 +135,8 @@ pub struct Spill {
     marks: Vec<LineMark>,
     /// The byte from which the next line start is marked.
     next_mark: u64,
+    /// Where its bytes are charged against the disk budgets, when they are.
+    budget: Option<super::budget::Charge>,
 }
 
 /// Line `line` (counted from 1) starts at byte `byte` of the spill file: a page far
@@ -163,6 +170,7 @@ impl Spill {
             state: SpillState::NotStarted,
             marks: Vec::new(),
             next_mark: MARK_EVERY,
+            budget: None,
         }
     }
 
@@ -243,6 +251,14 @@ impl Spill {
         } else {
             text.len()
         };
+        if fits > 0
+            && let Some(budget) = &self.budget
+            && let Err(why) = budget.reserve(fits as u64)
+        {
+            tracing::warn!(path = %self.path.display(), "spill file stops: {why}");
+            self.state = SpillState::Failed(why);
+            return;
+        }
         // A synchronous write: it lands in the page cache, and a disk too slow for
         // that stalls only this job's supervisor.
         if let Err(e) = file.write_all(&text[..fits]) {

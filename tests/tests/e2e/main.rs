@@ -9,6 +9,7 @@ mod contain;
 mod crash;
 mod cut_output;
 mod daemon_lifecycle;
+mod disk;
 mod exec;
 mod jobs;
 mod mcp;

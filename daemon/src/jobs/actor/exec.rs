@@ -167,6 +167,12 @@ impl JobsActor {
                     shape: plan.shape,
                     session_dir: self.session_dir(&session),
                     detached: params.mode == Mode::Background,
+                    spill_budget: Some(self.spill_ledger.charge(
+                        &session,
+                        n,
+                        self.config.limits.max_session_spill_bytes,
+                        self.config.limits.max_total_spill_bytes,
+                    )),
                 },
                 cookie: journal::cookie(&self.instance, id),
                 merged: params.merge_stderr,

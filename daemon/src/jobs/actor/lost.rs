@@ -71,6 +71,15 @@ impl JobsActor {
             }
             let job = self.lost_job(lost);
             let session = job.session.clone();
+            if let Status::Ended(ended) = &job.status {
+                let files = super::spill_files(&ended.streams);
+                let bytes = [Some(&ended.streams.stdout), ended.streams.stderr.as_ref()]
+                    .into_iter()
+                    .flatten()
+                    .map(|s| s.total_bytes)
+                    .sum();
+                self.spill_ledger.finished(&session, n, files, Some(bytes));
+            }
             self.jobs.insert(n, job);
             if let Some(entry) = self.sessions.get_mut(&session) {
                 entry.jobs.insert(n);

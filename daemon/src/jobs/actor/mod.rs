@@ -65,6 +65,8 @@ pub struct JobsActor {
     started: Instant,
     /// Whether another job fits under the open-file limit.
     descriptors: DescriptorBudget,
+    /// Bytes of spill files on disk, against the disk budgets.
+    spill_ledger: output::SpillLedger,
 }
 
 struct Job {
@@ -179,6 +181,7 @@ impl JobsActor {
             runtime_dir,
             started: Instant::now(),
             descriptors: DescriptorBudget::new(),
+            spill_ledger: output::SpillLedger::default(),
         };
         (
             actor,
@@ -312,6 +315,8 @@ impl JobsActor {
             ];
             job.cursors.insert(job.session.clone(), seen);
         }
+        let files = spill_files(&ended.streams);
+        self.spill_ledger.finished(&job.session, n, files, None);
         let status = std::mem::replace(&mut job.status, Status::Ended(Box::new(ended)));
         if let (
             Status::Starting { waiters, .. } | Status::Running { waiters, .. },
@@ -360,6 +365,7 @@ impl JobsActor {
         if let Some(session) = self.sessions.get_mut(&job.session) {
             session.jobs.remove(&n);
         }
+        self.spill_ledger.forget(&job.session, n);
         if let Some(pid) = job.pid
             && self.by_pid.get(&pid) == Some(&n)
         {
@@ -416,6 +422,18 @@ impl JobsActor {
             tracing::warn!("cannot compact the journal: {e}");
         }
     }
+}
+
+/// The spill files of a job's streams.
+fn spill_files(streams: &super::supervisor::Streams) -> Vec<PathBuf> {
+    [Some(&streams.stdout), streams.stderr.as_ref()]
+        .into_iter()
+        .flatten()
+        .filter_map(|source| match &source.content {
+            output::Content::File { path, .. } => Some(path.clone()),
+            output::Content::Memory(_) => None,
+        })
+        .collect()
 }
 
 /// The error for a session the daemon does not have.

@@ -63,6 +63,15 @@ impl JobsActor {
             streams = self.streams(n);
         }
         let job = self.jobs.get(&n).ok_or_else(|| self.unknown_job(job))?;
+        if let Some(why) = self.spill_ledger.evicted(n) {
+            return Err(ErrorReply::new(
+                ErrorKind::NotFound,
+                format!(
+                    "the output files of {} were {why}; its result still shows what it showed",
+                    job.id
+                ),
+            ));
+        }
         if let StreamsAt::Closed = streams {
             return Err(ErrorReply::new(
                 ErrorKind::Internal,
