@@ -11,6 +11,7 @@ mod cut_output;
 mod daemon_lifecycle;
 mod disk;
 mod exec;
+mod fuzz;
 mod jobs;
 mod mcp;
 mod output;
