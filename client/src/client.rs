@@ -12,9 +12,9 @@ use std::time::Duration;
 use bashd_protocol::codec::ClientCodec;
 use bashd_protocol::{
     ClientFrame, ErrorReply, ExecParams, ExecResult, FollowRequest, FrameError, GrepRequest, Hello,
-    JobInfo, JobRequest, JobsRequest, KillRequest, OutputPage, OutputRequest, PROTOCOL_VERSION,
-    PolicyVerdict, Request, RequestId, Response, SendReply, SendRequest, ServerFrame,
-    SessionClosed, SessionInfo, StatusInfo, WaitRequest, Welcome,
+    JobId, JobInfo, JobRequest, JobsRequest, KillRequest, OutputPage, OutputRequest,
+    PROTOCOL_VERSION, PolicyVerdict, Request, RequestId, Response, SendReply, SendRequest,
+    ServerFrame, SessionClosed, SessionInfo, StatusInfo, WaitRequest, Welcome,
 };
 use futures::{SinkExt, StreamExt};
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -49,6 +49,10 @@ pub enum ClientError {
     Frame(#[from] FrameError),
     #[error("bashd sent {0} where another answer was expected")]
     Unexpected(&'static str),
+    /// The daemon went away after it started `job` and before its result: it died
+    /// (a clean stop answers first). Its next start keeps the job's output, as lost.
+    #[error("bashd stopped while {job} ran; its output so far is kept for when bashd is back")]
+    DiedWhileRunning { job: JobId },
 }
 
 impl ClientError {
@@ -195,9 +199,17 @@ impl Client {
     /// Runs a command and waits for its result.
     pub async fn exec(&self, params: ExecParams) -> Result<ExecResult, ClientError> {
         let mut responses = self.request(Request::Exec(params)).await?;
+        let mut started = None;
         loop {
-            match responses.next().await? {
-                Response::Started(_) | Response::Output(_) | Response::Notice(_) => {}
+            let response = match (responses.next().await, started) {
+                (Err(ClientError::Disconnected), Some(job)) => {
+                    return Err(ClientError::DiedWhileRunning { job });
+                }
+                (response, _) => response?,
+            };
+            match response {
+                Response::Started(s) => started = Some(s.job),
+                Response::Output(_) | Response::Notice(_) => {}
                 Response::Finished(result) => return Ok(*result),
                 Response::Error(error) => return Err(ClientError::Daemon(error)),
                 _ => return Err(ClientError::Unexpected("a reply to another request")),

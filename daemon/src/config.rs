@@ -45,7 +45,21 @@ pub struct Limits {
     pub max_command_bytes: usize,
     /// What a job may use when its request does not say (`memory`, `cpu`, `pids`).
     pub job: JobLimits,
+    /// Bytes of spill files one session may hold on disk; past it the files of its
+    /// oldest finished jobs go first.
+    pub max_session_spill_bytes: u64,
+    /// Bytes of spill files all sessions together may hold on disk.
+    pub max_total_spill_bytes: u64,
+    /// Connections served at once; the one over it is told so and closed.
+    pub max_connections: usize,
 }
+
+/// Default `limits.max_session_spill_bytes`: 1 GiB.
+pub const DEFAULT_MAX_SESSION_SPILL_BYTES: u64 = 1 << 30;
+/// Default `limits.max_total_spill_bytes`: 4 GiB.
+pub const DEFAULT_MAX_TOTAL_SPILL_BYTES: u64 = 4 << 30;
+/// Default `limits.max_connections`.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
 
 #[derive(Debug, Clone)]
 pub struct Timeouts {
@@ -126,6 +140,9 @@ impl Default for Config {
                 max_frame_bytes: limits::MAX_FRAME_BYTES,
                 max_command_bytes: limits::DEFAULT_MAX_COMMAND_BYTES,
                 job: JobLimits::default(),
+                max_session_spill_bytes: DEFAULT_MAX_SESSION_SPILL_BYTES,
+                max_total_spill_bytes: DEFAULT_MAX_TOTAL_SPILL_BYTES,
+                max_connections: DEFAULT_MAX_CONNECTIONS,
             },
             timeouts: Timeouts {
                 default_secs: limits::DEFAULT_TIMEOUT_SECS,
@@ -330,6 +347,9 @@ impl File<'_> {
             "memory",
             "cpu",
             "pids",
+            "max_session_spill_bytes",
+            "max_total_spill_bytes",
+            "max_connections",
         ];
         let frame_max = limits::MAX_FRAME_BYTES as u64;
         for (key, value) in table {
@@ -372,6 +392,17 @@ impl File<'_> {
                 "pids" => {
                     limits.job.pids =
                         Some(self.integer("limits", key, value, 1, u32::MAX.into())? as u32)
+                }
+                "max_session_spill_bytes" => {
+                    limits.max_session_spill_bytes =
+                        self.integer("limits", key, value, 0, 1 << 50)?
+                }
+                "max_total_spill_bytes" => {
+                    limits.max_total_spill_bytes = self.integer("limits", key, value, 0, 1 << 50)?
+                }
+                "max_connections" => {
+                    limits.max_connections =
+                        self.integer("limits", key, value, 1, 1 << 20)? as usize
                 }
                 _ => return Err(self.unknown("limits", key, KNOWN)),
             }
@@ -704,6 +735,24 @@ impl Config {
                 .map(|m| format!("{}.{:03}", m / 1000, m % 1000)),
         );
         limit(&mut out, "pids", job.pids.map(|p| p.to_string()));
+        key(
+            &mut out,
+            "max_session_spill_bytes",
+            l.max_session_spill_bytes.to_string(),
+            d.max_session_spill_bytes.to_string(),
+        );
+        key(
+            &mut out,
+            "max_total_spill_bytes",
+            l.max_total_spill_bytes.to_string(),
+            d.max_total_spill_bytes.to_string(),
+        );
+        key(
+            &mut out,
+            "max_connections",
+            l.max_connections.to_string(),
+            d.max_connections.to_string(),
+        );
 
         let (t, d) = (&self.timeouts, &defaults.timeouts);
         let on_timeout = |o: OnTimeout| {

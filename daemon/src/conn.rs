@@ -3,6 +3,12 @@
 //!
 //! A connection that goes away takes its requests with it: their tasks are dropped,
 //! which closes the channels their foreground jobs report to, which stops those jobs.
+//!
+//! What a connection holds is bounded (issue 18): frames are read by `inbound.rs`
+//! (budget, deadline), at most [`MAX_QUERIES_IN_FLIGHT`] answers other than `Exec`s
+//! are being made at once and at most [`MAX_EXECS_IN_FLIGHT`] `Exec`s wait, and the
+//! writer's queue holds [`WRITE_QUEUE_FRAMES`]: a client that does not read its
+//! answers stops being read (backpressure), it does not make the daemon buffer them.
 
 use std::time::Duration;
 
@@ -12,27 +18,36 @@ use bashd_protocol::{
     JobsRequest, KillRequest, Owner, PROTOCOL_VERSION, PolicyVerdict, Request, RequestId, Response,
     SendRequest, ServerFrame, WaitRequest, Welcome,
 };
-use futures::{SinkExt, StreamExt};
+use futures::SinkExt;
 use tokio::net::UnixStream;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
-use tokio_util::codec::{FramedRead, FramedWrite};
+use tokio_util::codec::FramedWrite;
 use tokio_util::sync::CancellationToken;
 
+use crate::inbound::{FrameReader, LargeFrames};
 use crate::jobs::JobsHandle;
 
 /// A client that connects and says nothing is dropped after this long.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+/// Answers other than `Exec`s being made at once for one connection; an `output` page
+/// can be a MiB, so this bounds what a client that does not read can make us hold.
+pub const MAX_QUERIES_IN_FLIGHT: usize = 4;
+/// `Exec`s one connection may have waiting for their jobs at once.
+pub const MAX_EXECS_IN_FLIGHT: usize = 1024;
+/// Frames queued for the connection's writer.
+const WRITE_QUEUE_FRAMES: usize = 8;
 
 pub async fn serve_connection(
     stream: UnixStream,
     jobs: JobsHandle,
     shutdown: CancellationToken,
     max_frame_bytes: usize,
+    large_frames: LargeFrames,
 ) {
     let (read, write) = stream.into_split();
-    let mut frames = FramedRead::new(read, DaemonCodec::new(max_frame_bytes));
-    let (out, out_rx) = mpsc::channel::<ServerFrame>(256);
+    let mut frames = FrameReader::new(read, max_frame_bytes, large_frames);
+    let (out, out_rx) = mpsc::channel::<ServerFrame>(WRITE_QUEUE_FRAMES);
     let writer = tokio::spawn(write_frames(
         FramedWrite::new(write, DaemonCodec::new(max_frame_bytes)),
         out_rx,
@@ -47,10 +62,7 @@ pub async fn serve_connection(
 }
 
 /// Reads the `Hello`; answers `Welcome` and returns the client's pid, or sends why not.
-async fn handshake(
-    frames: &mut FramedRead<tokio::net::unix::OwnedReadHalf, DaemonCodec>,
-    out: &mpsc::Sender<ServerFrame>,
-) -> Option<u32> {
+async fn handshake(frames: &mut FrameReader, out: &mpsc::Sender<ServerFrame>) -> Option<u32> {
     let first = match tokio::time::timeout(HELLO_TIMEOUT, frames.next()).await {
         Ok(Some(first)) => first,
         Ok(None) | Err(_) => return None,
@@ -88,24 +100,33 @@ async fn handshake(
 }
 
 async fn serve_requests(
-    frames: &mut FramedRead<tokio::net::unix::OwnedReadHalf, DaemonCodec>,
+    frames: &mut FrameReader,
     out: &mpsc::Sender<ServerFrame>,
     jobs: &JobsHandle,
     shutdown: &CancellationToken,
     client_pid: u32,
 ) {
-    let mut requests = JoinSet::new();
+    let mut execs = JoinSet::new();
+    let mut queries = JoinSet::new();
     loop {
-        // Cancelling a read loses nothing: FramedRead keeps partial frames buffered.
+        // Cancelling a read loses nothing: the reader keeps partial frames buffered.
+        // A full set of requests in flight stops the reading (backpressure) until one
+        // of them is answered.
+        let room = execs.len() < MAX_EXECS_IN_FLIGHT && queries.len() < MAX_QUERIES_IN_FLIGHT;
         let frame = tokio::select! {
             () = shutdown.cancelled() => break,
-            Some(_) = requests.join_next(), if !requests.is_empty() => continue,
-            frame = frames.next() => frame,
+            Some(_) = execs.join_next(), if !execs.is_empty() => continue,
+            Some(_) = queries.join_next(), if !queries.is_empty() => continue,
+            frame = frames.next(), if room => frame,
         };
         match frame {
             Some(Ok(ClientFrame::Request(id, request))) => {
                 let request = with_owner(request, client_pid);
-                requests.spawn(serve_request(id, request, jobs.clone(), out.clone()));
+                let set = match request {
+                    Request::Exec(_) => &mut execs,
+                    _ => &mut queries,
+                };
+                set.spawn(serve_request(id, request, jobs.clone(), out.clone()));
             }
             Some(Ok(ClientFrame::Hello(_))) => {
                 let _ = out
@@ -132,7 +153,8 @@ async fn serve_requests(
     }
     // Shutting down: the actor stops every job, so each request still in flight gets
     // its final answer; wait for those to be written.
-    while requests.join_next().await.is_some() {}
+    while execs.join_next().await.is_some() {}
+    while queries.join_next().await.is_some() {}
 }
 
 /// A request that names no owner is owned by the process that connected.

@@ -7,9 +7,15 @@
 //! bashd-journal 1
 //! next 42                             ids below 42 are taken
 //! job 42 <instance> <session>         written before the job's shell is spawned
+//! info 42 <ms> <mode> <merged> <workdir> <command> <description>
+//!                                     what `jobs` lists of it, should the daemon die
 //! pid 42 <pid> <pgid> <start time>    written once it is, before `Started` is sent
-//! end 42                              its last process is gone
+//! lost 42                             its daemon died while it ran; its output is kept
+//! end 42                              its last process is gone (a lost job: forgotten)
 //! ```
+//!
+//! An `info` line's text fields are percent-escaped (every byte but `A-Z a-z 0-9 / . _
+//! , : = + @`), and a lone `-` is an empty description.
 //!
 //! Lines are written with one `write` each and no buffering in between: a line in the
 //! page cache survives the death of the process, which is the crash this is for. They
@@ -25,7 +31,7 @@ use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use bashd_protocol::{JobId, is_valid_session_id};
+use bashd_protocol::{JobId, Mode, is_valid_session_id};
 
 const HEADER: &str = "bashd-journal 1";
 /// Lines appended since the last compaction before the journal is rewritten with
@@ -41,6 +47,22 @@ pub struct OpenJob {
     pub session: String,
     /// Its shell, once it was spawned.
     pub leader: Option<Leader>,
+    /// What `jobs` lists of it, when its `info` line was written.
+    pub info: Option<JobRecord>,
+}
+
+/// What the journal keeps of a job for `jobs` to list after a crash.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobRecord {
+    /// When it started, in milliseconds since the epoch.
+    pub started_ms: u64,
+    pub mode: Mode,
+    /// Its stderr went to its stdout.
+    pub merged: bool,
+    pub workdir: String,
+    /// As `jobs` shows it: cut.
+    pub command: String,
+    pub description: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,6 +95,8 @@ pub fn cookie(instance: &str, job: JobId) -> Vec<u8> {
 pub struct Replay {
     /// Jobs that started and never ended, by id.
     pub open: BTreeMap<u64, OpenJob>,
+    /// Jobs of a daemon that died, ended since, whose output a later daemon kept.
+    pub lost: BTreeMap<u64, OpenJob>,
     /// The first id not taken.
     pub next: u64,
     /// Lines that could not be used, each named by its line number.
@@ -84,6 +108,8 @@ pub struct Journal {
     path: PathBuf,
     file: File,
     open: BTreeMap<u64, OpenJob>,
+    /// Lost jobs kept listed: compaction keeps them until [`Journal::end`].
+    lost: BTreeMap<u64, OpenJob>,
     next: u64,
     appended: usize,
 }
@@ -118,6 +144,7 @@ impl Journal {
             path,
             file,
             open: replay.open.clone(),
+            lost: replay.lost.clone(),
             next: replay.next,
             appended: 0,
         };
@@ -142,9 +169,28 @@ impl Journal {
                 instance: instance.to_owned(),
                 session: session.to_owned(),
                 leader: None,
+                info: None,
             },
         );
         Ok(n)
+    }
+
+    /// Records what `jobs` lists of job `n`, so that a crash does not lose it.
+    pub fn info(&mut self, n: u64, info: JobRecord) -> io::Result<()> {
+        let line = info_line(n, &info);
+        if let Some(job) = self.open.get_mut(&n) {
+            job.info = Some(info);
+        }
+        self.append(&line)
+    }
+
+    /// Job `n` of a daemon that died was ended by recovery, and its output is kept:
+    /// it stays in the journal, as lost, until [`Journal::end`].
+    pub fn keep_lost(&mut self, n: u64) {
+        if let Some(mut job) = self.open.remove(&n) {
+            job.leader = None;
+            self.lost.insert(n, job);
+        }
     }
 
     /// Records the shell of job `n`.
@@ -158,6 +204,7 @@ impl Journal {
     /// Records that job `n` has ended: none of its processes is left.
     pub fn end(&mut self, n: u64) -> io::Result<()> {
         self.open.remove(&n);
+        self.lost.remove(&n);
         self.append(&format!("end {n}\n"))?;
         if self.appended > COMPACT_AFTER_LINES && self.appended > 4 * self.open.len() {
             self.compact()?;
@@ -175,13 +222,19 @@ impl Journal {
     /// file renamed over the old one, so a crash at any point leaves one or the other.
     pub fn compact(&mut self) -> io::Result<()> {
         let mut text = format!("{HEADER}\nnext {}\n", self.next);
-        for job in self.open.values() {
+        for job in self.open.values().chain(self.lost.values()) {
             text.push_str(&format!(
                 "job {} {} {}\n",
                 job.job, job.instance, job.session
             ));
+            if let Some(info) = &job.info {
+                text.push_str(&info_line(job.job, info));
+            }
             if let Some(leader) = job.leader {
                 text.push_str(&leader_line(job.job, leader));
+            }
+            if self.lost.contains_key(&job.job) {
+                text.push_str(&format!("lost {}\n", job.job));
             }
         }
         let tmp = self.path.with_file_name("journal.tmp");
@@ -217,6 +270,79 @@ fn leader_line(n: u64, leader: Leader) -> String {
         "pid {n} {} {} {}\n",
         leader.pid, leader.pgid, leader.start_time
     )
+}
+
+fn info_line(n: u64, info: &JobRecord) -> String {
+    let mode = match info.mode {
+        Mode::Default => "default",
+        Mode::Slow => "slow",
+        Mode::Background => "background",
+    };
+    let description = info.description.as_deref().map_or("-".to_owned(), escape);
+    format!(
+        "info {n} {} {mode} {} {} {} {description}\n",
+        info.started_ms,
+        u8::from(info.merged),
+        escape(&info.workdir),
+        escape(&info.command),
+    )
+}
+
+/// Percent-escapes every byte but a few plain ones, so a field has no space, newline
+/// or `-` alone.
+fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || b"/._,:=+@".contains(&byte) {
+            out.push(byte as char);
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
+fn unescape(field: &str) -> Option<String> {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+fn parse_info(fields: &[&str]) -> Option<JobRecord> {
+    let [started_ms, mode, merged, workdir, command, description] = fields else {
+        return None;
+    };
+    Some(JobRecord {
+        started_ms: started_ms.parse().ok()?,
+        mode: match *mode {
+            "default" => Mode::Default,
+            "slow" => Mode::Slow,
+            "background" => Mode::Background,
+            _ => return None,
+        },
+        merged: match *merged {
+            "0" => false,
+            "1" => true,
+            _ => return None,
+        },
+        workdir: unescape(workdir)?,
+        command: unescape(command)?,
+        description: match *description {
+            "-" => None,
+            text => Some(unescape(text)?),
+        },
+    })
 }
 
 fn append_to(path: &Path) -> io::Result<File> {
@@ -264,6 +390,7 @@ pub fn parse(text: &[u8]) -> Replay {
                                     instance: (*instance).to_owned(),
                                     session: (*session).to_owned(),
                                     leader: None,
+                                    info: None,
                                 },
                             );
                             Ok(())
@@ -291,9 +418,27 @@ pub fn parse(text: &[u8]) -> Replay {
                     _ => Err("not a valid pid record".to_owned()),
                 }
             }
+            ["info", n, rest @ ..] => match (id(n), parse_info(rest)) {
+                (Ok(n), Some(info)) => match replay.open.get_mut(&n) {
+                    Some(job) => {
+                        job.info = Some(info);
+                        Ok(())
+                    }
+                    None => Err(format!("info of job j{n}, which has no job line")),
+                },
+                _ => Err("not a valid info record".to_owned()),
+            },
+            ["lost", n] => id(n).and_then(|n| match replay.open.remove(&n) {
+                Some(job) => {
+                    replay.lost.insert(n, job);
+                    Ok(())
+                }
+                None => Err(format!("lost job j{n}, which has no job line")),
+            }),
             ["end", n] => id(n).map(|n| {
                 highest = highest.max(n);
                 replay.open.remove(&n);
+                replay.lost.remove(&n);
             }),
             _ => Err("not a journal record".to_owned()),
         };
@@ -343,6 +488,50 @@ mod tests {
             })
         );
         assert_eq!(replay.open[&7].leader, None);
+    }
+
+    #[test]
+    fn lost_jobs_and_their_records_outlive_compaction_until_they_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut journal, _) = Journal::open(dir.path()).unwrap();
+        let n = journal.job("ab", "s").unwrap();
+        let info = JobRecord {
+            started_ms: 1_700_000_000_123,
+            mode: Mode::Background,
+            merged: false,
+            workdir: "/tmp/a dir-x".to_owned(),
+            command: "echo 'hi there' %20\nnext line -".to_owned(),
+            description: Some("-".to_owned()),
+        };
+        journal.info(n, info.clone()).unwrap();
+        let other = journal.job("ab", "s").unwrap();
+        journal
+            .info(
+                other,
+                JobRecord {
+                    description: None,
+                    ..info.clone()
+                },
+            )
+            .unwrap();
+
+        let (mut again, replay) = Journal::open(dir.path()).unwrap();
+        assert_eq!(replay.open[&n].info.as_ref(), Some(&info));
+        assert_eq!(replay.open[&other].info.as_ref().unwrap().description, None);
+        again.keep_lost(n);
+        again.close(other);
+        again.compact().unwrap();
+        let replay = parse(&fs::read(path(dir.path())).unwrap());
+        assert!(replay.open.is_empty(), "{:?}", replay.open);
+        assert_eq!(replay.lost[&n].info.as_ref(), Some(&info));
+        assert!(replay.problems.is_empty(), "{:?}", replay.problems);
+
+        let (mut last, _) = Journal::open(dir.path()).unwrap();
+        last.end(n).unwrap();
+        last.compact().unwrap();
+        let replay = parse(&fs::read(path(dir.path())).unwrap());
+        assert!(replay.lost.is_empty() && replay.open.is_empty());
+        assert_eq!(replay.next, other + 1);
     }
 
     #[test]

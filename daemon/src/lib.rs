@@ -1,8 +1,10 @@
 //! `bashd`, the supervisor. [`run`] serves a bound socket until its shutdown future
 //! resolves, then stops every job and gives the runtime directory back.
 
+pub mod allocator;
 pub mod config;
 mod conn;
+mod inbound;
 pub mod jobs;
 mod journal;
 mod output;
@@ -63,7 +65,7 @@ pub async fn run(
     })?;
     let plan = Plan::choose(&config.containment).map_err(anyhow::Error::msg)?;
     let scanner = Scanner::start();
-    recovery::recover(
+    let lost = recovery::recover(
         &runtime.dir,
         &mut journal,
         replay,
@@ -79,7 +81,7 @@ pub async fn run(
     let instance = jobs::new_instance_id();
     let containment = plan.start(instance.clone(), scanner, reaper_handle);
     tracing::info!("containment: {}", containment.describe());
-    let (actor, jobs) = JobsActor::new(
+    let (mut actor, jobs) = JobsActor::new(
         config_rx,
         instance,
         containment,
@@ -87,6 +89,7 @@ pub async fn run(
         runtime.dir.clone(),
         journal,
     );
+    actor.keep_lost(lost);
     let actor_task = tokio::spawn(actor.run());
     let reload_task = tokio::spawn(reload_on_sighup(hangups, config_tx, config_arg));
 

@@ -46,6 +46,7 @@ struct Args {
 }
 
 fn main() -> ExitCode {
+    bashd::allocator::tune();
     let args = Args::parse();
     init_logging();
     if args.check_config {

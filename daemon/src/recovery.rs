@@ -1,9 +1,11 @@
 //! What a starting daemon does about the one before it (DESIGN §6): every job the
 //! journal names as started and never ended is ended by containment
 //! (`jobs::contain::end_dead_jobs`: today whatever is alive of it found by its cookie,
-//! or by its process group while its leader is verified by start time); every session
-//! dir is removed, since with the lock held no live daemon owns one; the journal is
-//! compacted. It runs before the first connection is served.
+//! or by its process group while its leader is verified by start time), and kept as
+//! `lost` (issue 18): its record and its spill files are handed to the jobs actor, and
+//! its session dir stays; every other session dir is removed, since with the lock held
+//! no live daemon owns one; the journal is compacted, with the lost jobs in it. It runs
+//! before the first connection is served.
 //!
 //! Removal never follows a symlink and never leaves the runtime dir: an entry that
 //! bashd did not make is left alone and logged.
@@ -17,6 +19,7 @@ use std::time::Duration;
 use anyhow::Context;
 use bashd_protocol::{JobId, is_valid_session_id, runtime};
 
+use crate::jobs::LostJob;
 use crate::jobs::contain::cgroup::CgroupRoot;
 use crate::jobs::contain::{self, Scanner};
 use crate::journal::{self, Journal, Replay};
@@ -33,7 +36,8 @@ const KNOWN_ENTRIES: &[&str] = &[
 ];
 
 /// Ends what the daemon before this one left, cleans the runtime dir `dir`, compacts
-/// the journal, and logs one line of what it did.
+/// the journal, and logs one line of what it did. Returns the jobs it ended, and those
+/// an earlier restart kept, with their output, for the jobs actor to list as lost.
 pub async fn recover(
     dir: &Path,
     journal: &mut Journal,
@@ -41,7 +45,7 @@ pub async fn recover(
     scanner: &Scanner,
     cgroup: Option<&CgroupRoot>,
     grace: Duration,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Vec<LostJob>> {
     if !replay.problems.is_empty() {
         tracing::warn!(
             "journal {}: {} line(s) could not be read and were skipped: {}",
@@ -66,7 +70,7 @@ pub async fn recover(
         killed += ended.killed;
         if !ended.survivors {
             for &n in &jobs {
-                journal.close(n);
+                journal.keep_lost(n);
             }
         } else {
             // They stay in the journal, for the next start to try again.
@@ -75,7 +79,23 @@ pub async fn recover(
             );
         }
     }
-    let mut swept = sweep(dir)?;
+    // Every job is ended now (or survived, and stays open): their files are final.
+    let kept: Vec<(u64, String, Option<journal::JobRecord>)> = replay
+        .open
+        .values()
+        .chain(replay.lost.values())
+        .map(|job| (job.job, job.session.clone(), job.info.clone()))
+        .collect();
+    let lost_sessions: Vec<String> = kept.iter().map(|(_, s, _)| s.clone()).collect();
+    let read_dir = dir.to_owned();
+    let lost = tokio::task::spawn_blocking(move || {
+        kept.into_iter()
+            .map(|(n, session, info)| LostJob::read(&read_dir, JobId(n), &session, info))
+            .collect::<Vec<_>>()
+    })
+    .await
+    .context("reading the output of lost jobs failed")?;
+    let mut swept = sweep(dir, &lost_sessions)?;
     swept.removed.sort();
     journal.compact().with_context(|| {
         format!(
@@ -90,14 +110,14 @@ pub async fn recover(
     if !jobs.is_empty() || !swept.removed.is_empty() {
         let ids: Vec<String> = jobs.iter().map(|&n| JobId(n).to_string()).collect();
         tracing::info!(
-            "cleaned up after a bashd that did not stop: killed {killed} process(es) of {} unfinished job(s) [{}]; removed {} session dir(s) [{}]",
+            "cleaned up after a bashd that did not stop: killed {killed} process(es) of {} unfinished job(s) [{}], kept as lost with their output; removed {} session dir(s) [{}]",
             jobs.len(),
             ids.join(" "),
             swept.removed.len(),
             swept.removed.join(" ")
         );
     }
-    Ok(())
+    Ok(lost)
 }
 
 #[derive(Debug, Default)]
@@ -108,8 +128,9 @@ struct Swept {
     left_alone: Vec<String>,
 }
 
-/// Removes every session dir of the runtime dir and names what it does not know.
-fn sweep(dir: &Path) -> anyhow::Result<Swept> {
+/// Removes every session dir of the runtime dir but those of `keep` (sessions with
+/// lost jobs) and names what it does not know.
+fn sweep(dir: &Path, keep: &[String]) -> anyhow::Result<Swept> {
     let mut swept = Swept::default();
     let entries = fs::read_dir(dir)
         .with_context(|| format!("cannot list the runtime dir {}", dir.display()))?;
@@ -144,6 +165,9 @@ fn sweep(dir: &Path) -> anyhow::Result<Swept> {
             .is_ok_and(|meta| meta.is_dir() && meta.uid() == me && is_valid_session_id(&name));
         if !ours {
             swept.left_alone.push(path.display().to_string());
+            continue;
+        }
+        if keep.contains(&name) {
             continue;
         }
         // remove_dir_all removes a symlink inside, never what it points to.

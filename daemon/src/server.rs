@@ -1,6 +1,8 @@
 //! The accept loop: admits peers of the daemon's own uid and gives each connection a
 //! task of its own.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bashd_protocol::codec::DaemonCodec;
@@ -12,7 +14,11 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::conn;
+use crate::inbound::LargeFrames;
 use crate::jobs::JobsHandle;
+
+/// The frame limit for a peer that is being refused: a `Hello` fits in it.
+const REFUSED_FRAME_BYTES: usize = 64 * 1024;
 
 /// Accepts until `shutdown` is cancelled. Connection tasks are tracked by `tracker`
 /// so the caller can wait for them to wind down.
@@ -23,6 +29,10 @@ pub async fn serve(
     tracker: TaskTracker,
 ) {
     let me = rustix::process::getuid().as_raw();
+    let large_frames = LargeFrames::default();
+    // Connections being served (refusals not counted: they end on their own within
+    // `REFUSAL_WAIT`). A count, not a semaphore, so a reload can change the cap.
+    let open = Arc::new(AtomicUsize::new(0));
     loop {
         // Cancelling accept loses no connection: an unaccepted one stays in the backlog
         // and is refused when the listener is dropped.
@@ -47,7 +57,12 @@ pub async fn serve(
                     cred.uid(),
                     cred.pid()
                 );
-                tracker.spawn(refuse(stream, cred.uid(), me));
+                let reason = format!(
+                    "this bashd (pid {}) serves uid {me} only, and you are uid {}; use a bashd of your own (set BASHD_RUNTIME_DIR to a directory of yours, or unset it)",
+                    std::process::id(),
+                    cred.uid()
+                );
+                tracker.spawn(refuse(stream, ErrorKind::InvalidRequest, reason));
                 continue;
             }
             Err(e) => {
@@ -55,34 +70,54 @@ pub async fn serve(
                 continue;
             }
         }
+        let cap = jobs.max_connections();
+        if open.load(Ordering::Relaxed) >= cap {
+            tracing::warn!("refused a connection: {cap} are open already (limits.max_connections)");
+            let reason = format!(
+                "bashd (pid {}) already serves {cap} connections, its limit; close some (each bashc and bashc mcp holds one), or raise [limits] max_connections in the config and reload it (systemctl --user reload bashd)",
+                std::process::id()
+            );
+            tracker.spawn(refuse(stream, ErrorKind::Busy, reason));
+            continue;
+        }
+        open.fetch_add(1, Ordering::Relaxed);
+        let counted = OpenConnection(Arc::clone(&open));
         // A reloaded limit applies to connections made after the reload.
-        tracker.spawn(conn::serve_connection(
+        let serve = conn::serve_connection(
             stream,
             jobs.clone(),
             shutdown.clone(),
             jobs.max_frame_bytes(),
-        ));
+            large_frames.clone(),
+        );
+        tracker.spawn(async move {
+            serve.await;
+            drop(counted);
+        });
+    }
+}
+
+/// One connection counted as open until dropped.
+struct OpenConnection(Arc<AtomicUsize>);
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
 /// How long a refused peer has to send its `Hello` before the reason is sent anyway.
 const REFUSAL_WAIT: Duration = Duration::from_secs(2);
 
-/// Tells a peer of another uid why it is refused, as an error reply, then closes.
-/// Its `Hello` is read first (or waited for, briefly): a socket closed with unread
-/// data resets the peer's end, which would lose the reply; a peer that never sends
-/// costs this task `REFUSAL_WAIT`, no more. Nothing it sends is acted on.
-async fn refuse(stream: UnixStream, uid: u32, me: u32) {
+/// Tells a refused peer why, as an error reply, then closes. Its `Hello` is read
+/// first (or waited for, briefly): a socket closed with unread data resets the peer's
+/// end, which would lose the reply; a peer that never sends costs this task
+/// `REFUSAL_WAIT` and a small buffer, no more. Nothing it sends is acted on.
+async fn refuse(stream: UnixStream, kind: ErrorKind, reason: String) {
     let (read, write) = stream.into_split();
-    let mut frames = FramedRead::new(read, DaemonCodec::default());
+    let mut frames = FramedRead::new(read, DaemonCodec::new(REFUSED_FRAME_BYTES));
     let _ = tokio::time::timeout(REFUSAL_WAIT, frames.next()).await;
-    let reply = ErrorReply::new(
-        ErrorKind::InvalidRequest,
-        format!(
-            "this bashd (pid {}) serves uid {me} only, and you are uid {uid}; use a bashd of your own (set BASHD_RUNTIME_DIR to a directory of yours, or unset it)",
-            std::process::id()
-        ),
-    );
+    let reply = ErrorReply::new(kind, reason);
     let mut sink = FramedWrite::new(write, DaemonCodec::default());
     let _ = tokio::time::timeout(REFUSAL_WAIT, sink.send(ServerFrame::Fatal(reply))).await;
 }

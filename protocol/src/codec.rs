@@ -1,8 +1,9 @@
 //! The one frame codec: a u32 big-endian length, then one bincode 2 message.
 //!
 //! The length is checked against the frame limit before a byte of the body is
-//! buffered, and bincode decodes with the same limit, so no frame can make either side
-//! allocate more than the limit. bincode is unmaintained upstream; it lives behind this
+//! buffered, nothing is reserved from the length alone, and bincode decodes with the
+//! same limit, so no frame can make either side allocate more than the limit, nor more
+//! than what arrived. bincode is unmaintained upstream; it lives behind this
 //! module alone so that postcard can replace it without touching anything else.
 
 use std::io;
@@ -80,8 +81,9 @@ impl<Out, In: DeserializeOwned> Decoder for FrameCodec<Out, In> {
             });
         }
         if src.len() < LENGTH_BYTES + len {
-            // Bounded by the check above: at most one frame limit is reserved.
-            src.reserve(LENGTH_BYTES + len - src.len());
+            // Nothing is reserved from the length prefix: the buffer grows with what
+            // arrives, so a peer that announces a large frame and sends little costs
+            // little (the daemon reads large frames within a budget, `inbound.rs`).
             return Ok(None);
         }
         src.advance(LENGTH_BYTES);
@@ -182,6 +184,17 @@ mod tests {
             ),
             "{err}"
         );
+        assert!(buf.capacity() < 1024, "capacity {}", buf.capacity());
+    }
+
+    /// Issue 18: 64 connections announcing 16 MiB each held a gigabyte before a byte
+    /// of their bodies arrived.
+    #[test]
+    fn a_large_length_prefix_reserves_nothing() {
+        let mut daemon = DaemonCodec::default();
+        let mut buf = BytesMut::from(&((MAX_FRAME_BYTES - 1) as u32).to_be_bytes()[..]);
+        buf.extend_from_slice(&[1, 2, 3]);
+        assert!(daemon.decode(&mut buf).unwrap().is_none());
         assert!(buf.capacity() < 1024, "capacity {}", buf.capacity());
     }
 

@@ -480,6 +480,9 @@ pub enum JobState {
     Denied,
     /// Could not be started at all.
     Failed,
+    /// Its daemon died while it ran; the next daemon ended what was left of it and
+    /// keeps what it wrote to its spill files.
+    Lost,
 }
 
 impl fmt::Display for JobState {
@@ -492,6 +495,7 @@ impl fmt::Display for JobState {
             JobState::Killed => "killed",
             JobState::Denied => "denied",
             JobState::Failed => "failed",
+            JobState::Lost => "lost",
         })
     }
 }
@@ -664,6 +668,9 @@ pub enum ErrorKind {
     ShuttingDown,
     /// Something failed inside the daemon; the message says what.
     Internal,
+    /// The daemon is at one of its limits (connections, open files) and takes no more
+    /// of that until some is given back; the message names the limit and the fix.
+    Busy,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

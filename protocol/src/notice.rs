@@ -131,6 +131,13 @@ pub enum Notice {
     /// The job runs with a stdin pipe, has printed nothing and used no CPU for
     /// `idle_secs`, and is blocked reading that pipe: it most likely waits for input.
     WaitingForInput { job: JobId, idle_secs: u64 },
+    /// The daemon died while the job ran (state `lost`). What it wrote to its spill
+    /// files was kept; `in_memory` names the streams that had no spill file, whose
+    /// output (if any) was held in the dead daemon's memory only and is gone.
+    Lost {
+        job: JobId,
+        in_memory: Vec<StreamName>,
+    },
 }
 
 /// Which condition of a `wait` was met.

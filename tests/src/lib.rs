@@ -2,6 +2,7 @@
 //! runtime directory, the real `bashc`, and `/proc` readers that check which
 //! processes are alive without asking the daemon.
 
+pub mod attack;
 pub mod daemon;
 pub mod procs;
 

@@ -200,6 +200,11 @@ impl JobsHandle {
         self.config.borrow().limits.max_frame_bytes
     }
 
+    /// The connection cap of the config in force, for the accept loop.
+    pub fn max_connections(&self) -> usize {
+        self.config.borrow().limits.max_connections
+    }
+
     /// Checks a command against the policy, as run in `workdir` when one is known,
     /// off the async workers when it is long.
     pub async fn policy_verdict(

@@ -4,6 +4,7 @@
 
 mod actor;
 pub(crate) mod contain;
+mod descriptors;
 mod handle;
 mod live;
 mod new_output;
@@ -13,6 +14,6 @@ mod session;
 mod stdin;
 mod supervisor;
 
-pub use actor::{JobsActor, new_instance_id};
+pub use actor::{JobsActor, LostJob, new_instance_id};
 pub use handle::{JobsHandle, shutting_down};
 pub use process::raise_open_files_limit;

@@ -53,7 +53,8 @@ pub fn since_cursor(
     }
     summary.stdout = stdout;
     summary.stderr = stderr;
-    summary.notices = notices;
+    // What the summary says of the job itself (that it was lost) comes first.
+    summary.notices.extend(notices);
     Ok((summary, [seen_out, seen_err]))
 }
 

@@ -7,6 +7,7 @@
 //! [`StreamCapture`] runs it for one stream and is owned by the job's supervisor;
 //! [`render`] makes a result of it, [`page`] reads pages of the whole stream.
 
+mod budget;
 mod grep;
 mod page;
 mod sanitize;
@@ -17,6 +18,7 @@ use std::path::PathBuf;
 
 use bashd_protocol::{Notice, StreamName, StreamResult};
 
+pub use budget::{Charge, SpillLedger};
 pub use grep::grep;
 pub use page::{Content, OutputSource, page};
 pub use shown::Shape;
@@ -39,6 +41,14 @@ impl StreamCapture {
             store: Store::new(limits, spill_path, spill_from_start),
             finished: false,
         }
+    }
+
+    /// Charges the spill file to a disk budget, when there is one.
+    pub fn with_budget(mut self, budget: Option<Charge>) -> StreamCapture {
+        if let Some(budget) = budget {
+            self.store.set_budget(budget);
+        }
+        self
     }
 
     pub fn push(&mut self, raw: &[u8]) {
@@ -147,6 +157,31 @@ impl StreamCapture {
             complete: self.finished,
         }
     }
+}
+
+/// The stream a dead daemon's job wrote to `path`, read back from its spill file, with
+/// when the file was last written; `None` when it has none. Blocking.
+pub fn recovered_source(
+    path: &std::path::Path,
+) -> std::io::Result<Option<(OutputSource, std::time::SystemTime)>> {
+    let Some(scanned) = store::scan_spill_file(path)? else {
+        return Ok(None);
+    };
+    let total_lines = scanned.newlines + u64::from(scanned.ends_mid_line);
+    let source = OutputSource {
+        content: Content::File {
+            path: path.to_owned(),
+            len: scanned.len,
+            marks: scanned.marks,
+            capped: false,
+            error: None,
+        },
+        total_lines,
+        complete_lines: total_lines,
+        total_bytes: scanned.len,
+        complete: true,
+    };
+    Ok(Some((source, scanned.modified)))
 }
 
 #[cfg(test)]

@@ -122,6 +122,11 @@ impl Store {
     pub fn spill(&self) -> &Spill {
         &self.spill
     }
+
+    /// Charges the spill file's bytes to `budget` from now on.
+    pub fn set_budget(&mut self, budget: super::budget::Charge) {
+        self.spill.budget = Some(budget);
+    }
 }
 
 /// The file that holds a whole stream, and how far it got.
@@ -135,6 +140,8 @@ pub struct Spill {
     marks: Vec<LineMark>,
     /// The byte from which the next line start is marked.
     next_mark: u64,
+    /// Where its bytes are charged against the disk budgets, when they are.
+    budget: Option<super::budget::Charge>,
 }
 
 /// Line `line` (counted from 1) starts at byte `byte` of the spill file: a page far
@@ -168,6 +175,7 @@ impl Spill {
             state: SpillState::NotStarted,
             marks: Vec::new(),
             next_mark: MARK_EVERY,
+            budget: None,
         }
     }
 
@@ -248,6 +256,14 @@ impl Spill {
         } else {
             text.len()
         };
+        if fits > 0
+            && let Some(budget) = &self.budget
+            && let Err(why) = budget.reserve(fits as u64)
+        {
+            tracing::warn!(path = %self.path.display(), "spill file stops: {why}");
+            self.state = SpillState::Failed(why);
+            return;
+        }
         // A synchronous write: it lands in the page cache, and a disk too slow for
         // that stalls only this job's supervisor.
         if let Err(e) = file.write_all(&text[..fits]) {
@@ -263,8 +279,65 @@ impl Spill {
     }
 }
 
-/// Creates `sessions/<session>/` (0700) as needed and the file in it (0600), never
-/// through a symlink.
+/// What a spill file left by a daemon that died holds, read again.
+#[derive(Debug)]
+pub struct ScannedSpill {
+    pub len: u64,
+    pub newlines: u64,
+    pub ends_mid_line: bool,
+    pub marks: Vec<LineMark>,
+    pub modified: std::time::SystemTime,
+}
+
+/// Reads a spill file a dead daemon left, for its length, lines and line marks;
+/// `None` when there is none. Blocking. Never follows a symlink, and takes only a
+/// regular file.
+pub fn scan_spill_file(path: &Path) -> io::Result<Option<ScannedSpill>> {
+    use std::io::Read;
+    let mut file = match OpenOptions::new()
+        .read(true)
+        .custom_flags(crate::runtime::o_nofollow())
+        .open(path)
+    {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(io::Error::other(format!(
+            "{} is not a regular file",
+            path.display()
+        )));
+    }
+    let mut spill = Spill::new(path.to_owned(), u64::MAX);
+    let mut newlines = 0;
+    let mut last = None;
+    let mut chunk = vec![0u8; 1 << 20];
+    loop {
+        let n = file.read(&mut chunk)?;
+        if n == 0 {
+            break;
+        }
+        let text = &chunk[..n];
+        spill.index(text, spill.written, newlines);
+        spill.written += n as u64;
+        newlines += memchr::memchr_iter(b'\n', text).count() as u64;
+        last = text.last().copied();
+    }
+    Ok(Some(ScannedSpill {
+        len: spill.written,
+        newlines,
+        ends_mid_line: last.is_some_and(|b| b != b'\n'),
+        marks: spill.marks,
+        modified: meta.modified()?,
+    }))
+}
+
+/// Creates `sessions/<session>/` (0700) as needed and the file in it (0600). The file
+/// must not exist: `O_CREAT | O_EXCL | O_NOFOLLOW` neither follows a symlink nor opens
+/// a hard link planted at its name (issue 18: one truncated a file outside), and the
+/// directories must be real directories of the daemon's user.
 fn create_spill_file(path: &Path) -> io::Result<File> {
     if let Some(session_dir) = path.parent() {
         if let Some(sessions) = session_dir.parent() {
@@ -274,23 +347,34 @@ fn create_spill_file(path: &Path) -> io::Result<File> {
     }
     OpenOptions::new()
         .write(true)
-        .create(true)
-        .truncate(true)
+        .create_new(true)
         .mode(0o600)
         .custom_flags(crate::runtime::o_nofollow())
         .open(path)
+        .map_err(|e| {
+            if e.kind() == io::ErrorKind::AlreadyExists {
+                io::Error::other(format!(
+                    "{} exists already, and bashd writes output only to a file it creates (something else put it there; remove it)",
+                    path.display()
+                ))
+            } else {
+                e
+            }
+        })
 }
 
 fn create_private_dir(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
     match fs::DirBuilder::new().mode(0o700).create(dir) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
             let meta = fs::symlink_metadata(dir)?;
-            if meta.is_dir() {
+            let me = rustix::process::getuid().as_raw();
+            if meta.is_dir() && meta.uid() == me && meta.mode() & 0o022 == 0 {
                 Ok(())
             } else {
                 Err(io::Error::other(format!(
-                    "{} is not a directory bashd made",
+                    "{} is not a directory bashd made (a symlink, a file, another user's, or writable by others)",
                     dir.display()
                 )))
             }
@@ -334,6 +418,8 @@ pub fn char_ceil(text: &[u8], at: usize) -> usize {
 
 #[cfg(test)]
 pub(crate) mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
     use super::*;
 
     fn limits(max_lines: u64, max_bytes: usize) -> Limits {
@@ -493,6 +579,51 @@ pub(crate) mod tests {
                 byte: MARK_EVERY
             }]
         );
+    }
+
+    /// Issue 18: `ln OUTSIDE R/sessions/s/j6.stdout` before j6 spilled made the spill
+    /// truncate and overwrite the outside file.
+    #[test]
+    fn a_hard_link_at_the_spill_path_is_not_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = dir.path().join("outside");
+        fs::write(&outside, b"precious").unwrap();
+        let session = dir.path().join("sessions/s");
+        fs::create_dir_all(&session).unwrap();
+        fs::set_permissions(&session, fs::Permissions::from_mode(0o700)).unwrap();
+        let path = session.join("j1.stdout");
+        fs::hard_link(&outside, &path).unwrap();
+        let mut store = Store::new(limits(1, 100), path.clone(), false);
+        store.push(b"1\n2\n");
+        let error = store.spill().error().expect("the spill must fail");
+        assert!(error.contains("exists already"), "{error}");
+        assert!(error.contains(&path.display().to_string()), "{error}");
+        assert_eq!(fs::read(&outside).unwrap(), b"precious");
+        assert_eq!(store.total_lines(), 2);
+    }
+
+    #[test]
+    fn a_scanned_spill_file_has_the_figures_and_marks_of_the_one_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sessions/s/j1.stdout");
+        let text = varied_lines();
+        let mut store = Store::new(
+            Limits {
+                max_spill_bytes: 1 << 30,
+                ..limits(10, 100)
+            },
+            path.clone(),
+            true,
+        );
+        for chunk in text.chunks(65_536) {
+            store.push(chunk);
+        }
+        let scanned = scan_spill_file(&path).unwrap().unwrap();
+        assert_eq!(scanned.len, text.len() as u64);
+        assert_eq!(scanned.newlines + 1, store.total_lines());
+        assert!(scanned.ends_mid_line);
+        assert_eq!(scanned.marks, store.spill().marks());
+        assert!(scan_spill_file(&dir.path().join("none")).unwrap().is_none());
     }
 
     #[test]

@@ -82,16 +82,13 @@ fn the_next_start_ends_what_a_sigkilled_daemon_left_and_ids_go_on() {
     assert!(pids.iter().all(|&pid| !alive(pid)), "{pids:?}");
     // An answer means the cleanup is over: it runs before the first one.
     let next = exec_json(&daemon, &["--session", "crash-c", "--", "true"]);
-    let dirs = daemon.session_dirs();
-    assert!(
-        !dirs.iter().any(|d| d == "crash-a" || d == "crash-b"),
-        "{dirs:?}"
-    );
+    // Issue 18: the sessions of the lost jobs keep their dirs, with their output.
+    assert_eq!(daemon.session_dirs(), ["crash-a", "crash-b"]);
     let log = daemon.log();
     assert!(
         log.contains("cleaned up after a bashd that did not stop")
             && log.contains("2 unfinished job(s)")
-            && log.contains("removed 2 session dir(s)"),
+            && log.contains("kept as lost"),
         "{log}"
     );
 
@@ -302,4 +299,170 @@ fn a_sessions_dir_that_is_a_symlink_stops_the_daemon_with_the_fix() {
         show(&out)
     );
     assert!(outside.join("agent-1").is_dir(), "followed the symlink");
+}
+
+/// Every page of `job`'s stdout, from the first line to the last.
+fn all_output(daemon: &Daemon, job: &str) -> Vec<u8> {
+    let mut text = Vec::new();
+    let mut offset = 1u64;
+    loop {
+        let out = daemon.run_bashc(&[
+            "output",
+            job,
+            "--json",
+            "--offset",
+            &offset.to_string(),
+            // Whole pages under the 1 MiB page cap: lines of at most 8 bytes.
+            "--limit",
+            "100000",
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+        let page = json(&out);
+        text.extend_from_slice(page["text"].as_str().unwrap().as_bytes());
+        match page["next_offset"].as_u64() {
+            Some(next) => offset = next,
+            None => return text,
+        }
+    }
+}
+
+/// Issue 18: a daemon SIGKILLed while a background job has spilled 15 MB; after the
+/// restart the job is listed `lost` and its output comes back byte for byte. On both
+/// containment paths: the resident ends the job when the daemon dies, the scan path's
+/// recovery ends it at the restart.
+#[test]
+fn the_output_of_a_job_whose_daemon_died_is_kept_and_listed_lost() {
+    for config in ["", "[containment]\nmechanism = \"scan\"\n"] {
+        let mut daemon = Daemon::start_with_config(config);
+        let started = exec_json(
+            &daemon,
+            &[
+                "--session",
+                "i18-lost",
+                "--mode",
+                "background",
+                "--description",
+                "counts then sleeps",
+                "--",
+                "seq 1 2000000; echo to-stderr-i18 >&2; sleep 18002",
+            ],
+        );
+        let job = started["job"].as_str().unwrap().to_owned();
+        let expected: Vec<u8> = (1..=2_000_000u32)
+            .flat_map(|n| format!("{n}\n").into_bytes())
+            .collect();
+        assert!(expected.len() > 14_000_000);
+        let session = runtime::sessions_dir(daemon.runtime_dir()).join("i18-lost");
+        let spill = session.join(format!("{job}.stdout"));
+        assert!(
+            wait_until(Duration::from_secs(60), || fs::metadata(&spill)
+                .is_ok_and(|m| m.len() == expected.len() as u64)
+                && !pids_running("sleep 18002").is_empty()),
+            "the job did not spill its output"
+        );
+        // The sanitizer holds nothing back: the line ended.
+        daemon.kill_daemon();
+        daemon.restart();
+
+        let out = daemon.run_bashc(&["jobs", "--json", "--session", "i18-lost"]);
+        assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+        let listed = json(&out);
+        let entry = listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|j| j["job"] == job.as_str())
+            .unwrap_or_else(|| panic!("{job} not listed: {listed}"));
+        assert_eq!(entry["state"], "lost", "{entry}");
+        assert_eq!(entry["description"], "counts then sleeps");
+        assert!(
+            entry["command"]
+                .as_str()
+                .unwrap()
+                .starts_with("seq 1 2000000"),
+            "{entry}"
+        );
+        let got = all_output(&daemon, &job);
+        let differs = got.iter().zip(&expected).position(|(a, b)| a != b);
+        assert!(
+            got == expected,
+            "the output differs: {} bytes, expected {}, first difference at {differs:?}",
+            got.len(),
+            expected.len()
+        );
+        let stderr = daemon.run_bashc(&["output", &job, "--stream", "stderr"]);
+        assert_eq!(
+            crate::stdout(&stderr),
+            "to-stderr-i18\n",
+            "{}",
+            show(&stderr)
+        );
+
+        let check = daemon.run_bashc(&["check", &job, "--session", "i18-lost", "--json"]);
+        let check = json(&check);
+        assert_eq!(check["state"], "lost", "{check}");
+        let notice = check["notice"].as_str().unwrap_or_default();
+        assert!(
+            notice.contains(&format!("bashd stopped while {job} ran")),
+            "{notice}"
+        );
+        assert!(
+            wait_until(GONE_WITHIN, || pids_running("sleep 18002").is_empty()),
+            "the lost job's process lives on"
+        );
+        // Closing the session forgets them, and their files.
+        let closed = daemon.run_bashc(&["session", "close", "i18-lost"]);
+        assert_eq!(closed.status.code(), Some(0), "{}", show(&closed));
+        assert!(!session.exists());
+        let gone = daemon.run_bashc(&["output", &job]);
+        assert_ne!(gone.status.code(), Some(0), "{}", show(&gone));
+    }
+}
+
+/// Issue 18: a foreground `bashc exec` whose daemon dies says so with the job id and
+/// where its output will be, instead of "closed the connection before answering";
+/// after the restart the job is lost, and what it held in memory only is said lost.
+#[test]
+fn a_client_whose_daemon_dies_mid_request_names_the_job() {
+    let mut daemon = Daemon::start();
+    let client = daemon
+        .bashc()
+        .args([
+            "exec",
+            "--session",
+            "i18-died",
+            "--",
+            "echo i18-before; sleep 18003",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_running("sleep 18003");
+    daemon.kill_daemon();
+    let out = client.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(255), "{}", show(&out));
+    let stderr = crate::stderr(&out);
+    let job = stderr
+        .split_whitespace()
+        .find(|w| w.starts_with('j') && w[1..].parse::<u64>().is_ok())
+        .unwrap_or_else(|| panic!("no job id in {stderr:?}"))
+        .to_owned();
+    assert_eq!(
+        stderr.trim_end(),
+        format!(
+            "bashc: bashd stopped while {job} ran; bashc output {job} has what it printed once bashd is back"
+        )
+    );
+    daemon.restart();
+    let check = daemon.run_bashc(&["check", &job, "--session", "i18-died", "--json"]);
+    let check = json(&check);
+    assert_eq!(check["state"], "lost", "{check}");
+    let notice = check["notice"].as_str().unwrap_or_default();
+    assert!(
+        notice.contains(
+            "stdout: what it printed before bashd stopped was held in memory only and is lost"
+        ),
+        "{notice}"
+    );
 }

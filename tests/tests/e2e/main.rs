@@ -2,13 +2,16 @@
 //! it through the `bashc` binary, the client library or raw frames. What is alive
 //! afterwards is read from /proc.
 
+mod abuse;
 mod chaos;
 mod cli;
 mod contain;
 mod crash;
 mod cut_output;
 mod daemon_lifecycle;
+mod disk;
 mod exec;
+mod fuzz;
 mod jobs;
 mod live;
 mod mcp;

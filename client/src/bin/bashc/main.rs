@@ -285,6 +285,14 @@ fn main() -> ExitCode {
 
 /// Prints an error, with the hint the daemon gave for it in the CLI's words.
 fn fail(e: anyhow::Error) -> ExitCode {
+    if let Some(ClientError::DiedWhileRunning { job }) =
+        e.chain().find_map(|cause| cause.downcast_ref())
+    {
+        eprintln!(
+            "bashc: bashd stopped while {job} ran; bashc output {job} has what it printed once bashd is back"
+        );
+        return ExitCode::from(EXIT_UNREACHABLE);
+    }
     let hint = e.chain().find_map(|cause| match cause.downcast_ref() {
         Some(ClientError::Daemon(reply) | ClientError::Refused(reply)) => reply.hint,
         _ => None,

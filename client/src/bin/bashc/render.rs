@@ -26,8 +26,23 @@ pub fn exit_status(result: &ExecResult) -> u8 {
         JobState::Signaled | JobState::Killed => by_signal
             .or(result.exit_code.map(|c| c as u8))
             .unwrap_or(EXIT_FAILED),
-        JobState::Failed => EXIT_FAILED,
+        JobState::Failed | JobState::Lost => EXIT_FAILED,
     }
+}
+
+/// What a front end says of a job whose daemon died while it ran; `read` is its way
+/// to the job's kept output.
+pub fn lost_text(job: JobId, in_memory: &[StreamName], read: &str) -> String {
+    let mut text = format!(
+        "bashd stopped while {job} ran, and the next bashd ended what was left of it (state lost). What it printed to its output files was kept: {read}."
+    );
+    for stream in in_memory {
+        text.push_str(&format!(
+            " {}: what it printed before bashd stopped was held in memory only and is lost.",
+            stream_name(*stream)
+        ));
+    }
+    text
 }
 
 /// The lines of a cut stream that its result does not show, as a page of `output`:
@@ -384,6 +399,7 @@ pub fn notice_text(notice: &Notice) -> String {
             &format!("bashc send {job} TEXT --newline (or --eof to close it)"),
             &format!("bashc kill {job}"),
         ),
+        Notice::Lost { job, in_memory } => lost_text(*job, in_memory, &format!("bashc output {job}")),
     }
 }
 

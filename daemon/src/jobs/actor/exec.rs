@@ -44,6 +44,14 @@ impl JobsActor {
                 return;
             }
         };
+        // A denied command spawns nothing, so it needs no descriptors.
+        if denial.is_none()
+            && let Err(error) = self.descriptors.admit()
+        {
+            tracing::warn!("job refused: {}", error.message);
+            let _ = events.try_send(Response::Error(error));
+            return;
+        }
         let session = params.session.clone();
         if !self.sessions.contains_key(&session) {
             let mut new = Session::default();
@@ -119,6 +127,21 @@ impl JobsActor {
             return;
         }
 
+        let record = journal::JobRecord {
+            started_ms: SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64),
+            mode: params.mode,
+            merged: params.merge_stderr,
+            workdir: plan.workdir.to_string_lossy().into_owned(),
+            command: cut(&params.command, LISTED_COMMAND_BYTES),
+            description: params.description.clone(),
+        };
+        if let Err(e) = self.journal.info(n, record) {
+            // The job line is there: a crash still ends the job, only its listing and
+            // its kept output would be missing.
+            tracing::warn!(job = %id, "cannot record the job's details in the journal: {e}");
+        }
         let spec = SpawnSpec {
             shell: self.shell.clone(),
             command: params.command.clone(),
@@ -152,6 +175,12 @@ impl JobsActor {
                     shape: plan.shape,
                     session_dir: self.session_dir(&session),
                     detached: params.mode == Mode::Background,
+                    spill_budget: Some(self.spill_ledger.charge(
+                        &session,
+                        n,
+                        self.config.limits.max_session_spill_bytes,
+                        self.config.limits.max_total_spill_bytes,
+                    )),
                 },
                 cookie: journal::cookie(&self.instance, id),
                 merged: params.merge_stderr,

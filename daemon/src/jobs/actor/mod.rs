@@ -7,8 +7,11 @@
 
 mod exec;
 mod live;
+mod lost;
 mod queries;
 mod sessions;
+
+pub use lost::LostJob;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -21,6 +24,7 @@ use bashd_protocol::{
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::contain::Containment;
+use super::descriptors::DescriptorBudget;
 use super::handle::{Cmd, JobsHandle, shutting_down};
 use super::session::{Session, SessionEvent};
 use super::supervisor::{Control, Ended, JobMeta, Report, Settings, Stop, StopReason};
@@ -60,6 +64,10 @@ pub struct JobsActor {
     shell: PathBuf,
     runtime_dir: PathBuf,
     started: Instant,
+    /// Whether another job fits under the open-file limit.
+    descriptors: DescriptorBudget,
+    /// Bytes of spill files on disk, against the disk budgets.
+    spill_ledger: output::SpillLedger,
 }
 
 struct Job {
@@ -181,6 +189,8 @@ impl JobsActor {
             shell,
             runtime_dir,
             started: Instant::now(),
+            descriptors: DescriptorBudget::new(),
+            spill_ledger: output::SpillLedger::default(),
         };
         (
             actor,
@@ -334,6 +344,8 @@ impl JobsActor {
         }
         // Its stdin pipe closes with it.
         job.stdin = None;
+        let files = spill_files(&ended.streams);
+        self.spill_ledger.finished(&job.session, n, files, None);
         let status = std::mem::replace(&mut job.status, Status::Ended(Box::new(ended)));
         if let (
             Status::Starting { waiters, .. } | Status::Running { waiters, .. },
@@ -373,9 +385,16 @@ impl JobsActor {
         let Some(job) = self.jobs.remove(&n) else {
             return;
         };
+        if let Status::Ended(ended) = &job.status
+            && ended.result.state == bashd_protocol::JobState::Lost
+        {
+            // Kept in the journal until now, so another crash kept it too.
+            self.journal_end(n);
+        }
         if let Some(session) = self.sessions.get_mut(&job.session) {
             session.jobs.remove(&n);
         }
+        self.spill_ledger.forget(&job.session, n);
         if let Some(pid) = job.pid
             && self.by_pid.get(&pid) == Some(&n)
         {
@@ -432,6 +451,18 @@ impl JobsActor {
             tracing::warn!("cannot compact the journal: {e}");
         }
     }
+}
+
+/// The spill files of a job's streams.
+fn spill_files(streams: &super::supervisor::Streams) -> Vec<PathBuf> {
+    [Some(&streams.stdout), streams.stderr.as_ref()]
+        .into_iter()
+        .flatten()
+        .filter_map(|source| match &source.content {
+            output::Content::File { path, .. } => Some(path.clone()),
+            output::Content::Memory(_) => None,
+        })
+        .collect()
 }
 
 /// The error for a session the daemon does not have.

@@ -63,6 +63,15 @@ impl JobsActor {
             streams = self.streams(n);
         }
         let job = self.jobs.get(&n).ok_or_else(|| self.unknown_job(job))?;
+        if let Some(why) = self.spill_ledger.evicted(n) {
+            return Err(ErrorReply::new(
+                ErrorKind::NotFound,
+                format!(
+                    "the output files of {} were {why}; its result still shows what it showed",
+                    job.id
+                ),
+            ));
+        }
         if let StreamsAt::Closed = streams {
             return Err(ErrorReply::new(
                 ErrorKind::Internal,
@@ -102,13 +111,20 @@ impl JobsActor {
         }
     }
 
-    /// The job's result as it stands, without its output.
+    /// The job's result as it stands, without its output; of its notices, only that
+    /// it was lost, which is about the job, not about one result's output.
     pub(super) fn summary(&self, job: &Job) -> ExecResult {
         match &job.status {
             Status::Ended(ended) => ExecResult {
                 stdout: StreamResult::empty(),
                 stderr: ended.result.stderr.as_ref().map(|_| StreamResult::empty()),
-                notices: Vec::new(),
+                notices: ended
+                    .result
+                    .notices
+                    .iter()
+                    .filter(|n| matches!(n, Notice::Lost { .. }))
+                    .cloned()
+                    .collect(),
                 ..ended.result.clone()
             },
             Status::Starting { .. } | Status::Running { .. } => ExecResult {

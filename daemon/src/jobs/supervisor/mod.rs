@@ -71,6 +71,8 @@ pub struct Settings {
     pub session_dir: PathBuf,
     /// Mode `background`: the request is answered as soon as the job starts.
     pub detached: bool,
+    /// Where its spill files are charged against the disk budgets.
+    pub spill_budget: Option<output::Charge>,
 }
 
 /// Everything the supervisor of one job needs. `P` is the job's processes: its
@@ -328,6 +330,7 @@ impl<P: JobProcesses> Supervisor<P> {
         let capture = |stream: &str| {
             let path = settings.session_dir.join(format!("{}.{stream}", meta.job));
             StreamCapture::new(settings.limits, path, settings.detached)
+                .with_budget(settings.spill_budget.clone())
         };
         let inputs = Inputs {
             out: PipeReader::new(Some(stdout), capture("stdout")),

@@ -319,7 +319,12 @@ impl BashTools {
 
     /// Forgets a connection that was lost, so the next call makes a new one.
     async fn lost(&self, error: &ClientError) {
-        if matches!(error, ClientError::Disconnected | ClientError::Frame(_)) {
+        if matches!(
+            error,
+            ClientError::Disconnected
+                | ClientError::Frame(_)
+                | ClientError::DiedWhileRunning { .. }
+        ) {
             *self.client.lock().await = None;
         }
     }
@@ -594,7 +599,8 @@ fn is_failure(result: &ExecResult) -> bool {
         | JobState::TimedOut
         | JobState::Killed
         | JobState::Denied
-        | JobState::Failed => true,
+        | JobState::Failed
+        | JobState::Lost => true,
     }
 }
 

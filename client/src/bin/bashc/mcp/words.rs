@@ -67,6 +67,10 @@ pub fn error(error: &ClientError) -> String {
         ClientError::Refused(ErrorReply {
             hint: Some(given), ..
         }) => format!("{error}: {}", hint(*given)),
+        ClientError::DiedWhileRunning { job } => format!(
+            "bashd stopped while {job} ran; {} has what it printed once bashd is back",
+            call("bash_output", *job)
+        ),
         _ => error.to_string(),
     }
 }
@@ -154,6 +158,9 @@ fn notice(notice: &Notice) -> String {
             &call("bash_kill", *job),
         ),
         Notice::ConditionMet { job, met } => render::condition_text(*job, met),
+        Notice::Lost { job, in_memory } => {
+            render::lost_text(*job, in_memory, &call("bash_output", *job))
+        }
         // These name no command: both front ends say them alike.
         Notice::Shutdown {}
         | Notice::OwnersGone { .. }
