@@ -219,6 +219,8 @@ pub struct FollowRequest {
 pub struct SendRequest {
     pub caller: Caller,
     pub job: JobRef,
+    /// One length and the bytes, not a sequence of numbers (`serde_bytes`).
+    #[serde(with = "serde_bytes")]
     pub bytes: Vec<u8>,
     /// Close the job's stdin after writing: it reads end-of-file.
     pub eof: bool,
@@ -457,7 +459,10 @@ pub struct Started {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OutputChunk {
     pub stream: StreamName,
-    /// Sanitized text: whole lines (a line longer than 64 KiB comes in pieces).
+    /// Sanitized text: whole lines (a line longer than 64 KiB comes in pieces). One
+    /// length and the bytes on the wire, not a sequence of numbers (`serde_bytes`):
+    /// bincode would encode each byte alone.
+    #[serde(with = "serde_bytes")]
     pub bytes: Vec<u8>,
     /// The line of the stream `bytes` starts on, counting from 1.
     pub line: u64,
