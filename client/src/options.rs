@@ -1,7 +1,9 @@
 //! The options of a command that every front end offers (`bashc exec`, the MCP `bash`
 //! tool), made into `ExecParams` in one place.
 
-use bashd_protocol::{Caller, ExecParams, JobLimits, Mode, OnTimeout, OutputOptions};
+use bashd_protocol::{
+    Caller, ExecParams, JobLimits, Mode, Network, OnTimeout, OutputOptions, SandboxProfile,
+};
 
 /// What a front end asks of a command besides the command itself and on whose behalf:
 /// each front end fills it from its own arguments, and [`ExecOptions::params`] makes the
@@ -22,6 +24,10 @@ pub struct ExecOptions {
     pub env: Vec<(Vec<u8>, Vec<u8>)>,
     /// Memory, CPU and processes the job may use.
     pub limits: JobLimits,
+    /// The sandbox profile and network asked for; the daemon refuses one looser than
+    /// its floor.
+    pub sandbox: Option<SandboxProfile>,
+    pub network: Option<Network>,
 }
 
 impl ExecOptions {
@@ -37,6 +43,8 @@ impl ExecOptions {
             merge_stderr: self.merge_stderr,
             output: self.output,
             limits: self.limits,
+            sandbox: self.sandbox,
+            network: self.network,
             ..ExecParams::new(command, caller.session, self.workdir)
         }
     }

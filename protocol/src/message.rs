@@ -269,6 +269,11 @@ pub struct ExecParams {
     pub stream: bool,
     /// What the job may use; `None` takes the daemon's `[limits]` default.
     pub limits: JobLimits,
+    /// The sandbox profile asked for; `None` takes `[sandbox] default`. A profile
+    /// looser than `[sandbox] floor` is refused.
+    pub sandbox: Option<crate::SandboxProfile>,
+    /// The network asked for; `None` takes `[sandbox] network`.
+    pub network: Option<crate::Network>,
 }
 
 /// Per-job resource limits (DESIGN §4.6). Each is enforced by the job's cgroup where
@@ -441,6 +446,9 @@ pub struct ExecResult {
     pub notices: Vec<Notice>,
     /// What the job used and how it ended, once it has (DESIGN §4.5).
     pub record: Option<ExitRecord>,
+    /// The sandbox the job ran in; `None` when it ran unconfined (profile `off`,
+    /// network on).
+    pub sandbox: Option<crate::SandboxInForce>,
 }
 
 /// What an ended job used, and what ended it. A figure the daemon's containment cannot
@@ -528,6 +536,8 @@ pub struct StatusInfo {
     /// its limit.
     pub open_files: u64,
     pub open_files_limit: Option<u64>,
+    /// The sandbox in force by default and what the system offers it.
+    pub sandbox: Option<crate::SandboxStatus>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -608,6 +618,8 @@ impl ExecParams {
             output: OutputOptions::default(),
             stream: false,
             limits: JobLimits::default(),
+            sandbox: None,
+            network: None,
         }
     }
 }

@@ -117,6 +117,14 @@ pub enum Notice {
     /// A page reached the end of a spill file that stopped at its cap; the stream's
     /// later lines were not kept.
     PageCapped { last_line: u64, lost_lines: u64 },
+    /// The job failed with output that reads like something its sandbox refused: a
+    /// file access (`Permission denied`, `Read-only file system`) or, with the network
+    /// off, a connection.
+    SandboxDenied {
+        profile: crate::SandboxProfile,
+        network: crate::Network,
+        denied: crate::SandboxDenial,
+    },
 }
 
 /// Why a job was moved to the background.

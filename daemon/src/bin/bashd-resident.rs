@@ -38,6 +38,11 @@ mod wire;
 
 use wire::{Order, Report, Usage};
 
+// The sandbox's own files, for the same reason: the daemon's side of it stays there.
+#[path = "../sandbox/confine/mod.rs"]
+#[allow(dead_code)] // The daemon's half (encoding the spec, reading the probe) goes unused here.
+mod confine;
+
 /// How often a subtree being signalled or killed is walked again for processes forked
 /// or reparented meanwhile.
 const KILL_ROUND_MS: i32 = 10;
@@ -50,6 +55,13 @@ const EXIT_SETUP: libc::c_int = 126;
 // arguments still reach `std::env::args_os`, which glibc hands to std at load time.
 #[unsafe(no_mangle)]
 extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> libc::c_int {
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|arg| arg == "--probe-sandbox")
+    {
+        print!("{}", confine::probe());
+        return 0;
+    }
     let options = match Options::parse(std::env::args_os().skip(1).collect()) {
         Ok(options) => options,
         Err(e) => {
@@ -82,14 +94,17 @@ extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> lib
 /// stdin is set up. For the report of a setup that failed.
 static CONTROL: AtomicI32 = AtomicI32::new(0);
 
-/// `[--cgroup DIR] [--nofile SOFT:HARD] [--rlimit-as BYTES] [--oom-score-adj N] --
-/// PROGRAM ARGS...`
+/// `[--cgroup DIR] [--nofile SOFT:HARD] [--rlimit-as BYTES] [--oom-score-adj N]
+/// [--sandbox SPEC] -- PROGRAM ARGS...`, or `--probe-sandbox` alone.
 struct Options {
     cgroup: Option<PathBuf>,
     nofile: Option<(u64, u64)>,
     rlimit_as: Option<u64>,
     oom_score_adj: Option<i32>,
     program: Vec<CString>,
+    /// What confines the job (`confine::Spec::encode`), applied to the resident
+    /// itself before it forks the shell, so the shell and all it starts inherit it.
+    sandbox: Option<confine::Spec>,
 }
 
 impl Options {
@@ -100,6 +115,7 @@ impl Options {
             rlimit_as: None,
             oom_score_adj: None,
             program: Vec::new(),
+            sandbox: None,
         };
         let mut args = args.into_iter();
         while let Some(arg) = args.next() {
@@ -131,6 +147,10 @@ impl Options {
                         text.parse()
                             .map_err(|_| format!("--oom-score-adj {text}: not a number"))?,
                     );
+                }
+                Some("--sandbox") => {
+                    let spec = args.next().ok_or("--sandbox needs a value")?;
+                    options.sandbox = Some(confine::Spec::decode(spec.as_bytes())?);
                 }
                 Some("--") => {
                     options.program = args
@@ -173,6 +193,11 @@ fn run(options: Options) -> io::Result<Never> {
     if let Some(adj) = options.oom_score_adj {
         // Raising it needs no privilege; a kernel without the file is no reason to stop.
         let _ = fs::write("/proc/self/oom_score_adj", adj.to_string());
+    }
+    // After the cgroup and /proc/self writes, which the sandbox forbids; before the
+    // fork, so that the job's first instruction already runs confined.
+    if let Some(spec) = &options.sandbox {
+        confine::apply(spec)?;
     }
 
     // The control socket moves off stdin; the shell gets /dev/null there instead.

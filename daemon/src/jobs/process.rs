@@ -41,6 +41,8 @@ pub struct SpawnSpec {
     pub limits: JobLimits,
     /// `RLIMIT_AS` for the job, where no cgroup holds its memory.
     pub rlimit_as: Option<u64>,
+    /// What confines the job, applied by its resident (`crate::sandbox`).
+    pub sandbox: Option<crate::sandbox::confine::Spec>,
 }
 
 /// A started job leader: the shell. Its pid is also its process group id (it called
@@ -106,7 +108,8 @@ pub struct ReaperHandle {
 #[derive(Debug)]
 enum ReaperRequest {
     Spawn {
-        spec: SpawnSpec,
+        // Boxed: a spec is far larger than the other requests.
+        spec: Box<SpawnSpec>,
         reply: oneshot::Sender<io::Result<Spawned>>,
     },
     /// The daemon's children that it did not spawn: descendants of jobs whose parents
@@ -119,7 +122,10 @@ impl ReaperHandle {
         let (reply, answer) = oneshot::channel();
         let gone = || io::Error::other("the daemon's reaper has stopped");
         self.requests
-            .send(ReaperRequest::Spawn { spec, reply })
+            .send(ReaperRequest::Spawn {
+                spec: Box::new(spec),
+                reply,
+            })
             .await
             .map_err(|_| gone())?;
         answer.await.map_err(|_| gone())?
@@ -171,7 +177,7 @@ impl Reaper {
                 _ = sigchld.recv() => self.reap_all(),
                 request = self.requests.recv() => match request {
                     Some(ReaperRequest::Spawn { spec, reply }) => {
-                        let spawned = spawn(spec, self.job_open_files).map(|(spawned, exit_tx)| {
+                        let spawned = spawn(*spec, self.job_open_files).map(|(spawned, exit_tx)| {
                             self.waiting.insert(spawned.pid.as_raw_nonzero().get(), exit_tx);
                             spawned
                         });

@@ -22,7 +22,7 @@ use bashc::{ClientError, ExecOptions};
 use clap::{Args, Parser, Subcommand};
 
 use crate::common::{SessionArgs, command_text, connect, environment, print, target};
-use crate::options::{DirectionArg, ModeArg, OnTimeoutArg, StreamArg};
+use crate::options::{DirectionArg, ModeArg, NetArg, OnTimeoutArg, SandboxArg, StreamArg};
 
 /// Exit status when bashd cannot be reached or refuses a request.
 const EXIT_UNREACHABLE: u8 = 255;
@@ -163,6 +163,13 @@ struct ExecArgs {
     /// else the job is refused.
     #[arg(long, value_name = "N")]
     pids: Option<u32>,
+    /// Run the job in a kernel sandbox (default: bashd's [sandbox] default); a
+    /// profile looser than its floor is refused.
+    #[arg(long, value_enum, value_name = "PROFILE")]
+    sandbox: Option<SandboxArg>,
+    /// The job's network (default: bashd's [sandbox] network).
+    #[arg(long, value_enum)]
+    net: Option<NetArg>,
     /// Not supported yet.
     #[arg(long)]
     stream: bool,
@@ -328,6 +335,8 @@ fn exec_params(args: &ExecArgs, target: &bashc::Target) -> anyhow::Result<ExecPa
             cpu_millicores: args.cpu,
             pids: args.pids,
         },
+        sandbox: args.sandbox.map(Into::into),
+        network: args.net.map(Into::into),
     };
     Ok(options.params(command, args.session.caller()))
 }

@@ -9,7 +9,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use bashd_protocol::{
     EndedBy, ErrorKind, ErrorReply, ExecParams, ExecResult, ExitRecord, JobId, JobState, Mode,
-    Notice, Response, Started, StreamResult, is_valid_session_id, limits,
+    Notice, Response, SandboxInForce, SandboxProfile, Started, StreamResult, is_valid_session_id,
+    limits,
 };
 use tokio::sync::mpsc;
 
@@ -20,6 +21,7 @@ use crate::jobs::supervisor::{self, Ended, JobMeta, JobRun, Report, Settings, St
 use crate::journal::{self, Leader};
 use crate::output::{self, OutputSource, Shape};
 use crate::policy::Denial;
+use crate::sandbox;
 
 /// `bashc jobs` shows this much of a command.
 const LISTED_COMMAND_BYTES: usize = 4096;
@@ -89,6 +91,7 @@ impl JobsActor {
             page_lines: plan.limits.max_lines,
             max_bytes: plan.limits.max_bytes,
             status,
+            sandbox: plan.sandbox,
         };
 
         if let Some(denial) = denial {
@@ -113,15 +116,32 @@ impl JobsActor {
             return;
         }
 
+        // A confined file system leaves the job the session's temp dir to write in.
+        let tmpdir = plan
+            .sandbox
+            .filter(|s| s.profile != SandboxProfile::Off)
+            .map(|_| sandbox::tmpdir(&self.session_dir(&session)));
+        let mut env = self.job_env(&params, id);
+        if let Some(dir) = &tmpdir {
+            sandbox::set_tmpdir(&mut env, dir);
+        }
         let spec = SpawnSpec {
             shell: self.shell.clone(),
             command: params.command.clone(),
             workdir: plan.workdir.clone(),
-            env: self.job_env(&params, id),
+            env,
             merge_stderr: params.merge_stderr,
             resident: None,
             limits: params.limits,
             rlimit_as: None,
+            sandbox: plan.sandbox.map(|in_force| {
+                sandbox::spec(
+                    in_force,
+                    &self.config.sandbox,
+                    &plan.workdir,
+                    tmpdir.as_deref(),
+                )
+            }),
         };
         // Unbounded so that a stop is never dropped for want of room: it holds at most
         // a stop per reason and a snapshot per request in flight. Stops sent while the
@@ -144,6 +164,7 @@ impl JobsActor {
                     shape: plan.shape,
                     session_dir: self.session_dir(&session),
                     detached: params.mode == Mode::Background,
+                    sandbox: plan.sandbox,
                 },
                 cookie: journal::cookie(&self.instance, id),
                 merged: params.merge_stderr,
@@ -159,7 +180,13 @@ impl JobsActor {
         // other requests meanwhile.
         let (containment, reports) = (self.containment.clone(), self.reports_tx.clone());
         tokio::spawn(async move {
-            let spawned = containment.spawn(id, spec).await;
+            let spawned = match tmpdir.as_deref().map(sandbox::make_tmpdir).transpose() {
+                Ok(_) => containment.spawn(id, spec).await,
+                Err(e) => Err(io::Error::new(
+                    e.kind(),
+                    format!("cannot make the session's temp dir: {e}"),
+                )),
+            };
             let _ = reports.send(Report::Spawned { job: id, spawned });
         });
     }
@@ -310,6 +337,17 @@ impl JobsActor {
         self.containment
             .check_limits(&params.limits)
             .map_err(invalid)?;
+        // Never silently unconfined: a sandbox this daemon cannot hold refuses the job.
+        let sandbox = sandbox::decide(&self.config.sandbox, params)
+            .and_then(|in_force| match in_force {
+                Some(in_force) => self
+                    .containment
+                    .sandbox()
+                    .check(in_force)
+                    .map(|()| Some(in_force)),
+                None => Ok(None),
+            })
+            .map_err(invalid)?;
         let timeouts = &self.config.timeouts;
         let timeout_secs = match (params.timeout_secs, params.mode) {
             (Some(secs), _) => limits::clamp_timeout_secs(secs),
@@ -333,6 +371,7 @@ impl JobsActor {
                 max_spill_bytes: limits.max_spill_bytes,
             },
             shape: Shape::from_options(&params.output),
+            sandbox,
         })
     }
 
@@ -371,6 +410,7 @@ struct Plan {
     timeout: Duration,
     limits: output::Limits,
     shape: Shape,
+    sandbox: Option<SandboxInForce>,
 }
 
 /// The end of a job that never ran: refused by the policy, or not startable.
@@ -400,6 +440,7 @@ fn not_run(meta: &JobMeta, merged: bool, state: JobState, notice: Notice) -> End
                 killed_by: None,
                 limit: None,
             }),
+            sandbox: None,
         },
         streams: no_output(merged, true),
     }

@@ -79,6 +79,8 @@ struct Job {
     page_lines: u64,
     max_bytes: usize,
     status: Status,
+    /// The sandbox it runs in, when it is confined.
+    sandbox: Option<bashd_protocol::SandboxInForce>,
 }
 
 /// Where a job is in its life, as the table sees it.
@@ -378,6 +380,10 @@ impl JobsActor {
             // Counted by the caller's task (`JobsHandle::status`), not here.
             open_files: 0,
             open_files_limit: rustix::process::getrlimit(rustix::process::Resource::Nofile).current,
+            sandbox: Some(crate::sandbox::status(
+                &self.config.sandbox,
+                &self.containment.sandbox(),
+            )),
         }
     }
 

@@ -122,6 +122,7 @@ impl JobsActor {
                 stderr: None,
                 notices: Vec::new(),
                 record: None,
+                sandbox: job.sandbox,
             },
         }
     }

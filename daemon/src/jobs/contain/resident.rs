@@ -59,6 +59,8 @@ pub struct ResidentSpawn {
     pub binary: PathBuf,
     /// The cgroup the job's processes start in, when the daemon has one for it.
     pub cgroup: Option<PathBuf>,
+    /// What the resident confines itself to before it forks the shell.
+    pub sandbox: Option<crate::sandbox::confine::Spec>,
 }
 
 /// The command that starts a job's resident, and the daemon's end of its control
@@ -88,6 +90,9 @@ pub fn command(
     }
     if let Some(bytes) = address_space {
         command.arg("--rlimit-as").arg(bytes.to_string());
+    }
+    if let Some(spec) = &spawn.sandbox {
+        command.arg("--sandbox").arg(spec.encode());
     }
     command
         .arg("--oom-score-adj")

@@ -69,6 +69,8 @@ pub struct Settings {
     pub session_dir: PathBuf,
     /// Mode `background`: the request is answered as soon as the job starts.
     pub detached: bool,
+    /// The sandbox it runs in, when it is confined; named in its results.
+    pub sandbox: Option<bashd_protocol::SandboxInForce>,
 }
 
 /// Everything the supervisor of one job needs. `P` is the job's processes: its
@@ -499,6 +501,7 @@ impl<P: JobProcesses> Supervisor<P> {
             stderr: (!inputs.merged).then(|| inputs.err.capture.result(self.settings.shape)),
             notices,
             record,
+            sandbox: self.settings.sandbox,
         }
     }
 
@@ -572,7 +575,8 @@ impl<P: JobProcesses> Supervisor<P> {
             killed_by,
             limit,
         };
-        let result = self.result(state, notices, Some(record));
+        let mut result = self.result(state, notices, Some(record));
+        result.notices.extend(crate::sandbox::refusal(&result));
         let ended = Ended {
             result,
             streams: self.inputs.streams(),

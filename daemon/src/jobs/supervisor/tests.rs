@@ -129,6 +129,7 @@ fn settings(dir: &tempfile::TempDir) -> Settings {
         shape: Shape::default(),
         session_dir: dir.path().to_owned(),
         detached: false,
+        sandbox: None,
     }
 }
 

@@ -21,7 +21,7 @@ use serde::Deserialize;
 use tokio::sync::Mutex;
 
 use super::words;
-use crate::options::{DirectionArg, ModeArg, OnTimeoutArg, StreamArg};
+use crate::options::{DirectionArg, ModeArg, NetArg, OnTimeoutArg, SandboxArg, StreamArg};
 
 /// The tools; one per server process, cloned into each call.
 #[derive(Clone)]
@@ -102,6 +102,10 @@ struct BashArgs {
     cpu: Option<f64>,
     /// Most processes the job may have at once.
     pids: Option<u32>,
+    /// Run in a kernel sandbox: `workspace-write` (write only in the workdir and $TMPDIR, .git read-only, credential stores hidden), `read-only` (write only in $TMPDIR) or `off`. Default: bashd's config, which may refuse a looser one.
+    sandbox: Option<SandboxArg>,
+    /// `off`: the job reaches no network but its own loopback. Default: bashd's config.
+    net: Option<NetArg>,
 }
 
 /// Arguments of `bash_check`.
@@ -318,6 +322,8 @@ impl BashTools {
                     .map_err(|e| CallError(format!("bad argument `cpu`: {e}")))?,
                 pids: args.pids,
             },
+            sandbox: args.sandbox.map(Into::into),
+            network: args.net.map(Into::into),
         };
         let params = options.params(args.command, self.caller.clone());
         let client = self.client().await?;

@@ -1,0 +1,168 @@
+use super::*;
+use bashd_protocol::{JobId, StreamResult};
+
+fn params(sandbox: Option<SandboxProfile>, network: Option<Network>) -> ExecParams {
+    ExecParams {
+        sandbox,
+        network,
+        ..ExecParams::new("true", "s", "/w")
+    }
+}
+
+fn config(default: SandboxProfile, network: Network, floor: SandboxProfile) -> SandboxConfig {
+    SandboxConfig {
+        default,
+        network,
+        floor,
+        ..SandboxConfig::default()
+    }
+}
+
+#[test]
+fn a_client_may_tighten_but_never_loosen_past_the_floor() {
+    use Network::{Off as NetOff, On};
+    use SandboxProfile::*;
+    let open = config(Off, On, Off);
+    assert_eq!(decide(&open, &params(None, None)), Ok(None));
+    assert_eq!(
+        decide(&open, &params(Some(ReadOnly), Some(NetOff))),
+        Ok(Some(SandboxInForce {
+            profile: ReadOnly,
+            network: NetOff
+        }))
+    );
+
+    let floored = config(WorkspaceWrite, On, WorkspaceWrite);
+    let error = decide(&floored, &params(Some(Off), None)).unwrap_err();
+    assert!(error.contains("floor = \"workspace-write\""), "{error}");
+    assert!(error.contains("workspace-write or read-only"), "{error}");
+    assert_eq!(
+        decide(&floored, &params(Some(ReadOnly), None)),
+        Ok(Some(SandboxInForce {
+            profile: ReadOnly,
+            network: On
+        }))
+    );
+
+    // With a floor, the config's network off is a floor too; without one, a default.
+    let offline = config(WorkspaceWrite, NetOff, WorkspaceWrite);
+    assert!(decide(&offline, &params(None, Some(On))).is_err());
+    let offline_by_default = config(WorkspaceWrite, NetOff, Off);
+    assert_eq!(
+        decide(&offline_by_default, &params(None, Some(On))),
+        Ok(Some(SandboxInForce {
+            profile: WorkspaceWrite,
+            network: On
+        }))
+    );
+}
+
+#[test]
+fn each_profile_writes_where_it_says() {
+    let config = SandboxConfig {
+        writable: vec![PathBuf::from("/cache")],
+        deny_read: vec![PathBuf::from("/home/u/.ssh")],
+        ..SandboxConfig::default()
+    };
+    let (workdir, tmp) = (Path::new("/w"), Path::new("/r/sessions/s/tmp"));
+    let workspace = spec(
+        SandboxInForce {
+            profile: SandboxProfile::WorkspaceWrite,
+            network: Network::On,
+        },
+        &config,
+        workdir,
+        Some(tmp),
+    );
+    assert!(workspace.files && !workspace.network_off);
+    assert_eq!(
+        workspace.writable,
+        [Path::new("/w"), Path::new("/cache"), tmp]
+    );
+    assert_eq!(workspace.deny_read, config.deny_read);
+
+    let read_only = spec(
+        SandboxInForce {
+            profile: SandboxProfile::ReadOnly,
+            network: Network::Off,
+        },
+        &config,
+        workdir,
+        Some(tmp),
+    );
+    assert_eq!(read_only.writable, [tmp]);
+    assert!(read_only.network_off);
+
+    let network_only = spec(
+        SandboxInForce {
+            profile: SandboxProfile::Off,
+            network: Network::Off,
+        },
+        &config,
+        workdir,
+        None,
+    );
+    assert!(!network_only.files && network_only.writable.is_empty());
+    assert!(network_only.deny_read.is_empty());
+}
+
+#[test]
+fn home_paths_expand_and_relative_ones_are_refused() {
+    let home = PathBuf::from(std::env::var_os("HOME").unwrap());
+    assert_eq!(expand_home("~/.ssh"), Ok(home.join(".ssh")));
+    assert_eq!(expand_home("/etc/x"), Ok(PathBuf::from("/etc/x")));
+    assert!(expand_home("relative/x").is_err());
+}
+
+fn result(sandbox: Option<SandboxInForce>, exit: i32, stderr: &str) -> ExecResult {
+    let stream = |text: &str| StreamResult {
+        text: text.to_owned(),
+        ..StreamResult::empty()
+    };
+    ExecResult {
+        job: JobId(1),
+        session: "s".into(),
+        pid: Some(1),
+        state: JobState::Exited,
+        exit_code: Some(exit),
+        signal: None,
+        duration_ms: 1,
+        backgrounded: false,
+        description: None,
+        workdir: "/w".into(),
+        stdout: stream(""),
+        stderr: Some(stream(stderr)),
+        notices: Vec::new(),
+        record: None,
+        sandbox,
+    }
+}
+
+#[test]
+fn a_failure_that_reads_like_a_refusal_gets_the_notice() {
+    let workspace = Some(SandboxInForce {
+        profile: SandboxProfile::WorkspaceWrite,
+        network: Network::Off,
+    });
+    let denied = "touch: cannot touch '/outside/x': Permission denied\n";
+    assert_eq!(
+        refusal(&result(workspace, 1, denied)),
+        Some(Notice::SandboxDenied {
+            profile: SandboxProfile::WorkspaceWrite,
+            network: Network::Off,
+            denied: SandboxDenial::Files,
+        })
+    );
+    let offline = "curl: (6) Could not resolve host: example.org\n";
+    assert!(matches!(
+        refusal(&result(workspace, 6, offline)),
+        Some(Notice::SandboxDenied {
+            denied: SandboxDenial::Network,
+            ..
+        })
+    ));
+    // Unconfined, succeeded, or failed for a reason of its own: no notice.
+    assert_eq!(refusal(&result(None, 1, denied)), None);
+    assert_eq!(refusal(&result(workspace, 0, denied)), None);
+    assert_eq!(refusal(&result(workspace, 1, "no such file\n")), None);
+}
