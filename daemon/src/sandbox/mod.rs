@@ -227,8 +227,7 @@ impl Support {
     }
 
     /// Whether `in_force` can be held here; the refusal names what is missing and the
-    /// fix. A mount namespace is checked by the resident, which alone knows whether
-    /// the job has anything to hide.
+    /// fix.
     pub fn check(&self, in_force: SandboxInForce) -> Result<(), String> {
         let probe = match self {
             Support::Probed(probe) => probe,
@@ -255,6 +254,14 @@ impl Support {
             return Err(format!(
                 "sandbox {}, network {} needs a user namespace: {why}",
                 in_force.profile, in_force.network
+            ));
+        }
+        if in_force.profile != SandboxProfile::Off
+            && let Err(why) = &probe.mount
+        {
+            return Err(format!(
+                "sandbox {} needs a mount namespace: {why}",
+                in_force.profile
             ));
         }
         if in_force.network == Network::Off

@@ -7,11 +7,12 @@
 //! - A user namespace first (`namespaces.rs`): it lets an unprivileged process make
 //!   the others, and a job that runs as the user inside it gets no capability at
 //!   `exec`.
-//! - A mount namespace where something must be hidden or made read-only: each
-//!   `deny_read` path that exists goes under an empty, read-only mount that nobody can
-//!   read (Landlock can only grant, never take away part of a grant), and the `.git`
-//!   of each writable root and of the workdir's repository is bound read-only over
-//!   itself.
+//! - A mount namespace where the file system is confined: every mount read-only but
+//!   the writable roots, bound read-write over themselves (Landlock does not hold
+//!   `chmod`, `chown` or `utimes`; a read-only mount does); the `.git` of each
+//!   writable root and of the workdir's repository bound read-only over itself; each
+//!   `deny_read` path that exists under an empty, read-only mount that nobody can read
+//!   (Landlock can only grant, never take away part of a grant).
 //! - A network namespace with only its own loopback, up, for `network = off`.
 //! - Landlock (`landlock.rs`, the `landlock` crate) last, once the mounts are made
 //!   (a Landlock domain may not mount): read and run everywhere, write only beneath
@@ -172,8 +173,7 @@ pub fn apply(spec: &Spec) -> Result<(), Failure> {
         landlock::check()?;
     }
     let plan = spec.files.then(|| namespaces::Hidden::find(spec));
-    let mounts = plan.as_ref().is_some_and(|plan| !plan.is_empty());
-    namespaces::enter(mounts, spec.network_off)?;
+    namespaces::enter(plan.is_some(), spec.network_off)?;
     if let Some(plan) = &plan {
         plan.mount()?;
     }

@@ -1,7 +1,8 @@
 //! The namespaces of a confined job: the user namespace that lets an unprivileged
-//! process make the others, the mounts that hide `deny_read` paths and make `.git`
-//! read-only, the network namespace with only its loopback, and the capabilities the
-//! job's processes must not keep.
+//! process make the others; the mounts that make everything read-only but the
+//! writable roots, `.git` read-only inside them and `deny_read` paths hidden; the
+//! network namespace with only its loopback; and the capabilities the job's processes
+//! must not keep.
 
 use std::ffi::CString;
 use std::fs;
@@ -22,9 +23,14 @@ const FIX_MOUNTS: &str = "the user namespace cannot mount here (an AppArmor or s
 const FIX_NETWORK: &str =
     "network namespaces cannot be made here: allow them, or run the job with --net on";
 
-/// What must be mounted over for a job: found before any namespace is made.
+/// What must be mounted for a job whose file system is confined: found before any
+/// namespace is made.
 #[derive(Debug, Default)]
 pub(super) struct Hidden {
+    /// The writable roots that exist: bound read-write over a tree made read-only.
+    /// Landlock holds writes of contents too, but not `chmod`, `chown` or `utimes`,
+    /// which a read-only mount refuses.
+    writable: Vec<PathBuf>,
     /// `.git` of each writable root and of the workdir's repository: bound read-only.
     read_only: Vec<PathBuf>,
     /// `deny_read` directories that exist: under an empty tmpfs nobody may enter.
@@ -37,7 +43,15 @@ impl Hidden {
     /// Looks at the paths of `spec` and at the repository of the current directory
     /// (the job's workdir), without walking any tree.
     pub(super) fn find(spec: &Spec) -> Hidden {
-        let mut hidden = Hidden::default();
+        let mut hidden = Hidden {
+            writable: spec
+                .writable
+                .iter()
+                .filter(|root| root.is_dir())
+                .cloned()
+                .collect(),
+            ..Hidden::default()
+        };
         let repository = std::env::current_dir()
             .ok()
             .and_then(|dir| dir.ancestors().find_map(git_of));
@@ -63,10 +77,6 @@ impl Hidden {
         hidden
     }
 
-    pub(super) fn is_empty(&self) -> bool {
-        self.read_only.is_empty() && self.dirs.is_empty() && self.files.is_empty()
-    }
-
     /// Makes the mounts, in the mount namespace [`enter`] made.
     pub(super) fn mount(&self) -> Result<(), Failure> {
         // A mount namespace made in a new user namespace already receives the host's
@@ -76,10 +86,23 @@ impl Hidden {
             MountPropagationFlags::DOWNSTREAM | MountPropagationFlags::REC,
         )
         .map_err(|e| failure("keep the job's mounts to itself", e.into(), FIX_MOUNTS))?;
+        set_read_only(Path::new("/"), true, true)
+            .map_err(|e| failure("make the file system read-only", e, FIX_MOUNTS))?;
+        for root in &self.writable {
+            rustix::mount::mount_bind_recursive(root, root)
+                .map_err(io::Error::from)
+                .and_then(|()| {
+                    // A mount below the root that the host has read-only stays so.
+                    set_read_only(root, false, true).or_else(|_| set_read_only(root, false, false))
+                })
+                .map_err(|e| {
+                    failure(&format!("make {} writable", root.display()), e, FIX_MOUNTS)
+                })?;
+        }
         for git in &self.read_only {
             rustix::mount::mount_bind_recursive(git, git)
                 .map_err(io::Error::from)
-                .and_then(|()| read_only(git, true))
+                .and_then(|()| set_read_only(git, true, true))
                 .map_err(|e| {
                     failure(&format!("make {} read-only", git.display()), e, FIX_MOUNTS)
                 })?;
@@ -103,7 +126,11 @@ impl Hidden {
                     .map_err(|e| failure(&format!("hide {}", file.display()), e, FIX_MOUNTS))?;
             }
         }
-        Ok(())
+        // The working directory still names the directory on the mount beneath the
+        // new ones (read-only now): entered again by its path, it is the one on top.
+        std::env::current_dir()
+            .and_then(std::env::set_current_dir)
+            .map_err(|e| failure("enter the workdir again", e, FIX_MOUNTS))
     }
 }
 
@@ -155,14 +182,15 @@ impl EmptyFile {
             Err(rustix::io::Errno::INVAL) => rustix::mount::mount_bind("/dev/null", target)?,
             Err(e) => return Err(e.into()),
         }
-        read_only(target, false)
+        set_read_only(target, true, false)
     }
 }
 
-/// `mount_setattr(MOUNT_ATTR_RDONLY)` on the mount at `path` (and those below it with
-/// `recursive`): only that attribute changes, so the flags a less privileged mount
-/// namespace may not clear (nosuid, nodev, ...) stay as they were.
-fn read_only(path: &Path, recursive: bool) -> io::Result<()> {
+/// `mount_setattr` setting (`read_only`) or clearing `MOUNT_ATTR_RDONLY` on the mount
+/// at `path` (and those below it with `recursive`): only that attribute changes, so
+/// the flags a less privileged mount namespace may not clear (nosuid, nodev, ...)
+/// stay as they were.
+fn set_read_only(path: &Path, read_only: bool, recursive: bool) -> io::Result<()> {
     #[repr(C)]
     struct MountAttr {
         attr_set: u64,
@@ -170,9 +198,14 @@ fn read_only(path: &Path, recursive: bool) -> io::Result<()> {
         propagation: u64,
         userns_fd: u64,
     }
+    let (attr_set, attr_clr) = if read_only {
+        (libc::MOUNT_ATTR_RDONLY, 0)
+    } else {
+        (0, libc::MOUNT_ATTR_RDONLY)
+    };
     let attr = MountAttr {
-        attr_set: libc::MOUNT_ATTR_RDONLY,
-        attr_clr: 0,
+        attr_set,
+        attr_clr,
         propagation: 0,
         userns_fd: 0,
     };
