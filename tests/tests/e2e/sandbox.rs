@@ -424,13 +424,14 @@ async fn issue_23_mcp_bash_with_a_sandbox_names_it_and_is_held_to_it() {
 /// job's session or environment. Each path form is crossed with each operation.
 fn escape_attempts(ws: &Path, out: &Path) -> (String, usize) {
     let (ws, out) = (ws.display(), out.display());
-    let forms: Vec<Box<dyn Fn(&str) -> String>> = vec![
-        Box::new(|name| format!("{out}/{name}")),
-        Box::new(|name| format!("{ws}/../outside/{name}")),
-        Box::new(|name| format!("/proc/self/root{out}/{name}")),
-        Box::new(|name| format!("/proc/self/cwd/../outside/{name}")),
-        Box::new(|name| format!("{ws}/dirlink/{name}")),
-        Box::new(|name| format!("deep/er/../../../outside/{name}")),
+    // Each names the outside dir another way.
+    let forms = [
+        format!("{out}"),
+        format!("{ws}/../outside"),
+        format!("/proc/self/root{out}"),
+        "/proc/self/cwd/../outside".to_owned(),
+        format!("{ws}/dirlink"),
+        "deep/er/../../../outside".to_owned(),
     ];
     let mut script = format!(
         "ln -s {out} {ws}/dirlink; mkdir -p {ws}/deep/er; ln -s {out}/keep {ws}/keeplink; \n"
@@ -441,8 +442,8 @@ fn escape_attempts(ws: &Path, out: &Path) -> (String, usize) {
         script.push_str(&format!("( {line} ) >/dev/null 2>&1\n"));
     };
     for (i, form) in forms.iter().enumerate() {
-        let keep = form("keep");
-        let new = |what: &str| form(&format!("{what}-{i}"));
+        let keep = format!("{form}/keep");
+        let new = |what: &str| format!("{form}/{what}-{i}");
         attempt(&mut script, format!("echo x > {}", new("created")));
         attempt(&mut script, format!("echo x >> {keep}"));
         attempt(&mut script, format!("truncate -s 0 {keep}"));
