@@ -20,6 +20,7 @@ use tokio_util::codec::{FramedRead, FramedWrite};
 use tokio_util::sync::CancellationToken;
 
 use crate::jobs::JobsHandle;
+use crate::sandbox::peer::Peer;
 
 /// A client that connects and says nothing is dropped after this long.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
@@ -30,6 +31,8 @@ pub async fn serve_connection(
     shutdown: CancellationToken,
     max_frame_bytes: usize,
 ) {
+    // Read before anything else, while the process that connected surely still runs.
+    let peer = Peer::of(&stream);
     let (read, write) = stream.into_split();
     let mut frames = FramedRead::new(read, DaemonCodec::new(max_frame_bytes));
     let (out, out_rx) = mpsc::channel::<ServerFrame>(256);
@@ -39,7 +42,7 @@ pub async fn serve_connection(
     ));
 
     if let Some(client_pid) = handshake(&mut frames, &out).await {
-        serve_requests(&mut frames, &out, &jobs, &shutdown, client_pid).await;
+        serve_requests(&mut frames, &out, &jobs, &shutdown, client_pid, &peer).await;
     }
     // The writer ends once every sender is gone, after flushing what was queued.
     drop(out);
@@ -93,6 +96,7 @@ async fn serve_requests(
     jobs: &JobsHandle,
     shutdown: &CancellationToken,
     client_pid: u32,
+    peer: &Result<Peer, String>,
 ) {
     let mut requests = JoinSet::new();
     loop {
@@ -105,7 +109,13 @@ async fn serve_requests(
         match frame {
             Some(Ok(ClientFrame::Request(id, request))) => {
                 let request = with_owner(request, client_pid);
-                requests.spawn(serve_request(id, request, jobs.clone(), out.clone()));
+                requests.spawn(serve_request(
+                    id,
+                    request,
+                    jobs.clone(),
+                    out.clone(),
+                    peer.clone(),
+                ));
             }
             Some(Ok(ClientFrame::Hello(_))) => {
                 let _ = out
@@ -157,6 +167,7 @@ async fn serve_request(
     request: Request,
     jobs: JobsHandle,
     out: mpsc::Sender<ServerFrame>,
+    peer: Result<Peer, String>,
 ) {
     let answer = |result: Result<Response, ErrorReply>| match result {
         Ok(response) => response,
@@ -167,7 +178,7 @@ async fn serve_request(
     };
     let response = match request {
         Request::Exec(params) => {
-            let mut events = jobs.exec(params).await;
+            let mut events = jobs.exec(params, peer).await;
             while let Some(event) = events.recv().await {
                 let last = matches!(event, Response::Finished(_) | Response::Error(_));
                 if out.send(ServerFrame::Response(id, event)).await.is_err() || last {

@@ -62,6 +62,9 @@ pub struct Spawned {
     pub control: Option<OwnedFd>,
     /// The resident's hold on the job, once `contain` has heard from it.
     pub held: Option<Held>,
+    /// The user namespace (its inode) a sandboxed job's resident made, which every
+    /// process of the job is in or below: how a request from inside the job is known.
+    pub userns: Option<u64>,
 }
 
 /// How a job's leader ended, as the reaper collected it.
@@ -280,6 +283,7 @@ fn spawn(
             start_time,
             control,
             held: None,
+            userns: None,
         },
         exit_tx,
     ))

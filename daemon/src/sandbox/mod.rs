@@ -6,6 +6,7 @@
 //! The confining itself is `confine/`, which the resident links on its own.
 
 pub mod confine;
+pub mod peer;
 
 use std::fs;
 use std::io;
@@ -14,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use bashd_protocol::{
-    ExecParams, ExecResult, JobState, Network, Notice, SandboxDenial, SandboxInForce,
+    ExecParams, ExecResult, JobId, JobState, Network, Notice, SandboxDenial, SandboxInForce,
     SandboxMechanism, SandboxProfile, SandboxStatus,
 };
 
@@ -90,13 +91,31 @@ pub fn expand_home(path: &str) -> Result<PathBuf, String> {
 }
 
 /// The sandbox job `params` gets under `config`, or why it is refused: asking for
-/// less than the floor. `None` when nothing is confined.
+/// less than the floor, or than the sandboxed job `around` the client (a request from
+/// one of its processes), whose sandbox is also the default. `None` when nothing is
+/// confined.
 pub fn decide(
     config: &SandboxConfig,
     params: &ExecParams,
+    around: Option<(JobId, SandboxInForce)>,
 ) -> Result<Option<SandboxInForce>, String> {
-    let profile = params.sandbox.unwrap_or(config.default);
-    let network = params.network.unwrap_or(config.network);
+    let profile = params
+        .sandbox
+        .or(around.map(|(_, s)| s.profile))
+        .unwrap_or(config.default);
+    let network = params
+        .network
+        .or(around.map(|(_, s)| s.network))
+        .unwrap_or(config.network);
+    if let Some((job, outer)) = around {
+        let looser_network = network == Network::On && outer.network == Network::Off;
+        if profile.looseness() > outer.profile.looseness() || looser_network {
+            return Err(format!(
+                "sandbox {profile}, network {network} is looser than job {job}, which this request comes from (sandbox {}, network {}): a job started from inside a sandbox gets no more than it; ask for that or tighter",
+                outer.profile, outer.network
+            ));
+        }
+    }
     if profile.looseness() > config.floor.looseness() {
         return Err(format!(
             "sandbox {profile} is looser than this daemon allows: [sandbox] floor = \"{}\" in bashd's config (bashd --check-config shows it); ask for {}, or lower the floor there",

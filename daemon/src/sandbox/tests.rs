@@ -23,9 +23,9 @@ fn a_client_may_tighten_but_never_loosen_past_the_floor() {
     use Network::{Off as NetOff, On};
     use SandboxProfile::*;
     let open = config(Off, On, Off);
-    assert_eq!(decide(&open, &params(None, None)), Ok(None));
+    assert_eq!(decide(&open, &params(None, None), None), Ok(None));
     assert_eq!(
-        decide(&open, &params(Some(ReadOnly), Some(NetOff))),
+        decide(&open, &params(Some(ReadOnly), Some(NetOff)), None),
         Ok(Some(SandboxInForce {
             profile: ReadOnly,
             network: NetOff
@@ -33,11 +33,11 @@ fn a_client_may_tighten_but_never_loosen_past_the_floor() {
     );
 
     let floored = config(WorkspaceWrite, On, WorkspaceWrite);
-    let error = decide(&floored, &params(Some(Off), None)).unwrap_err();
+    let error = decide(&floored, &params(Some(Off), None), None).unwrap_err();
     assert!(error.contains("floor = \"workspace-write\""), "{error}");
     assert!(error.contains("workspace-write or read-only"), "{error}");
     assert_eq!(
-        decide(&floored, &params(Some(ReadOnly), None)),
+        decide(&floored, &params(Some(ReadOnly), None), None),
         Ok(Some(SandboxInForce {
             profile: ReadOnly,
             network: On
@@ -46,15 +46,40 @@ fn a_client_may_tighten_but_never_loosen_past_the_floor() {
 
     // With a floor, the config's network off is a floor too; without one, a default.
     let offline = config(WorkspaceWrite, NetOff, WorkspaceWrite);
-    assert!(decide(&offline, &params(None, Some(On))).is_err());
+    assert!(decide(&offline, &params(None, Some(On)), None).is_err());
     let offline_by_default = config(WorkspaceWrite, NetOff, Off);
     assert_eq!(
-        decide(&offline_by_default, &params(None, Some(On))),
+        decide(&offline_by_default, &params(None, Some(On)), None),
         Ok(Some(SandboxInForce {
             profile: WorkspaceWrite,
             network: On
         }))
     );
+}
+
+#[test]
+fn a_job_started_from_inside_a_sandbox_gets_no_more_than_it() {
+    use Network::{Off as NetOff, On};
+    use SandboxProfile::*;
+    let open = config(Off, On, Off);
+    let outer = SandboxInForce {
+        profile: WorkspaceWrite,
+        network: NetOff,
+    };
+    let around = Some((JobId(7), outer));
+    // Its sandbox is the default, and anything tighter goes.
+    assert_eq!(decide(&open, &params(None, None), around), Ok(Some(outer)));
+    assert_eq!(
+        decide(&open, &params(Some(ReadOnly), None), around),
+        Ok(Some(SandboxInForce {
+            profile: ReadOnly,
+            network: NetOff
+        }))
+    );
+    // Looser is refused, naming the job, even where the floor would allow it.
+    let error = decide(&open, &params(Some(Off), None), around).unwrap_err();
+    assert!(error.contains("job j7"), "{error}");
+    assert!(decide(&open, &params(None, Some(On)), around).is_err());
 }
 
 #[test]

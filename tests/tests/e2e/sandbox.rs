@@ -534,3 +534,35 @@ fn issue_23_no_write_attempt_reaches_outside_the_workspace() {
         "writes reached outside the workspace: {escaped:#?}"
     );
 }
+
+#[test]
+fn issue_23_a_job_started_from_inside_a_sandbox_is_no_looser() {
+    let sandbox = Sandbox::start("");
+    let bashc = bin_path("bashc");
+    let (loose, inherited) = (
+        sandbox.outside.join("nested-off"),
+        sandbox.outside.join("nested-default"),
+    );
+    let command = format!(
+        "{bashc} exec --sandbox off -- touch {loose}; echo \"loose: $?\"; \
+         {bashc} exec --json -- touch {inherited}; echo \"inherited: $?\"",
+        bashc = bashc.display(),
+        loose = loose.display(),
+        inherited = inherited.display(),
+    );
+    let output = sandbox.exec(&["--sandbox", "workspace-write"], &command);
+    let result = json(&output);
+    let shown = streams(&result);
+    assert!(
+        shown.contains("looser than job j1") && shown.contains("loose: 2"),
+        "{}",
+        show(&output)
+    );
+    assert!(
+        shown.contains("\"profile\": \"workspace-write\"")
+            || shown.contains("\"profile\":\"workspace-write\""),
+        "the inner job did not inherit the sandbox:\n{}",
+        show(&output)
+    );
+    assert!(!loose.exists() && !inherited.exists(), "{}", show(&output));
+}

@@ -22,6 +22,7 @@ use crate::journal::{self, Leader};
 use crate::output::{self, OutputSource, Shape};
 use crate::policy::Denial;
 use crate::sandbox;
+use crate::sandbox::peer::Peer;
 
 /// `bashc jobs` shows this much of a command.
 const LISTED_COMMAND_BYTES: usize = 4096;
@@ -35,8 +36,9 @@ impl JobsActor {
         params: ExecParams,
         denial: Option<Denial>,
         events: mpsc::Sender<Response>,
+        peer: Result<Peer, String>,
     ) {
-        let plan = match self.plan(&params) {
+        let plan = match self.plan(&params, &peer) {
             Ok(plan) => plan,
             Err(error) => {
                 let _ = events.try_send(Response::Error(error));
@@ -92,6 +94,7 @@ impl JobsActor {
             max_bytes: plan.limits.max_bytes,
             status,
             sandbox: plan.sandbox,
+            userns: None,
         };
 
         if let Some(denial) = denial {
@@ -244,6 +247,7 @@ impl JobsActor {
             session: job.session.clone(),
             pid,
         }));
+        let userns = spawned.userns;
         let run = JobRun {
             meta,
             processes: self.containment.job(&mut spawned, cookie),
@@ -257,6 +261,7 @@ impl JobsActor {
             self.reports_tx.clone(),
         ));
         job.pid = Some(pid);
+        job.userns = userns;
         job.status = Status::Running { control, waiters };
         self.jobs.insert(n, job);
         self.by_pid.insert(pid, n);
@@ -301,8 +306,9 @@ impl JobsActor {
         }
     }
 
-    /// Checks a request and works out how to run it, before anything is spawned.
-    fn plan(&self, params: &ExecParams) -> Result<Plan, ErrorReply> {
+    /// Checks a request from `peer` and works out how to run it, before anything is
+    /// spawned.
+    fn plan(&self, params: &ExecParams, peer: &Result<Peer, String>) -> Result<Plan, ErrorReply> {
         let invalid = |message: String| ErrorReply::new(ErrorKind::InvalidRequest, message);
         let max_command = self.config.limits.max_command_bytes;
         if params.command.len() > max_command {
@@ -338,7 +344,11 @@ impl JobsActor {
             .check_limits(&params.limits)
             .map_err(invalid)?;
         // Never silently unconfined: a sandbox this daemon cannot hold refuses the job.
-        let sandbox = sandbox::decide(&self.config.sandbox, params)
+        let around = match peer {
+            Ok(peer) => self.sandbox_around(&peer.namespaces),
+            Err(why) => return Err(invalid(format!("{why}; send the request again"))),
+        };
+        let sandbox = sandbox::decide(&self.config.sandbox, params, around)
             .and_then(|in_force| match in_force {
                 Some(in_force) => self
                     .containment
@@ -372,6 +382,18 @@ impl JobsActor {
             },
             shape: Shape::from_options(&params.output),
             sandbox,
+        })
+    }
+
+    /// The sandboxed job whose user namespace is one of `namespaces` (a client's,
+    /// innermost first), and its sandbox: a request from inside it.
+    fn sandbox_around(&self, namespaces: &[u64]) -> Option<(JobId, SandboxInForce)> {
+        if namespaces.is_empty() {
+            return None;
+        }
+        self.jobs.values().find_map(|job| {
+            let inside = job.userns.is_some_and(|ns| namespaces.contains(&ns));
+            inside.then_some((job.id, job.sandbox?))
         })
     }
 

@@ -81,6 +81,9 @@ struct Job {
     status: Status,
     /// The sandbox it runs in, when it is confined.
     sandbox: Option<bashd_protocol::SandboxInForce>,
+    /// The user namespace its resident made, when it is confined: a request from a
+    /// process in it comes from inside the job.
+    userns: Option<u64>,
 }
 
 /// Where a job is in its life, as the table sees it.
@@ -228,7 +231,8 @@ impl JobsActor {
                 params,
                 denial,
                 events,
-            } => self.exec(*params, denial, events),
+                peer,
+            } => self.exec(*params, denial, events, peer),
             Cmd::Lookup { caller, job, reply } => {
                 if let Some(caller) = &caller {
                     self.adopt(&caller.session, caller.owner);

@@ -280,8 +280,15 @@ impl Containment {
                     cgroup: job_cgroup.as_ref().map(|c| c.dir().to_owned()),
                     sandbox: spec.sandbox.take(),
                 });
+                let sandboxed = spec.resident.as_ref().is_some_and(|r| r.sandbox.is_some());
                 let mut spawned = reaper.spawn(spec).await?;
+                let resident_pid = spawned.pid;
                 resident::take(&mut spawned, job_cgroup).await?;
+                if sandboxed {
+                    // Confined before it said it started: its namespace is the job's.
+                    spawned.userns =
+                        crate::sandbox::peer::userns_of(resident_pid.as_raw_nonzero().get() as u32);
+                }
                 Ok(spawned)
             }
         }

@@ -158,6 +158,7 @@ fn start(change: impl FnOnce(&mut Settings)) -> Harness {
             start_time: 0,
             control: None,
             held: None,
+            userns: None,
         },
         processes: fake.clone(),
         settings,
