@@ -191,6 +191,9 @@ pub struct JobInfo {
     pub duration_ms: u64,
     /// What the job used and how it ended, once it has.
     pub record: Option<ExitRecord>,
+    /// The sandbox it runs in, when it is confined. With the network off, its ports
+    /// answer only inside it.
+    pub sandbox: Option<crate::SandboxInForce>,
 }
 
 /// One line of `bashc sessions`.

@@ -339,11 +339,11 @@ pub fn status(config: &SandboxConfig, support: &Support) -> SandboxStatus {
     }
 }
 
-/// What a job's failure reads like it was refused by its sandbox, as a notice; `None`
-/// for a job that ran unconfined, succeeded, or failed for no reason it shows. The
-/// kernel does not tell a process which layer refused it, so this reads the output
-/// the job showed, as Codex does.
-pub fn refusal(result: &ExecResult) -> Option<Notice> {
+/// What a job's failure reads like its sandbox refused, as notices (a file access, a
+/// connection with the network off, or both); none for a job that ran unconfined,
+/// succeeded, or failed for no reason it shows. The kernel does not tell a process
+/// which layer refused it, so this reads the output the job showed, as Codex does.
+pub fn refusal(result: &ExecResult) -> Vec<Notice> {
     const FILES: &[&str] = &[
         "Permission denied",
         "Read-only file system",
@@ -356,11 +356,15 @@ pub fn refusal(result: &ExecResult) -> Option<Notice> {
         "Name or service not known",
         "Connection refused",
         "No address associated with hostname",
+        "Couldn't connect to server",
+        "Failed to connect to",
     ];
-    let in_force = result.sandbox?;
+    let Some(in_force) = result.sandbox else {
+        return Vec::new();
+    };
     let failed = result.state == JobState::Exited && result.exit_code != Some(0);
     if !failed {
-        return None;
+        return Vec::new();
     }
     let shown = |needles: &[&str]| {
         [Some(&result.stdout), result.stderr.as_ref()]
@@ -368,18 +372,20 @@ pub fn refusal(result: &ExecResult) -> Option<Notice> {
             .flatten()
             .any(|stream| needles.iter().any(|needle| stream.text.contains(needle)))
     };
-    let denied = if in_force.profile != SandboxProfile::Off && shown(FILES) {
-        SandboxDenial::Files
-    } else if in_force.network == Network::Off && shown(NETWORK) {
-        SandboxDenial::Network
-    } else {
-        return None;
-    };
-    Some(Notice::SandboxDenied {
+    let files = in_force.profile != SandboxProfile::Off && shown(FILES);
+    let network = in_force.network == Network::Off && shown(NETWORK);
+    [
+        (files, SandboxDenial::Files),
+        (network, SandboxDenial::Network),
+    ]
+    .into_iter()
+    .filter(|(shown, _)| *shown)
+    .map(|(_, denied)| Notice::SandboxDenied {
         profile: in_force.profile,
         network: in_force.network,
         denied,
     })
+    .collect()
 }
 
 #[cfg(test)]

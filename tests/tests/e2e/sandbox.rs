@@ -305,6 +305,24 @@ fn issue_23_network_off_reaches_no_listener_of_the_host() {
         accepted
     });
     assert!(accepted, "the job with the network on never connected");
+
+    // A server in a job with the network off cannot be reached: the listing says so.
+    let server = sandbox.exec(&["--net", "off", "--mode", "background"], "sleep 23001");
+    assert_eq!(server.status.code(), Some(0), "{}", show(&server));
+    let job = json(&server)["job"].as_str().unwrap().to_owned();
+    let jobs = sandbox.daemon.run_bashc(&["jobs"]);
+    let listing = String::from_utf8_lossy(&jobs.stdout);
+    assert!(
+        listing.contains("network off: its ports answer only inside it"),
+        "{}",
+        show(&jobs)
+    );
+    let killed = sandbox.daemon.run_bashc(&["kill", &job]);
+    assert!(
+        String::from_utf8_lossy(&killed.stdout).contains("killed on request"),
+        "{}",
+        show(&killed)
+    );
 }
 
 #[test]

@@ -264,6 +264,7 @@ impl JobsActor {
             started_at: rfc3339(job.started_at),
             duration_ms,
             record,
+            sandbox: job.sandbox,
         }
     }
 }
