@@ -193,3 +193,39 @@ fn a_failure_that_reads_like_a_refusal_gets_the_notice() {
     assert_eq!(refusal(&result(workspace, 0, denied)), []);
     assert_eq!(refusal(&result(workspace, 1, "no such file\n")), []);
 }
+
+#[test]
+fn the_sandbox_section_reads_its_keys_and_names_a_bad_one() {
+    use crate::config::Config;
+    let parse = |text: &str| Config::parse(text, Path::new("/c.toml")).map_err(|e| e.to_string());
+    let config = parse(
+        "[sandbox]\ndefault = \"read-only\"\nnetwork = \"off\"\nfloor = \"workspace-write\"\nwritable = [\"/cache\", \"~/.cache\"]\ndeny_read = [\"~/.secret\"]\n",
+    )
+    .unwrap();
+    let home = PathBuf::from(std::env::var_os("HOME").unwrap());
+    assert_eq!(
+        config.sandbox,
+        SandboxConfig {
+            default: SandboxProfile::ReadOnly,
+            network: Network::Off,
+            writable: vec![PathBuf::from("/cache"), home.join(".cache")],
+            deny_read: vec![home.join(".secret")],
+            floor: SandboxProfile::WorkspaceWrite,
+        }
+    );
+    // What --check-config prints loads to the same settings.
+    let again = parse(&config.effective_toml()).unwrap();
+    assert_eq!(again.sandbox, config.sandbox);
+
+    let error = parse("[sandbox]\ndefault = \"loose\"\n").unwrap_err();
+    assert!(error.contains("sandbox.default must be one of"), "{error}");
+    let error = parse("[sandbox]\nwritable = [\"cache\"]\n").unwrap_err();
+    assert!(error.contains("sandbox.writable"), "{error}");
+    let error = parse("[sandbox]\nfloor = \"read-only\"\n").unwrap_err();
+    assert!(
+        error.contains("/c.toml:1:") && error.contains("looser than sandbox.floor"),
+        "{error}"
+    );
+    let error = parse("[sandbox]\nnetwork_off = true\n").unwrap_err();
+    assert!(error.contains("known keys of [sandbox]"), "{error}");
+}
