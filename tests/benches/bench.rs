@@ -7,8 +7,8 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use bashd_tests::{Daemon, bin_path};
 use bashd_tests::procs::memory_kib;
+use bashd_tests::{Daemon, bin_path};
 
 const PROCESS_RUNS: usize = 60;
 const ROUND_TRIPS: usize = 300;

@@ -346,7 +346,12 @@ impl JobsActor {
         // Never silently unconfined: a sandbox this daemon cannot hold refuses the job.
         let around = match peer {
             Ok(peer) => self.sandbox_around(&peer.namespaces),
-            Err(why) => return Err(invalid(format!("{why}; send the request again"))),
+            // A client that cannot be told may be inside a sandboxed job only while one
+            // runs: then it is refused rather than let out.
+            Err(why) if self.jobs.values().any(Job::confined) => {
+                return Err(invalid(format!("{why}; send the request again")));
+            }
+            Err(_) => None,
         };
         let sandbox = sandbox::decide(&self.config.sandbox, params, around)
             .and_then(|in_force| match in_force {

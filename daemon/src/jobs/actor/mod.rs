@@ -136,6 +136,11 @@ impl Job {
             started: self.started,
         }
     }
+
+    /// Whether the job runs in a sandbox of its own, whose processes may connect.
+    fn confined(&self) -> bool {
+        self.userns.is_some() && !matches!(self.status, Status::Ended(_))
+    }
 }
 
 /// What the actor reacts to.

@@ -27,7 +27,8 @@ const FIX_NETWORK: &str =
 /// namespace is made.
 #[derive(Debug, Default)]
 pub(super) struct Hidden {
-    /// The writable roots that exist: bound read-write over a tree made read-only.
+    /// The writable roots that exist (directories or files): bound read-write over a
+    /// tree made read-only.
     /// Landlock holds writes of contents too, but not `chmod`, `chown` or `utimes`,
     /// which a read-only mount refuses.
     writable: Vec<PathBuf>,
@@ -47,7 +48,7 @@ impl Hidden {
             writable: spec
                 .writable
                 .iter()
-                .filter(|root| root.is_dir())
+                .filter(|root| root.exists())
                 .cloned()
                 .collect(),
             ..Hidden::default()
