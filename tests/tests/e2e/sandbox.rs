@@ -584,3 +584,81 @@ fn issue_23_a_job_started_from_inside_a_sandbox_is_no_looser() {
     );
     assert!(!loose.exists() && !inherited.exists(), "{}", show(&output));
 }
+
+/// The user every other test is not: these tests run as root on the development
+/// machines and in CI, and the sandbox must hold for the unprivileged user it is for.
+const NOBODY: u32 = 65534;
+
+#[test]
+fn issue_23_an_unprivileged_daemon_confines_its_jobs_too() {
+    use std::os::unix::process::CommandExt;
+    if !rustix::process::getuid().is_root() {
+        eprintln!("skipped: the other tests of the sandbox run unprivileged already");
+        return;
+    }
+    let mut daemon = Daemon::unstarted();
+    let root = daemon.scratch().join("i23");
+    let (ws, outside, home) = fresh_tree(&root);
+    daemon.write_config("");
+    daemon.make_runtime_dir();
+    let chown = Command::new("chown")
+        .args(["-R", &format!("{NOBODY}:{NOBODY}")])
+        .arg(daemon.scratch())
+        .output()
+        .unwrap();
+    assert!(chown.status.success(), "{}", show(&chown));
+    let mut command = daemon.bashd_command();
+    command.env("HOME", &home).uid(NOBODY).gid(NOBODY);
+    daemon.start_with(command);
+
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let script = format!(
+        "id -u; echo inside > made.txt; touch {out}/x; chmod 000 {out}/keep; cat {home}/.ssh/id_rsa; \
+         exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected-i23",
+        out = outside.display(),
+        home = home.display(),
+    );
+    let before = snapshot(&outside);
+    let output = daemon
+        .bashc()
+        .uid(NOBODY)
+        .gid(NOBODY)
+        .env("HOME", &home)
+        .args([
+            "exec",
+            "--json",
+            "--sandbox",
+            "workspace-write",
+            "--net",
+            "off",
+        ])
+        .arg("--workdir")
+        .arg(&ws)
+        .arg("--")
+        .arg(&script)
+        .output()
+        .unwrap();
+    let result = json(&output);
+    let shown = streams(&result);
+    assert!(
+        shown.starts_with(&format!("{NOBODY}\n")),
+        "{}",
+        show(&output)
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("made.txt")).unwrap(),
+        "inside\n"
+    );
+    assert_eq!(snapshot(&outside), before, "{}", show(&output));
+    assert!(
+        !shown.contains(SECRET_KEY) && !shown.contains("connected-i23"),
+        "{}",
+        show(&output)
+    );
+    assert_eq!(
+        listener.accept().map(|_| ()).unwrap_err().kind(),
+        std::io::ErrorKind::WouldBlock
+    );
+}
