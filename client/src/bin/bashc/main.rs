@@ -100,7 +100,8 @@ enum Command {
     #[command(subcommand)]
     Policy(PolicyCommand),
     /// Show the daemon's pid, version, uptime, runtime dir, running jobs, how jobs are
-    /// contained (cgroup PATH, subreaper or scan) and its open files against the limit.
+    /// contained (cgroup PATH, subreaper or scan), its open files against the limit,
+    /// and the sandbox: the default, the floor and which kernel mechanisms are there.
     Status(StatusArgs),
     /// Serve bashd to an MCP agent (Claude Code, Codex, OpenCode, ...) on stdin/stdout.
     ///
