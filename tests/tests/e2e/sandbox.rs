@@ -662,3 +662,36 @@ fn issue_23_an_unprivileged_daemon_confines_its_jobs_too() {
         std::io::ErrorKind::WouldBlock
     );
 }
+
+/// Issue 14's containment holds inside the sandbox's namespaces: processes that leave
+/// the job's session and environment keep it running and die with it.
+#[test]
+fn issue_23_a_sandboxed_job_is_still_contained_and_killed_whole() {
+    use bashd_tests::{pids_running, wait_for_running};
+    let sandbox = Sandbox::start("");
+    let sleeps = ["sleep 23002", "sleep 23003"];
+    let output = sandbox.exec(
+        &[
+            "--sandbox",
+            "workspace-write",
+            "--net",
+            "off",
+            "--mode",
+            "background",
+        ],
+        "env -i setsid sleep 23002 & (env -i setsid -f sleep 23003); wait",
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", show(&output));
+    let job = json(&output)["job"].as_str().unwrap().to_owned();
+    for sleep in sleeps {
+        wait_for_running(sleep);
+    }
+    let killed = sandbox.daemon.run_bashc(&["kill", "--json", &job]);
+    assert_eq!(json(&killed)["state"], "killed", "{}", show(&killed));
+    for sleep in sleeps {
+        assert!(
+            wait_until(Duration::from_secs(10), || pids_running(sleep).is_empty()),
+            "`{sleep}` outlived its sandboxed job"
+        );
+    }
+}
