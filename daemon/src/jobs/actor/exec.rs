@@ -38,6 +38,24 @@ impl JobsActor {
         events: mpsc::Sender<Response>,
         peer: Result<Peer, String>,
     ) {
+        // From a namespace of no known job while a sandboxed job starts: the request may
+        // come from that job's first processes, which run before its spawn is reported.
+        if let Ok(inside) = &peer
+            && !inside.namespaces.is_empty()
+            && self.sandbox_around(&inside.namespaces).is_none()
+            && self
+                .jobs
+                .values()
+                .any(|job| job.confined_unknown() && matches!(job.status, Status::Starting { .. }))
+        {
+            self.parked.push(Parked {
+                params,
+                denial,
+                events,
+                peer,
+            });
+            return;
+        }
         let plan = match self.plan(&params, &peer) {
             Ok(plan) => plan,
             Err(error) => {
@@ -344,8 +362,20 @@ impl JobsActor {
             .check_limits(&params.limits)
             .map_err(invalid)?;
         // Never silently unconfined: a sandbox this daemon cannot hold refuses the job.
+        let unknown = || self.jobs.values().any(Job::confined_unknown);
         let around = match peer {
-            Ok(peer) => self.sandbox_around(&peer.namespaces),
+            Ok(peer) if peer.namespaces.is_empty() => None,
+            Ok(peer) => match self.sandbox_around(&peer.namespaces) {
+                Some(found) => Some(found),
+                // A namespace of no job: a client in a container of its own, unless a
+                // confined job's namespace could not be read.
+                None if unknown() => {
+                    return Err(invalid(
+                        "this request comes from a user namespace bashd cannot tie to a job, while a sandboxed job's is unknown; send the request again".to_owned(),
+                    ));
+                }
+                None => None,
+            },
             // A client that cannot be told may be inside a sandboxed job only while one
             // runs: then it is refused rather than let out.
             Err(why) if self.jobs.values().any(Job::confined) => {
@@ -390,6 +420,14 @@ impl JobsActor {
         })
     }
 
+    /// Takes up the requests parked while sandboxed jobs started, now that one has
+    /// (each parks again if another still starts).
+    pub(super) fn unpark(&mut self) {
+        for parked in std::mem::take(&mut self.parked) {
+            self.exec(parked.params, parked.denial, parked.events, parked.peer);
+        }
+    }
+
     /// The sandboxed job whose user namespace is one of `namespaces` (a client's,
     /// innermost first), and its sandbox: a request from inside it.
     fn sandbox_around(&self, namespaces: &[u64]) -> Option<(JobId, SandboxInForce)> {
@@ -429,6 +467,21 @@ impl JobsActor {
                 .map(|(k, v)| (k.as_bytes().to_vec(), v.into_bytes())),
         );
         env
+    }
+}
+
+/// A request to start a job, waiting for the spawns of sandboxed jobs (`unpark`).
+pub(super) struct Parked {
+    params: ExecParams,
+    denial: Option<Denial>,
+    events: mpsc::Sender<Response>,
+    peer: Result<Peer, String>,
+}
+
+impl Parked {
+    /// Answers the request with `error` instead (the daemon is stopping).
+    pub(super) fn refuse(self, error: ErrorReply) {
+        let _ = self.events.try_send(Response::Error(error));
     }
 }
 

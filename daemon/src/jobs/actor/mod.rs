@@ -59,6 +59,9 @@ pub struct JobsActor {
     shell: PathBuf,
     runtime_dir: PathBuf,
     started: Instant,
+    /// Requests from inside a sandboxed job that has not said yet which namespace is
+    /// its own: they wait for the starting jobs' spawns (`exec.rs`).
+    parked: Vec<exec::Parked>,
 }
 
 struct Job {
@@ -139,7 +142,13 @@ impl Job {
 
     /// Whether the job runs in a sandbox of its own, whose processes may connect.
     fn confined(&self) -> bool {
-        self.userns.is_some() && !matches!(self.status, Status::Ended(_))
+        self.sandbox.is_some() && !matches!(self.status, Status::Ended(_))
+    }
+
+    /// Whether the job is confined and its namespace is not known (yet): a request
+    /// from a namespace of no known job may come from it.
+    fn confined_unknown(&self) -> bool {
+        self.confined() && self.userns.is_none()
     }
 }
 
@@ -182,6 +191,7 @@ impl JobsActor {
             shell,
             runtime_dir,
             started: Instant::now(),
+            parked: Vec::new(),
         };
         (
             actor,
@@ -284,7 +294,10 @@ impl JobsActor {
                 }
             }
             Report::Ended(ended) => self.ended(*ended),
-            Report::Spawned { job, spawned } => self.spawned(job, spawned),
+            Report::Spawned { job, spawned } => {
+                self.spawned(job, spawned);
+                self.unpark();
+            }
         }
     }
 
@@ -399,6 +412,9 @@ impl JobsActor {
     /// Stops every running job (a starting one as soon as it starts), waits until each
     /// supervisor has reported its end, and removes every session's directory.
     async fn stop_all(&mut self) {
+        for parked in std::mem::take(&mut self.parked) {
+            parked.refuse(shutting_down());
+        }
         let grace = self.config.timeouts.kill_grace;
         for control in self.jobs.values().filter_map(Job::control) {
             let _ = control.send(Control::Stop(Stop::term(StopReason::Shutdown, grace)));
