@@ -397,6 +397,7 @@ mod tests {
             containment: "subreaper".to_owned(),
             open_files: 9,
             open_files_limit: None,
+            sandbox: None,
         }
     }
 

@@ -1,7 +1,10 @@
 //! The options of a command that every front end offers (`bashc exec`, the MCP `bash`
 //! tool), made into `ExecParams` in one place.
 
-use bashd_protocol::{Caller, ExecParams, JobLimits, Mode, OnTimeout, OutputOptions, StdinMode};
+use bashd_protocol::{
+    Caller, ExecParams, JobLimits, Mode, Network, OnTimeout, OutputOptions, SandboxProfile,
+    StdinMode,
+};
 
 pub use bashd_protocol::limits::{parse_cpu, parse_size};
 
@@ -28,6 +31,10 @@ pub struct ExecOptions {
     pub stream: bool,
     /// /dev/null (the default) or a pipe that `send` writes to.
     pub stdin: StdinMode,
+    /// The sandbox profile and network asked for; the daemon refuses one looser than
+    /// its floor.
+    pub sandbox: Option<SandboxProfile>,
+    pub network: Option<Network>,
 }
 
 impl ExecOptions {
@@ -45,6 +52,8 @@ impl ExecOptions {
             limits: self.limits,
             stream: self.stream,
             stdin: self.stdin,
+            sandbox: self.sandbox,
+            network: self.network,
             ..ExecParams::new(command, caller.session, self.workdir)
         }
     }

@@ -8,6 +8,8 @@ use std::time::Duration;
 use bashd_protocol::{JobLimits, OnTimeout, limits};
 
 use crate::policy::{BUILTIN_RULES, CustomRule, Policy};
+use crate::sandbox::{self, SandboxConfig};
+use bashd_protocol::{Network, SandboxProfile};
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
@@ -26,6 +28,8 @@ pub struct Config {
     /// `[policy]` as written, which [`Policy`] does not give back: what
     /// `bashd --check-config` shows.
     pub policy_source: PolicySource,
+    /// `[sandbox]`: the sandbox jobs get and the floor a client may not go below.
+    pub sandbox: SandboxConfig,
 }
 
 /// The `[policy]` section as the file gave it.
@@ -163,6 +167,7 @@ impl Default for Config {
                 .collect(),
             policy: Policy::default(),
             policy_source: PolicySource::default(),
+            sandbox: SandboxConfig::default(),
         }
     }
 }
@@ -227,6 +232,7 @@ impl Config {
                 "sessions" => file.sessions(table, &mut config.sessions)?,
                 "containment" => file.containment(table, &mut config.containment)?,
                 "env" => file.env(table, &mut config.env)?,
+                "sandbox" => file.sandbox(key, table, &mut config.sandbox)?,
                 "policy" => {
                     let source = file.policy(table)?;
                     config.policy = Policy::new(source.disabled.clone(), source.custom.clone());
@@ -236,7 +242,7 @@ impl Config {
                     return Err(file.error(
                         key,
                         format!(
-                            "unknown section [{other}]; known: [limits], [timeouts], [sessions], [containment], [env], [policy]"
+                            "unknown section [{other}]; known: [limits], [timeouts], [sessions], [containment], [env], [policy], [sandbox]"
                         ),
                     ));
                 }
@@ -500,6 +506,58 @@ impl File<'_> {
                 },
                 _ => return Err(self.unknown("containment", key, KNOWN)),
             }
+        }
+        Ok(())
+    }
+
+    /// `[sandbox]`: `default`, `network`, `writable`, `deny_read`, `floor`. A default
+    /// looser than the floor is an error: every job would be refused.
+    fn sandbox(
+        &self,
+        section: &Key<'_>,
+        table: &DeTable<'_>,
+        config: &mut SandboxConfig,
+    ) -> Result<(), ConfigError> {
+        const KNOWN: &[&str] = &["default", "network", "writable", "deny_read", "floor"];
+        const PROFILES: &[&str] = &["off", "workspace-write", "read-only"];
+        let profile = |key: &Key<'_>, value: &Value<'_>| -> Result<SandboxProfile, ConfigError> {
+            let name = self.choice("sandbox", key, value, PROFILES)?;
+            Ok(name
+                .parse()
+                .expect("choice returns one of PROFILES, each a profile"))
+        };
+        let paths = |key: &Key<'_>, value: &Value<'_>| -> Result<Vec<PathBuf>, ConfigError> {
+            let name = format!("sandbox.{}", key.get_ref());
+            self.strings(&name, key, value)?
+                .iter()
+                .map(|path| {
+                    sandbox::expand_home(path).map_err(|e| self.error(key, format!("{name}: {e}")))
+                })
+                .collect()
+        };
+        for (key, value) in table {
+            match key.get_ref().as_ref() {
+                "default" => config.default = profile(key, value)?,
+                "floor" => config.floor = profile(key, value)?,
+                "network" => {
+                    config.network = match self.choice("sandbox", key, value, &["on", "off"])? {
+                        "off" => Network::Off,
+                        _ => Network::On,
+                    }
+                }
+                "writable" => config.writable = paths(key, value)?,
+                "deny_read" => config.deny_read = paths(key, value)?,
+                _ => return Err(self.unknown("sandbox", key, KNOWN)),
+            }
+        }
+        if config.default.looseness() > config.floor.looseness() {
+            return Err(self.error(
+                section,
+                format!(
+                    "sandbox.default = \"{}\" is looser than sandbox.floor = \"{}\": every job would be refused; set default to the floor or tighter",
+                    config.default, config.floor
+                ),
+            ));
         }
         Ok(())
     }
@@ -840,6 +898,38 @@ impl Config {
             ),
             None => out.push_str("# cgroup: none\n"),
         }
+
+        let (b, d) = (&self.sandbox, &defaults.sandbox);
+        let list = |paths: &[PathBuf]| {
+            let quoted: Vec<String> = paths.iter().map(|p| quoted(&p.to_string_lossy())).collect();
+            format!("[{}]", quoted.join(", "))
+        };
+        out.push_str("\n[sandbox]\n");
+        key(
+            &mut out,
+            "default",
+            quoted(b.default.as_str()),
+            quoted(d.default.as_str()),
+        );
+        key(
+            &mut out,
+            "network",
+            quoted(b.network.as_str()),
+            quoted(d.network.as_str()),
+        );
+        key(&mut out, "writable", list(&b.writable), list(&d.writable));
+        key(
+            &mut out,
+            "deny_read",
+            list(&b.deny_read),
+            list(&d.deny_read),
+        );
+        key(
+            &mut out,
+            "floor",
+            quoted(b.floor.as_str()),
+            quoted(d.floor.as_str()),
+        );
 
         out.push_str("\n[env]\n");
         let removed: Vec<&str> = defaults

@@ -27,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::inbound::{FrameReader, LargeFrames};
 use crate::jobs::JobsHandle;
+use crate::sandbox::peer::Peer;
 
 /// A client that connects and says nothing is dropped after this long.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
@@ -45,6 +46,8 @@ pub async fn serve_connection(
     max_frame_bytes: usize,
     large_frames: LargeFrames,
 ) {
+    // Read before anything else, while the process that connected surely still runs.
+    let peer = Peer::of(&stream);
     let (read, write) = stream.into_split();
     let mut frames = FrameReader::new(read, max_frame_bytes, large_frames);
     let (out, out_rx) = mpsc::channel::<ServerFrame>(WRITE_QUEUE_FRAMES);
@@ -54,7 +57,7 @@ pub async fn serve_connection(
     ));
 
     if let Some(client_pid) = handshake(&mut frames, &out).await {
-        serve_requests(&mut frames, &out, &jobs, &shutdown, client_pid).await;
+        serve_requests(&mut frames, &out, &jobs, &shutdown, client_pid, &peer).await;
     }
     // The writer ends once every sender is gone, after flushing what was queued.
     drop(out);
@@ -105,6 +108,7 @@ async fn serve_requests(
     jobs: &JobsHandle,
     shutdown: &CancellationToken,
     client_pid: u32,
+    peer: &Result<Peer, String>,
 ) {
     let mut execs = JoinSet::new();
     let mut queries = JoinSet::new();
@@ -126,7 +130,13 @@ async fn serve_requests(
                     Request::Exec(_) => &mut execs,
                     _ => &mut queries,
                 };
-                set.spawn(serve_request(id, request, jobs.clone(), out.clone()));
+                set.spawn(serve_request(
+                    id,
+                    request,
+                    jobs.clone(),
+                    out.clone(),
+                    peer.clone(),
+                ));
             }
             Some(Ok(ClientFrame::Hello(_))) => {
                 let _ = out
@@ -182,6 +192,7 @@ async fn serve_request(
     request: Request,
     jobs: JobsHandle,
     out: mpsc::Sender<ServerFrame>,
+    peer: Result<Peer, String>,
 ) {
     let answer = |result: Result<Response, ErrorReply>| match result {
         Ok(response) => response,
@@ -192,7 +203,7 @@ async fn serve_request(
     };
     let response = match request {
         Request::Exec(params) => {
-            let events = jobs.exec(params).await;
+            let events = jobs.exec(params, peer).await;
             return forward(id, events, &out).await;
         }
         Request::Follow(request) => return forward(id, jobs.follow(request), &out).await,

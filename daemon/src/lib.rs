@@ -12,6 +12,7 @@ pub mod policy;
 mod recovery;
 pub mod resident;
 pub mod runtime;
+pub mod sandbox;
 mod server;
 
 use std::future::Future;

@@ -9,10 +9,14 @@ pub mod limits;
 pub mod message;
 pub mod notice;
 pub mod runtime;
+pub mod sandbox;
 
 pub use codec::{FrameCodec, FrameError};
 pub use message::*;
 pub use notice::{BackgroundWhy, ErrorHint, JobId, Notice, WaitMet, Worded};
+pub use sandbox::{
+    Network, SandboxDenial, SandboxInForce, SandboxMechanism, SandboxProfile, SandboxStatus,
+};
 
 /// Bumped on every incompatible change of the messages; `Hello` and `Welcome` carry it.
 pub const PROTOCOL_VERSION: u32 = 3;

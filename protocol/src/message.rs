@@ -296,6 +296,9 @@ pub struct JobInfo {
     /// It runs with a stdin pipe, has printed nothing and used no CPU for a while, and
     /// is blocked reading that pipe: it most likely waits for `send`.
     pub waiting_for_input: bool,
+    /// The sandbox it runs in, when it is confined. With the network off, its ports
+    /// answer only inside it.
+    pub sandbox: Option<crate::SandboxInForce>,
 }
 
 /// One line of `bashc sessions`.
@@ -376,6 +379,11 @@ pub struct ExecParams {
     pub limits: JobLimits,
     /// The job's stdin: /dev/null, or a pipe that `send` writes to.
     pub stdin: StdinMode,
+    /// The sandbox profile asked for; `None` takes `[sandbox] default`. A profile
+    /// looser than `[sandbox] floor` is refused.
+    pub sandbox: Option<crate::SandboxProfile>,
+    /// The network asked for; `None` takes `[sandbox] network`.
+    pub network: Option<crate::Network>,
 }
 
 /// What a job reads on its stdin.
@@ -569,6 +577,9 @@ pub struct ExecResult {
     pub notices: Vec<Notice>,
     /// What the job used and how it ended, once it has (DESIGN §4.5).
     pub record: Option<ExitRecord>,
+    /// The sandbox the job ran in; `None` when it ran unconfined (profile `off`,
+    /// network on).
+    pub sandbox: Option<crate::SandboxInForce>,
 }
 
 /// What an ended job used, and what ended it. A figure the daemon's containment cannot
@@ -656,6 +667,8 @@ pub struct StatusInfo {
     /// its limit.
     pub open_files: u64,
     pub open_files_limit: Option<u64>,
+    /// The sandbox in force by default and what the system offers it.
+    pub sandbox: Option<crate::SandboxStatus>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -740,6 +753,8 @@ impl ExecParams {
             stream: false,
             limits: JobLimits::default(),
             stdin: StdinMode::Null,
+            sandbox: None,
+            network: None,
         }
     }
 }

@@ -138,6 +138,14 @@ pub enum Notice {
         job: JobId,
         in_memory: Vec<StreamName>,
     },
+    /// The job failed with output that reads like something its sandbox refused: a
+    /// file access (`Permission denied`, `Read-only file system`) or, with the network
+    /// off, a connection.
+    SandboxDenied {
+        profile: crate::SandboxProfile,
+        network: crate::Network,
+        denied: crate::SandboxDenial,
+    },
 }
 
 /// Which condition of a `wait` was met.

@@ -7,8 +7,8 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use bashd_tests::Daemon;
 use bashd_tests::procs::memory_kib;
+use bashd_tests::{Daemon, bin_path};
 
 const PROCESS_RUNS: usize = 60;
 const ROUND_TRIPS: usize = 300;
@@ -53,6 +53,9 @@ fn main() {
     }
     if wanted("abuse") {
         abuse();
+    }
+    if wanted("sandbox") {
+        sandbox(&tokio);
     }
     // Only on request: the one-liner and script figures already run in basics.
     if only.as_deref() == Some("policy") {
@@ -762,6 +765,158 @@ fn containment(tokio: &tokio::runtime::Runtime) {
     }
     if let Some(dir) = cgroup {
         remove_cgroup(&dir);
+    }
+}
+
+/// `exec true` in each sandbox against the same unconfined (issue 23): what the user
+/// namespace, the mounts, the network namespace and Landlock cost a job, each set up
+/// anew for every job by its resident. The sandboxes take turns, 20 jobs at a time, so
+/// that a machine shared with other work weighs on each alike.
+fn sandbox(tokio: &tokio::runtime::Runtime) {
+    use bashc::protocol::{Network, SandboxProfile};
+    const ROUNDS: usize = 15;
+    const PER_ROUND: usize = 20;
+    let daemon = Daemon::start();
+    let sandboxes = [
+        ("off", SandboxProfile::Off, Network::On),
+        (
+            "network off (user + network namespaces)",
+            SandboxProfile::Off,
+            Network::Off,
+        ),
+        (
+            "workspace-write (user + mount namespaces, mounts, Landlock)",
+            SandboxProfile::WorkspaceWrite,
+            Network::On,
+        ),
+        ("read-only", SandboxProfile::ReadOnly, Network::On),
+        (
+            "workspace-write, network off",
+            SandboxProfile::WorkspaceWrite,
+            Network::Off,
+        ),
+    ];
+    tokio.block_on(async {
+        let client = daemon.client().await;
+        let params = |profile, network| {
+            let mut params = daemon.params("true");
+            params.sandbox = Some(profile);
+            params.network = Some(network);
+            params
+        };
+        let mut samples: Vec<Vec<Duration>> = vec![Vec::new(); sandboxes.len()];
+        for round in 0..=ROUNDS {
+            for (i, (_, profile, network)) in sandboxes.iter().enumerate() {
+                for _ in 0..PER_ROUND {
+                    let start = Instant::now();
+                    client.exec(params(*profile, *network)).await.unwrap();
+                    // The first round warms the page cache and is not counted.
+                    if round > 0 {
+                        samples[i].push(start.elapsed());
+                    }
+                }
+            }
+        }
+        let medians: Vec<Duration> = samples.into_iter().map(median_of).collect();
+        println!(
+            "sandbox off: exec true {:.2} ms",
+            medians[0].as_secs_f64() * 1e3
+        );
+        for ((name, ..), measured) in sandboxes.iter().zip(&medians).skip(1) {
+            report(
+                &format!("sandbox {name}: exec true vs off"),
+                *measured,
+                medians[0],
+                1.3,
+            );
+        }
+    });
+    sandbox_setup();
+}
+
+/// What the resident's setup costs by itself, without the daemon: `bashd-resident
+/// [--sandbox SPEC] -- /bin/true` from spawn to exit, each spec in turn.
+fn sandbox_setup() {
+    use bashd::sandbox::confine::Spec;
+    let temp = tempfile::Builder::new()
+        .prefix("bashd-bench-i23-")
+        .tempdir()
+        .unwrap();
+    let (ws, tmp, secrets) = (
+        temp.path().join("ws"),
+        temp.path().join("tmp"),
+        temp.path().join("home/.ssh"),
+    );
+    for dir in [&ws, &tmp, &secrets] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    std::fs::create_dir_all(ws.join(".git")).unwrap();
+    let files = Spec {
+        files: true,
+        writable: vec![ws.clone(), tmp.clone()],
+        deny_read: vec![secrets.clone(), temp.path().join("home/.netrc")],
+        network_off: false,
+    };
+    let specs = [
+        ("no sandbox", None),
+        (
+            "user + network namespaces",
+            Some(Spec {
+                network_off: true,
+                ..Spec::default()
+            }),
+        ),
+        (
+            "user + mount namespaces, mounts, Landlock",
+            Some(files.clone()),
+        ),
+        (
+            "all of them",
+            Some(Spec {
+                network_off: true,
+                ..files
+            }),
+        ),
+    ];
+    let resident = bin_path("bashd-resident");
+    let run = |spec: &Option<Spec>| {
+        let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+        let mut command = Command::new(&resident);
+        if let Some(spec) = spec {
+            command.arg("--sandbox").arg(spec.encode());
+        }
+        let start = Instant::now();
+        let status = command
+            .args(["--", "/bin/true"])
+            .current_dir(&ws)
+            .stdin(Stdio::from(std::os::fd::OwnedFd::from(theirs)))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .unwrap();
+        let took = start.elapsed();
+        drop(ours);
+        assert!(status.success(), "bashd-resident failed: {status}");
+        took
+    };
+    let mut samples: Vec<Vec<Duration>> = vec![Vec::new(); specs.len()];
+    for round in 0..=10 {
+        for (i, (_, spec)) in specs.iter().enumerate() {
+            for _ in 0..20 {
+                let took = run(spec);
+                if round > 0 {
+                    samples[i].push(took);
+                }
+            }
+        }
+    }
+    let medians: Vec<Duration> = samples.into_iter().map(median_of).collect();
+    for ((name, _), measured) in specs.iter().zip(&medians) {
+        println!(
+            "sandbox setup, {name}: bashd-resident -- /bin/true {:.2} ms (+{:.2} ms)",
+            measured.as_secs_f64() * 1e3,
+            measured.saturating_sub(medians[0]).as_secs_f64() * 1e3
+        );
     }
 }
 

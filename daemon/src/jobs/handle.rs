@@ -20,6 +20,7 @@ use super::supervisor::{self, Control, Streams, Subscribed};
 use crate::config::Config;
 use crate::output;
 use crate::policy::Denial;
+use crate::sandbox::peer::Peer;
 
 /// Commands longer than this are checked on a blocking thread: parsing them takes long
 /// enough to hold up other requests on the same worker.
@@ -35,6 +36,8 @@ pub enum Cmd {
         /// The policy's refusal, checked before the actor sees the request.
         denial: Option<Denial>,
         events: mpsc::Sender<Response>,
+        /// Where the client connects from: a sandboxed job bounds what it may start.
+        peer: Result<Peer, String>,
     },
     /// A job's state and a snapshot of its output, for `output` and `check`.
     Lookup {
@@ -174,9 +177,14 @@ pub struct JobsHandle {
 }
 
 impl JobsHandle {
-    /// Starts a job. Its responses arrive on the returned receiver; dropping it before
+    /// Starts a job for a client connected from `peer` (which sandboxed job, if any,
+    /// it runs in). Its responses arrive on the returned receiver; dropping it before
     /// `Finished` stops a foreground job.
-    pub async fn exec(&self, params: ExecParams) -> mpsc::Receiver<Response> {
+    pub async fn exec(
+        &self,
+        params: ExecParams,
+        peer: Result<Peer, String>,
+    ) -> mpsc::Receiver<Response> {
         let (events, rx) = mpsc::channel(64);
         // The job's workdir, so that `$PWD`, `$(pwd)` and relative targets are judged
         // as where they will run.
@@ -188,6 +196,7 @@ impl JobsHandle {
             params: Box::new(params),
             denial,
             events: events.clone(),
+            peer,
         };
         if self.cmds.send(cmd).await.is_err() {
             let _ = events.send(Response::Error(shutting_down())).await;

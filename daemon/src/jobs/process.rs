@@ -46,6 +46,8 @@ pub struct SpawnSpec {
     pub rlimit_as: Option<u64>,
     /// Give the shell a pipe as stdin (`send` writes to it) instead of /dev/null.
     pub stdin_pipe: bool,
+    /// What confines the job, applied by its resident (`crate::sandbox`).
+    pub sandbox: Option<crate::sandbox::confine::Spec>,
 }
 
 /// A started job leader: the shell. Its pid is also its process group id (it called
@@ -64,6 +66,9 @@ pub struct Spawned {
     pub held: Option<Held>,
     /// The write end of the job's stdin pipe, when it has one.
     pub stdin: Option<OwnedFd>,
+    /// The user namespace (its inode) a sandboxed job's resident made, which every
+    /// process of the job is in or below: how a request from inside the job is known.
+    pub userns: Option<u64>,
 }
 
 /// How a job's leader ended, as the reaper collected it.
@@ -122,12 +127,13 @@ pub struct ReaperHandle {
 #[derive(Debug)]
 enum ReaperRequest {
     Spawn {
-        spec: SpawnSpec,
+        // Boxed: a spec is far larger than the other requests.
+        spec: Box<SpawnSpec>,
         reply: oneshot::Sender<io::Result<Spawned>>,
     },
     /// A job's resident, forked by the zygote.
     SpawnResident {
-        spec: SpawnSpec,
+        spec: Box<SpawnSpec>,
         reply: oneshot::Sender<io::Result<ResidentStarted>>,
     },
     /// The daemon's children that it did not spawn: descendants of jobs whose parents
@@ -138,13 +144,20 @@ enum ReaperRequest {
 impl ReaperHandle {
     /// Spawns the shell of `spec` as the daemon's child (the scan mechanism).
     pub async fn spawn(&self, spec: SpawnSpec) -> io::Result<Spawned> {
-        self.ask(|reply| ReaperRequest::Spawn { spec, reply }).await
+        self.ask(|reply| ReaperRequest::Spawn {
+            spec: Box::new(spec),
+            reply,
+        })
+        .await
     }
 
     /// Has the zygote fork a resident for `spec`, whose `resident` says how.
     pub async fn spawn_resident(&self, spec: SpawnSpec) -> io::Result<ResidentStarted> {
-        self.ask(|reply| ReaperRequest::SpawnResident { spec, reply })
-            .await
+        self.ask(|reply| ReaperRequest::SpawnResident {
+            spec: Box::new(spec),
+            reply,
+        })
+        .await
     }
 
     async fn ask<T>(
@@ -209,14 +222,14 @@ impl Reaper {
                 _ = sigchld.recv() => self.reap_all(),
                 request = self.requests.recv() => match request {
                     Some(ReaperRequest::Spawn { spec, reply }) => {
-                        let spawned = spawn(spec, self.job_open_files).map(|(spawned, exit_tx)| {
+                        let spawned = spawn(*spec, self.job_open_files).map(|(spawned, exit_tx)| {
                             self.waiting.insert(spawned.pid.as_raw_nonzero().get(), exit_tx);
                             spawned
                         });
                         let _ = reply.send(spawned);
                     }
                     Some(ReaperRequest::SpawnResident { spec, reply }) => {
-                        let _ = reply.send(self.spawn_resident(spec));
+                        let _ = reply.send(self.spawn_resident(*spec));
                     }
                     Some(ReaperRequest::Orphans { reply }) => {
                         let _ = reply.send(self.orphans());
@@ -286,6 +299,10 @@ impl Reaper {
                 })
                 .collect(),
             stdin_pipe: stdin.is_some(),
+            sandbox: how
+                .sandbox
+                .as_ref()
+                .map(|spec| spec.encode().into_encoded_bytes()),
         };
         let frame = spawn.encode();
         let mut fds = vec![
@@ -414,6 +431,7 @@ fn spawn(
             start_time,
             held: None,
             stdin: stdin_write,
+            userns: None,
         },
         exit_tx,
     ))

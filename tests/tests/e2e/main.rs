@@ -19,6 +19,7 @@ mod output;
 mod policy;
 mod protocol;
 mod runtime_dir;
+mod sandbox;
 mod systemd;
 
 use std::process::{Output, Stdio};

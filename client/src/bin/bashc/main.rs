@@ -24,7 +24,9 @@ use bashc::{ClientError, ExecOptions};
 use clap::{Args, Parser, Subcommand};
 
 use crate::common::{SessionArgs, command_text, connect, environment, print, target};
-use crate::options::{DirectionArg, ModeArg, OnTimeoutArg, StdinArg, StreamArg};
+use crate::options::{
+    DirectionArg, ModeArg, NetArg, OnTimeoutArg, SandboxArg, StdinArg, StreamArg,
+};
 
 /// Exit status when bashd cannot be reached or refuses a request.
 const EXIT_UNREACHABLE: u8 = 255;
@@ -121,7 +123,8 @@ enum Command {
     #[command(subcommand)]
     Policy(PolicyCommand),
     /// Show the daemon's pid, version, uptime, runtime dir, running jobs, how jobs are
-    /// contained (cgroup PATH, subreaper or scan) and its open files against the limit.
+    /// contained (cgroup PATH, subreaper or scan), its open files against the limit,
+    /// and the sandbox: the default, the floor and which kernel mechanisms are there.
     Status(StatusArgs),
     /// Serve bashd to an MCP agent (Claude Code, Codex, OpenCode, ...) on stdin/stdout.
     ///
@@ -184,6 +187,13 @@ struct ExecArgs {
     /// else the job is refused.
     #[arg(long, value_name = "N")]
     pids: Option<u32>,
+    /// Run the job in a kernel sandbox (default: bashd's [sandbox] default); a
+    /// profile looser than its floor is refused.
+    #[arg(long, value_enum, value_name = "PROFILE")]
+    sandbox: Option<SandboxArg>,
+    /// The job's network (default: bashd's [sandbox] network).
+    #[arg(long, value_enum)]
+    net: Option<NetArg>,
     /// Print the output as it comes (stdout's lines to stdout, stderr's to stderr),
     /// then the exit code. With --json: one JSON object a line, the result last.
     #[arg(long)]
@@ -378,6 +388,8 @@ fn exec_params(args: &ExecArgs, target: &bashc::Target) -> anyhow::Result<ExecPa
         },
         stream: args.stream,
         stdin: args.stdin.into(),
+        sandbox: args.sandbox.map(Into::into),
+        network: args.net.map(Into::into),
     };
     Ok(options.params(command, args.session.caller()))
 }

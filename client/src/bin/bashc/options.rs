@@ -5,7 +5,7 @@
 //! Variants carry their help as `#[value(help)]`, not doc comments: schemars would
 //! turn documented variants into a `oneOf`, which MCP clients do not all accept.
 
-use bashc::protocol::{Direction, Mode, OnTimeout, StdinMode, StreamName};
+use bashc::protocol::{Direction, Mode, Network, OnTimeout, SandboxProfile, StdinMode, StreamName};
 use clap::ValueEnum;
 use rmcp::schemars::JsonSchema;
 use serde::Deserialize;
@@ -121,6 +121,48 @@ impl From<StreamArg> for StreamName {
         match stream {
             StreamArg::Stdout => StreamName::Stdout,
             StreamArg::Stderr => StreamName::Stderr,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+#[schemars(crate = "rmcp::schemars")]
+pub enum SandboxArg {
+    #[value(help = "No sandbox: everything the user may do")]
+    Off,
+    #[value(
+        help = "Write only in the workdir, $TMPDIR and the config's writable paths; .git read-only; credential stores hidden"
+    )]
+    WorkspaceWrite,
+    #[value(help = "Write only in $TMPDIR; credential stores hidden")]
+    ReadOnly,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[schemars(crate = "rmcp::schemars")]
+pub enum NetArg {
+    On,
+    #[value(help = "Only the job's own loopback: no other host, no listener of this host")]
+    Off,
+}
+
+impl From<SandboxArg> for SandboxProfile {
+    fn from(sandbox: SandboxArg) -> SandboxProfile {
+        match sandbox {
+            SandboxArg::Off => SandboxProfile::Off,
+            SandboxArg::WorkspaceWrite => SandboxProfile::WorkspaceWrite,
+            SandboxArg::ReadOnly => SandboxProfile::ReadOnly,
+        }
+    }
+}
+
+impl From<NetArg> for Network {
+    fn from(net: NetArg) -> Network {
+        match net {
+            NetArg::On => Network::On,
+            NetArg::Off => Network::Off,
         }
     }
 }

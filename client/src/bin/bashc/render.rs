@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use bashc::protocol::{
     BackgroundWhy, Direction, EndedBy, ErrorHint, ExecResult, ExitRecord, JobId, JobState, Killer,
-    Notice, OutputPage, PolicyVerdict, StatusInfo, StreamName, StreamResult, WaitMet,
+    Network, Notice, OutputPage, PolicyVerdict, SandboxDenial, SandboxProfile, StatusInfo,
+    StreamName, StreamResult, WaitMet,
 };
 
 const EXIT_TIMEOUT: u8 = 124;
@@ -183,7 +184,43 @@ pub fn result_text(
     {
         let _ = writeln!(out, "{line}");
     }
+    if let Some(sandbox) = result.sandbox {
+        let _ = writeln!(
+            out,
+            "sandbox: {}, network {}",
+            sandbox.profile, sandbox.network
+        );
+    }
     out
+}
+
+/// What a failure that reads like a sandbox refusal means, and how to ask for more:
+/// `looser` words asking for profile `off` and `workspace-write`, `network_on` asking
+/// for the network, each in the front end's own terms.
+pub fn sandbox_denied_text(
+    profile: SandboxProfile,
+    network: Network,
+    denied: SandboxDenial,
+    looser: [&str; 2],
+    network_on: &str,
+) -> String {
+    match denied {
+        SandboxDenial::Files => {
+            let (allows, ask) = match profile {
+                SandboxProfile::ReadOnly => ("writes only in $TMPDIR", looser[1]),
+                _ => (
+                    "writes only in the workdir, $TMPDIR and [sandbox] writable paths, never in .git",
+                    looser[0],
+                ),
+            };
+            format!(
+                "This job ran in the sandbox (profile {profile}: {allows}; credential stores in [sandbox] deny_read are hidden), so \"Permission denied\" or \"Read-only file system\" here is likely the sandbox, not a file permission. To allow more, run it with {ask} if bashd's [sandbox] floor allows, or add the path to [sandbox] writable in bashd's config."
+            )
+        }
+        SandboxDenial::Network => format!(
+            "This job ran with the network off (sandbox {profile}, network {network}): it reaches no other host, nor listeners on this host's loopback. To allow it, run it with {network_on} if bashd's config allows."
+        ),
+    }
 }
 
 /// The exit record as one line, when it tells something the exit code does not: the
@@ -366,6 +403,17 @@ pub fn notice_text(notice: &Notice) -> String {
             "Line {line} is longer than {} KiB and is cut here; the whole line is in {}.",
             page_bytes / 1024,
             path.as_deref().unwrap_or("the output")
+        ),
+        Notice::SandboxDenied {
+            profile,
+            network,
+            denied,
+        } => sandbox_denied_text(
+            *profile,
+            *network,
+            *denied,
+            ["--sandbox off", "--sandbox workspace-write"],
+            "--net on",
         ),
         Notice::PageCapped {
             last_line,
@@ -579,7 +627,7 @@ pub fn status_text(status: &StatusInfo) -> String {
     let limit = status
         .open_files_limit
         .map_or("no limit".to_owned(), |l| l.to_string());
-    format!(
+    let mut text = format!(
         "bashd {} (protocol {}), pid {}, up {} s\nruntime dir: {}\nrunning jobs: {}\ncontainment: {}\nopen files: {} of {limit}\n",
         status.daemon_version,
         status.protocol,
@@ -589,7 +637,28 @@ pub fn status_text(status: &StatusInfo) -> String {
         status.running_jobs,
         status.containment,
         status.open_files,
-    )
+    );
+    if let Some(sandbox) = &status.sandbox {
+        let _ = writeln!(
+            text,
+            "sandbox: {}, network {} by default; floor {}",
+            sandbox.default.profile, sandbox.default.network, sandbox.floor
+        );
+        for mechanism in &sandbox.mechanisms {
+            let state = if mechanism.available {
+                "available"
+            } else {
+                "missing"
+            };
+            let detail = if mechanism.detail.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", mechanism.detail)
+            };
+            let _ = writeln!(text, "  {}: {state}{detail}", mechanism.name);
+        }
+    }
+    text
 }
 
 fn signal_name(signal: i32) -> String {

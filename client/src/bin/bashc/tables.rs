@@ -1,7 +1,7 @@
 //! The tables of `bashc jobs` and `bashc sessions` (and `bash_jobs`): columns padded to
 //! their widest cell, so that long states and session names keep them aligned.
 
-use bashc::protocol::{JobInfo, SessionInfo};
+use bashc::protocol::{JobInfo, Network, SandboxInForce, SessionInfo};
 
 /// How a column's cells sit in its width.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,6 +74,9 @@ pub fn jobs_text(jobs: &[JobInfo]) -> String {
                 command.push_str("  # ");
                 command.push_str(&one_line(description, 60));
             }
+            if let Some(sandbox) = job.sandbox {
+                command.push_str(&sandbox_note(sandbox));
+            }
             vec![
                 job.job.to_string(),
                 job.session.clone(),
@@ -108,6 +111,18 @@ fn ports_cell(ports: &[bashc::protocol::ListenPort]) -> String {
         "-".to_owned()
     } else {
         cells.join(",")
+    }
+}
+
+/// What a confined job's line says of its sandbox: with the network off, that its
+/// ports cannot be reached from outside it, so nobody waits on them.
+fn sandbox_note(sandbox: SandboxInForce) -> String {
+    match sandbox.network {
+        Network::Off => format!(
+            "  [sandbox {}, network off: its ports answer only inside it]",
+            sandbox.profile
+        ),
+        Network::On => format!("  [sandbox {}]", sandbox.profile),
     }
 }
 
@@ -180,7 +195,25 @@ mod tests {
             record: None,
             ports: Vec::new(),
             waiting_for_input: false,
+            sandbox: None,
         }
+    }
+
+    /// Issue 23: a job with the network off says its ports answer only inside it.
+    #[test]
+    fn a_confined_job_says_its_sandbox() {
+        let mut offline = job(3, "s", JobState::Running, None);
+        offline.sandbox = Some(SandboxInForce {
+            profile: bashc::protocol::SandboxProfile::WorkspaceWrite,
+            network: Network::Off,
+        });
+        let text = jobs_text(&[offline]);
+        assert!(
+            text.contains(
+                "sleep 3  [sandbox workspace-write, network off: its ports answer only inside it]"
+            ),
+            "{text}"
+        );
     }
 
     /// Issue 24: `timed_out    - default` and the like; every column starts where its

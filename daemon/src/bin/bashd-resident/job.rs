@@ -26,7 +26,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use crate::wire::{Order, Report, Spawn, Usage};
-use crate::{Never, check};
+use crate::{Never, check, confine};
 
 /// How often a subtree being signalled or killed is walked again for processes forked
 /// or reparented meanwhile.
@@ -173,6 +173,10 @@ pub fn run(spawn: Spawn, fds: JobFds) -> io::Result<Never> {
     // The zygote's child is no group leader, so this cannot fail with EPERM.
     check(unsafe { libc::setsid() })?;
     check(unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) })?;
+    let sandbox = match &spawn.sandbox {
+        Some(spec) => Some(confine::Spec::decode(spec).map_err(io::Error::other)?),
+        None => None,
+    };
     // The shell is cloned straight into the job's cgroup; the resident stays out of it.
     let cgroup = match &spawn.cgroup {
         Some(dir) => Some(JobCgroup::open(Path::new(std::ffi::OsStr::from_bytes(
@@ -198,6 +202,12 @@ pub fn run(spawn: Spawn, fds: JobFds) -> io::Result<Never> {
             format!("cannot enter the job's workdir {}: {e}", workdir.display()),
         )
     })?;
+    // After the cgroup is opened and /proc/self written, which the sandbox forbids, and
+    // in the workdir, which it reads; before the fork, so that the job's first
+    // instruction already runs confined.
+    if let Some(spec) = &sandbox {
+        confine::apply(spec)?;
+    }
 
     // The shell's stdin is /dev/null or the job's stdin pipe; its stdout and stderr
     // are the job's pipes.

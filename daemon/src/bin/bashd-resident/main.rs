@@ -27,6 +27,11 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 #[allow(dead_code)] // The daemon's half (reading reports, writing orders) goes unused here.
 mod wire;
 
+// The sandbox's own files, for the same reason: the daemon's side of it stays there.
+#[path = "../../sandbox/confine/mod.rs"]
+#[allow(dead_code)] // The daemon's half (encoding the spec, reading the probe) goes unused here.
+mod confine;
+
 use wire::{MAX_SPAWN_BYTES, MAX_SPAWN_FDS, Report, SPAWN_FDS, Spawn};
 
 /// Exit status when the resident cannot set the job up; the shell never ran.
@@ -40,9 +45,14 @@ enum Never {}
 #[unsafe(no_mangle)]
 extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> libc::c_int {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    if args == ["--probe-sandbox"] {
+        // What the kernel offers the sandbox, tried on this process, which exits next.
+        print!("{}", confine::probe());
+        return 0;
+    }
     if args != ["--zygote"] {
         eprintln!(
-            "bashd-resident: only bashd starts this, as `bashd-resident --zygote` with a socket to it on stdin"
+            "bashd-resident: only bashd starts this, as `bashd-resident --zygote` with a socket to it on stdin, or `--probe-sandbox`"
         );
         return 2;
     }

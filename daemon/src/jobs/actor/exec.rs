@@ -9,7 +9,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use bashd_protocol::{
     EndedBy, ErrorKind, ErrorReply, ExecParams, ExecResult, ExitRecord, JobId, JobLimits, JobState,
-    Mode, Notice, Response, Started, StdinMode, StreamResult, is_valid_session_id, limits,
+    Mode, Notice, Response, SandboxInForce, SandboxProfile, Started, StdinMode, StreamResult,
+    is_valid_session_id, limits,
 };
 use tokio::sync::mpsc;
 
@@ -23,6 +24,8 @@ use crate::jobs::supervisor::{
 use crate::journal::{self, Leader};
 use crate::output::{self, OutputSource, Shape};
 use crate::policy::Denial;
+use crate::sandbox;
+use crate::sandbox::peer::Peer;
 
 /// `bashc jobs` shows this much of a command.
 const LISTED_COMMAND_BYTES: usize = 4096;
@@ -36,8 +39,27 @@ impl JobsActor {
         params: ExecParams,
         denial: Option<Denial>,
         events: mpsc::Sender<Response>,
+        peer: Result<Peer, String>,
     ) {
-        let plan = match self.plan(&params) {
+        // From a namespace of no known job while a sandboxed job starts: the request may
+        // come from that job's first processes, which run before its spawn is reported.
+        if let Ok(inside) = &peer
+            && !inside.namespaces.is_empty()
+            && self.sandbox_around(&inside.namespaces).is_none()
+            && self
+                .jobs
+                .values()
+                .any(|job| job.confined_unknown() && matches!(job.status, Status::Starting { .. }))
+        {
+            self.parked.push(Parked {
+                params,
+                denial,
+                events,
+                peer,
+            });
+            return;
+        }
+        let plan = match self.plan(&params, &peer) {
             Ok(plan) => plan,
             Err(error) => {
                 let _ = events.try_send(Response::Error(error));
@@ -103,6 +125,8 @@ impl JobsActor {
             root: None,
             stdin: None,
             stdin_mode: params.stdin,
+            sandbox: plan.sandbox,
+            userns: None,
         };
 
         if let Some(denial) = denial {
@@ -142,16 +166,33 @@ impl JobsActor {
             // its kept output would be missing.
             tracing::warn!(job = %id, "cannot record the job's details in the journal: {e}");
         }
+        // A confined file system leaves the job the session's temp dir to write in.
+        let tmpdir = plan
+            .sandbox
+            .filter(|s| s.profile != SandboxProfile::Off)
+            .map(|_| sandbox::tmpdir(&self.session_dir(&session)));
+        let mut env = self.job_env(&params, id);
+        if let Some(dir) = &tmpdir {
+            sandbox::set_tmpdir(&mut env, dir);
+        }
         let spec = SpawnSpec {
             shell: self.shell.clone(),
             command: params.command.clone(),
             workdir: plan.workdir.clone(),
-            env: self.job_env(&params, id),
+            env,
             merge_stderr: params.merge_stderr,
             resident: None,
             limits: plan.job_limits,
             rlimit_as: None,
             stdin_pipe: params.stdin == StdinMode::Pipe,
+            sandbox: plan.sandbox.map(|in_force| {
+                sandbox::spec(
+                    in_force,
+                    &self.config.sandbox,
+                    &plan.workdir,
+                    tmpdir.as_deref(),
+                )
+            }),
         };
         // Unbounded so that a stop is never dropped for want of room: it holds at most
         // a stop per reason and a snapshot per request in flight. Stops sent while the
@@ -181,6 +222,7 @@ impl JobsActor {
                         self.config.limits.max_session_spill_bytes,
                         self.config.limits.max_total_spill_bytes,
                     )),
+                    sandbox: plan.sandbox,
                 },
                 cookie: journal::cookie(&self.instance, id),
                 merged: params.merge_stderr,
@@ -199,7 +241,13 @@ impl JobsActor {
         // other requests meanwhile.
         let (containment, reports) = (self.containment.clone(), self.reports_tx.clone());
         tokio::spawn(async move {
-            let spawned = containment.spawn(id, spec).await;
+            let spawned = match tmpdir.as_deref().map(sandbox::make_tmpdir).transpose() {
+                Ok(_) => containment.spawn(id, spec).await,
+                Err(e) => Err(io::Error::new(
+                    e.kind(),
+                    format!("cannot make the session's temp dir: {e}"),
+                )),
+            };
             let _ = reports.send(Report::Spawned { job: id, spawned });
         });
     }
@@ -272,6 +320,7 @@ impl JobsActor {
             stdin_inode: stdin.inode,
             sample: None,
         });
+        let userns = spawned.userns;
         let run = JobRun {
             meta,
             processes: self.containment.job(&mut spawned, cookie),
@@ -290,6 +339,7 @@ impl JobsActor {
         job.pid = Some(pid);
         job.root = Some(root);
         job.stdin = stdin;
+        job.userns = userns;
         job.status = Status::Running { control, waiters };
         self.jobs.insert(n, job);
         self.by_pid.insert(pid, n);
@@ -334,8 +384,9 @@ impl JobsActor {
         }
     }
 
-    /// Checks a request and works out how to run it, before anything is spawned.
-    fn plan(&self, params: &ExecParams) -> Result<Plan, ErrorReply> {
+    /// Checks a request from `peer` and works out how to run it, before anything is
+    /// spawned.
+    fn plan(&self, params: &ExecParams, peer: &Result<Peer, String>) -> Result<Plan, ErrorReply> {
         let invalid = |message: String| ErrorReply::new(ErrorKind::InvalidRequest, message);
         let max_command = self.config.limits.max_command_bytes;
         if params.command.len() > max_command {
@@ -374,6 +425,38 @@ impl JobsActor {
         self.containment
             .check_limits(&job_limits, LimitsFrom::Config)
             .map_err(invalid)?;
+        // Never silently unconfined: a sandbox this daemon cannot hold refuses the job.
+        let unknown = || self.jobs.values().any(Job::confined_unknown);
+        let around = match peer {
+            Ok(peer) if peer.namespaces.is_empty() => None,
+            Ok(peer) => match self.sandbox_around(&peer.namespaces) {
+                Some(found) => Some(found),
+                // A namespace of no job: a client in a container of its own, unless a
+                // confined job's namespace could not be read.
+                None if unknown() => {
+                    return Err(invalid(
+                        "this request comes from a user namespace bashd cannot tie to a job, while a sandboxed job's is unknown; send the request again".to_owned(),
+                    ));
+                }
+                None => None,
+            },
+            // A client that cannot be told may be inside a sandboxed job only while one
+            // runs: then it is refused rather than let out.
+            Err(why) if self.jobs.values().any(Job::confined) => {
+                return Err(invalid(format!("{why}; send the request again")));
+            }
+            Err(_) => None,
+        };
+        let sandbox = sandbox::decide(&self.config.sandbox, params, around)
+            .and_then(|in_force| match in_force {
+                Some(in_force) => self
+                    .containment
+                    .sandbox()
+                    .check(in_force)
+                    .map(|()| Some(in_force)),
+                None => Ok(None),
+            })
+            .map_err(invalid)?;
         let timeouts = &self.config.timeouts;
         let timeout_secs = match (params.timeout_secs, params.mode) {
             (Some(secs), _) => limits::clamp_timeout_secs(secs),
@@ -398,6 +481,27 @@ impl JobsActor {
                 max_spill_bytes: limits.max_spill_bytes,
             },
             shape: Shape::from_options(&params.output),
+            sandbox,
+        })
+    }
+
+    /// Takes up the requests parked while sandboxed jobs started, now that one has
+    /// (each parks again if another still starts).
+    pub(super) fn unpark(&mut self) {
+        for parked in std::mem::take(&mut self.parked) {
+            self.exec(parked.params, parked.denial, parked.events, parked.peer);
+        }
+    }
+
+    /// The sandboxed job whose user namespace is one of `namespaces` (a client's,
+    /// innermost first), and its sandbox: a request from inside it.
+    fn sandbox_around(&self, namespaces: &[u64]) -> Option<(JobId, SandboxInForce)> {
+        if namespaces.is_empty() {
+            return None;
+        }
+        self.jobs.values().find_map(|job| {
+            let inside = job.userns.is_some_and(|ns| namespaces.contains(&ns));
+            inside.then_some((job.id, job.sandbox?))
         })
     }
 
@@ -431,6 +535,21 @@ impl JobsActor {
     }
 }
 
+/// A request to start a job, waiting for the spawns of sandboxed jobs (`unpark`).
+pub(super) struct Parked {
+    params: ExecParams,
+    denial: Option<Denial>,
+    events: mpsc::Sender<Response>,
+    peer: Result<Peer, String>,
+}
+
+impl Parked {
+    /// Answers the request with `error` instead (the daemon is stopping).
+    pub(super) fn refuse(self, error: ErrorReply) {
+        let _ = self.events.try_send(Response::Error(error));
+    }
+}
+
 struct Plan {
     workdir: PathBuf,
     timeout: Duration,
@@ -438,6 +557,7 @@ struct Plan {
     job_limits: JobLimits,
     limits: output::Limits,
     shape: Shape,
+    sandbox: Option<SandboxInForce>,
 }
 
 /// The end of a job that never ran: refused by the policy, or not startable.
@@ -467,6 +587,7 @@ fn not_run(meta: &JobMeta, merged: bool, state: JobState, notice: Notice) -> End
                 killed_by: None,
                 limit: None,
             }),
+            sandbox: None,
         },
         streams: no_output(merged, true),
     }

@@ -152,6 +152,7 @@ impl JobsActor {
                 in_memory,
             }],
             record: None,
+            sandbox: None,
         };
         Job {
             id: lost.job,
@@ -174,6 +175,8 @@ impl JobsActor {
             root: None,
             stdin: None,
             stdin_mode: bashd_protocol::StdinMode::default(),
+            sandbox: None,
+            userns: None,
         }
     }
 }

@@ -68,6 +68,9 @@ pub struct JobsActor {
     descriptors: DescriptorBudget,
     /// Bytes of spill files on disk, against the disk budgets.
     spill_ledger: output::SpillLedger,
+    /// Requests from inside a sandboxed job that has not said yet which namespace is
+    /// its own: they wait for the starting jobs' spawns (`exec.rs`).
+    parked: Vec<exec::Parked>,
 }
 
 struct Job {
@@ -94,6 +97,11 @@ struct Job {
     /// The write end of its stdin pipe, while it runs with one (`--stdin pipe`).
     stdin: Option<crate::jobs::stdin::StdinHandle>,
     stdin_mode: bashd_protocol::StdinMode,
+    /// The sandbox it runs in, when it is confined.
+    sandbox: Option<bashd_protocol::SandboxInForce>,
+    /// The user namespace its resident made, when it is confined: a request from a
+    /// process in it comes from inside the job.
+    userns: Option<u64>,
 }
 
 /// Where a job is in its life, as the table sees it.
@@ -148,6 +156,17 @@ impl Job {
             started: self.started,
         }
     }
+
+    /// Whether the job runs in a sandbox of its own, whose processes may connect.
+    fn confined(&self) -> bool {
+        self.sandbox.is_some() && !matches!(self.status, Status::Ended(_))
+    }
+
+    /// Whether the job is confined and its namespace is not known (yet): a request
+    /// from a namespace of no known job may come from it.
+    fn confined_unknown(&self) -> bool {
+        self.confined() && self.userns.is_none()
+    }
 }
 
 /// What the actor reacts to.
@@ -191,6 +210,7 @@ impl JobsActor {
             started: Instant::now(),
             descriptors: DescriptorBudget::new(),
             spill_ledger: output::SpillLedger::default(),
+            parked: Vec::new(),
         };
         (
             actor,
@@ -245,7 +265,8 @@ impl JobsActor {
                 params,
                 denial,
                 events,
-            } => self.exec(*params, denial, events),
+                peer,
+            } => self.exec(*params, denial, events, peer),
             Cmd::Lookup { caller, job, reply } => {
                 if let Some(caller) = &caller {
                     self.adopt(&caller.session, caller.owner);
@@ -310,7 +331,10 @@ impl JobsActor {
                 }
             }
             Report::Ended(ended) => self.ended(*ended),
-            Report::Spawned { job, spawned } => self.spawned(job, spawned),
+            Report::Spawned { job, spawned } => {
+                self.spawned(job, spawned);
+                self.unpark();
+            }
         }
     }
 
@@ -426,12 +450,19 @@ impl JobsActor {
             // Counted by the caller's task (`JobsHandle::status`), not here.
             open_files: 0,
             open_files_limit: rustix::process::getrlimit(rustix::process::Resource::Nofile).current,
+            sandbox: Some(crate::sandbox::status(
+                &self.config.sandbox,
+                &self.containment.sandbox(),
+            )),
         }
     }
 
     /// Stops every running job (a starting one as soon as it starts), waits until each
     /// supervisor has reported its end, and removes every session's directory.
     async fn stop_all(&mut self) {
+        for parked in std::mem::take(&mut self.parked) {
+            parked.refuse(shutting_down());
+        }
         let grace = self.config.timeouts.kill_grace;
         for control in self.jobs.values().filter_map(Job::control) {
             let _ = control.send(Control::Stop(Stop::term(StopReason::Shutdown, grace)));

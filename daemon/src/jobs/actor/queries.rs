@@ -142,6 +142,7 @@ impl JobsActor {
                 stderr: None,
                 notices: Vec::new(),
                 record: None,
+                sandbox: job.sandbox,
             },
         }
     }
@@ -286,6 +287,7 @@ impl JobsActor {
             // Read from /proc by the request's task (`JobsHandle::jobs`).
             ports: Vec::new(),
             waiting_for_input: false,
+            sandbox: job.sandbox,
         }
     }
 }

@@ -47,6 +47,7 @@ use bashd_protocol::{JobId, JobLimits};
 use crate::config::{ContainmentConfig, Mechanism};
 use crate::jobs::process::{ReaperHandle, SpawnSpec, Spawned};
 use crate::journal::OpenJob;
+use crate::sandbox::Support;
 use cgroup::CgroupRoot;
 pub use proc::Scanner;
 use resident::{ResidentJob, ResidentSpawn};
@@ -114,6 +115,8 @@ pub enum Containment {
         instance: String,
         scanner: Scanner,
         reaper: ReaperHandle,
+        /// What the resident can confine jobs by, probed at start.
+        sandbox: Support,
     },
 }
 
@@ -132,6 +135,7 @@ pub enum Plan {
     Resident {
         binary: std::path::PathBuf,
         cgroup: Option<CgroupRoot>,
+        sandbox: Support,
     },
 }
 
@@ -161,7 +165,13 @@ impl Plan {
                 }
             }),
         };
-        Ok(Plan::Resident { binary, cgroup })
+        // Before the reaper runs, which would collect the probe's exit.
+        let sandbox = Support::probe(&binary);
+        Ok(Plan::Resident {
+            binary,
+            cgroup,
+            sandbox,
+        })
     }
 
     pub fn cgroup(&self) -> Option<&CgroupRoot> {
@@ -174,12 +184,17 @@ impl Plan {
     pub fn start(self, instance: String, scanner: Scanner, reaper: ReaperHandle) -> Containment {
         match self {
             Plan::Scan => Containment::Scan { scanner, reaper },
-            Plan::Resident { binary, cgroup } => Containment::Resident {
+            Plan::Resident {
+                binary,
+                cgroup,
+                sandbox,
+            } => Containment::Resident {
                 binary,
                 cgroup,
                 instance,
                 scanner,
                 reaper,
+                sandbox,
             },
         }
     }
@@ -194,6 +209,17 @@ impl Containment {
                 cgroup: Some(root), ..
             } => format!("cgroup {}", root.dir().display()),
             Containment::Resident { cgroup: None, .. } => "subreaper".to_owned(),
+        }
+    }
+
+    /// What this daemon's jobs can be confined by: the resident's probe, or nothing on
+    /// the scan path.
+    pub fn sandbox(&self) -> Support {
+        match self {
+            Containment::Resident { sandbox, .. } => sandbox.clone(),
+            Containment::Scan { .. } => Support::NoResident(
+                "[containment] mechanism = \"scan\" in its config, or no bashd-resident beside bashd".to_owned(),
+            ),
         }
     }
 
@@ -234,6 +260,13 @@ impl Containment {
     pub async fn spawn(&self, job: JobId, mut spec: SpawnSpec) -> io::Result<Spawned> {
         match self {
             Containment::Scan { reaper, .. } => {
+                // `plan` refuses a sandboxed job here first (`sandbox()`); never run
+                // one unconfined.
+                if spec.sandbox.is_some() {
+                    return Err(io::Error::other(
+                        "the sandbox needs bashd-resident, which the scan mechanism does without",
+                    ));
+                }
                 spec.rlimit_as = spec.limits.memory_bytes;
                 reaper.spawn(spec).await
             }
@@ -261,9 +294,19 @@ impl Containment {
                 spec.resident = Some(ResidentSpawn {
                     binary: binary.clone(),
                     cgroup: job_cgroup.as_ref().map(|c| c.dir().to_owned()),
+                    sandbox: spec.sandbox.take(),
                 });
+                let sandboxed = spec.resident.as_ref().is_some_and(|r| r.sandbox.is_some());
                 let started = reaper.spawn_resident(spec).await?;
-                resident::take(started, job_cgroup).await
+                let mut spawned = resident::take(started, job_cgroup).await?;
+                if sandboxed {
+                    // Confined before it said it started: its namespace is the job's.
+                    spawned.userns = spawned
+                        .held
+                        .as_ref()
+                        .and_then(|held| crate::sandbox::peer::userns_of(held.resident));
+                }
+                Ok(spawned)
             }
         }
     }

@@ -56,6 +56,8 @@ pub struct ResidentSpawn {
     pub binary: PathBuf,
     /// The cgroup the job's processes start in, when the daemon has one for it.
     pub cgroup: Option<PathBuf>,
+    /// What the resident confines itself to before it forks the shell.
+    pub sandbox: Option<crate::sandbox::confine::Spec>,
 }
 
 /// Where a job is, as its resident last said.
@@ -208,6 +210,8 @@ pub async fn take(started: ResidentStarted, cgroup: Option<JobCgroup>) -> io::Re
             resident,
         }),
         stdin: started.stdin,
+        // The caller reads the resident's namespace when the job is confined.
+        userns: None,
     })
 }
 

@@ -73,6 +73,8 @@ pub struct Settings {
     pub detached: bool,
     /// Where its spill files are charged against the disk budgets.
     pub spill_budget: Option<output::Charge>,
+    /// The sandbox it runs in, when it is confined; named in its results.
+    pub sandbox: Option<bashd_protocol::SandboxInForce>,
 }
 
 /// Everything the supervisor of one job needs. `P` is the job's processes: its
@@ -593,6 +595,7 @@ impl<P: JobProcesses> Supervisor<P> {
             stderr: (!inputs.merged).then(|| inputs.err.capture.result(self.settings.shape)),
             notices,
             record,
+            sandbox: self.settings.sandbox,
         }
     }
 
@@ -669,7 +672,8 @@ impl<P: JobProcesses> Supervisor<P> {
             killed_by,
             limit,
         };
-        let result = self.result(state, notices, Some(record));
+        let mut result = self.result(state, notices, Some(record));
+        result.notices.extend(crate::sandbox::refusal(&result));
         let ended = Ended {
             result,
             streams: self.inputs.streams(),

@@ -130,6 +130,7 @@ fn settings(dir: &tempfile::TempDir) -> Settings {
         session_dir: dir.path().to_owned(),
         detached: false,
         spill_budget: None,
+        sandbox: None,
     }
 }
 
@@ -158,6 +159,7 @@ fn start(change: impl FnOnce(&mut Settings)) -> Harness {
             start_time: 0,
             held: None,
             stdin: None,
+            userns: None,
         },
         processes: fake.clone(),
         settings,

@@ -22,7 +22,9 @@ use serde::Deserialize;
 use tokio::sync::Mutex;
 
 use super::words;
-use crate::options::{DirectionArg, ModeArg, OnTimeoutArg, StdinArg, StreamArg};
+use crate::options::{
+    DirectionArg, ModeArg, NetArg, OnTimeoutArg, SandboxArg, StdinArg, StreamArg,
+};
 
 /// The tools; one per server process, cloned into each call.
 #[derive(Clone)]
@@ -111,6 +113,10 @@ struct BashArgs {
     stdin: Option<StdinArg>,
     /// Start the job in the background and return when a new output line matches this regex (a server's \"Listening on\"), when it ends, or after timeout_secs (default 30); it keeps running.
     wait_until: Option<String>,
+    /// Run in a kernel sandbox: `workspace-write` (write only in the workdir and $TMPDIR, .git read-only, credential stores hidden), `read-only` (write only in $TMPDIR) or `off`. Default: bashd's config, which may refuse a looser one.
+    sandbox: Option<SandboxArg>,
+    /// `off`: the job reaches no network but its own loopback. Default: bashd's config.
+    net: Option<NetArg>,
 }
 
 /// Arguments of `bash_check`.
@@ -362,6 +368,8 @@ impl BashTools {
             },
             stream: false,
             stdin: args.stdin.map_or(StdinMode::Null, Into::into),
+            sandbox: args.sandbox.map(Into::into),
+            network: args.net.map(Into::into),
         };
         let wait_until = args.wait_until;
         let timeout_secs = args.timeout_secs;

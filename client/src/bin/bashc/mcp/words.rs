@@ -174,6 +174,17 @@ fn notice(notice: &Notice) -> String {
         | Notice::NotStarted { .. }
         | Notice::LineCut { .. }
         | Notice::PageCapped { .. } => render::notice_text(notice),
+        Notice::SandboxDenied {
+            profile,
+            network,
+            denied,
+        } => render::sandbox_denied_text(
+            *profile,
+            *network,
+            *denied,
+            ["bash(sandbox=\"off\")", "bash(sandbox=\"workspace-write\")"],
+            "bash(net=\"on\")",
+        ),
     }
 }
 

@@ -1,0 +1,111 @@
+//! The Landlock domain of a confined job: read and run everywhere, write only beneath
+//! the writable roots and to the devices every program writes to; no signal to a
+//! process outside the job where the kernel scopes signals (ABI 6).
+
+use std::io;
+use std::path::PathBuf;
+
+use landlock::{
+    ABI, Access, AccessFs, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
+    RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
+};
+
+use super::{FIX_LANDLOCK, Failure};
+
+/// The oldest ABI whose write rights close every way to change a file: ABI 3 adds
+/// `truncate`, which the earlier ones let through.
+const MIN_ABI: i32 = 3;
+
+/// Devices a job writes to without writing anything anywhere: output thrown away,
+/// terminals. Device ioctls (a terminal's size) are allowed on them only.
+const DEVICES: &[&str] = &[
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/tty",
+    "/dev/ptmx",
+    "/dev/pts",
+];
+
+/// The kernel's Landlock ABI, 0 without Landlock (not built in, or not enabled at
+/// boot).
+pub(super) fn abi() -> i32 {
+    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+    let version = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    version.max(0) as i32
+}
+
+/// Whether the kernel's Landlock can hold a job's writes.
+pub(super) fn check() -> Result<(), Failure> {
+    let abi = abi();
+    if abi < MIN_ABI {
+        return Err(Failure {
+            step: if abi == 0 {
+                "confine the file system: this kernel has no Landlock".to_owned()
+            } else {
+                format!("confine the file system: this kernel has Landlock ABI {abi}")
+            },
+            error: io::Error::from(io::ErrorKind::Unsupported),
+            fix: FIX_LANDLOCK,
+        });
+    }
+    Ok(())
+}
+
+/// Restricts the calling process (and what it starts) to reading everywhere and
+/// writing beneath `writable`; sets `no_new_privs`. A writable root that does not
+/// exist is skipped: nothing can be written there either.
+pub(super) fn restrict(writable: &[PathBuf]) -> Result<(), Failure> {
+    let fail = |error: io::Error| Failure {
+        step: "confine the file system".to_owned(),
+        error,
+        fix: FIX_LANDLOCK,
+    };
+    let landlock_error = |e: landlock::RulesetError| fail(io::Error::other(e.to_string()));
+    let all = AccessFs::from_all(ABI::V5);
+    let read = AccessFs::from_read(ABI::V5);
+    let device: BitFlags<AccessFs> =
+        AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate | AccessFs::IoctlDev;
+    let mut ruleset = Ruleset::default()
+        // What holds every write is required; what later ABIs add (device ioctls,
+        // signal and socket scopes) is taken where the kernel has it.
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(AccessFs::from_all(ABI::V3))
+        .and_then(|r| {
+            r.set_compatibility(CompatLevel::BestEffort)
+                .handle_access(all)
+        })
+        .and_then(|r| r.scope(Scope::from_all(ABI::V6)))
+        .and_then(|r| r.create())
+        .map_err(landlock_error)?;
+    let root = PathFd::new("/").map_err(|e| fail(io::Error::other(e.to_string())))?;
+    ruleset = ruleset
+        .add_rule(PathBeneath::new(root, read))
+        .map_err(landlock_error)?;
+    for dir in writable {
+        if let Ok(fd) = PathFd::new(dir) {
+            ruleset = ruleset
+                .add_rule(PathBeneath::new(fd, all))
+                .map_err(landlock_error)?;
+        }
+    }
+    for device_path in DEVICES {
+        if let Ok(fd) = PathFd::new(device_path) {
+            ruleset = ruleset
+                .add_rule(PathBeneath::new(fd, device))
+                .map_err(landlock_error)?;
+        }
+    }
+    let status = ruleset.restrict_self().map_err(landlock_error)?;
+    if status.ruleset == RulesetStatus::NotEnforced || !status.no_new_privs {
+        return Err(fail(io::Error::from(io::ErrorKind::Unsupported)));
+    }
+    Ok(())
+}

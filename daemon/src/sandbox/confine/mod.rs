@@ -1,0 +1,311 @@
+//! Confining a job's first process, so that everything the job starts inherits it
+//! (issue 23): the daemon says what the job may do in a [`Spec`], and the resident,
+//! before it forks the shell, calls [`apply`] on itself. The kernel then holds every
+//! process of the job to it, whatever the process does (`setsid`, double fork,
+//! `unshare`, a cleared environment): none of it can be undone from inside.
+//!
+//! - A user namespace first (`namespaces.rs`): it lets an unprivileged process make
+//!   the others, and a job that runs as the user inside it gets no capability at
+//!   `exec`.
+//! - A mount namespace where the file system is confined: every mount read-only but
+//!   the writable roots, bound read-write over themselves (Landlock does not hold
+//!   `chmod`, `chown` or `utimes`; a read-only mount does); the `.git` of each
+//!   writable root and of the workdir's repository bound read-only over itself; each
+//!   `deny_read` path that exists under an empty, read-only mount that nobody can read
+//!   (Landlock can only grant, never take away part of a grant).
+//! - A network namespace with only its own loopback, up, for `network = off`.
+//! - Landlock (`landlock.rs`, the `landlock` crate) last, once the mounts are made
+//!   (a Landlock domain may not mount): read and run everywhere, write only beneath
+//!   the writable roots and to the terminal and null devices; signals only to the
+//!   job's own processes where the kernel scopes them; `no_new_privs`.
+//!
+//! This file and its children link into `bashd-resident` through `#[path]`, so they
+//! use std, libc, rustix and landlock only, never the daemon's library.
+
+mod landlock;
+mod namespaces;
+
+use std::ffi::OsString;
+use std::fmt;
+use std::io;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Path, PathBuf};
+
+/// What a job may do, as the daemon worked it out from the profile in force.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Spec {
+    /// Confine the file system: read everywhere but `deny_read`, write only beneath
+    /// `writable`. False with profile `off`.
+    pub files: bool,
+    /// Absolute paths the job may write beneath (with `files`).
+    pub writable: Vec<PathBuf>,
+    /// Absolute paths hidden from the job (with `files`); `~` already expanded.
+    pub deny_read: Vec<PathBuf>,
+    /// Give the job a network of its own with only its loopback.
+    pub network_off: bool,
+}
+
+/// Why a job could not be confined: the step, the system's error and the fix.
+#[derive(Debug)]
+pub struct Failure {
+    pub step: String,
+    pub error: io::Error,
+    pub fix: &'static str,
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "sandbox: cannot {}: {} ({})",
+            self.step, self.error, self.fix
+        )
+    }
+}
+
+impl From<Failure> for io::Error {
+    fn from(failure: Failure) -> io::Error {
+        io::Error::new(failure.error.kind(), failure.to_string())
+    }
+}
+
+/// The fix for a missing user namespace, the first thing every profile needs.
+pub const FIX_USER_NAMESPACES: &str = "unprivileged user namespaces are off on this system: allow them (sysctl user.max_user_namespaces=15000; kernel.unprivileged_userns_clone=1 on Debian; kernel.apparmor_restrict_unprivileged_userns=0 or an AppArmor profile for bashd-resident on Ubuntu), or run the job with --sandbox off --net on";
+/// The fix for a kernel without Landlock or with too old a version of it.
+pub const FIX_LANDLOCK: &str = "the file system sandbox needs Landlock ABI 3 (Linux 6.2) or later, enabled at boot (lsm=...,landlock); upgrade the kernel or enable Landlock, or run the job with --sandbox off";
+
+impl Spec {
+    /// Whether the spec confines anything at all.
+    pub fn confines(&self) -> bool {
+        self.files || self.network_off
+    }
+
+    /// The spec as one command-line argument: one line per item (`files`,
+    /// `network-off`, `write PATH`, `deny PATH`), a path's `\` and newline escaped.
+    pub fn encode(&self) -> OsString {
+        let mut out = Vec::new();
+        if self.files {
+            out.extend_from_slice(b"files\n");
+        }
+        if self.network_off {
+            out.extend_from_slice(b"network-off\n");
+        }
+        for (word, paths) in [("write", &self.writable), ("deny", &self.deny_read)] {
+            for path in paths {
+                out.extend_from_slice(word.as_bytes());
+                out.push(b' ');
+                for &byte in path.as_os_str().as_bytes() {
+                    match byte {
+                        b'\\' => out.extend_from_slice(b"\\\\"),
+                        b'\n' => out.extend_from_slice(b"\\n"),
+                        byte => out.push(byte),
+                    }
+                }
+                out.push(b'\n');
+            }
+        }
+        OsString::from_vec(out)
+    }
+
+    /// Reads what [`Spec::encode`] wrote.
+    pub fn decode(text: &[u8]) -> Result<Spec, String> {
+        let mut spec = Spec::default();
+        for line in text.split(|&b| b == b'\n').filter(|line| !line.is_empty()) {
+            match line {
+                b"files" => spec.files = true,
+                b"network-off" => spec.network_off = true,
+                _ => {
+                    let (word, rest) = match line.iter().position(|&b| b == b' ') {
+                        Some(at) => (&line[..at], &line[at + 1..]),
+                        None => (line, &[][..]),
+                    };
+                    let path = unescape(rest).filter(|p| p.is_absolute()).ok_or_else(|| {
+                        format!(
+                            "--sandbox: {:?} is not an absolute path",
+                            String::from_utf8_lossy(rest)
+                        )
+                    })?;
+                    match word {
+                        b"write" => spec.writable.push(path),
+                        b"deny" => spec.deny_read.push(path),
+                        _ => {
+                            return Err(format!(
+                                "--sandbox: unknown item {:?}",
+                                String::from_utf8_lossy(line)
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        Ok(spec)
+    }
+}
+
+fn unescape(bytes: &[u8]) -> Option<PathBuf> {
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut bytes = bytes.iter();
+    while let Some(&byte) = bytes.next() {
+        if byte == b'\\' {
+            match bytes.next()? {
+                b'\\' => out.push(b'\\'),
+                b'n' => out.push(b'\n'),
+                _ => return None,
+            }
+        } else {
+            out.push(byte);
+        }
+    }
+    Some(PathBuf::from(OsString::from_vec(out)))
+}
+
+/// Confines the calling process, and so everything it starts from now on, to `spec`.
+/// Call it in a single-threaded process (a user namespace cannot be entered by a
+/// process with threads), after joining the job's cgroup and writing anything under
+/// `/proc/self` (Landlock forbids those writes after), before the job's first
+/// instruction. On an error the process is half confined: it must not run the job.
+pub fn apply(spec: &Spec) -> Result<(), Failure> {
+    if !spec.confines() {
+        return Ok(());
+    }
+    // Landlock is checked first: it needs nothing undone when it is missing.
+    if spec.files {
+        landlock::check()?;
+    }
+    let plan = spec.files.then(|| namespaces::Hidden::find(spec));
+    namespaces::enter(plan.is_some(), spec.network_off)?;
+    if let Some(plan) = &plan {
+        plan.mount()?;
+    }
+    if spec.files {
+        landlock::restrict(&spec.writable)?;
+    } else {
+        namespaces::no_new_privs()?;
+    }
+    namespaces::drop_capabilities()
+}
+
+/// What the system offers, as [`probe`] found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Probe {
+    /// The kernel's Landlock ABI; 0 without Landlock.
+    pub landlock_abi: i32,
+    /// Whether each namespace could be made and used, or why not.
+    pub user: Result<(), String>,
+    pub mount: Result<(), String>,
+    pub network: Result<(), String>,
+}
+
+/// Tries each mechanism on the calling process, which must be single-threaded and
+/// exit right after (it is left in namespaces of its own): `bashd-resident
+/// --probe-sandbox`, which the daemon runs once at start.
+pub fn probe() -> Probe {
+    let landlock_abi = landlock::abi();
+    let user = namespaces::enter(false, false).map_err(|f| f.to_string());
+    let needs_user = || Err("needs a user namespace".to_owned());
+    let (mount, network) = if user.is_ok() {
+        (
+            namespaces::probe_mount().map_err(|f| f.to_string()),
+            namespaces::enter_network().map_err(|f| f.to_string()),
+        )
+    } else {
+        (needs_user(), needs_user())
+    };
+    Probe {
+        landlock_abi,
+        user,
+        mount,
+        network,
+    }
+}
+
+impl fmt::Display for Probe {
+    /// `landlock N`, then `user ok` or `user error TEXT`, `mount ...`, `network ...`,
+    /// one a line.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "landlock {}", self.landlock_abi)?;
+        for (name, result) in [
+            ("user", &self.user),
+            ("mount", &self.mount),
+            ("network", &self.network),
+        ] {
+            match result {
+                Ok(()) => writeln!(f, "{name} ok")?,
+                Err(e) => writeln!(f, "{name} error {}", e.replace('\n', " "))?,
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Probe {
+    /// Reads what `Display` wrote; a line missing counts as that mechanism missing.
+    pub fn parse(text: &str) -> Probe {
+        let mut probe = Probe {
+            landlock_abi: 0,
+            user: Err("not probed".into()),
+            mount: Err("not probed".into()),
+            network: Err("not probed".into()),
+        };
+        for line in text.lines() {
+            let (name, rest) = line.split_once(' ').unwrap_or((line, ""));
+            let result = match rest.split_once(' ') {
+                None if rest == "ok" => Ok(()),
+                Some(("error", text)) => Err(text.to_owned()),
+                _ => Err(format!("unreadable probe line {line:?}")),
+            };
+            match name {
+                "landlock" => probe.landlock_abi = rest.parse().unwrap_or(0),
+                "user" => probe.user = result,
+                "mount" => probe.mount = result,
+                "network" => probe.network = result,
+                _ => {}
+            }
+        }
+        probe
+    }
+}
+
+/// The `.git` of `dir`, if it has one (a directory, or the file of a worktree).
+fn git_of(dir: &Path) -> Option<PathBuf> {
+    let git = dir.join(".git");
+    git.symlink_metadata().is_ok().then_some(git)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_spec_reads_back_as_written_whatever_its_paths_hold() {
+        let spec = Spec {
+            files: true,
+            writable: vec![
+                PathBuf::from("/work/a b"),
+                PathBuf::from("/tmp/new\nline\\back"),
+                PathBuf::from(OsString::from_vec(b"/x/\xff".to_vec())),
+            ],
+            deny_read: vec![PathBuf::from("/home/u/.ssh")],
+            network_off: true,
+        };
+        let text = spec.encode();
+        assert_eq!(Spec::decode(text.as_bytes()), Ok(spec));
+        assert_eq!(Spec::decode(b""), Ok(Spec::default()));
+        assert!(Spec::decode(b"write relative").is_err());
+        assert!(Spec::decode(b"write /a\\q").is_err());
+        assert!(Spec::decode(b"shout /a").is_err());
+    }
+
+    #[test]
+    fn a_probe_reads_back_as_written() {
+        let probe = Probe {
+            landlock_abi: 7,
+            user: Ok(()),
+            mount: Err("cannot x: EPERM (fix)".into()),
+            network: Ok(()),
+        };
+        assert_eq!(Probe::parse(&probe.to_string()), probe);
+        assert_eq!(Probe::parse("").landlock_abi, 0);
+        assert!(Probe::parse("").user.is_err());
+    }
+}

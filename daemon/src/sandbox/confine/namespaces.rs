@@ -1,0 +1,383 @@
+//! The namespaces of a confined job: the user namespace that lets an unprivileged
+//! process make the others; the mounts that make everything read-only but the
+//! writable roots, `.git` read-only inside them and `deny_read` paths hidden; the
+//! network namespace with only its loopback; and the capabilities the job's processes
+//! must not keep.
+
+use std::ffi::CString;
+use std::fs;
+use std::io;
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use rustix::fs::{CWD, Mode, OFlags};
+use rustix::mount::{
+    FsMountFlags, FsOpenFlags, MountAttrFlags, MountFlags, MountPropagationFlags, MoveMountFlags,
+    OpenTreeFlags,
+};
+
+use super::{Failure, Spec, git_of};
+
+const FIX_MOUNTS: &str = "the user namespace cannot mount here (an AppArmor or seccomp policy may forbid it): allow mounts in unprivileged user namespaces, set [sandbox] deny_read = [] in the daemon's config if nothing is to be hidden, or run the job with --sandbox off";
+const FIX_NETWORK: &str =
+    "network namespaces cannot be made here: allow them, or run the job with --net on";
+
+/// What must be mounted for a job whose file system is confined: found before any
+/// namespace is made.
+#[derive(Debug, Default)]
+pub(super) struct Hidden {
+    /// The writable roots that exist (directories or files): bound read-write over a
+    /// tree made read-only.
+    /// Landlock holds writes of contents too, but not `chmod`, `chown` or `utimes`,
+    /// which a read-only mount refuses.
+    writable: Vec<PathBuf>,
+    /// `.git` of each writable root and of the workdir's repository: bound read-only.
+    read_only: Vec<PathBuf>,
+    /// `deny_read` directories that exist: under an empty tmpfs nobody may enter.
+    dirs: Vec<PathBuf>,
+    /// `deny_read` files that exist: under an empty file nobody may read.
+    files: Vec<PathBuf>,
+}
+
+impl Hidden {
+    /// Looks at the paths of `spec` and at the repository of the current directory
+    /// (the job's workdir), without walking any tree.
+    pub(super) fn find(spec: &Spec) -> Hidden {
+        let mut hidden = Hidden {
+            writable: spec
+                .writable
+                .iter()
+                .filter(|root| root.exists())
+                .cloned()
+                .collect(),
+            ..Hidden::default()
+        };
+        let repository = std::env::current_dir()
+            .ok()
+            .and_then(|dir| dir.ancestors().find_map(git_of));
+        for git in spec
+            .writable
+            .iter()
+            .filter_map(|root| git_of(root))
+            .chain(repository)
+        {
+            if !hidden.read_only.contains(&git) {
+                hidden.read_only.push(git);
+            }
+        }
+        for path in &spec.deny_read {
+            // Follows symlinks, as the mount does: what is hidden is what they name.
+            match fs::metadata(path) {
+                Ok(meta) if meta.is_dir() => hidden.dirs.push(path.clone()),
+                Ok(_) => hidden.files.push(path.clone()),
+                // Nothing there, or nothing the user may look at: nothing to hide.
+                Err(_) => {}
+            }
+        }
+        hidden
+    }
+
+    /// Makes the mounts, in the mount namespace [`enter`] made.
+    pub(super) fn mount(&self) -> Result<(), Failure> {
+        // A mount namespace made in a new user namespace already receives the host's
+        // mounts without sending its own back; said here rather than relied on.
+        rustix::mount::mount_change(
+            "/",
+            MountPropagationFlags::DOWNSTREAM | MountPropagationFlags::REC,
+        )
+        .map_err(|e| failure("keep the job's mounts to itself", e.into(), FIX_MOUNTS))?;
+        set_read_only(Path::new("/"), true, true)
+            .map_err(|e| failure("make the file system read-only", e, FIX_MOUNTS))?;
+        for root in &self.writable {
+            rustix::mount::mount_bind_recursive(root, root)
+                .map_err(io::Error::from)
+                .and_then(|()| {
+                    // A mount below the root that the host has read-only stays so.
+                    set_read_only(root, false, true).or_else(|_| set_read_only(root, false, false))
+                })
+                .map_err(|e| {
+                    failure(&format!("make {} writable", root.display()), e, FIX_MOUNTS)
+                })?;
+        }
+        for git in &self.read_only {
+            rustix::mount::mount_bind_recursive(git, git)
+                .map_err(io::Error::from)
+                .and_then(|()| set_read_only(git, true, true))
+                .map_err(|e| {
+                    failure(&format!("make {} read-only", git.display()), e, FIX_MOUNTS)
+                })?;
+        }
+        for dir in &self.dirs {
+            rustix::mount::mount(
+                "none",
+                dir,
+                "tmpfs",
+                MountFlags::RDONLY | MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC,
+                Some(c"mode=000,size=4k"),
+            )
+            .map_err(|e| failure(&format!("hide {}", dir.display()), e.into(), FIX_MOUNTS))?;
+        }
+        if !self.files.is_empty() {
+            let empty = EmptyFile::make()
+                .map_err(|e| failure("make the empty file that hides files", e, FIX_MOUNTS))?;
+            for file in &self.files {
+                empty
+                    .mount_over(file)
+                    .map_err(|e| failure(&format!("hide {}", file.display()), e, FIX_MOUNTS))?;
+            }
+        }
+        // The working directory still names the directory on the mount beneath the
+        // new ones (read-only now): entered again by its path, it is the one on top.
+        std::env::current_dir()
+            .and_then(std::env::set_current_dir)
+            .map_err(|e| failure("enter the workdir again", e, FIX_MOUNTS))
+    }
+}
+
+/// An empty file with mode 000 on a tmpfs of its own that is mounted nowhere: what
+/// each hidden file is replaced by, so reading one fails as a denied permission.
+struct EmptyFile {
+    mount: OwnedFd,
+}
+
+const EMPTY_NAME: &str = "hidden";
+
+impl EmptyFile {
+    fn make() -> io::Result<EmptyFile> {
+        let fs = rustix::mount::fsopen("tmpfs", FsOpenFlags::FSOPEN_CLOEXEC)?;
+        rustix::mount::fsconfig_set_string(&fs, "size", "4k")?;
+        rustix::mount::fsconfig_create(&fs)?;
+        let mount = rustix::mount::fsmount(
+            &fs,
+            FsMountFlags::FSMOUNT_CLOEXEC,
+            MountAttrFlags::MOUNT_ATTR_NOSUID
+                | MountAttrFlags::MOUNT_ATTR_NODEV
+                | MountAttrFlags::MOUNT_ATTR_NOEXEC,
+        )?;
+        rustix::fs::openat(
+            &mount,
+            EMPTY_NAME,
+            OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        Ok(EmptyFile { mount })
+    }
+
+    fn mount_over(&self, target: &Path) -> io::Result<()> {
+        let tree = rustix::mount::open_tree(
+            &self.mount,
+            EMPTY_NAME,
+            OpenTreeFlags::OPEN_TREE_CLONE | OpenTreeFlags::OPEN_TREE_CLOEXEC,
+        );
+        match tree {
+            Ok(tree) => rustix::mount::move_mount(
+                &tree,
+                "",
+                CWD,
+                target,
+                MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH,
+            )?,
+            // Kernels before 6.15 clone nothing out of a mount that is attached
+            // nowhere: the file reads as empty instead of failing, and hides as well.
+            Err(rustix::io::Errno::INVAL) => rustix::mount::mount_bind("/dev/null", target)?,
+            Err(e) => return Err(e.into()),
+        }
+        set_read_only(target, true, false)
+    }
+}
+
+/// `mount_setattr` setting (`read_only`) or clearing `MOUNT_ATTR_RDONLY` on the mount
+/// at `path` (and those below it with `recursive`): only that attribute changes, so
+/// the flags a less privileged mount namespace may not clear (nosuid, nodev, ...)
+/// stay as they were.
+fn set_read_only(path: &Path, read_only: bool, recursive: bool) -> io::Result<()> {
+    #[repr(C)]
+    struct MountAttr {
+        attr_set: u64,
+        attr_clr: u64,
+        propagation: u64,
+        userns_fd: u64,
+    }
+    let (attr_set, attr_clr) = if read_only {
+        (libc::MOUNT_ATTR_RDONLY, 0)
+    } else {
+        (0, libc::MOUNT_ATTR_RDONLY)
+    };
+    let attr = MountAttr {
+        attr_set,
+        attr_clr,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    let path = CString::new(path.as_os_str().as_bytes()).map_err(io::Error::other)?;
+    let flags = if recursive { libc::AT_RECURSIVE } else { 0 };
+    let done = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            flags,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    if done < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Enters a new user namespace, mapping the user and group to themselves, then a new
+/// mount namespace (`mounts`) and a new network namespace (`network_off`) owned by it.
+pub(super) fn enter(mounts: bool, network_off: bool) -> Result<(), Failure> {
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    unshare(libc::CLONE_NEWUSER).map_err(|e| {
+        failure(
+            "make the job's user namespace",
+            e,
+            super::FIX_USER_NAMESPACES,
+        )
+    })?;
+    // setgroups must be denied before an unprivileged process may map its group.
+    fs::write("/proc/self/setgroups", "deny")
+        .and_then(|()| fs::write("/proc/self/uid_map", format!("{uid} {uid} 1")))
+        .and_then(|()| fs::write("/proc/self/gid_map", format!("{gid} {gid} 1")))
+        .map_err(|e| {
+            failure(
+                "map the user into the job's user namespace",
+                e,
+                super::FIX_USER_NAMESPACES,
+            )
+        })?;
+    if mounts {
+        unshare(libc::CLONE_NEWNS)
+            .map_err(|e| failure("make the job's mount namespace", e, FIX_MOUNTS))?;
+    }
+    if network_off {
+        enter_network()?;
+    }
+    Ok(())
+}
+
+/// A new network namespace with its loopback up: the job's own servers answer it,
+/// and nothing outside is reachable, the host's loopback included.
+pub(super) fn enter_network() -> Result<(), Failure> {
+    unshare(libc::CLONE_NEWNET)
+        .map_err(|e| failure("make the job's network namespace", e, FIX_NETWORK))?;
+    loopback_up().map_err(|e| failure("bring up the job's loopback", e, FIX_NETWORK))
+}
+
+/// Whether a mount namespace can be made and mounted in (after [`enter`]).
+pub(super) fn probe_mount() -> Result<(), Failure> {
+    unshare(libc::CLONE_NEWNS)
+        .map_err(|e| failure("make the job's mount namespace", e, FIX_MOUNTS))?;
+    EmptyFile::make()
+        .map(drop)
+        .map_err(|e| failure("mount a tmpfs in the job's namespace", e, FIX_MOUNTS))
+}
+
+fn loopback_up() -> io::Result<()> {
+    let socket = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if socket < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let socket = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(socket) };
+    let mut request: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (to, from) in request.ifr_name.iter_mut().zip(b"lo") {
+        *to = *from as libc::c_char;
+    }
+    request.ifr_ifru.ifru_flags = (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+    let done = unsafe {
+        libc::ioctl(
+            std::os::fd::AsRawFd::as_raw_fd(&socket),
+            libc::SIOCSIFFLAGS,
+            &request,
+        )
+    };
+    if done < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// `no_new_privs`, which Landlock sets itself when the file system is confined: no
+/// set-uid program or file capability gives a job's process more than it has.
+pub(super) fn no_new_privs() -> Result<(), Failure> {
+    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+        return Err(failure(
+            "set no_new_privs",
+            io::Error::last_os_error(),
+            "this kernel is older than Linux 3.5; run the job with --sandbox off --net on",
+        ));
+    }
+    Ok(())
+}
+
+/// Gives up every capability the user namespace gave, for good: the bounding set
+/// first (so that even a job that runs as root inside gets none at `exec`), then the
+/// ambient, effective, permitted and inheritable sets.
+pub(super) fn drop_capabilities() -> Result<(), Failure> {
+    let last: libc::c_ulong = fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+        .ok()
+        .and_then(|text| text.trim().parse().ok())
+        .unwrap_or(63);
+    for cap in 0..=last {
+        // EINVAL past the kernel's last capability: nothing left to drop.
+        unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) };
+    }
+    unsafe {
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        )
+    };
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: i32,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    const VERSION_3: u32 = 0x2008_0522;
+    let header = Header {
+        version: VERSION_3,
+        pid: 0,
+    };
+    let data = [Data {
+        effective: 0,
+        permitted: 0,
+        inheritable: 0,
+    }; 2];
+    if unsafe { libc::syscall(libc::SYS_capset, &header, data.as_ptr()) } != 0 {
+        return Err(failure(
+            "drop the capabilities of the job's user namespace",
+            io::Error::last_os_error(),
+            super::FIX_USER_NAMESPACES,
+        ));
+    }
+    Ok(())
+}
+
+fn unshare(flags: libc::c_int) -> io::Result<()> {
+    if unsafe { libc::unshare(flags) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+fn failure(step: &str, error: io::Error, fix: &'static str) -> Failure {
+    Failure {
+        step: step.to_owned(),
+        error,
+        fix,
+    }
+}

@@ -1,0 +1,392 @@
+//! The daemon's side of the sandbox (DESIGN §15, issue 23): which sandbox a job gets
+//! (`[sandbox]` in the config, the request, the floor), whether this system can hold
+//! it ([`Support`], from a probe at start), what the job's resident is told to apply
+//! ([`confine::Spec`]), and the notice for a failure that reads like a refusal.
+//!
+//! The confining itself is `confine/`, which the resident links on its own.
+
+pub mod confine;
+pub mod peer;
+
+use std::fs;
+use std::io;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use bashd_protocol::{
+    ExecParams, ExecResult, JobId, JobState, Network, Notice, SandboxDenial, SandboxInForce,
+    SandboxMechanism, SandboxProfile, SandboxStatus,
+};
+
+use confine::Probe;
+
+/// `[sandbox]`: what jobs get, and the least a client may ask for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxConfig {
+    /// `default`: the profile of a job whose request names none.
+    pub default: SandboxProfile,
+    /// `network`: the network of a job whose request says nothing. With a `floor`
+    /// other than `off`, `network = "off"` is also a floor: no client turns it on.
+    pub network: Network,
+    /// `writable`: more paths a `workspace-write` job may write beneath.
+    pub writable: Vec<PathBuf>,
+    /// `deny_read`: paths hidden from a job whose profile is not `off`, `~` expanded.
+    pub deny_read: Vec<PathBuf>,
+    /// `floor`: the loosest profile a client may ask for.
+    pub floor: SandboxProfile,
+}
+
+/// The credential stores `deny_read` hides unless the config says otherwise.
+pub const DEFAULT_DENY_READ: &[&str] = &[
+    "~/.ssh",
+    "~/.aws",
+    "~/.gnupg",
+    "~/.config/gcloud",
+    "~/.kube",
+    "~/.docker/config.json",
+    "~/.netrc",
+    "~/.git-credentials",
+    "~/.config/gh",
+    "~/.azure",
+    "~/.cargo/credentials.toml",
+];
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        SandboxConfig {
+            default: SandboxProfile::Off,
+            network: Network::On,
+            writable: Vec::new(),
+            deny_read: DEFAULT_DENY_READ
+                .iter()
+                .filter_map(|path| expand_home(path).ok())
+                .collect(),
+            floor: SandboxProfile::Off,
+        }
+    }
+}
+
+/// `~` and `~/...` under the daemon's `HOME`; any other path must be absolute.
+pub fn expand_home(path: &str) -> Result<PathBuf, String> {
+    let home = || {
+        std::env::var_os("HOME")
+            .filter(|home| !home.is_empty())
+            .map(PathBuf::from)
+            .ok_or_else(|| format!("{path:?} starts with ~, and the daemon has no HOME"))
+    };
+    if path == "~" {
+        return home();
+    }
+    if let Some(rest) = path.strip_prefix("~/") {
+        return Ok(home()?.join(rest));
+    }
+    if Path::new(path).is_absolute() {
+        Ok(PathBuf::from(path))
+    } else {
+        Err(format!(
+            "{path:?} is neither absolute nor under ~: write it like \"/data/cache\" or \"~/.cache\""
+        ))
+    }
+}
+
+/// The sandbox job `params` gets under `config`, or why it is refused: asking for
+/// less than the floor, or than the sandboxed job `around` the client (a request from
+/// one of its processes), whose sandbox is also the default. `None` when nothing is
+/// confined.
+pub fn decide(
+    config: &SandboxConfig,
+    params: &ExecParams,
+    around: Option<(JobId, SandboxInForce)>,
+) -> Result<Option<SandboxInForce>, String> {
+    let profile = params
+        .sandbox
+        .or(around.map(|(_, s)| s.profile))
+        .unwrap_or(config.default);
+    let network = params
+        .network
+        .or(around.map(|(_, s)| s.network))
+        .unwrap_or(config.network);
+    if let Some((job, outer)) = around {
+        let looser_network = network == Network::On && outer.network == Network::Off;
+        if profile.looseness() > outer.profile.looseness() || looser_network {
+            return Err(format!(
+                "sandbox {profile}, network {network} is looser than job {job}, which this request comes from (sandbox {}, network {}): a job started from inside a sandbox gets no more than it; ask for that or tighter",
+                outer.profile, outer.network
+            ));
+        }
+    }
+    if profile.looseness() > config.floor.looseness() {
+        return Err(format!(
+            "sandbox {profile} is looser than this daemon allows: [sandbox] floor = \"{}\" in bashd's config (bashd --check-config shows it); ask for {}, or lower the floor there",
+            config.floor,
+            allowed(config.floor)
+        ));
+    }
+    if network == Network::On
+        && config.network == Network::Off
+        && config.floor != SandboxProfile::Off
+    {
+        return Err(format!(
+            "the network is off for jobs here and may not be turned on: [sandbox] network = \"off\" with floor = \"{}\" in bashd's config; run the job without --net on, or set network = \"on\" there",
+            config.floor
+        ));
+    }
+    if profile == SandboxProfile::Off && network == Network::On {
+        return Ok(None);
+    }
+    Ok(Some(SandboxInForce { profile, network }))
+}
+
+/// The profiles at or below `floor`, as a person lists them.
+fn allowed(floor: SandboxProfile) -> String {
+    let names: Vec<&str> = SandboxProfile::ALL
+        .iter()
+        .filter(|p| p.looseness() <= floor.looseness())
+        .map(|p| p.as_str())
+        .collect();
+    names.join(" or ")
+}
+
+/// What the job's resident applies: writes beneath the workdir (`workspace-write`),
+/// `tmpdir` and the config's `writable` paths; `deny_read` hidden.
+pub fn spec(
+    in_force: SandboxInForce,
+    config: &SandboxConfig,
+    workdir: &Path,
+    tmpdir: Option<&Path>,
+) -> confine::Spec {
+    let files = in_force.profile != SandboxProfile::Off;
+    let mut writable = Vec::new();
+    if in_force.profile == SandboxProfile::WorkspaceWrite {
+        writable.push(workdir.to_owned());
+        writable.extend(config.writable.iter().cloned());
+    }
+    if files {
+        writable.extend(tmpdir.map(Path::to_owned));
+    }
+    confine::Spec {
+        files,
+        writable,
+        deny_read: if files {
+            config.deny_read.clone()
+        } else {
+            Vec::new()
+        },
+        network_off: in_force.network == Network::Off,
+    }
+}
+
+/// The session's temp dir, a sandboxed job's `TMPDIR` and the one place a
+/// `read-only` job may write: `sessions/<session>/tmp`, removed with the session.
+pub fn tmpdir(session_dir: &Path) -> PathBuf {
+    session_dir.join("tmp")
+}
+
+/// Makes the session's temp dir (0700) and its session dir as needed, never through a
+/// symlink.
+pub fn make_tmpdir(tmpdir: &Path) -> io::Result<()> {
+    let mut dirs: Vec<&Path> = tmpdir.ancestors().take(3).collect();
+    dirs.reverse();
+    for dir in dirs {
+        match fs::DirBuilder::new().mode(0o700).create(dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                if !fs::symlink_metadata(dir)?.is_dir() {
+                    return Err(io::Error::other(format!(
+                        "{} is not a directory bashd made",
+                        dir.display()
+                    )));
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Puts `TMPDIR` in a sandboxed job's environment, over the client's.
+pub fn set_tmpdir(env: &mut Vec<(Vec<u8>, Vec<u8>)>, tmpdir: &Path) {
+    use std::os::unix::ffi::OsStrExt;
+    env.retain(|(key, _)| key != b"TMPDIR");
+    env.push((b"TMPDIR".to_vec(), tmpdir.as_os_str().as_bytes().to_vec()));
+}
+
+/// What this daemon's jobs can be confined by.
+#[derive(Debug, Clone)]
+pub enum Support {
+    /// What `bashd-resident --probe-sandbox` found at start.
+    Probed(Probe),
+    /// No resident starts the jobs (the scan mechanism), so nothing confines them.
+    NoResident(String),
+}
+
+impl Support {
+    /// Runs `bashd-resident --probe-sandbox` and reads its answer. Called before the
+    /// reaper starts, which would otherwise collect the probe's exit.
+    pub fn probe(resident: &Path) -> Support {
+        let output = Command::new(resident)
+            .arg("--probe-sandbox")
+            .env_clear()
+            .output();
+        let probe = match output {
+            Ok(output) if output.status.success() => {
+                Probe::parse(&String::from_utf8_lossy(&output.stdout))
+            }
+            Ok(output) => Probe::parse(&format!(
+                "user error the probe failed: {}",
+                String::from_utf8_lossy(&output.stderr).trim()
+            )),
+            Err(e) => Probe::parse(&format!(
+                "user error cannot run {}: {e}",
+                resident.display()
+            )),
+        };
+        Support::Probed(probe)
+    }
+
+    /// Whether `in_force` can be held here; the refusal names what is missing and the
+    /// fix.
+    pub fn check(&self, in_force: SandboxInForce) -> Result<(), String> {
+        let probe = match self {
+            Support::Probed(probe) => probe,
+            Support::NoResident(why) => {
+                return Err(format!(
+                    "sandbox {}, network {}: the sandbox is applied by bashd-resident, and this daemon starts jobs without it ({why}); run the job with --sandbox off --net on, or use the resident",
+                    in_force.profile, in_force.network
+                ));
+            }
+        };
+        if in_force.profile != SandboxProfile::Off && probe.landlock_abi < 3 {
+            return Err(format!(
+                "sandbox {} needs Landlock ABI 3 or later, and this kernel has {} ({})",
+                in_force.profile,
+                if probe.landlock_abi == 0 {
+                    "none".to_owned()
+                } else {
+                    format!("ABI {}", probe.landlock_abi)
+                },
+                confine::FIX_LANDLOCK
+            ));
+        }
+        if let Err(why) = &probe.user {
+            return Err(format!(
+                "sandbox {}, network {} needs a user namespace: {why}",
+                in_force.profile, in_force.network
+            ));
+        }
+        if in_force.profile != SandboxProfile::Off
+            && let Err(why) = &probe.mount
+        {
+            return Err(format!(
+                "sandbox {} needs a mount namespace: {why}",
+                in_force.profile
+            ));
+        }
+        if in_force.network == Network::Off
+            && let Err(why) = &probe.network
+        {
+            return Err(format!("network off needs a network namespace: {why}"));
+        }
+        Ok(())
+    }
+
+    /// Each mechanism and whether it is there, for `bashc status`.
+    pub fn mechanisms(&self) -> Vec<SandboxMechanism> {
+        let probe = match self {
+            Support::Probed(probe) => probe,
+            Support::NoResident(why) => {
+                return vec![SandboxMechanism {
+                    name: "bashd-resident".to_owned(),
+                    available: false,
+                    detail: why.clone(),
+                }];
+            }
+        };
+        let mut mechanisms = vec![SandboxMechanism {
+            name: "landlock".to_owned(),
+            available: probe.landlock_abi >= 3,
+            detail: match probe.landlock_abi {
+                0 => "not in this kernel, or not enabled at boot".to_owned(),
+                abi @ 1..=2 => format!("ABI {abi}, older than the 3 the sandbox needs"),
+                abi => format!("ABI {abi}"),
+            },
+        }];
+        for (name, result) in [
+            ("user namespace", &probe.user),
+            ("mount namespace", &probe.mount),
+            ("network namespace", &probe.network),
+        ] {
+            mechanisms.push(SandboxMechanism {
+                name: name.to_owned(),
+                available: result.is_ok(),
+                detail: result.clone().err().unwrap_or_default(),
+            });
+        }
+        mechanisms
+    }
+}
+
+/// What `bashc status` says of the sandbox.
+pub fn status(config: &SandboxConfig, support: &Support) -> SandboxStatus {
+    SandboxStatus {
+        default: SandboxInForce {
+            profile: config.default,
+            network: config.network,
+        },
+        floor: config.floor,
+        mechanisms: support.mechanisms(),
+    }
+}
+
+/// What a job's failure reads like its sandbox refused, as notices (a file access, a
+/// connection with the network off, or both); none for a job that ran unconfined,
+/// succeeded, or failed for no reason it shows. The kernel does not tell a process
+/// which layer refused it, so this reads the output the job showed, as Codex does.
+pub fn refusal(result: &ExecResult) -> Vec<Notice> {
+    const FILES: &[&str] = &[
+        "Permission denied",
+        "Read-only file system",
+        "Operation not permitted",
+    ];
+    const NETWORK: &[&str] = &[
+        "Network is unreachable",
+        "Could not resolve host",
+        "Temporary failure in name resolution",
+        "Name or service not known",
+        "Connection refused",
+        "No address associated with hostname",
+        "Couldn't connect to server",
+        "Failed to connect to",
+    ];
+    let Some(in_force) = result.sandbox else {
+        return Vec::new();
+    };
+    let failed = result.state == JobState::Exited && result.exit_code != Some(0);
+    if !failed {
+        return Vec::new();
+    }
+    let shown = |needles: &[&str]| {
+        [Some(&result.stdout), result.stderr.as_ref()]
+            .into_iter()
+            .flatten()
+            .any(|stream| needles.iter().any(|needle| stream.text.contains(needle)))
+    };
+    let files = in_force.profile != SandboxProfile::Off && shown(FILES);
+    let network = in_force.network == Network::Off && shown(NETWORK);
+    [
+        (files, SandboxDenial::Files),
+        (network, SandboxDenial::Network),
+    ]
+    .into_iter()
+    .filter(|(shown, _)| *shown)
+    .map(|(_, denied)| Notice::SandboxDenied {
+        profile: in_force.profile,
+        network: in_force.network,
+        denied,
+    })
+    .collect()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,231 @@
+use super::*;
+use bashd_protocol::{JobId, StreamResult};
+
+fn params(sandbox: Option<SandboxProfile>, network: Option<Network>) -> ExecParams {
+    ExecParams {
+        sandbox,
+        network,
+        ..ExecParams::new("true", "s", "/w")
+    }
+}
+
+fn config(default: SandboxProfile, network: Network, floor: SandboxProfile) -> SandboxConfig {
+    SandboxConfig {
+        default,
+        network,
+        floor,
+        ..SandboxConfig::default()
+    }
+}
+
+#[test]
+fn a_client_may_tighten_but_never_loosen_past_the_floor() {
+    use Network::{Off as NetOff, On};
+    use SandboxProfile::*;
+    let open = config(Off, On, Off);
+    assert_eq!(decide(&open, &params(None, None), None), Ok(None));
+    assert_eq!(
+        decide(&open, &params(Some(ReadOnly), Some(NetOff)), None),
+        Ok(Some(SandboxInForce {
+            profile: ReadOnly,
+            network: NetOff
+        }))
+    );
+
+    let floored = config(WorkspaceWrite, On, WorkspaceWrite);
+    let error = decide(&floored, &params(Some(Off), None), None).unwrap_err();
+    assert!(error.contains("floor = \"workspace-write\""), "{error}");
+    assert!(error.contains("workspace-write or read-only"), "{error}");
+    assert_eq!(
+        decide(&floored, &params(Some(ReadOnly), None), None),
+        Ok(Some(SandboxInForce {
+            profile: ReadOnly,
+            network: On
+        }))
+    );
+
+    // With a floor, the config's network off is a floor too; without one, a default.
+    let offline = config(WorkspaceWrite, NetOff, WorkspaceWrite);
+    assert!(decide(&offline, &params(None, Some(On)), None).is_err());
+    let offline_by_default = config(WorkspaceWrite, NetOff, Off);
+    assert_eq!(
+        decide(&offline_by_default, &params(None, Some(On)), None),
+        Ok(Some(SandboxInForce {
+            profile: WorkspaceWrite,
+            network: On
+        }))
+    );
+}
+
+#[test]
+fn a_job_started_from_inside_a_sandbox_gets_no_more_than_it() {
+    use Network::{Off as NetOff, On};
+    use SandboxProfile::*;
+    let open = config(Off, On, Off);
+    let outer = SandboxInForce {
+        profile: WorkspaceWrite,
+        network: NetOff,
+    };
+    let around = Some((JobId(7), outer));
+    // Its sandbox is the default, and anything tighter goes.
+    assert_eq!(decide(&open, &params(None, None), around), Ok(Some(outer)));
+    assert_eq!(
+        decide(&open, &params(Some(ReadOnly), None), around),
+        Ok(Some(SandboxInForce {
+            profile: ReadOnly,
+            network: NetOff
+        }))
+    );
+    // Looser is refused, naming the job, even where the floor would allow it.
+    let error = decide(&open, &params(Some(Off), None), around).unwrap_err();
+    assert!(error.contains("job j7"), "{error}");
+    assert!(decide(&open, &params(None, Some(On)), around).is_err());
+}
+
+#[test]
+fn each_profile_writes_where_it_says() {
+    let config = SandboxConfig {
+        writable: vec![PathBuf::from("/cache")],
+        deny_read: vec![PathBuf::from("/home/u/.ssh")],
+        ..SandboxConfig::default()
+    };
+    let (workdir, tmp) = (Path::new("/w"), Path::new("/r/sessions/s/tmp"));
+    let workspace = spec(
+        SandboxInForce {
+            profile: SandboxProfile::WorkspaceWrite,
+            network: Network::On,
+        },
+        &config,
+        workdir,
+        Some(tmp),
+    );
+    assert!(workspace.files && !workspace.network_off);
+    assert_eq!(
+        workspace.writable,
+        [Path::new("/w"), Path::new("/cache"), tmp]
+    );
+    assert_eq!(workspace.deny_read, config.deny_read);
+
+    let read_only = spec(
+        SandboxInForce {
+            profile: SandboxProfile::ReadOnly,
+            network: Network::Off,
+        },
+        &config,
+        workdir,
+        Some(tmp),
+    );
+    assert_eq!(read_only.writable, [tmp]);
+    assert!(read_only.network_off);
+
+    let network_only = spec(
+        SandboxInForce {
+            profile: SandboxProfile::Off,
+            network: Network::Off,
+        },
+        &config,
+        workdir,
+        None,
+    );
+    assert!(!network_only.files && network_only.writable.is_empty());
+    assert!(network_only.deny_read.is_empty());
+}
+
+#[test]
+fn home_paths_expand_and_relative_ones_are_refused() {
+    let home = PathBuf::from(std::env::var_os("HOME").unwrap());
+    assert_eq!(expand_home("~/.ssh"), Ok(home.join(".ssh")));
+    assert_eq!(expand_home("/etc/x"), Ok(PathBuf::from("/etc/x")));
+    assert!(expand_home("relative/x").is_err());
+}
+
+fn result(sandbox: Option<SandboxInForce>, exit: i32, stderr: &str) -> ExecResult {
+    let stream = |text: &str| StreamResult {
+        text: text.to_owned(),
+        ..StreamResult::empty()
+    };
+    ExecResult {
+        job: JobId(1),
+        session: "s".into(),
+        pid: Some(1),
+        state: JobState::Exited,
+        exit_code: Some(exit),
+        signal: None,
+        duration_ms: 1,
+        backgrounded: false,
+        description: None,
+        workdir: "/w".into(),
+        stdout: stream(""),
+        stderr: Some(stream(stderr)),
+        notices: Vec::new(),
+        record: None,
+        sandbox,
+    }
+}
+
+#[test]
+fn a_failure_that_reads_like_a_refusal_gets_the_notice() {
+    let workspace = Some(SandboxInForce {
+        profile: SandboxProfile::WorkspaceWrite,
+        network: Network::Off,
+    });
+    let denied = "touch: cannot touch '/outside/x': Permission denied\n";
+    let notice = |denied| Notice::SandboxDenied {
+        profile: SandboxProfile::WorkspaceWrite,
+        network: Network::Off,
+        denied,
+    };
+    assert_eq!(
+        refusal(&result(workspace, 1, denied)),
+        [notice(SandboxDenial::Files)]
+    );
+    let offline = "curl: (6) Could not resolve host: example.org\n";
+    assert_eq!(
+        refusal(&result(workspace, 6, offline)),
+        [notice(SandboxDenial::Network)]
+    );
+    assert_eq!(
+        refusal(&result(workspace, 1, &format!("{denied}{offline}"))).len(),
+        2
+    );
+    // Unconfined, succeeded, or failed for a reason of its own: no notice.
+    assert_eq!(refusal(&result(None, 1, denied)), []);
+    assert_eq!(refusal(&result(workspace, 0, denied)), []);
+    assert_eq!(refusal(&result(workspace, 1, "no such file\n")), []);
+}
+
+#[test]
+fn the_sandbox_section_reads_its_keys_and_names_a_bad_one() {
+    use crate::config::Config;
+    let parse = |text: &str| Config::parse(text, Path::new("/c.toml")).map_err(|e| e.to_string());
+    let config = parse(
+        "[sandbox]\ndefault = \"read-only\"\nnetwork = \"off\"\nfloor = \"workspace-write\"\nwritable = [\"/cache\", \"~/.cache\"]\ndeny_read = [\"~/.secret\"]\n",
+    )
+    .unwrap();
+    let home = PathBuf::from(std::env::var_os("HOME").unwrap());
+    assert_eq!(
+        config.sandbox,
+        SandboxConfig {
+            default: SandboxProfile::ReadOnly,
+            network: Network::Off,
+            writable: vec![PathBuf::from("/cache"), home.join(".cache")],
+            deny_read: vec![home.join(".secret")],
+            floor: SandboxProfile::WorkspaceWrite,
+        }
+    );
+    // What --check-config prints loads to the same settings.
+    let again = parse(&config.effective_toml()).unwrap();
+    assert_eq!(again.sandbox, config.sandbox);
+
+    let error = parse("[sandbox]\ndefault = \"loose\"\n").unwrap_err();
+    assert!(error.contains("sandbox.default must be one of"), "{error}");
+    let error = parse("[sandbox]\nwritable = [\"cache\"]\n").unwrap_err();
+    assert!(error.contains("sandbox.writable"), "{error}");
+    let error = parse("[sandbox]\nfloor = \"read-only\"\n").unwrap_err();
+    assert!(
+        error.contains("/c.toml:1:") && error.contains("looser than sandbox.floor"),
+        "{error}"
+    );
+    let error = parse("[sandbox]\nnetwork_off = true\n").unwrap_err();
+    assert!(error.contains("known keys of [sandbox]"), "{error}");
+}

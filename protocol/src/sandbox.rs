@@ -1,0 +1,156 @@
+//! The sandbox a job runs in (DESIGN §15, issue 23): what a client asks for, what a
+//! result says ran, and what `bashc status` reports the daemon can do.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// What a job may do to the file system.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SandboxProfile {
+    /// Everything the user may do.
+    Off,
+    /// Write only in the job's workdir, the session's temp dir (the job's `TMPDIR`)
+    /// and the config's `writable` paths, with `.git` read-only; read everything but
+    /// `deny_read`.
+    WorkspaceWrite,
+    /// Write nothing but the session's temp dir; read everything but `deny_read`.
+    ReadOnly,
+}
+
+/// Whether a job reaches the network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Network {
+    On,
+    /// Only the job's own loopback: no other host, nor the host's own listeners.
+    Off,
+}
+
+/// The sandbox a job ran in, when it was not `off` with the network on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SandboxInForce {
+    pub profile: SandboxProfile,
+    pub network: Network,
+}
+
+/// What `bashc status` says of the sandbox.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SandboxStatus {
+    /// What a job gets when its request names nothing (`[sandbox] default`, `network`).
+    pub default: SandboxInForce,
+    /// The loosest profile a client may ask for (`[sandbox] floor`).
+    pub floor: SandboxProfile,
+    /// Each mechanism the sandbox uses, and whether this system has it.
+    pub mechanisms: Vec<SandboxMechanism>,
+}
+
+/// One kernel mechanism of the sandbox.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SandboxMechanism {
+    /// `landlock`, `user namespace`, `mount namespace`, `network namespace`.
+    pub name: String,
+    pub available: bool,
+    /// The version (`ABI 7`) where it is there, what failed where it is not.
+    pub detail: String,
+}
+
+/// What a failed job's output suggests the sandbox refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SandboxDenial {
+    /// A file access was refused (`Permission denied`, `Read-only file system`).
+    Files,
+    /// A connection failed with the network off.
+    Network,
+}
+
+impl SandboxProfile {
+    pub const ALL: [SandboxProfile; 3] = [
+        SandboxProfile::Off,
+        SandboxProfile::WorkspaceWrite,
+        SandboxProfile::ReadOnly,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SandboxProfile::Off => "off",
+            SandboxProfile::WorkspaceWrite => "workspace-write",
+            SandboxProfile::ReadOnly => "read-only",
+        }
+    }
+
+    /// How much the profile allows: `off` most, `read-only` least.
+    pub fn looseness(self) -> u8 {
+        match self {
+            SandboxProfile::Off => 2,
+            SandboxProfile::WorkspaceWrite => 1,
+            SandboxProfile::ReadOnly => 0,
+        }
+    }
+}
+
+impl fmt::Display for SandboxProfile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for SandboxProfile {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<SandboxProfile, String> {
+        SandboxProfile::ALL
+            .into_iter()
+            .find(|p| p.as_str() == text)
+            .ok_or_else(|| {
+                format!("{text:?} is not a sandbox profile: use off, workspace-write or read-only")
+            })
+    }
+}
+
+impl Network {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Network::On => "on",
+            Network::Off => "off",
+        }
+    }
+}
+
+impl fmt::Display for Network {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Network {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Network, String> {
+        match text {
+            "on" => Ok(Network::On),
+            "off" => Ok(Network::Off),
+            _ => Err(format!("{text:?} is not a network setting: use on or off")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn profiles_and_networks_read_back_as_written() {
+        for profile in SandboxProfile::ALL {
+            assert_eq!(profile.as_str().parse(), Ok(profile));
+        }
+        for network in [Network::On, Network::Off] {
+            assert_eq!(network.as_str().parse(), Ok(network));
+        }
+        assert!("none".parse::<SandboxProfile>().is_err());
+        assert!("maybe".parse::<Network>().is_err());
+    }
+}

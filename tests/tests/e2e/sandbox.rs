@@ -1,0 +1,697 @@
+//! The sandbox (issue 23): a job under `workspace-write` or `read-only` writes only
+//! where its profile says, reads no `deny_read` path, and with the network off reaches
+//! no listener of the host, however it forks, detaches or unshares; a client cannot ask
+//! for less than the floor. Each test makes its own workspace, outside dir and fake
+//! secrets (a home of its own, the daemon's `HOME`) under its daemon's scratch dir, and
+//! never touches the real home.
+
+use std::collections::BTreeMap;
+use std::net::TcpListener;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use bashd_tests::{Daemon, bin_path, wait_until};
+use rmcp::model::CallToolRequestParams;
+use rmcp::transport::TokioChildProcess;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{Value, json};
+
+use crate::{json, show};
+
+const SECRET_KEY: &str = "i23-fake-private-key-do-not-show";
+const SECRET_NETRC: &str = "i23-fake-netrc-password";
+const OUTSIDE_TEXT: &str = "outside-i23, untouched\n";
+
+/// A daemon whose `HOME` is a fake one, and the directories a job is tried against.
+struct Sandbox {
+    daemon: Daemon,
+    /// The job's workdir: a git repository.
+    ws: PathBuf,
+    /// Beside the workspace, writable by the user, not by a sandboxed job.
+    outside: PathBuf,
+    /// The daemon's `HOME`: `.ssh/id_rsa` and `.netrc` hold fake secrets, which the
+    /// default `deny_read` hides.
+    home: PathBuf,
+}
+
+impl Sandbox {
+    fn start(config: &str) -> Sandbox {
+        let mut daemon = Daemon::unstarted();
+        let root = daemon.scratch().join("i23");
+        let (ws, outside, home) = fresh_tree(&root);
+        daemon.write_config(config);
+        let mut command = daemon.bashd_command();
+        command.env("HOME", &home);
+        daemon.start_with(command);
+        Sandbox {
+            daemon,
+            ws,
+            outside,
+            home,
+        }
+    }
+
+    /// `bashc exec --json ARGS -- COMMAND` in the workspace, as a client whose `HOME`
+    /// is the fake one.
+    fn exec(&self, args: &[&str], command: &str) -> Output {
+        self.exec_in(&self.ws, args, command)
+    }
+
+    fn exec_in(&self, workdir: &Path, args: &[&str], command: &str) -> Output {
+        self.daemon
+            .bashc()
+            .env("HOME", &self.home)
+            .arg("exec")
+            .arg("--json")
+            .arg("--workdir")
+            .arg(workdir)
+            .args(args)
+            .arg("--")
+            .arg(command)
+            .output()
+            .expect("cannot run bashc")
+    }
+}
+
+/// `ws` (a git repository with one file), `outside` (one file) and `home` (fake
+/// secrets) under `root`.
+fn fresh_tree(root: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    let (ws, outside, home) = (root.join("ws"), root.join("outside"), root.join("home"));
+    for dir in [&ws, &outside, &home.join(".ssh")] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    let git = Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(&ws)
+        .output()
+        .expect("cannot run git");
+    assert!(git.status.success(), "{}", show(&git));
+    std::fs::write(ws.join("seed"), "seed\n").unwrap();
+    std::fs::write(outside.join("keep"), OUTSIDE_TEXT).unwrap();
+    std::fs::write(home.join(".ssh/id_rsa"), SECRET_KEY).unwrap();
+    std::fs::write(home.join(".netrc"), SECRET_NETRC).unwrap();
+    (ws, outside, home)
+}
+
+/// Every entry below `dir` (not following symlinks): its kind, mode, size, mtime and
+/// contents or target, by relative path.
+fn snapshot(dir: &Path) -> BTreeMap<String, String> {
+    let mut entries = BTreeMap::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(at) = stack.pop() {
+        let Ok(listing) = std::fs::read_dir(&at) else {
+            continue;
+        };
+        for entry in listing.flatten() {
+            let path = entry.path();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            let what = if meta.file_type().is_symlink() {
+                format!("link {:?}", std::fs::read_link(&path).unwrap())
+            } else if meta.is_dir() {
+                stack.push(path.clone());
+                "dir".to_owned()
+            } else {
+                format!("file {:?}", std::fs::read(&path).unwrap_or_default())
+            };
+            let name = path.strip_prefix(dir).unwrap().display().to_string();
+            entries.insert(
+                name,
+                format!(
+                    "{what} mode {:o} size {} mtime {}.{}",
+                    meta.mode(),
+                    meta.len(),
+                    meta.mtime(),
+                    meta.mtime_nsec()
+                ),
+            );
+        }
+    }
+    entries
+}
+
+/// The result's streams, as shown.
+fn streams(result: &Value) -> String {
+    format!(
+        "{}{}",
+        result["stdout"]["text"].as_str().unwrap_or(""),
+        result["stderr"]["text"].as_str().unwrap_or("")
+    )
+}
+
+fn wait_for_file(path: &Path) -> String {
+    assert!(
+        wait_until(Duration::from_secs(10), || path.is_file()),
+        "{} never appeared",
+        path.display()
+    );
+    let mut text = String::new();
+    wait_until(Duration::from_secs(5), || {
+        text = std::fs::read_to_string(path).unwrap_or_default();
+        text.ends_with('\n')
+    });
+    text
+}
+
+#[test]
+fn issue_23_workspace_write_keeps_writes_in_the_workspace_and_secrets_hidden() {
+    let sandbox = Sandbox::start("");
+    let (ws, out, home) = (&sandbox.ws, &sandbox.outside, &sandbox.home);
+    let git_config = std::fs::read(ws.join(".git/config")).unwrap();
+    let outside_before = snapshot(out);
+    let command = format!(
+        "echo inside > made.txt; \
+         touch {out}/x; \
+         echo x >> .git/config; \
+         cat {home}/.ssh/id_rsa; cat {home}/.netrc; cat /proc/self/root{home}/.ssh/id_rsa; \
+         grep -rs i23-fake {home}; \
+         setsid -f sh -c 'echo s > {out}/setsid; echo $? > {ws}/setsid.done'; \
+         sh -c '(sh -c \"echo d > {out}/double; echo \\$? > {ws}/double.done\" &) &'; \
+         unshare -r sh -c 'echo u > {out}/unshare'; echo $? > {ws}/unshare.done; \
+         exit 3",
+        out = out.display(),
+        home = home.display(),
+        ws = ws.display(),
+    );
+    let output = sandbox.exec(&["--sandbox", "workspace-write"], &command);
+    let result = json(&output);
+    assert_eq!(output.status.code(), Some(3), "{}", show(&output));
+    assert_eq!(
+        result["sandbox"],
+        json!({"profile": "workspace-write", "network": "on"})
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("made.txt")).unwrap(),
+        "inside\n"
+    );
+    for escape in ["setsid", "double", "unshare"] {
+        let status = wait_for_file(&ws.join(format!("{escape}.done")));
+        assert_ne!(status.trim(), "0", "the {escape} escape wrote outside");
+    }
+    assert_eq!(snapshot(out), outside_before, "{}", show(&output));
+    assert!(!out.join("x").exists());
+    assert_eq!(std::fs::read(ws.join(".git/config")).unwrap(), git_config);
+    let everything = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        !everything.contains(SECRET_KEY) && !everything.contains(SECRET_NETRC),
+        "a hidden secret shows in the result:\n{}",
+        show(&output)
+    );
+    assert!(
+        streams(&result).contains("Permission denied"),
+        "{}",
+        show(&output)
+    );
+    // The failure reads like a refusal: the result says so and how to ask for more.
+    assert!(
+        result["notices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n["sandbox_denied"]["denied"] == "files"),
+        "{}",
+        show(&output)
+    );
+    assert!(
+        result["notice"].as_str().unwrap().contains("--sandbox off"),
+        "{}",
+        show(&output)
+    );
+
+    // The text result names the profile, so a refusal is not taken for a permission.
+    let text = sandbox
+        .daemon
+        .bashc()
+        .env("HOME", &sandbox.home)
+        .args(["exec", "--sandbox", "workspace-write", "--workdir"])
+        .arg(ws)
+        .arg("--")
+        .arg(format!("touch {}/y", out.display()))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        stdout.contains("sandbox: workspace-write, network on"),
+        "{}",
+        show(&text)
+    );
+    assert!(stdout.contains("not a file permission"), "{}", show(&text));
+}
+
+#[test]
+fn issue_23_read_only_writes_nothing_but_its_tmpdir() {
+    let sandbox = Sandbox::start("");
+    let before = snapshot(&sandbox.ws);
+    let output = sandbox.exec(
+        &["--sandbox", "read-only"],
+        "echo x > in-workspace; echo t > \"$TMPDIR/i23-temp\" && cat \"$TMPDIR/i23-temp\" && echo \"$TMPDIR\"",
+    );
+    let result = json(&output);
+    assert_eq!(output.status.code(), Some(0), "{}", show(&output));
+    let stdout = result["stdout"]["text"].as_str().unwrap();
+    let mut lines = stdout.lines();
+    assert_eq!(lines.next(), Some("t"), "{}", show(&output));
+    let tmpdir = lines.next().expect("the job printed its TMPDIR");
+    assert!(
+        tmpdir.starts_with(&sandbox.daemon.runtime_dir().display().to_string()),
+        "TMPDIR {tmpdir} is not the session's temp dir"
+    );
+    assert!(
+        streams(&result).contains("Read-only file system"),
+        "{}",
+        show(&output)
+    );
+    assert_eq!(snapshot(&sandbox.ws), before);
+    assert_eq!(
+        result["sandbox"],
+        json!({"profile": "read-only", "network": "on"})
+    );
+}
+
+#[test]
+fn issue_23_network_off_reaches_no_listener_of_the_host() {
+    let sandbox = Sandbox::start("");
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let connect = format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected-i23");
+
+    let off = sandbox.exec(&["--net", "off"], &connect);
+    let result = json(&off);
+    assert_ne!(off.status.code(), Some(0), "{}", show(&off));
+    assert!(
+        !streams(&result).contains("connected-i23"),
+        "{}",
+        show(&off)
+    );
+    assert_eq!(
+        result["sandbox"],
+        json!({"profile": "off", "network": "off"})
+    );
+    assert_eq!(
+        listener.accept().map(|_| ()).unwrap_err().kind(),
+        std::io::ErrorKind::WouldBlock,
+        "the listener saw a connection from a job with the network off"
+    );
+
+    let on = sandbox.exec(&["--net", "on"], &connect);
+    assert_eq!(on.status.code(), Some(0), "{}", show(&on));
+    assert!(streams(&json(&on)).contains("connected-i23"));
+    assert!(json(&on)["sandbox"].is_null());
+    let mut accepted = false;
+    wait_until(Duration::from_secs(5), || {
+        accepted = listener.accept().is_ok();
+        accepted
+    });
+    assert!(accepted, "the job with the network on never connected");
+
+    // A server in a job with the network off cannot be reached: the listing says so.
+    let server = sandbox.exec(&["--net", "off", "--mode", "background"], "sleep 23001");
+    assert_eq!(server.status.code(), Some(0), "{}", show(&server));
+    let job = json(&server)["job"].as_str().unwrap().to_owned();
+    let jobs = sandbox.daemon.run_bashc(&["jobs"]);
+    let listing = String::from_utf8_lossy(&jobs.stdout);
+    assert!(
+        listing.contains("network off: its ports answer only inside it"),
+        "{}",
+        show(&jobs)
+    );
+    let killed = sandbox.daemon.run_bashc(&["kill", &job]);
+    assert!(
+        String::from_utf8_lossy(&killed.stdout).contains("killed on request"),
+        "{}",
+        show(&killed)
+    );
+}
+
+#[test]
+fn issue_23_the_floor_refuses_a_looser_profile_and_runs_nothing() {
+    let sandbox =
+        Sandbox::start("[sandbox]\ndefault = \"workspace-write\"\nfloor = \"workspace-write\"\n");
+    let ran = sandbox.ws.join("ran");
+    let output = sandbox.exec(&["--sandbox", "off"], &format!("touch {}", ran.display()));
+    assert_ne!(output.status.code(), Some(0), "{}", show(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("floor = \"workspace-write\"") && stderr.contains("[sandbox]"),
+        "{}",
+        show(&output)
+    );
+    assert!(!ran.exists(), "a refused job ran");
+
+    // Without a word, the default applies; tighter is allowed.
+    let default = sandbox.exec(&[], "true");
+    assert_eq!(
+        json(&default)["sandbox"],
+        json!({"profile": "workspace-write", "network": "on"})
+    );
+    let tighter = sandbox.exec(&["--sandbox", "read-only", "--net", "off"], "true");
+    assert_eq!(tighter.status.code(), Some(0), "{}", show(&tighter));
+
+    let status = sandbox.daemon.run_bashc(&["status"]);
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        text.contains("sandbox: workspace-write, network on by default; floor workspace-write")
+            && text.contains("landlock: available"),
+        "{}",
+        show(&status)
+    );
+}
+
+#[test]
+fn issue_23_the_scan_path_refuses_a_sandboxed_job() {
+    let sandbox = Sandbox::start("[containment]\nmechanism = \"scan\"\n");
+    let ran = sandbox.ws.join("ran");
+    let output = sandbox.exec(
+        &["--sandbox", "workspace-write"],
+        &format!("touch {}", ran.display()),
+    );
+    assert_ne!(output.status.code(), Some(0), "{}", show(&output));
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("bashd-resident"),
+        "{}",
+        show(&output)
+    );
+    assert!(
+        !ran.exists(),
+        "a job the daemon cannot confine ran unconfined"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_23_mcp_bash_with_a_sandbox_names_it_and_is_held_to_it() {
+    let sandbox = Sandbox::start("");
+    let mut command = tokio::process::Command::new(bin_path("bashc"));
+    command
+        .arg("mcp")
+        .env(
+            bashc::protocol::runtime::RUNTIME_DIR_ENV,
+            sandbox.daemon.runtime_dir(),
+        )
+        .env("XDG_CONFIG_HOME", sandbox.daemon.config_home())
+        .env("HOME", &sandbox.home)
+        .env("BASHD_NO_AUTOSTART", "1")
+        .env_remove("BASHD_SESSION")
+        .current_dir(&sandbox.ws);
+    let (transport, _) = TokioChildProcess::builder(command)
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("cannot start bashc mcp");
+    let client: rmcp::service::RunningService<RoleClient, ()> = ()
+        .serve(transport)
+        .await
+        .expect("MCP initialization failed");
+    let outside = sandbox.outside.join("from-mcp");
+    let args = json!({
+        "command": format!("echo in > mcp.txt; touch {}", outside.display()),
+        "sandbox": "workspace-write",
+        "net": "off",
+    });
+    let Value::Object(args) = args else {
+        unreachable!()
+    };
+    let result = client
+        .call_tool(CallToolRequestParams::new("bash".to_owned()).with_arguments(args))
+        .await
+        .expect("bash failed as a protocol error");
+    let text: String = result
+        .content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect();
+    assert_eq!(result.is_error, Some(true), "{text}");
+    assert!(
+        text.contains("sandbox: workspace-write, network off"),
+        "{text}"
+    );
+    assert!(text.contains("bash(sandbox=\"off\")"), "{text}");
+    let structured = result.structured_content.as_ref().unwrap();
+    assert_eq!(
+        structured["sandbox"],
+        json!({"profile": "workspace-write", "network": "off"})
+    );
+    assert!(sandbox.ws.join("mcp.txt").is_file());
+    assert!(!outside.exists());
+    client.cancel().await.unwrap();
+}
+
+/// Write attempts that reach outside the workspace by every road a path offers: `..`,
+/// symlinks planted in the workspace, hard links, `/proc/self/root` and
+/// `/proc/self/cwd`, renames in and out, metadata changes, and processes that leave the
+/// job's session or environment. Each path form is crossed with each operation.
+fn escape_attempts(ws: &Path, out: &Path) -> (String, usize) {
+    let (ws, out) = (ws.display(), out.display());
+    // Each names the outside dir another way.
+    let forms = [
+        format!("{out}"),
+        format!("{ws}/../outside"),
+        format!("/proc/self/root{out}"),
+        "/proc/self/cwd/../outside".to_owned(),
+        format!("{ws}/dirlink"),
+        "deep/er/../../../outside".to_owned(),
+    ];
+    let mut script = format!(
+        "ln -s {out} {ws}/dirlink; mkdir -p {ws}/deep/er; ln -s {out}/keep {ws}/keeplink; \n"
+    );
+    let mut n = 0;
+    let mut attempt = |script: &mut String, line: String| {
+        n += 1;
+        script.push_str(&format!("( {line} ) >/dev/null 2>&1\n"));
+    };
+    for (i, form) in forms.iter().enumerate() {
+        let keep = format!("{form}/keep");
+        let new = |what: &str| format!("{form}/{what}-{i}");
+        attempt(&mut script, format!("echo x > {}", new("created")));
+        attempt(&mut script, format!("echo x >> {keep}"));
+        attempt(&mut script, format!("truncate -s 0 {keep}"));
+        attempt(&mut script, format!("mkdir {}", new("dir")));
+        attempt(&mut script, format!("ln -s /tmp {}", new("symlink")));
+        attempt(&mut script, format!("ln {ws}/seed {}", new("hardlink")));
+        attempt(
+            &mut script,
+            format!(
+                "cp {ws}/seed {ws}/seed-{i} && mv {ws}/seed-{i} {}",
+                new("moved-out")
+            ),
+        );
+        attempt(&mut script, format!("chmod 000 {keep}"));
+        attempt(&mut script, format!("touch -d 2001-01-01 {keep}"));
+        attempt(&mut script, format!("rm -f {keep}"));
+    }
+    for line in [
+        format!("mv {out}/keep {ws}/moved-in"),
+        format!("ln {out}/keep {ws}/hard && echo x >> {ws}/hard"),
+        format!("echo x >> {ws}/keeplink"),
+        format!("python3 -c \"open('{out}/py', 'w').write('x')\""),
+        format!("dd if=/dev/zero of={out}/keep bs=1 count=1 conv=notrunc"),
+        format!("find {out} -name keep -delete"),
+        format!("env -i /bin/sh -c 'echo x > {out}/env-i'"),
+        format!("unshare -r sh -c 'echo x > {out}/unshare'"),
+        format!("ln -s {ws}/seed {out}/../planted"),
+        format!("mv {out} {out}-moved"),
+    ] {
+        attempt(&mut script, line);
+    }
+    // Processes that leave the job's session: each says when it has tried.
+    script.push_str(&format!(
+        "setsid -f sh -c 'echo x > {out}/setsid; echo done > {ws}/setsid.done'\n\
+         nohup sh -c 'echo x > {out}/nohup; echo done > {ws}/nohup.done' >/dev/null 2>&1 &\n"
+    ));
+    (script, n + 2)
+}
+
+#[test]
+fn issue_23_no_write_attempt_reaches_outside_the_workspace() {
+    let sandbox = Sandbox::start("");
+    let root = sandbox.ws.parent().unwrap().to_owned();
+    let before = snapshot(&root);
+
+    // The control: unconfined, the same attempts change the outside dir many ways, so
+    // the test below would see an escape.
+    let control_root = sandbox.daemon.scratch().join("i23-control");
+    let (control_ws, control_out, _) = fresh_tree(&control_root);
+    let control_before = snapshot(&control_root);
+    let (script, attempts) = escape_attempts(&control_ws, &control_out);
+    assert!(attempts >= 60, "only {attempts} attempts");
+    let control = sandbox.exec_in(&control_ws, &["--sandbox", "off"], &script);
+    assert_eq!(control.status.code(), Some(0), "{}", show(&control));
+    wait_for_file(&control_ws.join("setsid.done"));
+    wait_for_file(&control_ws.join("nohup.done"));
+    let control_after = snapshot(&control_root);
+    let changed = control_after
+        .iter()
+        .filter(|(name, _)| !name.starts_with("ws/"))
+        .filter(|(name, what)| control_before.get(*name) != Some(*what))
+        .count();
+    assert!(
+        changed >= 20,
+        "unconfined, only {changed} entries changed outside: {control_after:#?}"
+    );
+
+    let (script, _) = escape_attempts(&sandbox.ws, &sandbox.outside);
+    let output = sandbox.exec(&["--sandbox", "workspace-write"], &script);
+    assert_eq!(output.status.code(), Some(0), "{}", show(&output));
+    wait_for_file(&sandbox.ws.join("setsid.done"));
+    wait_for_file(&sandbox.ws.join("nohup.done"));
+    let after = snapshot(&root);
+    let escaped: Vec<String> = after
+        .iter()
+        .filter(|(name, _)| !name.starts_with("ws/") && name.as_str() != "ws")
+        .filter(|(name, what)| before.get(*name) != Some(*what))
+        .map(|(name, what)| format!("{name}: {what}"))
+        .chain(
+            before
+                .keys()
+                .filter(|name| !name.starts_with("ws/") && !after.contains_key(*name))
+                .map(|name| format!("{name}: removed")),
+        )
+        .collect();
+    assert!(
+        escaped.is_empty(),
+        "writes reached outside the workspace: {escaped:#?}"
+    );
+}
+
+#[test]
+fn issue_23_a_job_started_from_inside_a_sandbox_is_no_looser() {
+    let sandbox = Sandbox::start("");
+    let bashc = bin_path("bashc");
+    let (loose, inherited) = (
+        sandbox.outside.join("nested-off"),
+        sandbox.outside.join("nested-default"),
+    );
+    let command = format!(
+        "{bashc} exec --sandbox off -- touch {loose}; echo \"loose: $?\"; \
+         {bashc} exec --json -- touch {inherited}; echo \"inherited: $?\"",
+        bashc = bashc.display(),
+        loose = loose.display(),
+        inherited = inherited.display(),
+    );
+    let output = sandbox.exec(&["--sandbox", "workspace-write"], &command);
+    let result = json(&output);
+    let shown = streams(&result);
+    assert!(
+        shown.contains("looser than job j1") && shown.contains("loose: 2"),
+        "{}",
+        show(&output)
+    );
+    assert!(
+        shown.contains("\"profile\": \"workspace-write\"")
+            || shown.contains("\"profile\":\"workspace-write\""),
+        "the inner job did not inherit the sandbox:\n{}",
+        show(&output)
+    );
+    assert!(!loose.exists() && !inherited.exists(), "{}", show(&output));
+}
+
+/// The user every other test is not: these tests run as root on the development
+/// machines and in CI, and the sandbox must hold for the unprivileged user it is for.
+const NOBODY: u32 = 65534;
+
+#[test]
+fn issue_23_an_unprivileged_daemon_confines_its_jobs_too() {
+    use std::os::unix::process::CommandExt;
+    if !rustix::process::getuid().is_root() {
+        eprintln!("skipped: the other tests of the sandbox run unprivileged already");
+        return;
+    }
+    let mut daemon = Daemon::unstarted();
+    let root = daemon.scratch().join("i23");
+    let (ws, outside, home) = fresh_tree(&root);
+    daemon.write_config("");
+    daemon.make_runtime_dir();
+    let chown = Command::new("chown")
+        .args(["-R", &format!("{NOBODY}:{NOBODY}")])
+        .arg(daemon.scratch())
+        .output()
+        .unwrap();
+    assert!(chown.status.success(), "{}", show(&chown));
+    let mut command = daemon.bashd_command();
+    command.env("HOME", &home).uid(NOBODY).gid(NOBODY);
+    daemon.start_with(command);
+
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let script = format!(
+        "id -u; echo inside > made.txt; touch {out}/x; chmod 000 {out}/keep; cat {home}/.ssh/id_rsa; \
+         exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected-i23",
+        out = outside.display(),
+        home = home.display(),
+    );
+    let before = snapshot(&outside);
+    let output = daemon
+        .bashc()
+        .uid(NOBODY)
+        .gid(NOBODY)
+        .env("HOME", &home)
+        .args([
+            "exec",
+            "--json",
+            "--sandbox",
+            "workspace-write",
+            "--net",
+            "off",
+        ])
+        .arg("--workdir")
+        .arg(&ws)
+        .arg("--")
+        .arg(&script)
+        .output()
+        .unwrap();
+    let result = json(&output);
+    let shown = streams(&result);
+    assert!(
+        shown.starts_with(&format!("{NOBODY}\n")),
+        "{}",
+        show(&output)
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("made.txt")).unwrap(),
+        "inside\n"
+    );
+    assert_eq!(snapshot(&outside), before, "{}", show(&output));
+    assert!(
+        !shown.contains(SECRET_KEY) && !shown.contains("connected-i23"),
+        "{}",
+        show(&output)
+    );
+    assert_eq!(
+        listener.accept().map(|_| ()).unwrap_err().kind(),
+        std::io::ErrorKind::WouldBlock
+    );
+}
+
+/// Issue 14's containment holds inside the sandbox's namespaces: processes that leave
+/// the job's session and environment keep it running and die with it.
+#[test]
+fn issue_23_a_sandboxed_job_is_still_contained_and_killed_whole() {
+    use bashd_tests::{pids_running, wait_for_running};
+    let sandbox = Sandbox::start("");
+    let sleeps = ["sleep 23002", "sleep 23003"];
+    let output = sandbox.exec(
+        &[
+            "--sandbox",
+            "workspace-write",
+            "--net",
+            "off",
+            "--mode",
+            "background",
+        ],
+        "env -i setsid sleep 23002 & (env -i setsid -f sleep 23003); wait",
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", show(&output));
+    let job = json(&output)["job"].as_str().unwrap().to_owned();
+    for sleep in sleeps {
+        wait_for_running(sleep);
+    }
+    let killed = sandbox.daemon.run_bashc(&["kill", "--json", &job]);
+    assert_eq!(json(&killed)["state"], "killed", "{}", show(&killed));
+    for sleep in sleeps {
+        assert!(
+            wait_until(Duration::from_secs(10), || pids_running(sleep).is_empty()),
+            "`{sleep}` outlived its sandboxed job"
+        );
+    }
+}
