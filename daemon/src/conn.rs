@@ -3,14 +3,17 @@
 //!
 //! A connection that goes away takes its requests with it: their tasks are dropped,
 //! which closes the channels their foreground jobs report to, which stops those jobs.
+//! A `Cancel` does the same for one request (or, for an MCP call under
+//! `[mcp] on_cancel = "background"`, moves its job to the background).
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use bashd_protocol::codec::DaemonCodec;
 use bashd_protocol::{
-    ClientFrame, ErrorKind, ErrorReply, ExecResult, JobRequest, JobsRequest, KillRequest, Owner,
-    PROTOCOL_VERSION, PolicyVerdict, Request, RequestId, Response, ServerFrame, WaitRequest,
-    Welcome,
+    ClientFrame, ErrorKind, ErrorReply, ExecResult, JobId, JobRequest, JobsRequest, KillRequest,
+    OutputRequest, Owner, PROTOCOL_VERSION, PolicyVerdict, Request, RequestId, Response,
+    ServerFrame, WaitRequest, Welcome,
 };
 use futures::{SinkExt, StreamExt};
 use tokio::net::UnixStream;
@@ -19,6 +22,7 @@ use tokio::task::JoinSet;
 use tokio_util::codec::{FramedRead, FramedWrite};
 use tokio_util::sync::CancellationToken;
 
+use crate::config::OnCancel;
 use crate::jobs::JobsHandle;
 
 /// A client that connects and says nothing is dropped after this long.
@@ -95,17 +99,45 @@ async fn serve_requests(
     client_pid: u32,
 ) {
     let mut requests = JoinSet::new();
+    // The requests in flight, each with the token that cancels it; a request's task
+    // returns its id when it is done, which takes it out.
+    let mut in_flight: HashMap<RequestId, CancellationToken> = HashMap::new();
     loop {
         // Cancelling a read loses nothing: FramedRead keeps partial frames buffered.
         let frame = tokio::select! {
             () = shutdown.cancelled() => break,
-            Some(_) = requests.join_next(), if !requests.is_empty() => continue,
+            Some(done) = requests.join_next(), if !requests.is_empty() => {
+                if let Ok(id) = done {
+                    in_flight.remove(&id);
+                }
+                continue;
+            }
             frame = frames.next() => frame,
         };
         match frame {
+            Some(Ok(ClientFrame::Request(_, Request::Cancel(target)))) => {
+                // A request that was answered already, or never sent, is no error.
+                if let Some(cancel) = in_flight.remove(&target) {
+                    cancel.cancel();
+                }
+            }
             Some(Ok(ClientFrame::Request(id, request))) => {
                 let request = with_owner(request, client_pid);
-                requests.spawn(serve_request(id, request, jobs.clone(), out.clone()));
+                let cancel = CancellationToken::new();
+                in_flight.insert(id, cancel.clone());
+                let (jobs, out) = (jobs.clone(), out.clone());
+                requests.spawn(async move {
+                    match request {
+                        Request::Exec(params) => serve_exec(id, params, jobs, out, cancel).await,
+                        // Dropping any other request's future is its cancel: a wait
+                        // stops waiting, and nothing is answered.
+                        request => tokio::select! {
+                            () = serve_request(id, request, jobs, out) => {}
+                            () = cancel.cancelled() => {}
+                        },
+                    }
+                    id
+                });
             }
             Some(Ok(ClientFrame::Hello(_))) => {
                 let _ = out
@@ -142,7 +174,8 @@ fn with_owner(mut request: Request, client_pid: u32) -> Request {
         Request::Jobs(JobsRequest { caller, .. })
         | Request::Check(JobRequest { caller, .. })
         | Request::Wait(WaitRequest { caller, .. })
-        | Request::Kill(KillRequest { caller, .. }) => &mut caller.owner,
+        | Request::Kill(KillRequest { caller, .. })
+        | Request::Output(OutputRequest { caller, .. }) => &mut caller.owner,
         _ => return request,
     };
     owner.get_or_insert(Owner {
@@ -150,6 +183,57 @@ fn with_owner(mut request: Request, client_pid: u32) -> Request {
         start_time: None,
     });
     request
+}
+
+/// Runs a command and forwards its responses, until the last or a cancel. A cancel
+/// drops the job's channel, which stops a foreground job (`ended_by = cancel`); an MCP
+/// call under `[mcp] on_cancel = "background"` instead asks its job to move to the
+/// background and keeps the channel open until the job has answered that, so the job
+/// is never taken for abandoned. Nothing more is sent after a cancel.
+async fn serve_exec(
+    id: RequestId,
+    params: bashd_protocol::ExecParams,
+    jobs: JobsHandle,
+    out: mpsc::Sender<ServerFrame>,
+    cancel: CancellationToken,
+) {
+    let to_background = params.mcp_call;
+    let mut events = jobs.exec(params).await;
+    let mut job: Option<JobId> = None;
+    let mut cancelled = false;
+    loop {
+        // Cancelling either branch loses nothing: events stay in their channel.
+        let event = tokio::select! {
+            event = events.recv() => event,
+            () = cancel.cancelled(), if !cancelled => {
+                cancelled = true;
+                if !to_background || jobs.mcp_on_cancel() == OnCancel::Kill {
+                    return;
+                }
+                if let Some(job) = job {
+                    jobs.detach(job).await;
+                }
+                continue;
+            }
+        };
+        let Some(event) = event else { return };
+        let last = matches!(event, Response::Finished(_) | Response::Error(_));
+        if cancelled {
+            if let Response::Started(started) = &event {
+                jobs.detach(started.job).await;
+            }
+            if last {
+                return;
+            }
+            continue;
+        }
+        if let Response::Started(started) = &event {
+            job = Some(started.job);
+        }
+        if out.send(ServerFrame::Response(id, event)).await.is_err() || last {
+            return;
+        }
+    }
 }
 
 async fn serve_request(
@@ -166,16 +250,8 @@ async fn serve_request(
         answer(result.map(|r| Response::Finished(Box::new(r))))
     };
     let response = match request {
-        Request::Exec(params) => {
-            let mut events = jobs.exec(params).await;
-            while let Some(event) = events.recv().await {
-                let last = matches!(event, Response::Finished(_) | Response::Error(_));
-                if out.send(ServerFrame::Response(id, event)).await.is_err() || last {
-                    return;
-                }
-            }
-            return;
-        }
+        // Served by `serve_exec`; a cancel has no answer.
+        Request::Exec(_) | Request::Cancel(_) => return,
         Request::Output(request) => answer(jobs.output(request).await.map(Response::Page)),
         Request::CheckPolicy(command) => {
             Response::Policy(match jobs.policy_verdict(command, None).await {

@@ -117,6 +117,9 @@ pub enum Notice {
     /// A page reached the end of a spill file that stopped at its cap; the stream's
     /// later lines were not kept.
     PageCapped { last_line: u64, lost_lines: u64 },
+    /// A page stopped before the lines asked for, at its byte limit; `next_offset`
+    /// says where the next page starts.
+    PageFull { max_bytes: u64 },
 }
 
 /// Why a job was moved to the background.
@@ -129,10 +132,16 @@ pub enum BackgroundWhy {
     Timeout,
     /// Its shell exited while processes it started still run.
     Stragglers,
+    /// The MCP call that started it reached `[mcp] max_call_secs`; the job's own
+    /// timeout still holds.
+    CallBudget,
+    /// The MCP call that started it was cancelled and `[mcp] on_cancel =
+    /// "background"`.
+    Cancelled,
 }
 
 /// What a client can do about an error, when there is something to point at.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorHint {
     /// Job ids are the ones `exec` and `jobs` give out.
@@ -141,6 +150,9 @@ pub enum ErrorHint {
     JobPids,
     /// `sessions` lists the sessions the daemon has.
     Sessions,
+    /// The job belongs to `session`, not the caller's: name that session, or ask
+    /// for any session's job, to act on it.
+    OtherSession { session: String },
 }
 
 /// A value as `--json` prints it: its own keys, then `notice`, its notices worded by

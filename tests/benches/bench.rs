@@ -71,6 +71,13 @@ fn paging(tokio: &tokio::runtime::Runtime) {
                             stream: bashc::protocol::StreamName::Stdout,
                             offset,
                             limit: Some(10),
+                            caller: bashc::protocol::Caller {
+                                session: "test".to_owned(),
+                                owner: None,
+                            },
+                            any_session: false,
+                            max_bytes: None,
+                            from_end: false,
                         })
                         .await
                         .unwrap();
@@ -612,6 +619,7 @@ fn containment(tokio: &tokio::runtime::Runtime) {
                     job: bashc::protocol::JobRef::Id(result.job.to_string()),
                     signal: None,
                     grace_ms: None,
+                    any_session: false,
                 })
                 .await
                 .unwrap();

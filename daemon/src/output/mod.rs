@@ -16,7 +16,7 @@ use std::path::PathBuf;
 
 use bashd_protocol::{Notice, StreamName, StreamResult};
 
-pub use page::{Content, OutputSource, page};
+pub use page::{Ask, Content, OutputSource, page};
 pub use shown::Shape;
 pub use store::Limits;
 

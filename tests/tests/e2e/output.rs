@@ -350,6 +350,13 @@ async fn a_running_jobs_output_can_be_paged() {
         stream: StreamName::Stdout,
         offset: 4,
         limit: None,
+        caller: bashc::protocol::Caller {
+            session: "test".to_owned(),
+            owner: None,
+        },
+        any_session: false,
+        max_bytes: None,
+        from_end: false,
     };
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     let page = loop {

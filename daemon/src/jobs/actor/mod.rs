@@ -59,6 +59,8 @@ pub struct JobsActor {
     shell: PathBuf,
     runtime_dir: PathBuf,
     started: Instant,
+    /// The first job number this daemon gave out: lower ones are an earlier daemon's.
+    first_job: u64,
 }
 
 struct Job {
@@ -167,6 +169,7 @@ impl JobsActor {
             by_pid: HashMap::new(),
             sessions: HashMap::new(),
             running: 0,
+            first_job: journal.next(),
             journal,
             instance,
             shell,
@@ -227,13 +230,16 @@ impl JobsActor {
                 denial,
                 events,
             } => self.exec(*params, denial, events),
-            Cmd::Lookup { caller, job, reply } => {
-                if let Some(caller) = &caller {
-                    self.adopt(&caller.session, caller.owner);
-                }
-                let session = caller.map(|c| c.session);
-                let _ = reply.send(self.lookup(&job, session.as_deref()));
+            Cmd::Lookup {
+                caller,
+                job,
+                any_session,
+                reply,
+            } => {
+                self.adopt(&caller.session, caller.owner);
+                let _ = reply.send(self.lookup(&job, &caller.session, any_session));
             }
+            Cmd::Detach { job } => self.detach(job),
             Cmd::Advance { job, session, seen } => {
                 if let Some(job) = self.jobs.get_mut(&job.0) {
                     let cursor = job.cursors.entry(session).or_default();

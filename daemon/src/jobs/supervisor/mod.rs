@@ -69,6 +69,9 @@ pub struct Settings {
     pub session_dir: PathBuf,
     /// Mode `background`: the request is answered as soon as the job starts.
     pub detached: bool,
+    /// From the start; past it, a request still waiting is answered and the job moves
+    /// to the background (an MCP call's budget). Its timeout still holds.
+    pub answer_by: Option<Duration>,
 }
 
 /// Everything the supervisor of one job needs. `P` is the job's processes: its
@@ -154,6 +157,9 @@ pub enum Control {
     Stop(Stop),
     /// A snapshot of the output so far, for `output` and `check` while the job runs.
     Snapshot(oneshot::Sender<Streams>),
+    /// Answer the request now and go on in the background (a cancelled MCP call, with
+    /// `[mcp] on_cancel = "background"`). Nothing happens once it is answered.
+    Detach(BackgroundWhy),
 }
 
 /// Runs the job to its end. `requester` is the channel of the request that started
@@ -218,6 +224,8 @@ enum Request {
 enum LeaderEvent {
     Deadline,
     Abandoned,
+    /// The request's `answer_by` came.
+    AnswerBy,
 }
 
 /// Phase `Stragglers`'s own events.
@@ -236,6 +244,10 @@ struct Supervisor<P> {
     /// tests can pause it.
     deadline: tokio::time::Instant,
     request: Request,
+    /// The request was answered before the job's timeout for another reason than its
+    /// mode (an MCP call's budget or cancel): at the timeout, the job goes by
+    /// `on_timeout` as if it were still in the foreground.
+    answered_early: bool,
     reports: mpsc::UnboundedSender<Report>,
     /// Apart from `inputs`, so that a phase can wait on the processes while `inputs`
     /// reads the pipes.
@@ -274,6 +286,7 @@ impl<P: JobProcesses> Supervisor<P> {
             merged,
             control: Some(control),
             shell: Shell::Running(exit),
+            detach_asked: None,
         };
         Supervisor {
             pid: pid.as_raw_nonzero().get() as u32,
@@ -281,6 +294,7 @@ impl<P: JobProcesses> Supervisor<P> {
             meta,
             settings,
             request: Request::Waiting(requester),
+            answered_early: false,
             reports,
             processes,
             inputs,
@@ -318,15 +332,24 @@ impl<P: JobProcesses> Supervisor<P> {
     /// Until the leader exits or the job is to stop.
     async fn leader_runs(&mut self) -> Phase {
         loop {
+            if let Some(why) = self.inputs.detach_asked.take() {
+                self.detach(why).await;
+            }
             let deadline = self.deadline;
             let requester = match &self.request {
                 Request::Waiting(requester) => Some(requester.clone()),
                 Request::Answered => None,
             };
+            let answer_by = self
+                .settings
+                .answer_by
+                .filter(|_| requester.is_some())
+                .map(|after| tokio::time::Instant::from_std(self.meta.started) + after);
             let phase = async move {
                 tokio::select! {
                     () = tokio::time::sleep_until(deadline) => LeaderEvent::Deadline,
                     () = closed(requester) => LeaderEvent::Abandoned,
+                    () = sleep_until(answer_by) => LeaderEvent::AnswerBy,
                 }
             };
             match self.inputs.wake(phase).await {
@@ -334,9 +357,11 @@ impl<P: JobProcesses> Supervisor<P> {
                 Wake::Phase(LeaderEvent::Abandoned) => {
                     return Phase::Stopping(self.stop(StopReason::Abandoned));
                 }
+                Wake::Phase(LeaderEvent::AnswerBy) => self.detach(BackgroundWhy::CallBudget).await,
                 Wake::Phase(LeaderEvent::Deadline) => {
                     let settings = &self.settings;
-                    let move_on = matches!(self.request, Request::Waiting(_))
+                    let move_on = (matches!(self.request, Request::Waiting(_))
+                        || self.answered_early)
                         && settings.on_timeout == OnTimeout::Background
                         && settings.background_timeout > settings.timeout;
                     if !move_on {
@@ -344,6 +369,7 @@ impl<P: JobProcesses> Supervisor<P> {
                     }
                     self.deadline = tokio::time::Instant::from_std(self.meta.started)
                         + settings.background_timeout;
+                    self.answered_early = false;
                     self.detach(BackgroundWhy::Timeout).await;
                 }
                 Wake::LeaderExited => {
@@ -453,16 +479,25 @@ impl<P: JobProcesses> Supervisor<P> {
             // Answered already: it keeps the first reason.
             return;
         };
+        let timeout_secs = match why {
+            BackgroundWhy::Timeout => Some(self.settings.timeout.as_secs()),
+            // The budget it passed, which the front end names.
+            BackgroundWhy::CallBudget => self.settings.answer_by.map(|after| after.as_secs()),
+            BackgroundWhy::Requested | BackgroundWhy::Stragglers | BackgroundWhy::Cancelled => None,
+        };
+        self.answered_early = matches!(why, BackgroundWhy::CallBudget | BackgroundWhy::Cancelled);
         let notice = Notice::Background {
             job: self.meta.job,
             pid: self.pid,
             why,
-            timeout_secs: (why == BackgroundWhy::Timeout)
-                .then_some(self.settings.timeout.as_secs()),
+            timeout_secs,
         };
         let seen = match why {
             BackgroundWhy::Requested => [0, 0],
-            BackgroundWhy::Timeout | BackgroundWhy::Stragglers => [
+            BackgroundWhy::Timeout
+            | BackgroundWhy::Stragglers
+            | BackgroundWhy::CallBudget
+            | BackgroundWhy::Cancelled => [
                 self.inputs.out.capture.complete_lines(),
                 self.inputs.err.capture.complete_lines(),
             ],
@@ -578,6 +613,14 @@ impl<P: JobProcesses> Supervisor<P> {
             streams: self.inputs.streams(),
         };
         (ended, self.request)
+    }
+}
+
+/// Sleeps until `at`, or forever when there is none.
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
 

@@ -4,6 +4,7 @@
 use std::future::Future;
 use std::os::fd::{AsFd, OwnedFd};
 
+use bashd_protocol::BackgroundWhy;
 use tokio::io::AsyncReadExt;
 use tokio::net::unix::pipe;
 use tokio::sync::{mpsc, oneshot};
@@ -57,6 +58,8 @@ pub(super) struct Inputs {
     /// `None` once the actor has dropped its end.
     pub(super) control: Option<mpsc::UnboundedReceiver<Control>>,
     pub(super) shell: Shell,
+    /// A `Control::Detach` that came, for the phase that can answer the request.
+    pub(super) detach_asked: Option<BackgroundWhy>,
 }
 
 impl Inputs {
@@ -88,6 +91,10 @@ impl Inputs {
             Got::Control(Some(Control::Stop(stop))) => Wake::Stop(stop),
             Got::Control(Some(Control::Snapshot(reply))) => {
                 let _ = reply.send(self.streams());
+                Wake::Busy
+            }
+            Got::Control(Some(Control::Detach(why))) => {
+                self.detach_asked = Some(why);
                 Wake::Busy
             }
             Got::Control(None) => {
