@@ -238,9 +238,13 @@ impl JobsHandle {
                 .max(1),
             false => request.offset,
         };
+        // By default a page is as big as a result shows: the configured limit, or the
+        // job's own when it asked for more.
+        let default_bytes =
+            (lookup.max_bytes as u64).max(self.config.borrow().limits.max_bytes.into());
         let max_bytes = request
             .max_bytes
-            .unwrap_or(lookup.max_bytes as u64)
+            .unwrap_or(default_bytes)
             .clamp(1, limits::MAX_PAGE_BYTES);
         let ask = output::Ask {
             job,

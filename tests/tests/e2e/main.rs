@@ -11,6 +11,7 @@ mod daemon_lifecycle;
 mod exec;
 mod jobs;
 mod mcp;
+mod mcp_calls;
 mod output;
 mod policy;
 mod protocol;

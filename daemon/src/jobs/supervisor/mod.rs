@@ -493,11 +493,9 @@ impl<P: JobProcesses> Supervisor<P> {
             timeout_secs,
         };
         let seen = match why {
-            BackgroundWhy::Requested => [0, 0],
-            BackgroundWhy::Timeout
-            | BackgroundWhy::Stragglers
-            | BackgroundWhy::CallBudget
-            | BackgroundWhy::Cancelled => [
+            // Nobody reads the answer to a cancelled call: a check starts at line 1.
+            BackgroundWhy::Requested | BackgroundWhy::Cancelled => [0, 0],
+            BackgroundWhy::Timeout | BackgroundWhy::Stragglers | BackgroundWhy::CallBudget => [
                 self.inputs.out.capture.complete_lines(),
                 self.inputs.err.capture.complete_lines(),
             ],
