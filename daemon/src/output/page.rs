@@ -106,7 +106,24 @@ pub fn page(source: OutputSource, ask: Ask) -> Result<OutputPage, ErrorReply> {
                     BufReader::with_capacity(256 * 1024, file.take(len.saturating_sub(start.byte)));
                 read_lines(reader, start.line, offset, limit, max_bytes)
             };
-            let lines = read().map_err(|e| cannot_read(path, e, error.as_deref()))?;
+            let mut lines = read().map_err(|e| cannot_read(path, e, error.as_deref()))?;
+            if *capped && lines.next.is_none() && !lines.text.ends_with(b"\n") {
+                // The cap cut the file inside a line: that line was not kept whole,
+                // so no page shows it and every message says the line before it is
+                // the last kept.
+                let kept = lines
+                    .text
+                    .iter()
+                    .rposition(|&b| b == b'\n')
+                    .map_or(0, |i| i + 1);
+                if kept < lines.text.len() {
+                    lines.text.truncate(kept);
+                    lines.count = lines.count.saturating_sub(1);
+                    if lines.cut_line == Some(offset + lines.count) {
+                        lines.cut_line = None;
+                    }
+                }
+            }
             (lines, Some(path.to_string_lossy().into_owned()), *capped)
         }
     };
@@ -125,6 +142,7 @@ pub fn page(source: OutputSource, ask: Ask) -> Result<OutputPage, ErrorReply> {
     }
     let end = offset + lines.count;
     if lines.next.is_none() && capped && end <= source.total_lines {
+        // `end - 1` is the last line the file holds whole.
         notices.push(Notice::PageCapped {
             last_line: end - 1,
             lost_lines: source.total_lines - (end - 1),
@@ -417,6 +435,49 @@ mod tests {
                 );
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod capped_tests {
+    use super::*;
+
+    /// Issue 15: a file cut by its cap inside a line shows the lines before it, and
+    /// the page says the one before the cut is the last kept.
+    #[test]
+    fn a_capped_file_ends_at_its_last_whole_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j1.stdout");
+        std::fs::write(&path, "1\n2\n3\npart").unwrap();
+        let source = OutputSource {
+            content: Content::File {
+                path,
+                len: 10,
+                marks: Vec::new(),
+                capped: true,
+                error: None,
+            },
+            total_lines: 9,
+            complete_lines: 9,
+            total_bytes: 100,
+            complete: true,
+        };
+        let ask = Ask {
+            job: JobId(1),
+            stream: StreamName::Stdout,
+            offset: 2,
+            limit: 100,
+            max_bytes: 1000,
+        };
+        let page = page(source, ask).unwrap();
+        assert_eq!((page.text.as_str(), page.lines), ("2\n3\n", 2));
+        assert_eq!(
+            page.notices,
+            [Notice::PageCapped {
+                last_line: 3,
+                lost_lines: 6
+            }]
+        );
     }
 }
 
