@@ -110,6 +110,12 @@ enum Command {
     /// or $BASHD_SESSION), owned by the agent that started it; it exits when its stdin
     /// closes. Commands run in the directory it was started in unless a call names
     /// another. Starts bashd when none is running.
+    ///
+    /// Every bash and bash_wait call returns within bashd's [mcp] max_call_secs (50 s
+    /// by default; a command still running goes on in the background); a cancelled
+    /// call kills its command ([mcp] on_cancel = "background" keeps it); a call with a
+    /// progressToken gets progress notifications every 3 s. The job tools reach only
+    /// this session's jobs.
     Mcp(mcp::McpArgs),
 }
 
