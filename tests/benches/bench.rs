@@ -61,6 +61,7 @@ fn paging(tokio: &tokio::runtime::Runtime) {
         let page_at = |offset: u64| {
             let client = client.clone();
             let job = result.job;
+            let caller = daemon.caller();
             async move {
                 let mut samples = Vec::new();
                 for _ in 0..20 {
@@ -71,10 +72,7 @@ fn paging(tokio: &tokio::runtime::Runtime) {
                             stream: bashc::protocol::StreamName::Stdout,
                             offset,
                             limit: Some(10),
-                            caller: bashc::protocol::Caller {
-                                session: "test".to_owned(),
-                                owner: None,
-                            },
+                            caller: caller.clone(),
                             any_session: false,
                             max_bytes: None,
                             from_end: false,
@@ -130,6 +128,27 @@ fn mcp(tokio: &tokio::runtime::Runtime) {
             assert_ne!(result.is_error, Some(true));
             samples.push(start.elapsed());
         }
+        // What a result costs on the wire against the text it carries (issue 15: a
+        // result is sent once, as text).
+        let big = serde_json::json!({
+            "command": "for i in $(seq 1 2000); do printf '%0599d\\n' $i; done"
+        });
+        let result = client
+            .call_tool(
+                CallToolRequestParams::new("bash").with_arguments(big.as_object().unwrap().clone()),
+            )
+            .await
+            .unwrap();
+        let text: usize = result
+            .content
+            .iter()
+            .filter_map(|c| c.as_text().map(|t| t.text.len()))
+            .sum();
+        let wire = serde_json::to_string(&result).unwrap().len();
+        println!(
+            "bash result of 2,000 lines of 600 B: {wire} bytes as JSON for {text} bytes of text ({:.2}x)",
+            wire as f64 / text as f64
+        );
         client.cancel().await.unwrap();
         let library = daemon.client().await;
         // The same job as the server asks for: the server passes its whole

@@ -267,7 +267,11 @@ fn merged_stderr_is_one_section_in_order() {
     let job = result["job"].as_str().unwrap();
     let out = daemon.run_bashc(&["output", job, "--stream", "stderr"]);
     assert_eq!(out.status.code(), Some(255));
-    assert!(stderr(&out).contains("merge-stderr"), "{}", show(&out));
+    assert!(
+        stderr(&out).contains("ran with stderr merged into stdout"),
+        "{}",
+        show(&out)
+    );
 }
 
 #[test]
@@ -350,10 +354,7 @@ async fn a_running_jobs_output_can_be_paged() {
         stream: StreamName::Stdout,
         offset: 4,
         limit: None,
-        caller: bashc::protocol::Caller {
-            session: "test".to_owned(),
-            owner: None,
-        },
+        caller: daemon.caller(),
         any_session: false,
         max_bytes: None,
         from_end: false,

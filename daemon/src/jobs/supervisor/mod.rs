@@ -190,7 +190,8 @@ pub async fn supervise<P: JobProcesses>(
 pub fn merged_stderr(job: JobId) -> ErrorReply {
     ErrorReply::new(
         ErrorKind::InvalidRequest,
-        format!("{job} ran with --merge-stderr: its stderr is in its stdout"),
+        // Front-end neutral: `--merge-stderr` on the CLI is `merge_stderr` in MCP.
+        format!("{job} ran with stderr merged into stdout: its stderr is in its stdout"),
     )
 }
 

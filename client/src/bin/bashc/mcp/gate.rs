@@ -44,7 +44,7 @@ pub async fn gate(rmcp: tokio::io::DuplexStream, stdin_closed: tokio::sync::ones
             match from_rmcp.read_until(b'\n', &mut line).await {
                 Ok(0) | Err(_) => return,
                 Ok(_) => {
-                    let out = lock(&gathered).from_rmcp(line);
+                    let out = lock(&gathered).line_from_rmcp(line);
                     if let Some(line) = out
                         && answers.send(line).await.is_err()
                     {
@@ -89,7 +89,7 @@ pub async fn gate(rmcp: tokio::io::DuplexStream, stdin_closed: tokio::sync::ones
         }
         let checked = check_message(&line);
         if let Ok(Message::Batch(items)) = checked {
-            let (to_pass, answer) = lock(&batches).from_client(items);
+            let (to_pass, answer) = lock(&batches).batch_from_client(items);
             if let Some(answer) = answer
                 && lines_tx.send(answer).await.is_err()
             {
@@ -216,7 +216,7 @@ struct Batch {
 impl Batches {
     /// A batch from the client: the messages to pass on to rmcp, and what to answer
     /// now (the whole answer, when nothing is left to wait for).
-    fn from_client(&mut self, items: Vec<Value>) -> (Vec<Value>, Option<Vec<u8>>) {
+    fn batch_from_client(&mut self, items: Vec<Value>) -> (Vec<Value>, Option<Vec<u8>>) {
         let allowed = self
             .version
             .as_deref()
@@ -264,7 +264,7 @@ impl Batches {
 
     /// A line from rmcp: to write as it is, or held for its batch (which is written
     /// whole with its last answer).
-    fn from_rmcp(&mut self, line: Vec<u8>) -> Option<Vec<u8>> {
+    fn line_from_rmcp(&mut self, line: Vec<u8>) -> Option<Vec<u8>> {
         if self.version.is_none() {
             let message: Option<Value> = serde_json::from_slice(&line).ok();
             if let Some(version) = message
