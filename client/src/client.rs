@@ -78,16 +78,23 @@ pub struct Client {
 struct Outgoing {
     id: RequestId,
     request: Request,
-    responses: mpsc::Sender<Response>,
+    /// `None` for a request that has no response (`Cancel`).
+    responses: Option<mpsc::Sender<Response>>,
 }
 
 /// The responses to one request, in the order the daemon sent them.
 #[derive(Debug)]
 pub struct Responses {
+    id: RequestId,
     rx: mpsc::Receiver<Response>,
 }
 
 impl Responses {
+    /// The request's id on its connection, for [`Client::cancel`].
+    pub fn id(&self) -> RequestId {
+        self.id
+    }
+
     /// The next response; `Err(Disconnected)` if the connection ended before the
     /// request's final response.
     pub async fn next(&mut self) -> Result<Response, ClientError> {
@@ -189,11 +196,25 @@ impl Client {
             .send(Outgoing {
                 id,
                 request,
-                responses,
+                responses: Some(responses),
             })
             .await
             .map_err(|_| ClientError::Disconnected)?;
-        Ok(Responses { rx })
+        Ok(Responses { id, rx })
+    }
+
+    /// Gives up the request `id` of this connection (see `Request::Cancel`): its
+    /// foreground job is killed, or a wait stops. No response comes for it.
+    pub async fn cancel(&self, id: RequestId) -> Result<(), ClientError> {
+        let cancel = Outgoing {
+            id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            request: Request::Cancel(id),
+            responses: None,
+        };
+        self.outgoing
+            .send(cancel)
+            .await
+            .map_err(|_| ClientError::Disconnected)
     }
 
     /// Runs a command and waits for its result.
@@ -349,7 +370,13 @@ async fn run_connection<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         tokio::select! {
             request = outgoing.recv() => {
                 let Some(Outgoing { id, request, responses }) = request else { return };
-                pending.insert(id, responses);
+                if let Some(responses) = responses {
+                    pending.insert(id, responses);
+                }
+                if let Request::Cancel(cancelled) = &request {
+                    // Nothing more is routed to it.
+                    pending.remove(cancelled);
+                }
                 if frames_out.send(ClientFrame::Request(id, request)).await.is_err() {
                     return;
                 }

@@ -1,5 +1,6 @@
 //! The daemon's settings (DESIGN §11): defaults for every key, overridden by a TOML
-//! file: `[limits]`, `[timeouts]`, `[sessions]`, `[containment]`, `[env]` and `[policy]`.
+//! file: `[limits]`, `[timeouts]`, `[sessions]`, `[containment]`, `[env]`, `[policy]`
+//! and `[mcp]`.
 //! An unknown key or a bad value is an error naming the file, the line and the key.
 
 use std::path::{Path, PathBuf};
@@ -30,6 +31,28 @@ pub struct Config {
     pub policy_source: PolicySource,
     /// `[sandbox]`: the sandbox jobs get and the floor a client may not go below.
     pub sandbox: SandboxConfig,
+    /// `[mcp]`: how the daemon treats MCP tool calls (requests marked `mcp_call`).
+    pub mcp: McpConfig,
+}
+
+/// `[mcp]` (DESIGN §12): the bounds of MCP tool calls, kept in the daemon's config so
+/// that one file, reloaded on SIGHUP, rules every `bashc mcp` of the user.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct McpConfig {
+    /// `max_call_secs`: an MCP call is answered within this; a job still running then
+    /// moves to the background. Below the 60 s after which common clients give up.
+    pub max_call: Duration,
+    /// `on_cancel`: what a cancelled `bash` call does to its job.
+    pub on_cancel: OnCancel,
+}
+
+/// `mcp.on_cancel`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnCancel {
+    /// Kill the job (`ended_by = cancel`).
+    Kill,
+    /// Move it to the background, as a timeout with `on_timeout = background` does.
+    Background,
 }
 
 /// The `[policy]` section as the file gave it.
@@ -168,6 +191,10 @@ impl Default for Config {
             policy: Policy::default(),
             policy_source: PolicySource::default(),
             sandbox: SandboxConfig::default(),
+            mcp: McpConfig {
+                max_call: Duration::from_secs(limits::DEFAULT_MCP_MAX_CALL_SECS),
+                on_cancel: OnCancel::Kill,
+            },
         }
     }
 }
@@ -233,6 +260,7 @@ impl Config {
                 "containment" => file.containment(table, &mut config.containment)?,
                 "env" => file.env(table, &mut config.env)?,
                 "sandbox" => file.sandbox(key, table, &mut config.sandbox)?,
+                "mcp" => file.mcp(table, &mut config.mcp)?,
                 "policy" => {
                     let source = file.policy(table)?;
                     config.policy = Policy::new(source.disabled.clone(), source.custom.clone());
@@ -242,7 +270,7 @@ impl Config {
                     return Err(file.error(
                         key,
                         format!(
-                            "unknown section [{other}]; known: [limits], [timeouts], [sessions], [containment], [env], [policy], [sandbox]"
+                            "unknown section [{other}]; known: [limits], [timeouts], [sessions], [containment], [env], [policy], [sandbox], [mcp]"
                         ),
                     ));
                 }
@@ -558,6 +586,31 @@ impl File<'_> {
                     config.default, config.floor
                 ),
             ));
+        }
+        Ok(())
+    }
+
+    fn mcp(&self, table: &DeTable<'_>, mcp: &mut McpConfig) -> Result<(), ConfigError> {
+        const KNOWN: &[&str] = &["max_call_secs", "on_cancel"];
+        for (key, value) in table {
+            match key.get_ref().as_ref() {
+                "max_call_secs" => {
+                    mcp.max_call = Duration::from_secs(self.integer(
+                        "mcp",
+                        key,
+                        value,
+                        limits::MIN_TIMEOUT_SECS,
+                        limits::MAX_TIMEOUT_SECS,
+                    )?)
+                }
+                "on_cancel" => {
+                    mcp.on_cancel = match self.choice("mcp", key, value, &["kill", "background"])? {
+                        "background" => OnCancel::Background,
+                        _ => OnCancel::Kill,
+                    }
+                }
+                _ => return Err(self.unknown("mcp", key, KNOWN)),
+            }
         }
         Ok(())
     }
@@ -955,6 +1008,27 @@ impl Config {
             ));
         }
 
+        let on_cancel = |o: OnCancel| {
+            quoted(if o == OnCancel::Kill {
+                "kill"
+            } else {
+                "background"
+            })
+        };
+        out.push_str("\n[mcp]\n");
+        key(
+            &mut out,
+            "max_call_secs",
+            self.mcp.max_call.as_secs().to_string(),
+            defaults.mcp.max_call.as_secs().to_string(),
+        );
+        key(
+            &mut out,
+            "on_cancel",
+            on_cancel(self.mcp.on_cancel),
+            on_cancel(defaults.mcp.on_cancel),
+        );
+
         let policy = &self.policy_source;
         out.push_str("\n[policy]\n");
         for rule in BUILTIN_RULES {
@@ -1017,6 +1091,35 @@ mod tests {
         assert_eq!(config.timeouts.kill_grace, Duration::from_millis(50));
         let pager: Vec<_> = config.env.iter().filter(|(k, _)| k == "PAGER").collect();
         assert_eq!(pager, [&("PAGER".to_owned(), "more".to_owned())]);
+    }
+
+    /// Issue 15: `[mcp]` bounds MCP calls; its values are checked like any other.
+    #[test]
+    fn the_mcp_section_sets_the_call_budget_and_what_a_cancel_does() {
+        let defaults = parse("").unwrap();
+        assert_eq!(defaults.mcp.max_call, Duration::from_secs(50));
+        assert_eq!(defaults.mcp.on_cancel, OnCancel::Kill);
+        let config = parse("[mcp]\nmax_call_secs = 3\non_cancel = \"background\"\n").unwrap();
+        assert_eq!(config.mcp.max_call, Duration::from_secs(3));
+        assert_eq!(config.mcp.on_cancel, OnCancel::Background);
+        let effective = config.effective_toml();
+        assert!(
+            effective.contains("[mcp]\nmax_call_secs = 3  # default: 50\non_cancel = \"background\"  # default: \"kill\"\n"),
+            "{effective}"
+        );
+        assert_eq!(parse(&effective).unwrap().mcp, config.mcp);
+        let err = parse("[mcp]\nmax_call_secs = 0\n").unwrap_err();
+        assert!(
+            err.contains("mcp.max_call_secs must be a whole number from 1 to 86400"),
+            "{err}"
+        );
+        let err = parse("[mcp]\non_cancel = \"ignore\"\n").unwrap_err();
+        assert!(
+            err.contains("mcp.on_cancel must be one of \"kill\", \"background\""),
+            "{err}"
+        );
+        let err = parse("[mcp]\nbudget = 3\n").unwrap_err();
+        assert!(err.contains("unknown key mcp.budget"), "{err}");
     }
 
     fn env_of<'c>(config: &'c Config, name: &str) -> Option<&'c str> {

@@ -9,14 +9,17 @@
 //! are being made at once and at most [`MAX_EXECS_IN_FLIGHT`] `Exec`s wait, and the
 //! writer's queue holds [`WRITE_QUEUE_FRAMES`]: a client that does not read its
 //! answers stops being read (backpressure), it does not make the daemon buffer them.
+//! A `Cancel` does the same for one request (or, for an MCP call under
+//! `[mcp] on_cancel = "background"`, moves its job to the background).
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use bashd_protocol::codec::DaemonCodec;
 use bashd_protocol::{
-    ClientFrame, ErrorKind, ErrorReply, ExecResult, FollowRequest, GrepRequest, JobRequest,
-    JobsRequest, KillRequest, Owner, PROTOCOL_VERSION, PolicyVerdict, Request, RequestId, Response,
-    SendRequest, ServerFrame, WaitRequest, Welcome,
+    ClientFrame, ErrorKind, ErrorReply, ExecResult, FollowRequest, GrepRequest, JobId, JobRequest,
+    JobsRequest, KillRequest, OutputRequest, Owner, PROTOCOL_VERSION, PolicyVerdict, Request,
+    RequestId, Response, SendRequest, ServerFrame, WaitRequest, Welcome,
 };
 use futures::SinkExt;
 use tokio::net::UnixStream;
@@ -25,6 +28,7 @@ use tokio::task::JoinSet;
 use tokio_util::codec::FramedWrite;
 use tokio_util::sync::CancellationToken;
 
+use crate::config::OnCancel;
 use crate::inbound::{FrameReader, LargeFrames};
 use crate::jobs::JobsHandle;
 use crate::sandbox::peer::Peer;
@@ -112,6 +116,9 @@ async fn serve_requests(
 ) {
     let mut execs = JoinSet::new();
     let mut queries = JoinSet::new();
+    // The requests in flight, each with the token that cancels it; a request's task
+    // returns its id when it is done, which takes it out.
+    let mut in_flight: HashMap<RequestId, CancellationToken> = HashMap::new();
     loop {
         // Cancelling a read loses nothing: the reader keeps partial frames buffered.
         // A full set of requests in flight stops the reading (backpressure) until one
@@ -119,24 +126,54 @@ async fn serve_requests(
         let room = execs.len() < MAX_EXECS_IN_FLIGHT && queries.len() < MAX_QUERIES_IN_FLIGHT;
         let frame = tokio::select! {
             () = shutdown.cancelled() => break,
-            Some(_) = execs.join_next(), if !execs.is_empty() => continue,
-            Some(_) = queries.join_next(), if !queries.is_empty() => continue,
+            Some(done) = execs.join_next(), if !execs.is_empty() => {
+                if let Ok(id) = done {
+                    in_flight.remove(&id);
+                }
+                continue;
+            }
+            Some(done) = queries.join_next(), if !queries.is_empty() => {
+                if let Ok(id) = done {
+                    in_flight.remove(&id);
+                }
+                continue;
+            }
             frame = frames.next(), if room => frame,
         };
         match frame {
+            Some(Ok(ClientFrame::Request(_, Request::Cancel(target)))) => {
+                // A request that was answered already, or never sent, is no error.
+                if let Some(cancel) = in_flight.remove(&target) {
+                    cancel.cancel();
+                }
+            }
             Some(Ok(ClientFrame::Request(id, request))) => {
                 let request = with_owner(request, client_pid);
-                let set = match request {
-                    Request::Exec(_) => &mut execs,
-                    _ => &mut queries,
+                let task_kind = match request {
+                    Request::Exec(_) => TaskKind::Exec,
+                    _ => TaskKind::Query,
                 };
-                set.spawn(serve_request(
-                    id,
-                    request,
-                    jobs.clone(),
-                    out.clone(),
-                    peer.clone(),
-                ));
+                let cancel = CancellationToken::new();
+                in_flight.insert(id, cancel.clone());
+                let (jobs, out, peer) = (jobs.clone(), out.clone(), peer.clone());
+                let task = async move {
+                    match request {
+                        Request::Exec(params) => {
+                            serve_exec(id, params, jobs, out, cancel, peer).await
+                        }
+                        // Dropping any other request's future is its cancel: a wait
+                        // stops waiting, and nothing is answered.
+                        request => tokio::select! {
+                            () = serve_request(id, request, jobs, out) => {}
+                            () = cancel.cancelled() => {}
+                        },
+                    }
+                    id
+                };
+                match task_kind {
+                    TaskKind::Exec => execs.spawn(task),
+                    TaskKind::Query => queries.spawn(task),
+                };
             }
             Some(Ok(ClientFrame::Hello(_))) => {
                 let _ = out
@@ -167,6 +204,12 @@ async fn serve_requests(
     while queries.join_next().await.is_some() {}
 }
 
+/// Which bound a request in flight counts against.
+enum TaskKind {
+    Exec,
+    Query,
+}
+
 /// A request that names no owner is owned by the process that connected.
 fn with_owner(mut request: Request, client_pid: u32) -> Request {
     let owner = match &mut request {
@@ -177,7 +220,8 @@ fn with_owner(mut request: Request, client_pid: u32) -> Request {
         | Request::Kill(KillRequest { caller, .. })
         | Request::Follow(FollowRequest { caller, .. })
         | Request::Send(SendRequest { caller, .. })
-        | Request::Grep(GrepRequest { caller, .. }) => &mut caller.owner,
+        | Request::Grep(GrepRequest { caller, .. })
+        | Request::Output(OutputRequest { caller, .. }) => &mut caller.owner,
         _ => return request,
     };
     owner.get_or_insert(Owner {
@@ -187,12 +231,63 @@ fn with_owner(mut request: Request, client_pid: u32) -> Request {
     request
 }
 
+/// Runs a command and forwards its responses, until the last or a cancel. A cancel
+/// drops the job's channel, which stops a foreground job (`ended_by = cancel`); an MCP
+/// call under `[mcp] on_cancel = "background"` instead asks its job to move to the
+/// background and keeps the channel open until the job has answered that, so the job
+/// is never taken for abandoned. Nothing more is sent after a cancel.
+async fn serve_exec(
+    id: RequestId,
+    params: bashd_protocol::ExecParams,
+    jobs: JobsHandle,
+    out: mpsc::Sender<ServerFrame>,
+    cancel: CancellationToken,
+    peer: Result<Peer, String>,
+) {
+    let to_background = params.mcp_call;
+    let mut events = jobs.exec(params, peer).await;
+    let mut job: Option<JobId> = None;
+    let mut cancelled = false;
+    loop {
+        // Cancelling either branch loses nothing: events stay in their channel.
+        let event = tokio::select! {
+            event = events.recv() => event,
+            () = cancel.cancelled(), if !cancelled => {
+                cancelled = true;
+                if !to_background || jobs.mcp_on_cancel() == OnCancel::Kill {
+                    return;
+                }
+                if let Some(job) = job {
+                    jobs.detach(job).await;
+                }
+                continue;
+            }
+        };
+        let Some(event) = event else { return };
+        let last = matches!(event, Response::Finished(_) | Response::Error(_));
+        if cancelled {
+            if let Response::Started(started) = &event {
+                jobs.detach(started.job).await;
+            }
+            if last {
+                return;
+            }
+            continue;
+        }
+        if let Response::Started(started) = &event {
+            job = Some(started.job);
+        }
+        if out.send(ServerFrame::Response(id, event)).await.is_err() || last {
+            return;
+        }
+    }
+}
+
 async fn serve_request(
     id: RequestId,
     request: Request,
     jobs: JobsHandle,
     out: mpsc::Sender<ServerFrame>,
-    peer: Result<Peer, String>,
 ) {
     let answer = |result: Result<Response, ErrorReply>| match result {
         Ok(response) => response,
@@ -202,13 +297,11 @@ async fn serve_request(
         answer(result.map(|r| Response::Finished(Box::new(r))))
     };
     let response = match request {
-        Request::Exec(params) => {
-            let events = jobs.exec(params, peer).await;
-            return forward(id, events, &out).await;
-        }
         Request::Follow(request) => return forward(id, jobs.follow(request), &out).await,
         Request::Send(request) => answer(jobs.send(request).await.map(Response::Sent)),
         Request::Grep(request) => answer(jobs.grep(request).await.map(Response::Page)),
+        // Served by `serve_exec`; a cancel has no answer.
+        Request::Exec(_) | Request::Cancel(_) => return,
         Request::Output(request) => answer(jobs.output(request).await.map(Response::Page)),
         Request::CheckPolicy(command) => {
             Response::Policy(match jobs.policy_verdict(command, None).await {

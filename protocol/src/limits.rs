@@ -21,9 +21,9 @@ pub const DEFAULT_TIMEOUT_SECS: u64 = 30;
 pub const SLOW_TIMEOUT_SECS: u64 = 15 * 60;
 /// Timeout of mode `background`.
 pub const BACKGROUND_TIMEOUT_SECS: u64 = 24 * 60 * 60;
-/// Any explicit timeout is clamped into this range.
+/// An explicit timeout outside `MIN_TIMEOUT_SECS ..= MAX_TIMEOUT_SECS` is refused.
 pub const MIN_TIMEOUT_SECS: u64 = 1;
-/// Any explicit timeout is clamped into this range.
+/// An explicit timeout outside `MIN_TIMEOUT_SECS ..= MAX_TIMEOUT_SECS` is refused.
 pub const MAX_TIMEOUT_SECS: u64 = 24 * 60 * 60;
 /// Time between SIGTERM and SIGKILL when a job is stopped.
 pub const DEFAULT_KILL_GRACE_MS: u64 = 2000;
@@ -32,6 +32,13 @@ pub const DEFAULT_KILL_GRACE_MS: u64 = 2000;
 pub fn clamp_timeout_secs(secs: u64) -> u64 {
     secs.clamp(MIN_TIMEOUT_SECS, MAX_TIMEOUT_SECS)
 }
+
+/// The most text one page of `output` carries, whatever is asked: a line longer than
+/// this is cut, and the page says so.
+pub const MAX_PAGE_BYTES: u64 = 1024 * 1024;
+/// How long an MCP tool call may last by default (`[mcp] max_call_secs`): below the
+/// 60 s after which common MCP clients give up on a call.
+pub const DEFAULT_MCP_MAX_CALL_SECS: u64 = 50;
 
 /// A size as people write it: `512M`, `2G`, `1.5G`, `100000` (bytes); K, M, G and T are
 /// powers of 1024, with or without a trailing `B` or `iB`.

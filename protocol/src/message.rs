@@ -74,6 +74,12 @@ pub enum Request {
     Send(SendRequest),
     /// The lines of a job's full output that match a regex, with context; answers `Page`.
     Grep(GrepRequest),
+    /// Gives up request `RequestId` of this connection, which gets no further
+    /// response; this request gets none at all. A foreground job the cancelled `Exec`
+    /// waited for is killed (`ended_by = cancel`), or, for an MCP call whose daemon
+    /// says `[mcp] on_cancel = "background"`, moved to the background. A cancelled
+    /// `Wait` only stops waiting. A request already answered is not affected.
+    Cancel(RequestId),
 }
 
 /// The responses to one request, in order. `Exec` gets `Started`, any number of
@@ -164,6 +170,9 @@ pub struct JobsRequest {
 pub struct JobRequest {
     pub caller: Caller,
     pub job: JobRef,
+    /// Reach a job of another session too (`--any-session`); otherwise such a job is
+    /// refused, naming its session.
+    pub any_session: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -174,6 +183,10 @@ pub struct WaitRequest {
     pub timeout_ms: Option<u64>,
     /// Return earlier, when one of these is met (`bashc wait --until/--port/--idle`).
     pub conditions: WaitConditions,
+    /// Reach a job of another session too (`--any-session`).
+    pub any_session: bool,
+    /// The wait is an MCP tool call: it ends by the daemon's `[mcp] max_call_secs`.
+    pub mcp_call: bool,
 }
 
 /// What a `wait` may return on before the job ends; any combination, whichever comes
@@ -271,6 +284,8 @@ pub struct KillRequest {
     pub signal: Option<String>,
     /// Time between the signal and SIGKILL; `None` takes `timeouts.kill_grace_ms`.
     pub grace_ms: Option<u64>,
+    /// Reach a job of another session too (`--any-session`).
+    pub any_session: bool,
 }
 
 /// One line of `bashc jobs` (DESIGN §9).
@@ -362,7 +377,7 @@ pub struct ExecParams {
     /// The session's owner; `None`: the process that opened the connection.
     pub owner: Option<Owner>,
     pub mode: Mode,
-    /// Overrides the mode's timeout; the daemon clamps it.
+    /// Overrides the mode's timeout; outside 1 s .. 24 h the daemon refuses it.
     pub timeout_secs: Option<u64>,
     /// `None` takes the daemon's configured default.
     pub on_timeout: Option<OnTimeout>,
@@ -384,6 +399,10 @@ pub struct ExecParams {
     pub sandbox: Option<crate::SandboxProfile>,
     /// The network asked for; `None` takes `[sandbox] network`.
     pub network: Option<crate::Network>,
+    /// The request is an MCP tool call (`bashc mcp`): the daemon's `[mcp]` settings
+    /// apply. It is answered by `max_call_secs` at the latest (a job still running
+    /// then moves to the background), and a `Cancel` of it does `on_cancel`.
+    pub mcp_call: bool,
 }
 
 /// What a job reads on its stdin.
@@ -431,6 +450,14 @@ pub struct OutputRequest {
     pub offset: u64,
     /// Most lines to return; `None` takes the daemon's `max_lines`.
     pub limit: Option<u64>,
+    /// On whose behalf: a job of another session is refused unless `any_session`.
+    pub caller: Caller,
+    pub any_session: bool,
+    /// Most bytes of text in the page; `None` takes the job's `max_bytes` (the
+    /// `bash` result limit). At most [`crate::limits::MAX_PAGE_BYTES`].
+    pub max_bytes: Option<u64>,
+    /// `offset` counts back from the stream's last line: 1 is the last line.
+    pub from_end: bool,
 }
 
 /// Lines of a job's full output (`bashc output`).
@@ -755,6 +782,7 @@ impl ExecParams {
             stdin: StdinMode::Null,
             sandbox: None,
             network: None,
+            mcp_call: false,
         }
     }
 }

@@ -146,6 +146,9 @@ pub enum Notice {
         network: crate::Network,
         denied: crate::SandboxDenial,
     },
+    /// A page stopped before the lines asked for, at its byte limit; `next_offset`
+    /// says where the next page starts.
+    PageFull { max_bytes: u64 },
 }
 
 /// Which condition of a `wait` was met.
@@ -177,10 +180,16 @@ pub enum BackgroundWhy {
     Timeout,
     /// Its shell exited while processes it started still run.
     Stragglers,
+    /// The MCP call that started it reached `[mcp] max_call_secs`; the job's own
+    /// timeout still holds.
+    CallBudget,
+    /// The MCP call that started it was cancelled and `[mcp] on_cancel =
+    /// "background"`.
+    Cancelled,
 }
 
 /// What a client can do about an error, when there is something to point at.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorHint {
     /// Job ids are the ones `exec` and `jobs` give out.
@@ -189,6 +198,9 @@ pub enum ErrorHint {
     JobPids,
     /// `sessions` lists the sessions the daemon has.
     Sessions,
+    /// The job belongs to `session`, not the caller's: name that session, or ask
+    /// for any session's job, to act on it.
+    OtherSession { session: String },
 }
 
 /// A value as `--json` prints it: its own keys, then `notice`, its notices worded by

@@ -126,6 +126,7 @@ fn paging(tokio: &tokio::runtime::Runtime) {
         let page_at = |offset: u64| {
             let client = client.clone();
             let job = result.job;
+            let caller = daemon.caller();
             async move {
                 let mut samples = Vec::new();
                 for _ in 0..20 {
@@ -136,6 +137,10 @@ fn paging(tokio: &tokio::runtime::Runtime) {
                             stream: bashc::protocol::StreamName::Stdout,
                             offset,
                             limit: Some(10),
+                            caller: caller.clone(),
+                            any_session: false,
+                            max_bytes: None,
+                            from_end: false,
                         })
                         .await
                         .unwrap();
@@ -188,6 +193,27 @@ fn mcp(tokio: &tokio::runtime::Runtime) {
             assert_ne!(result.is_error, Some(true));
             samples.push(start.elapsed());
         }
+        // What a result costs on the wire against the text it carries (issue 15: a
+        // result is sent once, as text).
+        let big = serde_json::json!({
+            "command": "for i in $(seq 1 2000); do printf '%0599d\\n' $i; done"
+        });
+        let result = client
+            .call_tool(
+                CallToolRequestParams::new("bash").with_arguments(big.as_object().unwrap().clone()),
+            )
+            .await
+            .unwrap();
+        let text: usize = result
+            .content
+            .iter()
+            .filter_map(|c| c.as_text().map(|t| t.text.len()))
+            .sum();
+        let wire = serde_json::to_string(&result).unwrap().len();
+        println!(
+            "bash result of 2,000 lines of 600 B: {wire} bytes as JSON for {text} bytes of text ({:.2}x)",
+            wire as f64 / text as f64
+        );
         client.cancel().await.unwrap();
         let library = daemon.client().await;
         // The same job as the server asks for: the server passes its whole
@@ -743,6 +769,7 @@ fn containment(tokio: &tokio::runtime::Runtime) {
                     job: bashc::protocol::JobRef::Id(result.job.to_string()),
                     signal: None,
                     grace_ms: None,
+                    any_session: false,
                 })
                 .await
                 .unwrap();
@@ -1014,6 +1041,8 @@ fn live(tokio: &tokio::runtime::Runtime) {
                 job: JobRef::Id(loud.job.to_string()),
                 timeout_ms: None,
                 conditions: WaitConditions::default(),
+                any_session: false,
+                mcp_call: false,
             })
             .await;
 
@@ -1069,6 +1098,8 @@ fn live(tokio: &tokio::runtime::Runtime) {
                     job: JobRef::Id(job.to_string()),
                     timeout_ms: Some(10_000),
                     conditions: WaitConditions { port: Some(port), ..Default::default() },
+                    any_session: false,
+                    mcp_call: false,
                 })
                 .await
                 .unwrap();
@@ -1080,6 +1111,10 @@ fn live(tokio: &tokio::runtime::Runtime) {
                     stream: bashc::protocol::StreamName::Stdout,
                     offset: 1,
                     limit: Some(1),
+                    caller: caller.clone(),
+                    any_session: false,
+                    max_bytes: None,
+                    from_end: false,
                 })
                 .await
                 .unwrap();
@@ -1093,6 +1128,7 @@ fn live(tokio: &tokio::runtime::Runtime) {
                     job: JobRef::Id(job.to_string()),
                     signal: Some("KILL".into()),
                     grace_ms: Some(0),
+                    any_session: false,
                 })
                 .await;
         }

@@ -69,6 +69,13 @@ impl Attack {
                     stream: StreamName::Stdout,
                     offset: 1 + id % 100,
                     limit: Some(lines),
+                    caller: bashc::protocol::Caller {
+                        session: "i18-attack".to_owned(),
+                        owner: None,
+                    },
+                    any_session: true,
+                    max_bytes: None,
+                    from_end: false,
                 }),
             )));
         }

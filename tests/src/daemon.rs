@@ -203,6 +203,15 @@ impl Daemon {
             .expect("cannot connect to the test daemon")
     }
 
+    /// The caller of session `test`, the session of [`Daemon::params`] and of
+    /// [`Daemon::bashc`], owned by the process that connects.
+    pub fn caller(&self) -> bashc::protocol::Caller {
+        bashc::protocol::Caller {
+            session: "test".to_owned(),
+            owner: None,
+        }
+    }
+
     /// Exec parameters for `command` in session `test`, with this runtime dir in the
     /// job's environment so that cleanup can find the job's processes.
     pub fn params(&self, command: &str) -> ExecParams {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use bashd_protocol::{
     Caller, ErrorKind, ErrorReply, ExecParams, ExecResult, JobId, JobInfo, JobRef, JobRequest,
     JobsRequest, KillRequest, Notice, OutputPage, OutputRequest, Response, SessionClosed,
-    SessionInfo, StatusInfo, StreamName, WaitRequest,
+    SessionInfo, StatusInfo, StreamName, WaitRequest, limits,
 };
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -39,11 +39,18 @@ pub enum Cmd {
         /// Where the client connects from: a sandboxed job bounds what it may start.
         peer: Result<Peer, String>,
     },
-    /// A job's state and a snapshot of its output, for `output` and `check`.
+    /// A job's state and a snapshot of its output, for `output` and `check`, for a
+    /// caller of its session (or of any, with `any_session`).
     Lookup {
-        caller: Option<Caller>,
+        caller: Caller,
         job: JobRef,
+        any_session: bool,
         reply: oneshot::Sender<Result<Lookup, ErrorReply>>,
+    },
+    /// Answer the job's request now and move it to the background (a cancelled MCP
+    /// call under `[mcp] on_cancel = "background"`).
+    Detach {
+        job: JobId,
     },
     /// A `check` of `session` has shown these many lines of each stream of `job`.
     Advance {
@@ -204,6 +211,16 @@ impl JobsHandle {
         rx
     }
 
+    /// What a cancelled MCP call does to its job, by the config in force.
+    pub fn mcp_on_cancel(&self) -> crate::config::OnCancel {
+        self.config.borrow().mcp.on_cancel
+    }
+
+    /// Asks a job to answer its request now and go on in the background.
+    pub async fn detach(&self, job: JobId) {
+        let _ = self.cmds.send(Cmd::Detach { job }).await;
+    }
+
     /// The frame limit of the config in force, for a new connection.
     pub fn max_frame_bytes(&self) -> usize {
         self.config.borrow().limits.max_frame_bytes
@@ -250,11 +267,17 @@ impl JobsHandle {
 
     pub(super) async fn lookup(
         &self,
-        caller: Option<Caller>,
+        caller: Caller,
         job: JobRef,
+        any_session: bool,
     ) -> Result<(Lookup, Streams), ErrorReply> {
         let mut lookup = self
-            .ask(|reply| Cmd::Lookup { caller, job, reply })
+            .ask(|reply| Cmd::Lookup {
+                caller,
+                job,
+                any_session,
+                reply,
+            })
             .await??;
         let streams = match std::mem::replace(&mut lookup.streams, StreamsAt::Closed) {
             StreamsAt::Ready(streams) => *streams,
@@ -275,22 +298,52 @@ impl JobsHandle {
     /// A page of a job's output. The file is read on a blocking thread, never on the
     /// actor or the job's supervisor.
     pub async fn output(&self, request: OutputRequest) -> Result<OutputPage, ErrorReply> {
-        let (lookup, streams) = self.lookup(None, request.job).await?;
+        let (lookup, streams) = self
+            .lookup(request.caller, request.job, request.any_session)
+            .await?;
         let job = lookup.summary.job;
         let source = match (request.stream, streams.stderr) {
             (StreamName::Stdout, _) => streams.stdout,
             (StreamName::Stderr, Some(stderr)) => stderr,
             (StreamName::Stderr, None) => return Err(supervisor::merged_stderr(job)),
         };
-        let (stream, offset) = (request.stream, request.offset);
         let limit = request.limit.unwrap_or(lookup.page_lines);
-        blocking(move || output::page(source, job, stream, offset, limit)).await?
+        let offset = match request.from_end {
+            // Line `offset` from the end; a page that starts before line 1 starts there.
+            true => (source.total_lines + 1)
+                .saturating_sub(request.offset)
+                .max(1),
+            false => request.offset,
+        };
+        // By default a page is as big as a result shows: the configured limit, or the
+        // job's own when it asked for more.
+        let default_bytes =
+            (lookup.max_bytes as u64).max(self.config.borrow().limits.max_bytes.into());
+        let max_bytes = request
+            .max_bytes
+            .unwrap_or(default_bytes)
+            .clamp(1, limits::MAX_PAGE_BYTES);
+        let ask = output::Ask {
+            job,
+            stream: request.stream,
+            offset,
+            limit,
+            max_bytes,
+        };
+        let mut page = blocking(move || output::page(source, ask)).await??;
+        if page.lines == 0 {
+            // A job that never ran has nothing to page: say why.
+            page.notices.extend(lookup.summary.notices);
+        }
+        Ok(page)
     }
 
     /// The job's state and the output its caller's session has not seen yet.
     pub async fn new_output(&self, request: JobRequest) -> Result<ExecResult, ErrorReply> {
         let session = request.caller.session.clone();
-        let (lookup, streams) = self.lookup(Some(request.caller), request.job).await?;
+        let (lookup, streams) = self
+            .lookup(request.caller, request.job, request.any_session)
+            .await?;
         let Lookup {
             summary,
             cursor,
@@ -320,7 +373,12 @@ impl JobsHandle {
         if request.conditions.any() {
             return self.wait_for(request).await;
         }
-        let timeout = request.timeout_ms.map(Duration::from_millis);
+        let mut timeout = request.timeout_ms.map(Duration::from_millis);
+        if request.mcp_call {
+            // An MCP call returns by its budget, with the job still running.
+            let budget = self.config.borrow().mcp.max_call;
+            timeout = Some(timeout.map_or(budget, |t| t.min(budget)));
+        }
         match self.ask(|reply| Cmd::Wait { request, reply }).await?? {
             Waiting::Ended(result) => Ok(result),
             Waiting::Pending { summary, result } => {

@@ -113,7 +113,7 @@ impl JobsHandle {
                     }
                     Some(Response::Notice(Notice::OutputMissed { stream, offset, lines, .. })) => {
                         // The lines went by while this wait was busy: read them back.
-                        if let Some(met) = self.scan_missed(&mut watch, job, stream, offset, lines).await {
+                        if let Some(met) = self.scan_missed(&mut watch, &request.caller, job, stream, offset, lines).await {
                             break Some(met);
                         }
                     }
@@ -161,9 +161,11 @@ impl JobsHandle {
     }
 
     /// Scans lines a wait missed, read back from the job's output.
+    #[allow(clippy::too_many_arguments)]
     async fn scan_missed(
         &self,
         watch: &mut LineWatch,
+        caller: &bashd_protocol::Caller,
         job: JobId,
         stream: StreamName,
         offset: u64,
@@ -175,6 +177,11 @@ impl JobsHandle {
                 stream,
                 offset,
                 limit: Some(lines),
+                caller: caller.clone(),
+                // The wait found the job; it may be another session's on purpose.
+                any_session: true,
+                max_bytes: Some(bashd_protocol::limits::MAX_PAGE_BYTES),
+                from_end: false,
             })
             .await
             .ok()?;
@@ -293,7 +300,7 @@ impl JobsHandle {
     /// The lines of a job's output that match a regex, on a blocking thread.
     pub async fn grep(&self, request: GrepRequest) -> Result<OutputPage, ErrorReply> {
         let regex = compile(&request.pattern, "grep")?;
-        let (lookup, streams) = self.lookup(Some(request.caller), request.job).await?;
+        let (lookup, streams) = self.lookup(request.caller, request.job, false).await?;
         let job = lookup.summary.job;
         let source = match (request.stream, streams.stderr) {
             (StreamName::Stdout, _) => streams.stdout,
@@ -418,8 +425,19 @@ async fn history(
         while offset <= complete {
             let limit = (complete - offset + 1).min(HISTORY_PAGE_LINES);
             let snapshot: OutputSource = source.clone();
-            let page =
-                blocking(move || output::page(snapshot, job, stream, offset, limit)).await??;
+            let page = blocking(move || {
+                output::page(
+                    snapshot,
+                    output::Ask {
+                        job,
+                        stream,
+                        offset,
+                        limit,
+                        max_bytes: bashd_protocol::limits::MAX_PAGE_BYTES,
+                    },
+                )
+            })
+            .await??;
             if page.lines == 0 {
                 break;
             }

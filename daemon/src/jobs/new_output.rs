@@ -73,7 +73,14 @@ fn stream(
         return Ok((StreamResult::empty(), cursor));
     }
     let first = (cursor + 1).max((end + 1).saturating_sub(max_lines.max(1)));
-    let page = output::page(source.clone(), job, name, first, end + 1 - first)?;
+    let ask = output::Ask {
+        job,
+        stream: name,
+        offset: first,
+        limit: end + 1 - first,
+        max_bytes: bashd_protocol::limits::MAX_PAGE_BYTES,
+    };
+    let page = output::page(source.clone(), ask)?;
     // A page stops early at its byte cap: the lines after it wait for the next check.
     let covered = first + page.lines - 1;
     let (text, shown_lines, partial) = keep_last(page.text, page.lines, max_bytes);

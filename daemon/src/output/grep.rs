@@ -15,7 +15,10 @@ use std::os::unix::fs::OpenOptionsExt;
 use bashd_protocol::{ErrorKind, ErrorReply, JobId, Notice, OutputPage, StreamName};
 use regex::bytes::Regex;
 
-use super::page::{Content, OutputSource, PAGE_MAX_BYTES};
+use super::page::{Content, OutputSource};
+
+/// The most text one page of matches carries.
+const PAGE_MAX_BYTES: usize = bashd_protocol::limits::MAX_PAGE_BYTES as usize;
 use super::store::{LineMark, char_floor};
 
 /// How much is read at once.

@@ -20,7 +20,7 @@ use bashd_protocol::{Notice, StreamName, StreamResult};
 
 pub use budget::{Charge, SpillLedger};
 pub use grep::grep;
-pub use page::{Content, OutputSource, page};
+pub use page::{Ask, Content, OutputSource, page};
 pub use shown::Shape;
 pub use store::Limits;
 

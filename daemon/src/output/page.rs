@@ -1,5 +1,8 @@
 //! Pages through the whole of a stream (`bashc output`): 1-based line offsets, as file
-//! viewers count them, over the spill file or the text kept in memory.
+//! viewers count them, over the spill file or the text kept in memory. A page holds
+//! whole lines within its byte limit; only a first line longer than the whole page is
+//! cut (and the page says so), and the next page starts right after the last line
+//! shown, so paging shows every line exactly once.
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom};
@@ -10,9 +13,18 @@ use bashd_protocol::{ErrorKind, ErrorReply, JobId, Notice, OutputPage, StreamNam
 
 use super::store::{LineMark, char_floor};
 
-/// The most text one page carries, whatever the line count asked for: a line longer
-/// than this is cut, and the page says so.
-pub const PAGE_MAX_BYTES: usize = 1024 * 1024;
+/// What a page request asks for.
+#[derive(Debug, Clone, Copy)]
+pub struct Ask {
+    pub job: JobId,
+    pub stream: StreamName,
+    /// The first line, 1-based.
+    pub offset: u64,
+    /// Most lines.
+    pub limit: u64,
+    /// Most bytes of text; a first line longer than this is cut to it.
+    pub max_bytes: u64,
+}
 
 /// A snapshot of one stream to read pages from.
 #[derive(Debug, Clone)]
@@ -43,14 +55,16 @@ pub enum Content {
 
 /// Reads lines `offset .. offset + limit` of `source`. Blocking: run it off the
 /// async workers.
-pub fn page(
-    source: OutputSource,
-    job: JobId,
-    stream: StreamName,
-    offset: u64,
-    limit: u64,
-) -> Result<OutputPage, ErrorReply> {
+pub fn page(source: OutputSource, ask: Ask) -> Result<OutputPage, ErrorReply> {
+    let Ask {
+        job,
+        stream,
+        offset,
+        limit,
+        max_bytes,
+    } = ask;
     let offset = offset.max(1);
+    let max_bytes = usize::try_from(max_bytes).unwrap_or(usize::MAX).max(1);
     let cannot_read = |path: &std::path::Path, e: io::Error, earlier: Option<&str>| {
         let earlier = earlier.map_or(String::new(), |w| format!("; writing it had failed: {w}"));
         ErrorReply::new(
@@ -63,7 +77,7 @@ pub fn page(
     };
     let (lines, full_output, capped) = match &source.content {
         Content::Memory(text) => {
-            let lines = read_lines(&text[..], 1, offset, limit).map_err(|e| {
+            let lines = read_lines(&text[..], 1, offset, limit, max_bytes).map_err(|e| {
                 ErrorReply::new(
                     ErrorKind::Internal,
                     format!("cannot page the output of {job}: {e}"),
@@ -90,9 +104,26 @@ pub fn page(
                 file.seek(SeekFrom::Start(start.byte))?;
                 let reader =
                     BufReader::with_capacity(256 * 1024, file.take(len.saturating_sub(start.byte)));
-                read_lines(reader, start.line, offset, limit)
+                read_lines(reader, start.line, offset, limit, max_bytes)
             };
-            let lines = read().map_err(|e| cannot_read(path, e, error.as_deref()))?;
+            let mut lines = read().map_err(|e| cannot_read(path, e, error.as_deref()))?;
+            if *capped && lines.next.is_none() && !lines.text.ends_with(b"\n") {
+                // The cap cut the file inside a line: that line was not kept whole,
+                // so no page shows it and every message says the line before it is
+                // the last kept.
+                let kept = lines
+                    .text
+                    .iter()
+                    .rposition(|&b| b == b'\n')
+                    .map_or(0, |i| i + 1);
+                if kept < lines.text.len() {
+                    lines.text.truncate(kept);
+                    lines.count = lines.count.saturating_sub(1);
+                    if lines.cut_line == Some(offset + lines.count) {
+                        lines.cut_line = None;
+                    }
+                }
+            }
             (lines, Some(path.to_string_lossy().into_owned()), *capped)
         }
     };
@@ -100,12 +131,18 @@ pub fn page(
     if let Some(line) = lines.cut_line {
         notices.push(Notice::LineCut {
             line,
-            page_bytes: PAGE_MAX_BYTES as u64,
+            page_bytes: max_bytes as u64,
             path: full_output.clone(),
+        });
+    }
+    if lines.full {
+        notices.push(Notice::PageFull {
+            max_bytes: max_bytes as u64,
         });
     }
     let end = offset + lines.count;
     if lines.next.is_none() && capped && end <= source.total_lines {
+        // `end - 1` is the last line the file holds whole.
         notices.push(Notice::PageCapped {
             last_line: end - 1,
             lost_lines: source.total_lines - (end - 1),
@@ -132,18 +169,22 @@ struct Lines {
     count: u64,
     /// The line to read next, when there is more.
     next: Option<u64>,
-    /// The line that was cut at [`PAGE_MAX_BYTES`].
+    /// The line that was cut at the page's byte limit.
     cut_line: Option<u64>,
+    /// The page stopped at its byte limit before `limit` lines: the next line did
+    /// not fit whole.
+    full: bool,
 }
 
 /// Skips to line `offset` (1-based) of a reader that starts at line `start_line`, and
-/// takes up to `limit` lines and at most [`PAGE_MAX_BYTES`], without ever holding more
-/// than that in memory.
+/// takes up to `limit` whole lines within `max_bytes`, without ever holding more than
+/// that in memory. Only a first line longer than `max_bytes` is cut.
 fn read_lines(
     mut reader: impl BufRead,
     start_line: u64,
     offset: u64,
     limit: u64,
+    max_bytes: usize,
 ) -> io::Result<Lines> {
     let mut line = start_line;
     while line < offset {
@@ -167,7 +208,10 @@ fn read_lines(
     let mut text = Vec::new();
     let mut count = 0;
     let mut cut_line = None;
+    let mut full = false;
     let mut in_line = false;
+    // Where the line being read starts in `text`.
+    let mut line_start = 0;
     while count < limit {
         let buf = reader.fill_buf()?;
         if buf.is_empty() {
@@ -177,19 +221,26 @@ fn read_lines(
             Some(i) => (i + 1, true),
             None => (buf.len(), false),
         };
-        let room = PAGE_MAX_BYTES - text.len();
+        let room = max_bytes - text.len();
         if take > room {
-            if count > 0 && !in_line {
-                // The next line would not fit: it starts the next page.
+            if count > 0 {
+                // The line does not fit whole: it starts the next page, whole, even
+                // when part of it was read already.
+                text.truncate(line_start);
+                in_line = false;
+                full = true;
                 break;
             }
-            let fits = char_floor(&buf[..take], room);
+            // The page's first line is longer than the page: cut on a character
+            // boundary and marked; the next page starts at the next line.
+            let fits = char_floor(&buf[..take], room.saturating_sub(1));
             text.extend_from_slice(&buf[..fits]);
             text.push(b'\n');
             reader.consume(take);
             skip_rest_of_line(&mut reader, ends_line)?;
-            cut_line = Some(offset + count);
-            count += 1;
+            cut_line = Some(offset);
+            count = 1;
+            in_line = false;
             break;
         }
         text.extend_from_slice(&buf[..take]);
@@ -197,6 +248,7 @@ fn read_lines(
         in_line = !ends_line;
         if ends_line {
             count += 1;
+            line_start = text.len();
         }
     }
     if in_line {
@@ -209,6 +261,7 @@ fn read_lines(
         count,
         next: more.then_some(offset + count),
         cut_line,
+        full,
     })
 }
 
@@ -238,8 +291,20 @@ fn skip_rest_of_line(reader: &mut impl BufRead, already_ended: bool) -> io::Resu
 mod tests {
     use super::*;
 
+    const PAGE_MAX_BYTES: usize = bashd_protocol::limits::MAX_PAGE_BYTES as usize;
+
     fn lines(text: &str, offset: u64, limit: u64) -> Lines {
-        read_lines(text.as_bytes(), 1, offset, limit).unwrap()
+        read_lines(text.as_bytes(), 1, offset, limit, PAGE_MAX_BYTES).unwrap()
+    }
+
+    fn ask(offset: u64, limit: u64) -> Ask {
+        Ask {
+            job: JobId(1),
+            stream: StreamName::Stdout,
+            offset,
+            limit,
+            max_bytes: PAGE_MAX_BYTES as u64,
+        }
     }
 
     #[test]
@@ -283,7 +348,7 @@ mod tests {
             (page.count, page.next, page.cut_line),
             (1, Some(3), Some(2))
         );
-        assert_eq!(page.text.len(), PAGE_MAX_BYTES + 1);
+        assert_eq!(page.text.len(), PAGE_MAX_BYTES);
         let page = lines(&text, 3, 10);
         assert_eq!(page.text, b"after\n");
     }
@@ -306,7 +371,7 @@ mod tests {
             total_bytes: 4,
             complete: false,
         };
-        let page = page(source, JobId(1), StreamName::Stdout, 1, 100).unwrap();
+        let page = page(source, ask(1, 100)).unwrap();
         assert_eq!(
             (page.text.as_str(), page.lines, page.next_offset),
             ("1\n2\n", 2, None)
@@ -360,8 +425,7 @@ mod tests {
         for offset in offsets {
             for limit in [1, 3, 1_000] {
                 let read = |marks| {
-                    let page =
-                        page(source(marks), JobId(1), StreamName::Stdout, offset, limit).unwrap();
+                    let page = page(source(marks), ask(offset, limit)).unwrap();
                     (page.text, page.lines, page.next_offset, page.notices)
                 };
                 assert_eq!(
@@ -371,5 +435,115 @@ mod tests {
                 );
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod capped_tests {
+    use super::*;
+
+    /// Issue 15: a file cut by its cap inside a line shows the lines before it, and
+    /// the page says the one before the cut is the last kept.
+    #[test]
+    fn a_capped_file_ends_at_its_last_whole_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j1.stdout");
+        std::fs::write(&path, "1\n2\n3\npart").unwrap();
+        let source = OutputSource {
+            content: Content::File {
+                path,
+                len: 10,
+                marks: Vec::new(),
+                capped: true,
+                error: None,
+            },
+            total_lines: 9,
+            complete_lines: 9,
+            total_bytes: 100,
+            complete: true,
+        };
+        let ask = Ask {
+            job: JobId(1),
+            stream: StreamName::Stdout,
+            offset: 2,
+            limit: 100,
+            max_bytes: 1000,
+        };
+        let page = page(source, ask).unwrap();
+        assert_eq!((page.text.as_str(), page.lines), ("2\n3\n", 2));
+        assert_eq!(
+            page.notices,
+            [Notice::PageCapped {
+                last_line: 3,
+                lost_lines: 6
+            }]
+        );
+    }
+}
+
+#[cfg(test)]
+mod byte_limit_tests {
+    use super::*;
+
+    /// Every page of `text` under `max_bytes`, read as a client pages: from line 1,
+    /// each at the last page's `next`.
+    fn pages(text: &[u8], max_bytes: usize, chunk: usize) -> Vec<Lines> {
+        let mut pages = Vec::new();
+        let mut offset = 1;
+        loop {
+            let reader = BufReader::with_capacity(chunk, text);
+            let page = read_lines(reader, 1, offset, 2000, max_bytes).unwrap();
+            let next = page.next;
+            pages.push(page);
+            match next {
+                Some(next) => offset = next,
+                None => return pages,
+            }
+        }
+    }
+
+    /// Issue 15: pages under a byte limit show every line once, whole, whatever the
+    /// reader's chunks; only a line longer than the page is cut.
+    #[test]
+    fn paging_under_a_byte_limit_shows_every_line_exactly_once() {
+        let mut text = Vec::new();
+        for i in 0..2000u32 {
+            let len = [600usize, 5, 1300, 80][i as usize % 4];
+            text.extend(
+                format!("{i:05}")
+                    .bytes()
+                    .chain(std::iter::repeat_n(b'x', len)),
+            );
+            text.push(b'\n');
+        }
+        for chunk in [64, 1000, 8192] {
+            let pages = pages(&text, 4096, chunk);
+            let joined: Vec<u8> = pages.iter().flat_map(|p| p.text.clone()).collect();
+            assert_eq!(joined, text, "chunk {chunk}");
+            assert_eq!(pages.iter().map(|p| p.count).sum::<u64>(), 2000);
+            for page in &pages {
+                assert!(page.text.len() <= 4096);
+                assert_eq!(page.cut_line, None);
+                assert!(page.text.ends_with(b"\n"));
+            }
+            assert!(pages[..pages.len() - 1].iter().all(|p| p.full));
+        }
+    }
+
+    #[test]
+    fn a_line_longer_than_the_page_is_cut_alone_and_the_next_page_is_the_next_line() {
+        let text = format!("short\n{}\nafter\n", "é".repeat(3000));
+        let pages = pages(text.as_bytes(), 1001, 100);
+        let counts: Vec<(u64, Option<u64>, Option<u64>)> = pages
+            .iter()
+            .map(|p| (p.count, p.cut_line, p.next))
+            .collect();
+        assert_eq!(
+            counts,
+            [(1, None, Some(2)), (1, Some(2), Some(3)), (1, None, None)]
+        );
+        // Cut on a character boundary: 500 of the 2-byte characters, and the newline.
+        assert_eq!(pages[1].text.len(), 1001);
+        assert!(std::str::from_utf8(&pages[1].text).is_ok());
     }
 }

@@ -315,6 +315,10 @@ fn all_output(daemon: &Daemon, job: &str) -> Vec<u8> {
             // Whole pages under the 1 MiB page cap: lines of at most 8 bytes.
             "--limit",
             "100000",
+            "--max-bytes",
+            "1048576",
+            // The job is another session's (the test's job ran in its own).
+            "--any-session",
         ]);
         assert_eq!(out.status.code(), Some(0), "{}", show(&out));
         let page = json(&out);
@@ -390,7 +394,7 @@ fn the_output_of_a_job_whose_daemon_died_is_kept_and_listed_lost() {
             got.len(),
             expected.len()
         );
-        let stderr = daemon.run_bashc(&["output", &job, "--stream", "stderr"]);
+        let stderr = daemon.run_bashc(&["output", &job, "--stream", "stderr", "--any-session"]);
         assert_eq!(
             crate::stdout(&stderr),
             "to-stderr-i18\n",

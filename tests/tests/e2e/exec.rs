@@ -319,3 +319,37 @@ fn with_on_straggler_kill_processes_left_behind_by_the_shell_are_killed_and_name
         "the straggler is alive"
     );
 }
+
+/// Issue 15: a timeout outside 1 s .. 24 h, or limits that would show nothing, are
+/// refused with what to do instead; nothing runs.
+#[test]
+fn issue_15_a_timeout_out_of_range_or_a_zero_limit_is_refused_not_clamped() {
+    let daemon = Daemon::start();
+    for (args, said) in [
+        (vec!["--timeout", "0"], "timeout 0 s is outside 1 s .. 24 h"),
+        (
+            vec!["--timeout", "86401"],
+            "timeout 86401 s is outside 1 s .. 24 h",
+        ),
+        (vec!["--max-lines", "0"], "max_lines 0 would show nothing"),
+        (vec!["--max-bytes", "0"], "max_bytes 0 would show nothing"),
+    ] {
+        let mut all = vec!["exec"];
+        all.extend(&args);
+        all.extend(["--", "touch ran-i15"]);
+        let out = daemon.run_bashc(&all);
+        assert_eq!(out.status.code(), Some(255), "{args:?}: {}", show(&out));
+        assert!(stderr(&out).contains(said), "{args:?}: {}", show(&out));
+    }
+    assert!(
+        !daemon.scratch().join("ran-i15").exists(),
+        "a refused command ran"
+    );
+    let out = daemon.run_bashc(&["exec", "--timeout", "86400", "--", "echo fine"]);
+    assert_eq!(
+        stdout(&out),
+        "stdout:\nfine\n\nexit code: 0\n",
+        "{}",
+        show(&out)
+    );
+}

@@ -191,7 +191,8 @@ fn kill_ends_a_background_job_with_its_escapee_and_by_pid() {
     let escaping = run("a", "setsid sleep 302.1 & sleep 302.2");
     wait_for_running("sleep 302.1");
     wait_for_running("sleep 302.2");
-    let out = daemon.run_bashc(&["kill", &job_of(&escaping), "--json"]);
+    // The job is session a's: from another session it takes saying so.
+    let out = daemon.run_bashc(&["kill", &job_of(&escaping), "--any-session", "--json"]);
     assert_eq!(json(&out)["state"], "killed", "{}", show(&out));
     assert!(gone("sleep 302.1"), "the setsid child survived");
     assert!(gone("sleep 302.2"));
@@ -199,7 +200,16 @@ fn kill_ends_a_background_job_with_its_escapee_and_by_pid() {
     let by_pid = run("a", "sleep 302.3");
     wait_for_running("sleep 302.3");
     let pid = by_pid["pid"].as_u64().unwrap().to_string();
-    let out = daemon.run_bashc(&["kill", "--pid", &pid, "--signal", "INT", "--json"]);
+    let out = daemon.run_bashc(&[
+        "kill",
+        "--pid",
+        &pid,
+        "--session",
+        "a",
+        "--signal",
+        "INT",
+        "--json",
+    ]);
     let result = json(&out);
     assert_eq!(result["job"], by_pid["job"], "{result}");
     assert_eq!(result["state"], "killed");

@@ -401,10 +401,7 @@ async fn mcp_bash_waits_until_a_server_is_ready_and_bash_send_answers_a_prompt()
         "{text}"
     );
     std::net::TcpStream::connect(("127.0.0.1", port)).expect("the server is ready");
-    let job = crate::mcp::structured(&result)["job"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let job = crate::mcp::job_in(&crate::mcp::text_of(&result));
     let jobs = crate::mcp::call(&client, "bash_jobs", json!({})).await;
     assert!(crate::mcp::text(&jobs).contains(&port.to_string()));
     crate::mcp::call(&client, "bash_kill", json!({"job": job})).await;
@@ -415,10 +412,7 @@ async fn mcp_bash_waits_until_a_server_is_ready_and_bash_send_answers_a_prompt()
         json!({"command": "read -p 'name? ' n; echo hello $n", "stdin": "pipe", "mode": "background"}),
     )
     .await;
-    let job = crate::mcp::structured(&result)["job"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let job = crate::mcp::job_in(&crate::mcp::text_of(&result));
     let sent = crate::mcp::call(&client, "bash_send", json!({"job": job, "text": "world\n"})).await;
     assert!(!crate::mcp::is_error(&sent), "{}", crate::mcp::text(&sent));
     let waited = crate::mcp::call(

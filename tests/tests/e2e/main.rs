@@ -15,6 +15,7 @@ mod fuzz;
 mod jobs;
 mod live;
 mod mcp;
+mod mcp_calls;
 mod output;
 mod policy;
 mod protocol;

@@ -18,7 +18,7 @@ const GONE_WITHIN: Duration = Duration::from_secs(10);
 
 /// `bashc mcp` for this daemon's runtime dir, started in `workdir`, with the session it
 /// picks itself (no BASHD_SESSION).
-fn mcp_command(daemon: &Daemon, workdir: &Path) -> tokio::process::Command {
+pub fn mcp_command(daemon: &Daemon, workdir: &Path) -> tokio::process::Command {
     let mut command = tokio::process::Command::new(bin_path("bashc"));
     command
         .arg("mcp")
@@ -66,11 +66,47 @@ pub fn text(result: &CallToolResult) -> String {
         .collect()
 }
 
-pub fn structured(result: &CallToolResult) -> &Value {
-    result
-        .structured_content
-        .as_ref()
-        .expect("a result carries structured content")
+/// The one thing a result is: its text. No `structuredContent` (issue 15: clients show
+/// the model one or the other, so the one sent is complete), and no CLI word in it.
+pub fn text_of(result: &CallToolResult) -> String {
+    assert!(
+        result.structured_content.is_none(),
+        "a result carries structured content: {result:?}"
+    );
+    let text = text(result);
+    assert!(
+        !text.contains("bashc "),
+        "CLI words in a tool result: {text}"
+    );
+    for flag in [
+        "--mode",
+        "--timeout",
+        "--on-timeout",
+        "--offset",
+        "--limit",
+        "--stream",
+        "--session",
+        "--max-bytes",
+    ] {
+        assert!(
+            !text.contains(flag),
+            "CLI flag {flag} in a tool result: {text}"
+        );
+    }
+    text
+}
+
+/// The job id a result names: `running: j3 ...` or a `bash_...(job="j3")` call.
+pub fn job_in(text: &str) -> String {
+    let at = text
+        .find("job=\"j")
+        .map(|at| at + 5)
+        .or_else(|| text.find("running: j").map(|at| at + 9))
+        .unwrap_or_else(|| panic!("no job id in {text}"));
+    text[at..]
+        .chars()
+        .take_while(|c| *c == 'j' || c.is_ascii_digit())
+        .collect()
 }
 
 pub fn is_error(result: &CallToolResult) -> bool {
@@ -145,24 +181,28 @@ async fn an_agent_runs_follows_pages_and_kills_jobs_through_the_tools() {
     )
     .await;
     assert!(!is_error(&result), "{}", text(&result));
+    assert_eq!(
+        text_of(&result),
+        "stdout:\nhello\n\nstderr:\noops\n\nexit code: 0\n"
+    );
+    // The job ran in the server's session, in its directory.
+    let listing = daemon.run_bashc(&["jobs", "--all", "--json"]);
+    let listed: Value = serde_json::from_slice(&listing.stdout).unwrap();
+    let first = &listed.as_array().unwrap()[0];
     assert!(
-        text(&result).contains("stdout:\nhello\n") && text(&result).contains("exit code: 0"),
+        first["session"].as_str().unwrap().starts_with("mcp-"),
+        "{first}"
+    );
+    let pwd = call(&client, "bash", json!({"command": "pwd"})).await;
+    assert!(
+        text_of(&pwd).starts_with(&format!("stdout:\n{}\n", daemon.scratch().display())),
         "{}",
-        text(&result)
+        text(&pwd)
     );
-    let json = structured(&result);
-    assert_eq!(json["state"], "exited");
-    assert_eq!(json["stderr"]["text"], "oops\n");
-    assert!(
-        json["session"].as_str().unwrap().starts_with("mcp-"),
-        "{json}"
-    );
-    assert_eq!(json["workdir"], daemon.scratch().to_str().unwrap());
 
     // A cut stream says how to read the rest, and the rest is there.
     let long = call(&client, "bash", json!({"command": "seq 1 3000"})).await;
-    assert_eq!(structured(&long)["stdout"]["truncated"], true);
-    let long_job = structured(&long)["job"].as_str().unwrap().to_owned();
+    let long_job = job_in(&text_of(&long));
     assert!(
         text(&long).contains(&format!(
             "[stdout: showing last 2000 of 3000 lines. The rest: bash_output(job=\"{long_job}\", offset=1, limit=1000). Full output: "
@@ -176,11 +216,14 @@ async fn an_agent_runs_follows_pages_and_kills_jobs_through_the_tools() {
         json!({"job": long_job, "offset": 2999, "limit": 5}),
     )
     .await;
-    assert_eq!(text(&tail), "2999\n3000\n");
+    assert_eq!(
+        text_of(&tail),
+        "2999\n3000\n\n[lines 2999-3000 of 3000: the end of the stream]\n"
+    );
 
     let result = call(&client, "bash", json!({"command": "exit 3"})).await;
     assert!(is_error(&result), "a non-zero exit is a tool error");
-    assert_eq!(structured(&result)["exit_code"], 3);
+    assert_eq!(text_of(&result), "exit code: 3\n");
 
     // A background job, followed by two checks that neither repeat nor lose a line.
     let result = call(
@@ -194,8 +237,8 @@ async fn an_agent_runs_follows_pages_and_kills_jobs_through_the_tools() {
     )
     .await;
     assert!(!is_error(&result), "{}", text(&result));
-    assert_eq!(structured(&result)["state"], "running");
-    let job = structured(&result)["job"].as_str().unwrap().to_owned();
+    let job = job_in(&text_of(&result));
+    assert!(text(&result).contains(&format!("running: {job} (pid ")));
     assert!(
         text(&result).contains(&format!("bash_check(job=\"{job}\")")),
         "{}",
@@ -209,10 +252,11 @@ async fn an_agent_runs_follows_pages_and_kills_jobs_through_the_tools() {
         loop {
             let result = call(&client, "bash_check", json!({"job": job})).await;
             assert!(!is_error(&result), "{}", text(&result));
-            let new = structured(&result)["stdout"]["text"]
-                .as_str()
-                .unwrap()
-                .to_owned();
+            let text = text_of(&result);
+            let new = match text.strip_prefix("stdout:\n") {
+                Some(rest) => rest[..rest.find("\n\n").unwrap() + 1].to_owned(),
+                None => String::new(),
+            };
             if !new.is_empty() {
                 checks_with_lines += 1;
                 seen.push_str(&new);
@@ -234,16 +278,22 @@ async fn an_agent_runs_follows_pages_and_kills_jobs_through_the_tools() {
     )
     .await;
     assert!(!is_error(&page), "{}", text(&page));
-    assert_eq!(text(&page), "line2\nline3\n");
+    assert!(
+        text_of(&page).starts_with(&format!(
+            "line2\nline3\n\n[lines 2-3 of 6 so far shown; next page: bash_output(job=\"{job}\", offset=4)]"
+        )),
+        "{}",
+        text(&page)
+    );
 
     let jobs = call(&client, "bash_jobs", json!({})).await;
-    let listed = structured(&jobs)["jobs"].as_array().unwrap().clone();
+    let listed = text_of(&jobs);
     let entry = listed
-        .iter()
-        .find(|j| j["job"] == job.as_str())
-        .expect("job listed");
-    assert_eq!(entry["state"], "running");
-    assert_eq!(entry["description"], "six lines, then two sleeps");
+        .lines()
+        .find(|line| line.starts_with(&format!("{job} ")))
+        .unwrap_or_else(|| panic!("{job} not listed: {listed}"));
+    assert!(entry.contains("running"), "{entry}");
+    assert!(listed.contains("# six lines, then two sleeps"), "{listed}");
     // The user sees it too.
     let listing = daemon.run_bashc(&["jobs", "--all"]);
     assert!(
@@ -258,7 +308,12 @@ async fn an_agent_runs_follows_pages_and_kills_jobs_through_the_tools() {
         json!({"job": job, "timeout_secs": 0.2}),
     )
     .await;
-    assert_eq!(structured(&waited)["state"], "running");
+    assert!(!is_error(&waited));
+    assert!(
+        text_of(&waited).contains(&format!("{job} is still running after waiting 0.2 s")),
+        "{}",
+        text(&waited)
+    );
 
     let sleeps = [
         wait_for_running("sleep 306.301"),
@@ -267,7 +322,16 @@ async fn an_agent_runs_follows_pages_and_kills_jobs_through_the_tools() {
     .concat();
     let killed = call(&client, "bash_kill", json!({"job": job})).await;
     assert!(!is_error(&killed), "{}", text(&killed));
-    assert_eq!(structured(&killed)["state"], "killed");
+    assert!(
+        text_of(&killed).contains("(killed, SIGTERM)"),
+        "{}",
+        text(&killed)
+    );
+    // The same state is the same verdict in every job tool.
+    for tool in ["bash_check", "bash_wait", "bash_kill"] {
+        let again = call(&client, tool, json!({"job": job})).await;
+        assert!(!is_error(&again), "{tool}: {}", text(&again));
+    }
     assert!(
         wait_until(GONE_WITHIN, || sleeps.iter().all(|&pid| !alive(pid))),
         "the job's processes outlived bash_kill"
@@ -276,11 +340,19 @@ async fn an_agent_runs_follows_pages_and_kills_jobs_through_the_tools() {
     // A denial is a tool error, and nothing ran.
     let denied = call(&client, "bash", json!({"command": "git add -A"})).await;
     assert!(is_error(&denied));
-    assert_eq!(structured(&denied)["state"], "denied");
     assert!(
-        text(&denied).contains("permission denied: git-add-blind"),
+        text_of(&denied).contains("permission denied: git-add-blind")
+            && text(&denied).contains("(denied)"),
         "{}",
         text(&denied)
+    );
+    // Its output says why there is none.
+    let page = call(&client, "bash_output", json!({"job": job_of_last(&daemon)})).await;
+    assert!(
+        text_of(&page)
+            .contains("never ran, so it has no output:\npermission denied: git-add-blind"),
+        "{}",
+        text(&page)
     );
 
     // Bad arguments are tool errors that name the argument.
@@ -298,6 +370,27 @@ async fn an_agent_runs_follows_pages_and_kills_jobs_through_the_tools() {
             "`timeout_secs`",
         ),
         ("bash_output", json!({"job": job, "offset": 0}), "`offset`"),
+        ("bash_output", json!({"job": job, "limit": 0}), "`limit`"),
+        (
+            "bash_output",
+            json!({"job": job, "max_bytes": 2_000_000}),
+            "`max_bytes`",
+        ),
+        (
+            "bash",
+            json!({"command": "ls", "max_lines": 0}),
+            "`max_lines`",
+        ),
+        (
+            "bash",
+            json!({"command": "ls", "timeout_secs": 0}),
+            "`timeout_secs`",
+        ),
+        (
+            "bash",
+            json!({"command": "ls", "timeout_secs": 90_000}),
+            "`timeout_secs`",
+        ),
     ] {
         let result = call(&client, tool, args.clone()).await;
         assert!(is_error(&result), "{tool} {args} was not an error");
@@ -319,6 +412,14 @@ async fn an_agent_runs_follows_pages_and_kills_jobs_through_the_tools() {
     client.cancel().await.unwrap();
 }
 
+/// The newest job of any session, as `bashc jobs --all` lists it.
+fn job_of_last(daemon: &Daemon) -> String {
+    let listing = daemon.run_bashc(&["jobs", "--all", "--json"]);
+    let listed: Value = serde_json::from_slice(&listing.stdout).unwrap();
+    let last = listed.as_array().unwrap().last().unwrap();
+    last["job"].as_str().unwrap().to_owned()
+}
+
 /// A daemon that dies and comes back (crash, upgrade) costs the agent nothing: the
 /// server connects again on its next call.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -326,18 +427,22 @@ async fn the_server_reconnects_to_a_restarted_daemon() {
     let mut daemon = Daemon::start();
     let client = connect(&daemon).await;
     let result = call(&client, "bash", json!({"command": "echo before"})).await;
-    assert_eq!(structured(&result)["stdout"]["text"], "before\n");
-    let first = structured(&result)["job"].as_str().unwrap().to_owned();
+    assert_eq!(text_of(&result), "stdout:\nbefore\n\nexit code: 0\n");
+    let first = job_of_last(&daemon);
 
     daemon.kill_daemon();
     daemon.restart();
     let result = call(&client, "bash", json!({"command": "echo after"})).await;
     assert!(!is_error(&result), "{}", text(&result));
-    assert_eq!(structured(&result)["stdout"]["text"], "after\n");
-    assert_ne!(
-        structured(&result)["job"],
-        first.as_str(),
-        "a job id was reused"
+    assert_eq!(text_of(&result), "stdout:\nafter\n\nexit code: 0\n");
+    assert_ne!(job_of_last(&daemon), first, "a job id was reused");
+    // A job of the daemon that died is said to be lost in the restart.
+    let gone = call(&client, "bash_check", json!({"job": first})).await;
+    assert!(is_error(&gone));
+    assert!(
+        text_of(&gone).contains("was started by an earlier bashd"),
+        "{}",
+        text(&gone)
     );
     client.cancel().await.unwrap();
 }
@@ -429,7 +534,11 @@ async fn malformed_json_rpc_gets_an_error_and_the_server_starts_bashd_and_goes_o
         .unwrap();
     let served = response(&mut lines, 3).await;
     assert_eq!(
-        served["result"]["structuredContent"]["stdout"]["text"], "served\n",
+        served["result"]["content"][0]["text"], "stdout:\nserved\n\nexit code: 0\n",
+        "{served}"
+    );
+    assert!(
+        served["result"].get("structuredContent").is_none(),
         "{served}"
     );
     assert_eq!(daemon.daemons().len(), 1, "bashc mcp did not start bashd");

@@ -267,7 +267,11 @@ fn merged_stderr_is_one_section_in_order() {
     let job = result["job"].as_str().unwrap();
     let out = daemon.run_bashc(&["output", job, "--stream", "stderr"]);
     assert_eq!(out.status.code(), Some(255));
-    assert!(stderr(&out).contains("merge-stderr"), "{}", show(&out));
+    assert!(
+        stderr(&out).contains("ran with stderr merged into stdout"),
+        "{}",
+        show(&out)
+    );
 }
 
 #[test]
@@ -350,6 +354,10 @@ async fn a_running_jobs_output_can_be_paged() {
         stream: StreamName::Stdout,
         offset: 4,
         limit: None,
+        caller: daemon.caller(),
+        any_session: false,
+        max_bytes: None,
+        from_end: false,
     };
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     let page = loop {
@@ -401,4 +409,82 @@ fn three_hundred_megabytes_keep_the_daemon_small() {
     assert!(notice.contains("truncated at 100 MiB"), "{notice}");
     let peak = memory_kib(daemon.pid(), "VmHWM").expect("VmHWM of the daemon");
     assert!(peak < 64 * 1024, "daemon peak RSS {peak} KiB");
+}
+
+/// Issue 15: `bashc output` pages hold whole lines within the byte cap (the job's
+/// 50 KiB by default), stderr names the next page, and following it shows every line
+/// exactly once.
+#[test]
+fn issue_15_bashc_output_pages_whole_lines_under_the_byte_cap() {
+    let daemon = Daemon::start();
+    let out = daemon.run_bashc(&[
+        "exec",
+        "--json",
+        "--",
+        "for i in $(seq 1 500); do printf 'row %03d %0300d\\n' $i $i; done",
+    ]);
+    let job = json(&out)["job"].as_str().unwrap().to_owned();
+    let mut offset = "1".to_owned();
+    let mut seen = String::new();
+    for _ in 0..20 {
+        let page = daemon.run_bashc(&["output", &job, "--offset", &offset, "--max-bytes", "20000"]);
+        assert!(page.status.success(), "{}", show(&page));
+        let text = stdout(&page);
+        assert!(
+            text.len() <= 20_000 && text.ends_with('\n'),
+            "{}",
+            text.len()
+        );
+        seen.push_str(&text);
+        let note = stderr(&page);
+        match note.split_once("next page: ") {
+            Some((range, next)) => {
+                assert!(range.contains(" of 500 shown"), "{note}");
+                let next = next.trim();
+                assert!(
+                    next.starts_with(&format!("bashc output {job} --offset ")),
+                    "{note}"
+                );
+                offset = next.rsplit(' ').next().unwrap().to_owned();
+            }
+            None => break,
+        }
+    }
+    let expected: String = (1..=500)
+        .map(|i| format!("row {i:03} {i:0300}\n"))
+        .collect();
+    assert!(seen == expected, "pages skipped or repeated lines");
+    // The default page is the job's 50 KiB.
+    let page = daemon.run_bashc(&["output", &job]);
+    assert!(stdout(&page).len() <= 51_200, "{}", stdout(&page).len());
+    assert!(stderr(&page).contains("next page: "), "{}", show(&page));
+}
+
+/// Issue 15: past the spill cap, the page and its notice agree on the last line kept.
+#[test]
+fn issue_15_a_capped_spill_file_ends_at_the_last_whole_line() {
+    let daemon = Daemon::start_with_config("[limits]\nmax_spill_bytes = 1000\nmax_lines = 10\n");
+    // 7-byte lines: the cap of 1000 bytes falls inside line 143.
+    let out = daemon.run_bashc(&[
+        "exec",
+        "--json",
+        "--",
+        "for i in $(seq 1 200); do printf 'l%05d\\n' $i; done",
+    ]);
+    let result = json(&out);
+    let job = result["job"].as_str().unwrap().to_owned();
+    assert!(
+        result["notice"]
+            .as_str()
+            .unwrap()
+            .contains("holds the first 1000 of 1400 bytes"),
+        "{result}"
+    );
+    let page = daemon.run_bashc(&["output", &job, "--offset", "141"]);
+    assert_eq!(stdout(&page), "l00141\nl00142\n", "{}", show(&page));
+    assert!(
+        stderr(&page).contains("after line 142; the 58 lines after it were not kept"),
+        "{}",
+        show(&page)
+    );
 }

@@ -222,6 +222,7 @@ async fn a_check_sent_on_a_move_to_the_background_repeats_nothing() {
             .check(JobRequest {
                 caller: caller(),
                 job: job.clone(),
+                any_session: false,
             })
             .await
             .unwrap();
@@ -236,6 +237,7 @@ async fn a_check_sent_on_a_move_to_the_background_repeats_nothing() {
                 job,
                 signal: None,
                 grace_ms: None,
+                any_session: false,
             })
             .await
             .unwrap();

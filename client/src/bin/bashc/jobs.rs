@@ -54,6 +54,9 @@ pub struct CheckArgs {
     job: JobArg,
     #[command(flatten)]
     session: SessionArgs,
+    /// Act on the job even if it belongs to another session than this one.
+    #[arg(long)]
+    any_session: bool,
     /// Print the result as JSON.
     #[arg(long)]
     json: bool,
@@ -65,6 +68,9 @@ pub struct WaitArgs {
     job: JobArg,
     #[command(flatten)]
     session: SessionArgs,
+    /// Act on the job even if it belongs to another session than this one.
+    #[arg(long)]
+    any_session: bool,
     /// Give up waiting after this many seconds (fractions allowed); the job runs on.
     #[arg(long, value_name = "SECS")]
     timeout: Option<f64>,
@@ -91,6 +97,9 @@ pub struct KillArgs {
     job: JobArg,
     #[command(flatten)]
     session: SessionArgs,
+    /// Act on the job even if it belongs to another session than this one.
+    #[arg(long)]
+    any_session: bool,
     /// The first signal: TERM (default), INT, HUP, QUIT, KILL, USR1, USR2, ALRM or ABRT.
     #[arg(long, value_name = "NAME")]
     signal: Option<String>,
@@ -145,6 +154,7 @@ pub async fn check(args: CheckArgs, target: &Target) -> anyhow::Result<u8> {
     let request = JobRequest {
         caller: args.session.caller(),
         job: args.job.job_ref()?,
+        any_session: args.any_session,
     };
     let result = connect(target).await?.check(request).await?;
     print_result(args.json, &result, false)?;
@@ -162,6 +172,8 @@ pub async fn wait(args: WaitArgs, target: &Target) -> anyhow::Result<u8> {
             port: args.port,
             idle_ms: args.idle.map(millis).transpose()?,
         },
+        any_session: args.any_session,
+        mcp_call: false,
     };
     let result = connect(target).await?.wait(request).await?;
     print_result(args.json, &result, true)?;
@@ -182,6 +194,7 @@ pub async fn kill(args: KillArgs, target: &Target) -> anyhow::Result<u8> {
         job: args.job.job_ref()?,
         signal: args.signal,
         grace_ms: args.grace.map(millis).transpose()?,
+        any_session: args.any_session,
     };
     let result = connect(target).await?.kill(request).await?;
     print_result(args.json, &result, true)?;

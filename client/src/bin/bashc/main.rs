@@ -17,8 +17,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use bashc::protocol::{
-    ExecParams, GrepRequest, JobLimits, JobsRequest, OutputOptions, OutputRequest, StreamName,
-    Worded,
+    ExecParams, GrepRequest, JobLimits, OutputOptions, OutputRequest, StreamName, Worded,
 };
 use bashc::{ClientError, ExecOptions};
 use clap::{Args, Parser, Subcommand};
@@ -115,9 +114,12 @@ enum Command {
     /// Print lines of a job's full output, as `sed -n` would.
     ///
     /// Reads the spill file of a stream that passed its limits, or the output kept in
-    /// memory. Lines count from 1. Only the lines go to stdout; anything to say about
-    /// them (a line cut because it is longer than 1 MiB, a file that stopped at its
-    /// size cap) goes to stderr. --json adds the range and the totals.
+    /// memory. Lines count from 1. A page holds whole lines, at most --limit lines and
+    /// --max-bytes bytes (the job's own limits by default, 2000 and 50 KiB); only a
+    /// line longer than the page is cut. Only the lines go to stdout; anything to say
+    /// about them (where the next page starts, a line cut, a file that stopped at its
+    /// size cap) goes to stderr. --json adds the range and the totals. A job of
+    /// another session is refused unless --session names it or --any-session is given.
     Output(OutputArgs),
     /// The command policy: what bashd refuses to run.
     #[command(subcommand)]
@@ -133,6 +135,12 @@ enum Command {
     /// or $BASHD_SESSION), owned by the agent that started it; it exits when its stdin
     /// closes. Commands run in the directory it was started in unless a call names
     /// another. Starts bashd when none is running.
+    ///
+    /// Every bash and bash_wait call returns within bashd's [mcp] max_call_secs (50 s
+    /// by default; a command still running goes on in the background); a cancelled
+    /// call kills its command ([mcp] on_cancel = "background" keeps it); a call with a
+    /// progressToken gets progress notifications every 3 s. The job tools reach only
+    /// this session's jobs.
     Mcp(mcp::McpArgs),
 }
 
@@ -237,19 +245,26 @@ struct OutputArgs {
     job: jobs::JobArg,
     #[command(flatten)]
     session: SessionArgs,
+    /// Read the job even if it belongs to another session than this one.
+    #[arg(long)]
+    any_session: bool,
     /// Which stream to read.
     #[arg(long, value_enum, default_value = "stdout")]
     stream: StreamArg,
     /// The first line to print, counting from 1.
     #[arg(long, value_name = "LINE", default_value_t = 1, value_parser = line_number)]
     offset: u64,
-    /// Most lines to print (default: the daemon's max_lines, 2000); with --grep, most
-    /// matching lines.
+    /// Most lines to print (default: the job's max_lines, 2000).
     #[arg(long, value_name = "LINES")]
     limit: Option<u64>,
+    /// Most bytes to print (default: the job's max_bytes, 51200; at most 1 MiB). A
+    /// page holds whole lines; stderr says where the next one starts.
+    #[arg(long, value_name = "N")]
+    max_bytes: Option<u64>,
     /// Print only the lines that match this regex (Rust regex syntax), as `grep -n`
     /// does: `12:line` for a match, `11-line` for context, `--` between groups. The
-    /// search runs in bashd over the whole output, from --offset on.
+    /// search runs in bashd over the whole output, from --offset on; --limit counts
+    /// matching lines.
     #[arg(long, value_name = "REGEX")]
     grep: Option<String>,
     /// Lines of context before and after each match (with --grep).
@@ -304,11 +319,11 @@ fn fail(e: anyhow::Error) -> ExitCode {
         return ExitCode::from(EXIT_UNREACHABLE);
     }
     let hint = e.chain().find_map(|cause| match cause.downcast_ref() {
-        Some(ClientError::Daemon(reply) | ClientError::Refused(reply)) => reply.hint,
+        Some(ClientError::Daemon(reply) | ClientError::Refused(reply)) => reply.hint.clone(),
         _ => None,
     });
     match hint {
-        Some(hint) => eprintln!("bashc: {e:#}: {}", render::hint_text(hint)),
+        Some(hint) => eprintln!("bashc: {e:#}: {}", render::hint_text(&hint)),
         None => eprintln!("bashc: {e:#}"),
     }
     ExitCode::from(EXIT_UNREACHABLE)
@@ -398,50 +413,56 @@ async fn output(args: OutputArgs, target: &bashc::Target) -> anyhow::Result<u8> 
     let client = connect(target).await?;
     let job = args.job.job_ref()?;
     let stream = args.stream.into();
-    // The output request names no session (protocol 3): the session is named beside it,
-    // in a listing of its jobs, which adopts a lingering session and adds the owner as
-    // `check` and `wait` do. Sent together, they cost one round trip.
     let caller = args.session.caller();
-    let adopt = client.jobs(JobsRequest {
-        session: Some(caller.session.clone()),
-        caller,
-    });
-    let page = client.output(OutputRequest {
+    let request = |stream, offset, limit, max_bytes| OutputRequest {
         job: job.clone(),
         stream,
-        offset: args.offset,
-        limit: args.limit,
-    });
-    let page = async {
-        match &args.grep {
-            Some(pattern) => {
-                client
-                    .grep(GrepRequest {
-                        caller: args.session.caller(),
-                        job: job.clone(),
-                        stream,
-                        pattern: pattern.clone(),
-                        context: args.context,
-                        offset: args.offset,
-                        limit: args.limit,
-                    })
-                    .await
-            }
-            None => page.await,
+        offset,
+        limit,
+        caller: caller.clone(),
+        any_session: args.any_session,
+        max_bytes,
+        from_end: false,
+    };
+    let page = match &args.grep {
+        Some(pattern) => {
+            client
+                .grep(GrepRequest {
+                    caller: caller.clone(),
+                    job: job.clone(),
+                    stream,
+                    pattern: pattern.clone(),
+                    context: args.context,
+                    offset: args.offset,
+                    limit: args.limit,
+                })
+                .await?
+        }
+        None => {
+            client
+                .output(request(stream, args.offset, args.limit, args.max_bytes))
+                .await?
         }
     };
-    let (_, page) = tokio::join!(adopt, page);
-    let page = page?;
     let notice = render::notices_text(&page.notices);
     if !args.json {
         if let Some(notice) = &notice {
             eprintln!("bashc: {notice}");
         }
-        if let (Some(pattern), Some(next)) = (&args.grep, page.next_offset) {
-            eprintln!(
-                "bashc: more matches may follow: bashc output {job_name} --grep {pattern:?} --offset {next}",
-                job_name = page.job
-            );
+        match &args.grep {
+            Some(pattern) => {
+                if let Some(next) = page.next_offset {
+                    eprintln!(
+                        "bashc: more matches may follow: bashc output {job_name} --grep {pattern:?} --offset {next}",
+                        job_name = page.job
+                    );
+                }
+            }
+            None => {
+                if let Some(next) = render::page_next(&page, render::output_page_command) {
+                    eprintln!("bashc: {next}");
+                }
+            }
         }
         if page.lines == 0 && args.grep.is_none() {
             let other = match stream {
@@ -449,15 +470,7 @@ async fn output(args: OutputArgs, target: &bashc::Target) -> anyhow::Result<u8> 
                 StreamName::Stderr => StreamName::Stdout,
             };
             // Only its totals are wanted; a merged stream has no stderr to ask about.
-            let other_page = client
-                .output(OutputRequest {
-                    job,
-                    stream: other,
-                    offset: 1,
-                    limit: Some(1),
-                })
-                .await
-                .ok();
+            let other_page = client.output(request(other, 1, Some(1), None)).await.ok();
             if let Some(note) = render::empty_page_note(&page, other_page.as_ref()) {
                 eprintln!("bashc: {note}");
             }

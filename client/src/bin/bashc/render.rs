@@ -448,6 +448,9 @@ pub fn notice_text(notice: &Notice) -> String {
             &format!("bashc kill {job}"),
         ),
         Notice::Lost { job, in_memory } => lost_text(*job, in_memory, &format!("bashc output {job}")),
+        Notice::PageFull { max_bytes } => format!(
+            "The page is full at {max_bytes} bytes; it holds whole lines only."
+        ),
     }
 }
 
@@ -530,6 +533,15 @@ pub fn background_text(
         BackgroundWhy::Stragglers => format!(
             "The command's shell exited, but processes it started are still running; they stay in the background as {job}. {how}"
         ),
+        BackgroundWhy::CallBudget => {
+            let budget = timeout_secs.map_or(String::new(), |secs| format!(" of {secs} s"));
+            format!(
+                "The call reached its time budget{budget} (mcp.max_call_secs) and returned; the command keeps running in the background as {job} (pid {pid}) until it ends or reaches its own timeout. {how}"
+            )
+        }
+        BackgroundWhy::Cancelled => format!(
+            "The call was cancelled; the command keeps running in the background as {job} (pid {pid}). {how}"
+        ),
     }
 }
 
@@ -539,12 +551,45 @@ pub fn waited_secs(waited_ms: u64) -> f64 {
 }
 
 /// What the CLI adds to an error the daemon gave a hint for.
-pub fn hint_text(hint: ErrorHint) -> &'static str {
+pub fn hint_text(hint: &ErrorHint) -> String {
     match hint {
-        ErrorHint::JobIds => "job ids look like j12, as `bashc exec` and `bashc jobs` show them",
-        ErrorHint::JobPids => "--pid takes the pid of a job's shell, as `bashc jobs` shows it",
-        ErrorHint::Sessions => "`bashc sessions` lists the sessions bashd has",
+        ErrorHint::JobIds => {
+            "job ids look like j12, as `bashc exec` and `bashc jobs` show them".to_owned()
+        }
+        ErrorHint::JobPids => {
+            "--pid takes the pid of a job's shell, as `bashc jobs` shows it".to_owned()
+        }
+        ErrorHint::Sessions => "`bashc sessions` lists the sessions bashd has".to_owned(),
+        ErrorHint::OtherSession { session } => format!(
+            "to act on it anyway, add --session {session}, or --any-session; `bashc jobs --all` lists every session's jobs"
+        ),
     }
+}
+
+/// `bashc output j3 --stream stderr --offset 86`: the next page, in the CLI's words.
+pub fn output_page_command(job: JobId, stream: StreamName, offset: u64) -> String {
+    let flag = match stream {
+        StreamName::Stdout => "",
+        StreamName::Stderr => " --stream stderr",
+    };
+    format!("bashc output {job}{flag} --offset {offset}")
+}
+
+/// What a page that is not the stream's last says: the range shown, the stream's
+/// lines, and the call for the next page, worded by `next`. `None` at the end.
+pub fn page_next(page: &OutputPage, next: fn(JobId, StreamName, u64) -> String) -> Option<String> {
+    let next_offset = page.next_offset?;
+    let range = match page.lines {
+        0 => "no lines".to_owned(),
+        1 => format!("line {}", page.offset),
+        n => format!("lines {}-{}", page.offset, page.offset + n - 1),
+    };
+    let so_far = if page.complete { "" } else { " so far" };
+    Some(format!(
+        "{range} of {}{so_far} shown; next page: {}",
+        page.total_lines,
+        next(page.job, page.stream, next_offset)
+    ))
 }
 
 pub fn stream_name(stream: StreamName) -> &'static str {
@@ -848,7 +893,7 @@ mod tests {
             assert_eq!(notice_text(&notice), words);
         }
         assert_eq!(
-            hint_text(ErrorHint::JobIds),
+            hint_text(&ErrorHint::JobIds),
             "job ids look like j12, as `bashc exec` and `bashc jobs` show them"
         );
     }

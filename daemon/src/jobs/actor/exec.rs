@@ -223,6 +223,10 @@ impl JobsActor {
                         self.config.limits.max_total_spill_bytes,
                     )),
                     sandbox: plan.sandbox,
+                    // An MCP call returns by its budget; the job's timeout still holds.
+                    answer_by: (params.mcp_call && params.mode != Mode::Background)
+                        .then_some(self.config.mcp.max_call)
+                        .filter(|budget| *budget < plan.timeout),
                 },
                 cookie: journal::cookie(&self.instance, id),
                 merged: params.merge_stderr,
@@ -459,11 +463,29 @@ impl JobsActor {
             .map_err(invalid)?;
         let timeouts = &self.config.timeouts;
         let timeout_secs = match (params.timeout_secs, params.mode) {
-            (Some(secs), _) => limits::clamp_timeout_secs(secs),
+            (Some(secs), _)
+                if !(limits::MIN_TIMEOUT_SECS..=limits::MAX_TIMEOUT_SECS).contains(&secs) =>
+            {
+                return Err(invalid(format!(
+                    "timeout {secs} s is outside 1 s .. 24 h ({} s); give a timeout in that range, or use mode background for jobs that run up to 24 h",
+                    limits::MAX_TIMEOUT_SECS
+                )));
+            }
+            (Some(secs), _) => secs,
             (None, Mode::Default) => timeouts.default_secs,
             (None, Mode::Slow) => timeouts.slow_secs,
             (None, Mode::Background) => timeouts.background_secs,
         };
+        if params.output.max_lines == Some(0) || params.output.max_bytes == Some(0) {
+            let what = if params.output.max_lines == Some(0) {
+                "max_lines"
+            } else {
+                "max_bytes"
+            };
+            return Err(invalid(format!(
+                "{what} 0 would show nothing of the output; give 1 or more (the whole output is kept either way, for output to page through)"
+            )));
+        }
         let limits = &self.config.limits;
         let max_bytes = params.output.max_bytes.unwrap_or(limits.max_bytes);
         Ok(Plan {

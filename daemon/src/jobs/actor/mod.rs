@@ -71,6 +71,8 @@ pub struct JobsActor {
     /// Requests from inside a sandboxed job that has not said yet which namespace is
     /// its own: they wait for the starting jobs' spawns (`exec.rs`).
     parked: Vec<exec::Parked>,
+    /// The first job number this daemon gave out: lower ones are an earlier daemon's.
+    first_job: u64,
 }
 
 struct Job {
@@ -203,6 +205,7 @@ impl JobsActor {
             by_pid: HashMap::new(),
             sessions: HashMap::new(),
             running: 0,
+            first_job: journal.next(),
             journal,
             instance,
             shell,
@@ -267,13 +270,16 @@ impl JobsActor {
                 events,
                 peer,
             } => self.exec(*params, denial, events, peer),
-            Cmd::Lookup { caller, job, reply } => {
-                if let Some(caller) = &caller {
-                    self.adopt(&caller.session, caller.owner);
-                }
-                let session = caller.map(|c| c.session);
-                let _ = reply.send(self.lookup(&job, session.as_deref()));
+            Cmd::Lookup {
+                caller,
+                job,
+                any_session,
+                reply,
+            } => {
+                self.adopt(&caller.session, caller.owner);
+                let _ = reply.send(self.lookup(&job, &caller.session, any_session));
             }
+            Cmd::Detach { job } => self.detach(job),
             Cmd::Advance { job, session, seen } => {
                 if let Some(job) = self.jobs.get_mut(&job.0) {
                     let cursor = job.cursors.entry(session).or_default();

@@ -3,8 +3,8 @@
 use std::time::{Duration, SystemTime};
 
 use bashd_protocol::{
-    ErrorHint, ErrorKind, ErrorReply, ExecResult, JobId, JobInfo, JobRef, JobState, JobsRequest,
-    KillRequest, Killer, Mode, Notice, StreamResult, WaitRequest,
+    BackgroundWhy, ErrorHint, ErrorKind, ErrorReply, ExecResult, JobId, JobInfo, JobRef, JobState,
+    JobsRequest, KillRequest, Killer, Mode, Notice, StreamResult, WaitRequest,
 };
 use rustix::process::Signal;
 use tokio::sync::oneshot;
@@ -27,9 +27,40 @@ impl JobsActor {
         found.ok_or_else(|| self.unknown_job(job))
     }
 
+    /// Finds a job for a caller acting in `session`: a job of another session is
+    /// refused, naming its session, unless the request asks for `any_session`.
+    pub(super) fn find_in(
+        &self,
+        job: &JobRef,
+        session: &str,
+        any_session: bool,
+    ) -> Result<u64, ErrorReply> {
+        let n = self.find(job)?;
+        let owner = &self.jobs[&n].session;
+        if any_session || owner == session {
+            return Ok(n);
+        }
+        Err(ErrorReply::new(
+            ErrorKind::NotFound,
+            format!(
+                "{} is a job of session {owner}, not of this session ({session})",
+                self.jobs[&n].id
+            ),
+        )
+        .with_hint(ErrorHint::OtherSession {
+            session: owner.clone(),
+        }))
+    }
+
     pub(super) fn unknown_job(&self, job: &JobRef) -> ErrorReply {
         match job {
             JobRef::Id(id) => match id.parse::<JobId>() {
+                Ok(JobId(n)) if n > 0 && n < self.first_job => ErrorReply::new(
+                    ErrorKind::NotFound,
+                    format!(
+                        "job {id} was started by an earlier bashd, which stopped or crashed before this one started; what it left running was ended at this one's start, and its record is gone"
+                    ),
+                ),
                 Ok(JobId(n)) if n > 0 && n < self.journal.next() => ErrorReply::new(
                     ErrorKind::NotFound,
                     format!(
@@ -51,9 +82,10 @@ impl JobsActor {
     pub(super) fn lookup(
         &mut self,
         job: &JobRef,
-        session: Option<&str>,
+        session: &str,
+        any_session: bool,
     ) -> Result<Lookup, ErrorReply> {
-        let n = self.find(job)?;
+        let n = self.find_in(job, session, any_session)?;
         let mut streams = self.streams(n);
         if let StreamsAt::Closed = streams {
             // It has just ended: its report is in the channel.
@@ -80,10 +112,7 @@ impl JobsActor {
         }
         Ok(Lookup {
             summary: self.summary(job),
-            cursor: session
-                .and_then(|s| job.cursors.get(s))
-                .copied()
-                .unwrap_or_default(),
+            cursor: job.cursors.get(session).copied().unwrap_or_default(),
             page_lines: job.page_lines,
             max_bytes: job.max_bytes,
             streams,
@@ -118,11 +147,17 @@ impl JobsActor {
             Status::Ended(ended) => ExecResult {
                 stdout: StreamResult::empty(),
                 stderr: ended.result.stderr.as_ref().map(|_| StreamResult::empty()),
+                // Why a job never ran is what an empty page of it has to say.
                 notices: ended
                     .result
                     .notices
                     .iter()
-                    .filter(|n| matches!(n, Notice::Lost { .. }))
+                    .filter(|n| {
+                        matches!(
+                            n,
+                            Notice::Denied { .. } | Notice::NotStarted { .. } | Notice::Lost { .. }
+                        )
+                    })
                     .cloned()
                     .collect(),
                 ..ended.result.clone()
@@ -149,7 +184,7 @@ impl JobsActor {
 
     pub(super) fn wait(&mut self, request: WaitRequest) -> Result<Waiting, ErrorReply> {
         self.adopt(&request.caller.session, request.caller.owner);
-        let n = self.find(&request.job)?;
+        let n = self.find_in(&request.job, &request.caller.session, request.any_session)?;
         if let Status::Ended(ended) = &self.jobs[&n].status {
             return Ok(Waiting::Ended(ended.result.clone()));
         }
@@ -165,7 +200,7 @@ impl JobsActor {
         let grace = request
             .grace_ms
             .map_or(self.config.timeouts.kill_grace, Duration::from_millis);
-        let n = self.find(&request.job)?;
+        let n = self.find_in(&request.job, &request.caller.session, request.any_session)?;
         if let Status::Running { control, .. } = &self.jobs[&n].status
             && control.is_closed()
         {
@@ -203,6 +238,14 @@ impl JobsActor {
                 tracing::info!(job = %job.id, signal = ?signal, "killing a job on request");
                 Ok(self.await_end(n))
             }
+        }
+    }
+
+    /// Asks a starting or running job to answer its request now and go on in the
+    /// background (a cancelled MCP call); nothing for a job that has ended.
+    pub(super) fn detach(&mut self, job: JobId) {
+        if let Some(control) = self.jobs.get(&job.0).and_then(Job::control) {
+            let _ = control.send(Control::Detach(BackgroundWhy::Cancelled));
         }
     }
 

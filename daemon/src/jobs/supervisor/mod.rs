@@ -75,6 +75,9 @@ pub struct Settings {
     pub spill_budget: Option<output::Charge>,
     /// The sandbox it runs in, when it is confined; named in its results.
     pub sandbox: Option<bashd_protocol::SandboxInForce>,
+    /// From the start; past it, a request still waiting is answered and the job moves
+    /// to the background (an MCP call's budget). Its timeout still holds.
+    pub answer_by: Option<Duration>,
 }
 
 /// Everything the supervisor of one job needs. `P` is the job's processes: its
@@ -201,6 +204,9 @@ pub enum Control {
     },
     /// Whether the job waits for input, for `check` and `jobs`.
     Probe(oneshot::Sender<Probe>),
+    /// Answer the request now and go on in the background (a cancelled MCP call, with
+    /// `[mcp] on_cancel = "background"`). Nothing happens once it is answered.
+    Detach(BackgroundWhy),
 }
 
 /// Runs the job to its end. `requester` is the channel of the request that started
@@ -242,7 +248,8 @@ pub async fn supervise<P: JobProcesses>(
 pub fn merged_stderr(job: JobId) -> ErrorReply {
     ErrorReply::new(
         ErrorKind::InvalidRequest,
-        format!("{job} ran with --merge-stderr: its stderr is in its stdout"),
+        // Front-end neutral: `--merge-stderr` on the CLI is `merge_stderr` in MCP.
+        format!("{job} ran with stderr merged into stdout: its stderr is in its stdout"),
     )
 }
 
@@ -278,6 +285,8 @@ enum LeaderEvent {
     Abandoned,
     /// A first look at the job's CPU time, [`INPUT_IDLE`] before its deadline.
     Prime,
+    /// The request's `answer_by` came.
+    AnswerBy,
 }
 
 /// Phase `Stragglers`'s own events.
@@ -296,6 +305,10 @@ struct Supervisor<P> {
     /// tests can pause it.
     deadline: tokio::time::Instant,
     request: Request,
+    /// The request was answered before the job's timeout for another reason than its
+    /// mode (an MCP call's budget or cancel): at the timeout, the job goes by
+    /// `on_timeout` as if it were still in the foreground.
+    answered_early: bool,
     reports: mpsc::UnboundedSender<Report>,
     /// Apart from `inputs`, so that a phase can wait on the processes while `inputs`
     /// reads the pipes.
@@ -344,6 +357,7 @@ impl<P: JobProcesses> Supervisor<P> {
             last_output: std::time::Instant::now(),
             watch,
             root,
+            detach_asked: None,
         };
         let mut inputs = inputs;
         if let Some(subscriber) = subscriber {
@@ -355,6 +369,7 @@ impl<P: JobProcesses> Supervisor<P> {
             meta,
             settings,
             request: Request::Waiting(requester),
+            answered_early: false,
             reports,
             processes,
             inputs,
@@ -396,6 +411,9 @@ impl<P: JobProcesses> Supervisor<P> {
     /// Until the leader exits or the job is to stop.
     async fn leader_runs(&mut self) -> Phase {
         loop {
+            if let Some(why) = self.inputs.detach_asked.take() {
+                self.detach(why).await;
+            }
             let deadline = self.deadline;
             let requester = match &self.request {
                 Request::Waiting(requester) => Some(requester.clone()),
@@ -410,11 +428,17 @@ impl<P: JobProcesses> Supervisor<P> {
                 // idle time behind it.
                 .then(|| deadline.checked_sub(INPUT_IDLE + Duration::from_secs(1)))
                 .flatten();
+            let answer_by = self
+                .settings
+                .answer_by
+                .filter(|_| requester.is_some())
+                .map(|after| tokio::time::Instant::from_std(self.meta.started) + after);
             let phase = async move {
                 tokio::select! {
                     () = tokio::time::sleep_until(deadline) => LeaderEvent::Deadline,
                     () = closed(requester) => LeaderEvent::Abandoned,
                     () = sleep_until_some(prime_at) => LeaderEvent::Prime,
+                    () = sleep_until_some(answer_by) => LeaderEvent::AnswerBy,
                 }
             };
             match self.inputs.wake(phase).await {
@@ -423,12 +447,14 @@ impl<P: JobProcesses> Supervisor<P> {
                     return Phase::Stopping(self.stop(StopReason::Abandoned));
                 }
                 Wake::Phase(LeaderEvent::Prime) => self.inputs.prime_probe().await,
+                Wake::Phase(LeaderEvent::AnswerBy) => self.detach(BackgroundWhy::CallBudget).await,
                 Wake::Phase(LeaderEvent::Deadline) => {
                     if matches!(self.request, Request::Waiting(_)) {
                         self.waiting_at_timeout = self.inputs.probe().await.waiting_for_input;
                     }
                     let settings = &self.settings;
-                    let move_on = matches!(self.request, Request::Waiting(_))
+                    let move_on = (matches!(self.request, Request::Waiting(_))
+                        || self.answered_early)
                         && settings.on_timeout == OnTimeout::Background
                         && settings.background_timeout > settings.timeout;
                     if !move_on {
@@ -436,6 +462,7 @@ impl<P: JobProcesses> Supervisor<P> {
                     }
                     self.deadline = tokio::time::Instant::from_std(self.meta.started)
                         + settings.background_timeout;
+                    self.answered_early = false;
                     self.detach(BackgroundWhy::Timeout).await;
                 }
                 Wake::LeaderExited => {
@@ -545,16 +572,23 @@ impl<P: JobProcesses> Supervisor<P> {
             // Answered already: it keeps the first reason.
             return;
         };
+        let timeout_secs = match why {
+            BackgroundWhy::Timeout => Some(self.settings.timeout.as_secs()),
+            // The budget it passed, which the front end names.
+            BackgroundWhy::CallBudget => self.settings.answer_by.map(|after| after.as_secs()),
+            BackgroundWhy::Requested | BackgroundWhy::Stragglers | BackgroundWhy::Cancelled => None,
+        };
+        self.answered_early = matches!(why, BackgroundWhy::CallBudget | BackgroundWhy::Cancelled);
         let notice = Notice::Background {
             job: self.meta.job,
             pid: self.pid,
             why,
-            timeout_secs: (why == BackgroundWhy::Timeout)
-                .then_some(self.settings.timeout.as_secs()),
+            timeout_secs,
         };
         let seen = match why {
-            BackgroundWhy::Requested => [0, 0],
-            BackgroundWhy::Timeout | BackgroundWhy::Stragglers => [
+            // Nobody reads the answer to a cancelled call: a check starts at line 1.
+            BackgroundWhy::Requested | BackgroundWhy::Cancelled => [0, 0],
+            BackgroundWhy::Timeout | BackgroundWhy::Stragglers | BackgroundWhy::CallBudget => [
                 self.inputs.out.capture.complete_lines(),
                 self.inputs.err.capture.complete_lines(),
             ],
@@ -693,6 +727,7 @@ impl<P> Supervisor<P> {
     }
 }
 
+/// Sleeps until `at`, or forever when there is none.
 async fn sleep_until_some(at: Option<tokio::time::Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,

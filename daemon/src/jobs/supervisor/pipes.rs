@@ -5,7 +5,7 @@ use std::future::Future;
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::{Duration, Instant};
 
-use bashd_protocol::StreamName;
+use bashd_protocol::{BackgroundWhy, StreamName};
 use tokio::io::AsyncReadExt;
 use tokio::net::unix::pipe;
 use tokio::sync::{mpsc, oneshot};
@@ -74,6 +74,8 @@ pub(super) struct Inputs {
     pub(super) watch: Option<InputWatch>,
     /// The job's first process, for live readers that look at its processes.
     pub(super) root: u32,
+    /// A `Control::Detach` that came, for the phase that can answer the request.
+    pub(super) detach_asked: Option<BackgroundWhy>,
 }
 
 impl Inputs {
@@ -115,6 +117,10 @@ impl Inputs {
             Got::Control(Some(Control::Stop(stop))) => Wake::Stop(stop),
             Got::Control(Some(Control::Snapshot(reply))) => {
                 let _ = reply.send(self.streams());
+                Wake::Busy
+            }
+            Got::Control(Some(Control::Detach(why))) => {
+                self.detach_asked = Some(why);
                 Wake::Busy
             }
             Got::Control(Some(Control::Subscribe { subscriber, reply })) => {

@@ -131,6 +131,7 @@ fn settings(dir: &tempfile::TempDir) -> Settings {
         detached: false,
         spill_budget: None,
         sandbox: None,
+        answer_by: None,
     }
 }
 
@@ -483,4 +484,67 @@ impl Harness {
         assert!(matches!(self.report().await, Report::Backgrounded { .. }));
         self.ended().await
     }
+}
+
+/// Issue 15: an MCP call's budget answers the request with the job still running;
+/// the job's own timeout still holds, and then goes by `on_timeout` as for a
+/// foreground job.
+#[tokio::test(start_paused = true)]
+async fn the_answer_by_of_a_call_moves_the_job_to_the_background_and_its_timeout_still_holds() {
+    let budget = Duration::from_secs(3);
+    let mut job = start(|settings| {
+        settings.answer_by = Some(budget);
+        settings.on_timeout = OnTimeout::Kill;
+    });
+    job.write("first\n");
+    let started = tokio::time::Instant::now();
+    let answer = job.answer().await;
+    // The job's start is a std instant, a moment before the paused clock's, and its
+    // end waits out the drain of its last output.
+    let about = |d: Duration| (d..d + Duration::from_millis(500)).contains(&started.elapsed());
+    assert!(about(budget), "{:?}", started.elapsed());
+    assert_eq!(answer.state, JobState::Running);
+    assert!(answer.backgrounded);
+    assert_eq!(answer.stdout.text, "first\n");
+    assert_eq!(
+        answer.notices,
+        [background(BackgroundWhy::CallBudget, Some(3))]
+    );
+    match job.report().await {
+        Report::Backgrounded { seen, .. } => assert_eq!(seen, [1, 0]),
+        other => panic!("expected Backgrounded, got {other:?}"),
+    }
+    // The job's timeout kills it, as on_timeout says.
+    let ended = job.ended().await;
+    assert!(about(TIMEOUT), "{:?}", started.elapsed());
+    assert_eq!(ended.result.state, JobState::TimedOut);
+    assert_eq!(job.fake.terminated().len(), 1);
+    job.no_more_answers().await;
+}
+
+/// Issue 15: a detach (a cancelled MCP call, `on_cancel = "background"`) answers the
+/// request at once, and the job runs on to its end.
+#[tokio::test(start_paused = true)]
+async fn a_detach_answers_the_request_and_the_job_goes_on() {
+    let mut job = start(|_| {});
+    job.write("first\n");
+    job.control
+        .send(Control::Detach(BackgroundWhy::Cancelled))
+        .unwrap();
+    let answer = job.answer().await;
+    assert_eq!(answer.state, JobState::Running);
+    assert_eq!(answer.notices, [background(BackgroundWhy::Cancelled, None)]);
+    job.close_pipes();
+    job.fake.leader_exits(LeaderExit::Code(0));
+    loop {
+        match job.report().await {
+            Report::Ended(ended) => {
+                assert_eq!(ended.result.state, JobState::Exited);
+                break;
+            }
+            Report::Backgrounded { .. } => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(job.fake.terminated(), []);
 }

@@ -8,6 +8,7 @@
 //! calls; `words.rs` says results, notices and errors in the words of tool calls.
 
 mod gate;
+mod schema;
 mod tools;
 mod words;
 

@@ -1,30 +1,42 @@
 //! The tools of `bashc mcp`: their definitions and argument types, and the calls they
 //! make to the daemon through the library's client, which `words.rs` words.
+//!
+//! Every call is an MCP call to the daemon (`mcp_call`): the daemon's `[mcp]` config
+//! bounds it (`max_call_secs`) and says what a cancel does (`on_cancel`). A cancelled
+//! call (`notifications/cancelled`) cancels its daemon request; a call that carries a
+//! `progressToken` gets `notifications/progress` while it waits.
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
+use std::time::{Duration, Instant};
 
 use bashc::protocol::{
-    Caller, ErrorKind, ExecResult, GrepRequest, JobLimits, JobRef, JobRequest, JobState,
-    JobsRequest, KillRequest, Mode, OutputOptions, OutputRequest, SendRequest, StdinMode,
-    WaitConditions, WaitRequest,
+    Caller, ErrorKind, ExecResult, GrepRequest, JobId, JobLimits, JobRef, JobRequest, JobState,
+    JobsRequest, KillRequest, Mode, OutputOptions, OutputPage, OutputRequest, Request, Response,
+    SendRequest, StdinMode, StreamName, WaitConditions, WaitRequest, limits,
 };
-use bashc::{Client, ClientError, ExecOptions};
-use rmcp::handler::server::common::schema_for_type;
+use bashc::{Client, ClientError, ExecOptions, Responses};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, JsonObject,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
+    ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::schemars::JsonSchema;
 use rmcp::service::RequestContext;
-use rmcp::{ErrorData, RoleServer, ServerHandler};
+use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
 use serde::Deserialize;
 use tokio::sync::Mutex;
 
-use super::words;
+use super::{schema, words};
 use crate::options::{
     DirectionArg, ModeArg, NetArg, OnTimeoutArg, SandboxArg, StdinArg, StreamArg,
 };
+
+/// How often a call with a `progressToken` is told of: under the 5 s within which
+/// clients that reset their timeout on progress expect a sign of life.
+const PROGRESS_EVERY: Duration = Duration::from_secs(3);
+/// The most of a job's last line a progress message carries.
+const PROGRESS_LINE_BYTES: u64 = 200;
 
 /// The tools; one per server process, cloned into each call.
 #[derive(Clone)]
@@ -42,7 +54,7 @@ pub struct BashTools {
 }
 
 const INSTRUCTIONS: &str = "bashd runs shell commands for you and owns every process they start. \
-Use the `bash` tool for every shell command. A command that passes its timeout is not killed: \
+Use the `bash` tool for every shell command. A command that passes its timeout, or a call that reaches its time budget (50 s by default), is not killed: \
 it goes on as a background job, and bash_check, bash_wait and bash_kill reach it by its job id. \
 Start servers and watchers with mode=background. Nothing persists between calls but files: \
 pass `workdir` to run somewhere else. When output is cut, bash_output pages through the whole \
@@ -54,25 +66,25 @@ Each call is a fresh shell: the working directory, variables and `cd` do not per
 
 Servers: start them with `wait_until` (a regex, like \"Listening|Serving\"): the job starts in the background and the call returns as soon as a new output line matches (with that line and the lines around it), or when the job ends, or after `timeout_secs` (default 30), whichever comes first; the job keeps running. bash_jobs shows the ports each job listens on.
 
-Modes and timeouts: `default` (30 s), `slow` (15 min: builds, test suites, installs), `background` (returns at once with a job id; for dev servers, watchers, long jobs; runs up to 24 h). `timeout_secs` overrides the mode's timeout. A command that passes its timeout is NOT killed: the call returns what it printed so far with state `running`, and the job goes on in the background (set on_timeout=\"kill\" to kill it instead). Processes a command leaves running (`npm run dev &`) also go on as a background job under the same id. Follow a background job with bash_check (new output), bash_wait (its end) and bash_kill.
+Modes and timeouts: `default` (30 s), `slow` (15 min: builds, test suites, installs), `background` (returns at once with a job id; for dev servers, watchers, long jobs; runs up to 24 h). `timeout_secs` overrides the mode's timeout (1 to 86400). A command that passes its timeout is NOT killed: the call returns what it printed so far with state `running`, and the job goes on in the background (set on_timeout=\"kill\" to kill it instead). A call also returns within its time budget (50 s unless the user set another), so that your client does not give up on it: a `slow` command still running then goes on in the background, and bash_wait waits for its end. Processes a command leaves running (`npm run dev &`) also go on as a background job under the same id. Follow a background job with bash_check (new output), bash_wait (its end) and bash_kill.
 
-Output: stdout and stderr are cleaned to plain text (escape sequences stripped, progress bars collapsed) and each shows at most 2000 lines and 50 KiB by default: the last ones (`direction`, `head`, `tail`, `max_lines`, `max_bytes` change that). When a stream is cut, the whole of it is kept in a file the result names, and bash_output pages through it; nothing is lost.
+Output: stdout and stderr are cleaned to plain text (escape sequences stripped, progress bars collapsed) and each shows at most 2000 lines and 50 KiB by default: the last ones (`direction`, `head`, `tail`, `max_lines`, `max_bytes` change that). When a stream is cut, the whole of it is kept, and the result names the bash_output call that shows the rest; nothing is lost.
 
 Policy: bashd refuses, before anything runs, the dangerous commands agents are known for: `git add -A`/`.`/`--all`, `git push --force`, a recursive `rm` of /, ~, $HOME or .git, and whatever the user's config adds. A denial (state `denied`, exit 126, a message starting `permission denied:`) means nothing ran; do what the message says instead, and do not try to get around it.
 
-Result: the output and exit code as text, the same as JSON in the structured content. The result is an error (isError) when the command exited non-zero, was ended by a signal, was killed at its timeout, or was denied.";
+Result: the output, then what happened (notices, the job id when it runs on), then the exit code. The result is an error (isError) when the command exited non-zero, was ended by a signal, was killed, or was denied.";
 
-const BASH_CHECK: &str = "New output of a job since this session last checked it, and its state: whole lines only (a line still being written waits for the next check), so two checks never repeat or lose a line. Returns at once; use it to follow a background job or a command that went on past its timeout. When more new lines came than the limits show, the last ones are shown and the result says how to read the others with bash_output.";
+const BASH_CHECK: &str = "New output of a job since this session last checked it, and its state: whole lines only (a line still being written waits for the next check), so two checks never repeat or lose a line. Returns at once; use it to follow a background job or a command that went on past its timeout. When more new lines came than the limits show, the last ones are shown and the result says how to read the others with bash_output. Only this session's jobs.";
 
-const BASH_WAIT: &str = "Wait for a job to end and return its result (its output as for `bash`). With `timeout_secs`, give up waiting after that long: the job keeps running and the result has state `running`. With `until` (a regex a new output line must match), `port` (a TCP port a process of the job listens on) or `idle_secs` (no output for that long), return as soon as one of them is met, saying which (and the matching line with the lines around it); the job keeps running. Use it instead of sleeping: start a server with mode=\"background\", then bash_wait(job, until=\"Listening\", timeout_secs=60).";
+const BASH_WAIT: &str = "Wait for a job to end and return its result (its output as for `bash`). With `timeout_secs`, give up waiting after that long; a wait also returns within the call budget (50 s by default). Either way the job keeps running, the result has state `running`, and you may wait again. With `until` (a regex a new output line must match), `port` (a TCP port a process of the job listens on) or `idle_secs` (no output for that long), return as soon as one of them is met, saying which (and the matching line with the lines around it); the job keeps running. Use it instead of sleeping: start a server with mode=\"background\", then bash_wait(job, until=\"Listening\", timeout_secs=45). Only this session's jobs.";
 
-const BASH_SEND: &str = "Write text to the stdin of a job started with stdin=\"pipe\" (for a prompt that cannot be avoided, or a REPL): `text` goes as is (end it with \"\\n\" to press Enter), `eof`=true closes the job's stdin afterwards. Then bash_check or bash_wait shows what the job did. A job marked `waiting for input?` is blocked reading its stdin.";
+const BASH_SEND: &str = "Write text to the stdin of a job started with stdin=\"pipe\" (for a prompt that cannot be avoided, or a REPL): `text` goes as is (end it with \"\\n\" to press Enter), `eof`=true closes the job's stdin afterwards. Then bash_check or bash_wait shows what the job did. A job marked `waiting for input?` is blocked reading its stdin. Only this session's jobs.";
 
-const BASH_KILL: &str = "Stop a job: `signal` (default TERM) to every process of it, including those that left its process group (setsid, nohup, double forks), then SIGKILL to whatever is left after a grace time (2 s). Returns the job's result.";
+const BASH_KILL: &str = "Stop a job: `signal` (default TERM) to every process of it, including those that left its process group (setsid, nohup, double forks), then SIGKILL to whatever is left after a grace time (2 s). Returns the job's result. Only this session's jobs.";
 
 const BASH_JOBS: &str = "List this session's jobs, running and finished (the last 100 finished are kept): id, state, exit code, mode, command, description, start time, duration.";
 
-const BASH_OUTPUT: &str = "Page through the whole output of a job, which bashd keeps even when a result showed only part of it. Lines count from 1: `offset` is the first line to return, `limit` how many (default 2000). `stream` is stdout (default) or stderr. With `grep` (a regex), only the matching lines, numbered (`12:match`, `11-context` with `context`), searched over the whole output: the way to find an error in a huge log. Returns the lines and, in the structured content, the range and the totals.";
+const BASH_OUTPUT: &str = "Page through the whole output of a job, which bashd keeps even when a result showed only part of it. Lines count from 1: `offset` is the first line to return, `limit` how many (default 2000), `stream` stdout (default) or stderr. A page holds whole lines and at most `max_bytes` (default 51200, up to 1048576); only a line longer than the page is cut, and marked. The result says the lines shown, the stream's total, and the exact call for the next page, which starts at the first line not shown. With `grep` (a regex), only the matching lines, numbered (`12:match`, `11-context` with `context`), searched over the whole output: the way to find an error in a huge log. Only this session's jobs.";
 
 /// Arguments of `bash`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -93,9 +105,9 @@ struct BashArgs {
     description: Option<String>,
     /// Send stderr into stdout: one stream, in the order written.
     merge_stderr: Option<bool>,
-    /// Most lines of each stream to show (default 2000).
+    /// Most lines of each stream to show (default 2000, 1 or more).
     max_lines: Option<u32>,
-    /// Most bytes of each stream to show (default 51200).
+    /// Most bytes of each stream to show (default 51200, 1 or more).
     max_bytes: Option<u32>,
     /// Which lines to show when a stream is cut: `tail` (the last, default), `head` (the first) or `head_tail` (both ends).
     direction: Option<DirectionArg>,
@@ -186,8 +198,10 @@ struct OutputArgs {
     stream: Option<StreamArg>,
     /// The first line to return, counting from 1 (default 1).
     offset: Option<u64>,
-    /// How many lines to return (default 2000); with `grep`, how many matching lines.
+    /// How many lines to return (default 2000, 1 or more); with `grep`, how many matching lines.
     limit: Option<u64>,
+    /// Most bytes of text to return (default 51200, as `bash` shows; at most 1048576). A page holds whole lines: a line longer than the page is cut and marked.
+    max_bytes: Option<u64>,
     /// Return only the lines matching this regex, numbered as `grep -n` does (`12:match`, `11-context`), searched in bashd over the whole output from `offset` on.
     grep: Option<String>,
     /// Lines of context before and after each match (with `grep`).
@@ -203,16 +217,43 @@ impl From<ClientError> for CallError {
     }
 }
 
-fn tools() -> Vec<Tool> {
+/// The tools and their flat schemas, made once: a call's arguments are read against
+/// its tool's schema.
+static TOOLS: LazyLock<Vec<Tool>> = LazyLock::new(|| {
+    let read_only = || ToolAnnotations::new().read_only(true).destructive(false);
+    let tool = |name: &'static str, description: &'static str, schema: JsonObject| {
+        Tool::new(name, description, Arc::new(schema))
+    };
     vec![
-        Tool::new("bash", BASH, schema_for_type::<BashArgs>()),
-        Tool::new("bash_check", BASH_CHECK, schema_for_type::<JobArgs>()),
-        Tool::new("bash_wait", BASH_WAIT, schema_for_type::<WaitArgs>()),
-        Tool::new("bash_kill", BASH_KILL, schema_for_type::<KillArgs>()),
-        Tool::new("bash_jobs", BASH_JOBS, schema_for_type::<NoArgs>()),
-        Tool::new("bash_output", BASH_OUTPUT, schema_for_type::<OutputArgs>()),
-        Tool::new("bash_send", BASH_SEND, schema_for_type::<SendArgs>()),
+        tool("bash", BASH, schema::flat_schema::<BashArgs>()).annotate(
+            ToolAnnotations::new()
+                .read_only(false)
+                .destructive(true)
+                .open_world(true),
+        ),
+        tool("bash_check", BASH_CHECK, schema::flat_schema::<JobArgs>()).annotate(read_only()),
+        tool("bash_wait", BASH_WAIT, schema::flat_schema::<WaitArgs>())
+            .annotate(ToolAnnotations::new().read_only(true).destructive(false)),
+        tool("bash_kill", BASH_KILL, schema::flat_schema::<KillArgs>())
+            .annotate(ToolAnnotations::new().read_only(false).destructive(true)),
+        tool("bash_jobs", BASH_JOBS, schema::flat_schema::<NoArgs>()).annotate(read_only()),
+        tool(
+            "bash_output",
+            BASH_OUTPUT,
+            schema::flat_schema::<OutputArgs>(),
+        )
+        .annotate(read_only()),
+        tool("bash_send", BASH_SEND, schema::flat_schema::<SendArgs>())
+            .annotate(ToolAnnotations::new().read_only(false).destructive(false)),
     ]
+});
+
+/// The schema of the tool `name`.
+fn schema_of(name: &str) -> Option<&'static JsonObject> {
+    TOOLS
+        .iter()
+        .find(|t| t.name == name)
+        .map(|t| t.input_schema.as_ref())
 }
 
 impl ServerHandler for BashTools {
@@ -227,18 +268,36 @@ impl ServerHandler for BashTools {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(tools()))
+        Ok(ListToolsResult::with_all_items(TOOLS.clone()))
     }
 
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let arguments = serde_json::Value::Object(request.arguments.unwrap_or_default());
-        let outcome = match request.name.as_ref() {
+        let name = request.name.as_ref();
+        let Some(schema) = schema_of(name) else {
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "no tool {name:?}; the tools are bash, bash_check, bash_wait, bash_kill, bash_jobs, bash_output, bash_send"
+                ),
+                None,
+            ));
+        };
+        let mut arguments = request.arguments.unwrap_or_default();
+        schema::coerce(&mut arguments, schema);
+        let arguments = serde_json::Value::Object(arguments);
+        let call = Call {
+            progress: context
+                .meta
+                .get_progress_token()
+                .map(|token| (token, context.peer.clone())),
+            cancelled: context.ct.clone(),
+        };
+        let outcome = match name {
             "bash" => match parse(arguments) {
-                Ok(args) => self.bash(args).await,
+                Ok(args) => self.bash(args, call).await,
                 Err(e) => Err(e),
             },
             "bash_check" => match parse::<JobArgs>(arguments) {
@@ -246,7 +305,7 @@ impl ServerHandler for BashTools {
                 Err(e) => Err(e),
             },
             "bash_wait" => match parse(arguments) {
-                Ok(args) => self.wait(args).await,
+                Ok(args) => self.wait(args, call).await,
                 Err(e) => Err(e),
             },
             "bash_kill" => match parse(arguments) {
@@ -257,25 +316,25 @@ impl ServerHandler for BashTools {
                 Ok(_) => self.jobs().await,
                 Err(e) => Err(e),
             },
-            "bash_output" => match parse(arguments) {
-                Ok(args) => self.output(args).await,
-                Err(e) => Err(e),
-            },
             "bash_send" => match parse(arguments) {
                 Ok(args) => self.send(args).await,
                 Err(e) => Err(e),
             },
-            other => {
-                return Err(ErrorData::invalid_params(
-                    format!(
-                        "no tool {other:?}; the tools are bash, bash_check, bash_wait, bash_kill, bash_jobs, bash_output, bash_send"
-                    ),
-                    None,
-                ));
-            }
+            // `schema_of` let only the tools' names through.
+            _ => match parse(arguments) {
+                Ok(args) => self.output(args).await,
+                Err(e) => Err(e),
+            },
         };
         Ok(outcome.unwrap_or_else(words::call_error).into())
     }
+}
+
+/// What a call has besides its arguments: where its progress goes, if it asked for
+/// any, and the token rmcp cancels when the client cancels the call.
+struct Call {
+    progress: Option<(ProgressToken, Peer<RoleServer>)>,
+    cancelled: tokio_util::sync::CancellationToken,
 }
 
 /// The arguments of a call, or a tool error that names the one that is wrong.
@@ -290,6 +349,11 @@ fn parse<T: for<'de> Deserialize<'de>>(arguments: serde_json::Value) -> Result<T
             CallError(format!("bad argument `{path}`: {inner}"))
         }
     })
+}
+
+/// A bad argument, named.
+fn bad(argument: &str, why: impl std::fmt::Display) -> CallError {
+    CallError(format!("bad argument `{argument}`: {why}"))
 }
 
 impl BashTools {
@@ -335,8 +399,24 @@ impl BashTools {
         }
     }
 
-    async fn bash(&self, args: BashArgs) -> Result<CallToolResult, CallError> {
+    async fn bash(&self, args: BashArgs, call: Call) -> Result<CallToolResult, CallError> {
         let workdir = self.workdir_of(args.workdir.as_deref())?;
+        if let Some(secs) = args.timeout_secs
+            && !(limits::MIN_TIMEOUT_SECS..=limits::MAX_TIMEOUT_SECS).contains(&secs)
+        {
+            return Err(bad(
+                "timeout_secs",
+                format!(
+                    "{secs} is outside 1 to {} (24 h); for longer jobs use mode=\"background\"",
+                    limits::MAX_TIMEOUT_SECS
+                ),
+            ));
+        }
+        for (name, value) in [("max_lines", args.max_lines), ("max_bytes", args.max_bytes)] {
+            if value == Some(0) {
+                return Err(bad(name, "0 would show nothing; give 1 or more"));
+            }
+        }
         let options = ExecOptions {
             mode: args.mode.map(Into::into),
             timeout_secs: args.timeout_secs,
@@ -358,12 +438,12 @@ impl BashTools {
                     .as_deref()
                     .map(bashc::parse_size)
                     .transpose()
-                    .map_err(|e| CallError(format!("bad argument `memory`: {e}")))?,
+                    .map_err(|e| bad("memory", e))?,
                 cpu_millicores: args
                     .cpu
                     .map(|cores| bashc::parse_cpu(&cores.to_string()))
                     .transpose()
-                    .map_err(|e| CallError(format!("bad argument `cpu`: {e}")))?,
+                    .map_err(|e| bad("cpu", e))?,
                 pids: args.pids,
             },
             stream: false,
@@ -379,10 +459,14 @@ impl BashTools {
             options.mode = Some(Mode::Background);
             options.timeout_secs = None;
         }
-        let params = options.params(args.command, self.caller.clone());
+        let mut params = options.params(args.command, self.caller.clone());
+        params.mcp_call = true;
         let client = self.client().await?;
-        let result = client.exec(params).await;
-        let result = self.answer(result, "command").await?;
+        let responses = client.request(Request::Exec(params)).await;
+        let responses = self.answer(responses, "command").await?;
+        let result = self
+            .follow(&client, responses, None, &call, "command")
+            .await?;
         let Some(until) = wait_until else {
             return Ok(words::exec_result(&result, is_failure(&result), true));
         };
@@ -398,9 +482,14 @@ impl BashTools {
                 until: Some(until),
                 ..WaitConditions::default()
             },
+            any_session: false,
+            mcp_call: true,
         };
-        let waited = client.wait(request).await;
-        let mut waited = self.answer(waited, "wait_until").await?;
+        let responses = client.request(Request::Wait(request)).await;
+        let responses = self.answer(responses, "wait_until").await?;
+        let mut waited = self
+            .follow(&client, responses, Some(result.job), &call, "wait_until")
+            .await?;
         // How to follow the job, from the start's answer, before what the wait found.
         let mut notices = result.notices;
         notices.append(&mut waited.notices);
@@ -432,41 +521,116 @@ impl BashTools {
             if sent.closed { " and closed it" } else { "" },
             sent.job
         );
-        Ok(words::tool_result(
-            text,
-            serde_json::to_value(&sent).unwrap_or_default(),
-            false,
-        ))
+        Ok(words::tool_result(text, false))
+    }
+
+    /// Waits for the final answer of a `bash` or `bash_wait` request, telling the
+    /// caller of its progress when it asked, and cancelling the request when the
+    /// caller cancels the call. `job` is the job when the request names it; a `bash`
+    /// request learns it from `Started`.
+    async fn follow(
+        &self,
+        client: &Client,
+        mut responses: Responses,
+        mut job: Option<JobId>,
+        call: &Call,
+        subject: &str,
+    ) -> Result<ExecResult, CallError> {
+        let started = Instant::now();
+        let mut ticks =
+            tokio::time::interval_at(tokio::time::Instant::now() + PROGRESS_EVERY, PROGRESS_EVERY);
+        loop {
+            // Cancelling a branch loses nothing: responses wait in their channel.
+            tokio::select! {
+                response = responses.next() => match response {
+                    Ok(Response::Started(started)) => job = Some(started.job),
+                    Ok(Response::Output(_)) => {}
+                    Ok(Response::Finished(result)) => return Ok(*result),
+                    Ok(Response::Error(error)) => {
+                        return self.answer(Err(ClientError::Daemon(error)), subject).await;
+                    }
+                    Ok(_) => return Err(ClientError::Unexpected("a reply to another request").into()),
+                    Err(e) => return self.answer(Err(e), subject).await,
+                },
+                _ = ticks.tick(), if call.progress.is_some() => {
+                    if let (Some((token, peer)), Some(job)) = (&call.progress, job) {
+                        let message = self.progress_message(client, job, started.elapsed()).await;
+                        let progress = ProgressNotificationParam::new(
+                            token.clone(),
+                            started.elapsed().as_secs_f64().floor(),
+                        )
+                        .with_message(message);
+                        let _ = peer.notify_progress(progress).await;
+                    }
+                }
+                () = call.cancelled.cancelled() => {
+                    // The client gave up: the daemon kills the job, or moves it to the
+                    // background (`[mcp] on_cancel`), or stops waiting. rmcp sends no
+                    // answer to a cancelled request.
+                    let _ = client.cancel(responses.id()).await;
+                    return Err(CallError("the call was cancelled".to_owned()));
+                }
+            }
+        }
+    }
+
+    /// `j12 running for 15 s: <its last line>`.
+    async fn progress_message(&self, client: &Client, job: JobId, elapsed: Duration) -> String {
+        let mut message = format!("{job} running for {} s", elapsed.as_secs());
+        for stream in [StreamName::Stdout, StreamName::Stderr] {
+            let request = OutputRequest {
+                job: JobRef::Id(job.to_string()),
+                stream,
+                offset: 1,
+                limit: Some(1),
+                caller: self.caller.clone(),
+                any_session: false,
+                max_bytes: Some(PROGRESS_LINE_BYTES),
+                from_end: true,
+            };
+            if let Ok(page) = client.output(request).await
+                && let Some(line) = page.text.lines().next().filter(|l| !l.trim().is_empty())
+            {
+                message.push_str(": ");
+                message.push_str(line.trim_end());
+                break;
+            }
+        }
+        message
     }
 
     async fn check(&self, args: JobArgs) -> Result<CallToolResult, CallError> {
         let request = JobRequest {
             caller: self.caller.clone(),
             job: JobRef::Id(args.job),
+            any_session: false,
         };
         let result = self.client().await?.check(request).await;
         let result = self.answer(result, "job").await?;
-        Ok(words::exec_result(&result, is_failure(&result), false))
+        Ok(words::exec_result(&result, job_failure(&result), false))
     }
 
-    async fn wait(&self, args: WaitArgs) -> Result<CallToolResult, CallError> {
+    async fn wait(&self, args: WaitArgs, call: Call) -> Result<CallToolResult, CallError> {
         let timeout_ms = match args.timeout_secs {
             Some(secs) if !secs.is_finite() || secs < 0.0 => {
-                return Err(CallError(format!(
-                    "bad argument `timeout_secs`: {secs} is not a number of seconds, 0 or more"
-                )));
+                return Err(bad(
+                    "timeout_secs",
+                    format!("{secs} is not a number of seconds, 0 or more"),
+                ));
             }
             Some(secs) => Some((secs * 1000.0).round() as u64),
             None => None,
         };
         let idle_ms = match args.idle_secs {
             Some(secs) if !secs.is_finite() || secs < 0.0 => {
-                return Err(CallError(format!(
-                    "bad argument `idle_secs`: {secs} is not a number of seconds, 0 or more"
-                )));
+                return Err(bad(
+                    "idle_secs",
+                    format!("{secs} is not a number of seconds, 0 or more"),
+                ));
             }
             secs => secs.map(|secs| (secs * 1000.0).round() as u64),
         };
+        let job = args.job.parse::<JobId>().ok();
         let request = WaitRequest {
             caller: self.caller.clone(),
             job: JobRef::Id(args.job),
@@ -477,10 +641,14 @@ impl BashTools {
                 port: args.port,
                 idle_ms,
             },
+            any_session: false,
+            mcp_call: true,
         };
-        let result = self.client().await?.wait(request).await;
-        let result = self.answer(result, "job").await?;
-        Ok(words::exec_result(&result, is_failure(&result), true))
+        let client = self.client().await?;
+        let responses = client.request(Request::Wait(request)).await;
+        let responses = self.answer(responses, "job").await?;
+        let result = self.follow(&client, responses, job, &call, "job").await?;
+        Ok(words::exec_result(&result, job_failure(&result), true))
     }
 
     async fn kill(&self, args: KillArgs) -> Result<CallToolResult, CallError> {
@@ -489,12 +657,11 @@ impl BashTools {
             job: JobRef::Id(args.job),
             signal: args.signal,
             grace_ms: None,
+            any_session: false,
         };
         let result = self.client().await?.kill(request).await;
         let result = self.answer(result, "job").await?;
-        // Killed is what was asked for; a job that had ended already says how.
-        let failed = result.state != JobState::Killed && is_failure(&result);
-        Ok(words::exec_result(&result, failed, true))
+        Ok(words::exec_result(&result, job_failure(&result), true))
     }
 
     async fn jobs(&self) -> Result<CallToolResult, CallError> {
@@ -509,50 +676,81 @@ impl BashTools {
         } else {
             crate::tables::jobs_text(&jobs)
         };
-        Ok(words::tool_result(
-            text,
-            serde_json::json!({ "jobs": jobs }),
-            false,
-        ))
+        Ok(words::tool_result(text, false))
     }
 
     async fn output(&self, args: OutputArgs) -> Result<CallToolResult, CallError> {
         if args.offset == Some(0) {
-            return Err(CallError(
-                "bad argument `offset`: lines count from 1".to_owned(),
-            ));
+            return Err(bad("offset", "lines count from 1"));
         }
-        let job = JobRef::Id(args.job);
-        let stream = args.stream.unwrap_or(StreamArg::Stdout).into();
-        let offset = args.offset.unwrap_or(1);
+        if args.limit == Some(0) {
+            return Err(bad("limit", "0 lines is no page; give 1 or more"));
+        }
+        match args.max_bytes {
+            Some(0) => return Err(bad("max_bytes", "0 bytes is no page; give 1 or more")),
+            Some(n) if n > limits::MAX_PAGE_BYTES => {
+                return Err(bad(
+                    "max_bytes",
+                    format!(
+                        "{n} is more than a page holds: at most {}",
+                        limits::MAX_PAGE_BYTES
+                    ),
+                ));
+            }
+            _ => {}
+        }
+        let stream: StreamName = args.stream.unwrap_or(StreamArg::Stdout).into();
+        let request = |stream, offset, limit, max_bytes| OutputRequest {
+            job: JobRef::Id(args.job.clone()),
+            stream,
+            offset,
+            limit,
+            caller: self.caller.clone(),
+            any_session: false,
+            max_bytes,
+            from_end: false,
+        };
         let client = self.client().await?;
         let page = match args.grep {
             Some(pattern) => {
                 client
                     .grep(GrepRequest {
                         caller: self.caller.clone(),
-                        job,
+                        job: JobRef::Id(args.job.clone()),
                         stream,
                         pattern,
                         context: args.context.unwrap_or(0),
-                        offset,
+                        offset: args.offset.unwrap_or(1),
                         limit: args.limit,
                     })
                     .await
             }
             None => {
                 client
-                    .output(OutputRequest {
-                        job,
+                    .output(request(
                         stream,
-                        offset,
-                        limit: args.limit,
-                    })
+                        args.offset.unwrap_or(1),
+                        args.limit,
+                        args.max_bytes,
+                    ))
                     .await
             }
         };
         let page = self.answer(page, "job").await?;
-        Ok(words::page_result(&page))
+        // An empty stream says where the output is: the other stream's totals.
+        let other: Option<OutputPage> = if page.lines == 0 && page.total_lines == 0 {
+            let other = match stream {
+                StreamName::Stdout => StreamName::Stderr,
+                StreamName::Stderr => StreamName::Stdout,
+            };
+            client
+                .output(request(other, 1, Some(1), Some(1)))
+                .await
+                .ok()
+        } else {
+            None
+        };
+        Ok(words::page_result(&page, other.as_ref()))
     }
 
     /// The daemon's answer, or the tool error for it: a thing the daemon did not find
@@ -564,9 +762,9 @@ impl BashTools {
     ) -> Result<T, CallError> {
         match answer {
             Ok(value) => Ok(value),
-            Err(ClientError::Daemon(reply)) if reply.kind == ErrorKind::NotFound => Err(CallError(
-                format!("bad argument `{subject}`: {}", words::reply(&reply)),
-            )),
+            Err(ClientError::Daemon(reply)) if reply.kind == ErrorKind::NotFound => {
+                Err(bad(subject, words::reply(&reply)))
+            }
             Err(e) => {
                 self.lost(&e).await;
                 Err(CallError(words::error(&e)))
@@ -581,8 +779,7 @@ impl BashTools {
             Some(dir) => self.workdir.join(dir),
             None => self.workdir.clone(),
         };
-        let bad =
-            |why: &str| CallError(format!("bad argument `workdir`: {} {why}", path.display()));
+        let bad = |why: &str| bad("workdir", format!("{} {why}", path.display()));
         match std::fs::metadata(&path) {
             Ok(meta) if meta.is_dir() => {}
             Ok(_) => return Err(bad("is not a directory")),
@@ -597,8 +794,9 @@ impl BashTools {
     }
 }
 
-/// Whether a result is one the agent must see as failed: a non-zero exit, a signal,
-/// a timeout that killed, a denial, a job that could not start.
+/// Whether a `bash` result is one the agent must see as failed: a non-zero exit, a
+/// signal, a timeout that killed, a kill (the command did not finish), a denial, a
+/// job that could not start.
 fn is_failure(result: &ExecResult) -> bool {
     match result.state {
         JobState::Running => false,
@@ -612,31 +810,98 @@ fn is_failure(result: &ExecResult) -> bool {
     }
 }
 
+/// Whether a job tool's result (`bash_check`, `bash_wait`, `bash_kill`) is an error:
+/// the same for the same job state in all three. A job that failed on its own terms
+/// is; a killed one is not, since a kill is what `bash_kill` asks for and the text
+/// says who killed it.
+fn job_failure(result: &ExecResult) -> bool {
+    result.state != JobState::Killed && is_failure(result)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn parse_as<T: for<'de> Deserialize<'de>>(
+        tool: &str,
+        arguments: serde_json::Value,
+    ) -> Result<T, CallError> {
+        let serde_json::Value::Object(mut arguments) = arguments else {
+            panic!("arguments are an object")
+        };
+        schema::coerce(&mut arguments, schema_of(tool).unwrap());
+        parse(serde_json::Value::Object(arguments))
+    }
+
     #[test]
     fn a_wrong_argument_is_named() {
-        let err = parse::<BashArgs>(serde_json::json!({"command": "ls", "timeout_secs": "soon"}))
-            .unwrap_err();
+        let err = parse_as::<BashArgs>(
+            "bash",
+            serde_json::json!({"command": "ls", "timeout_secs": "soon"}),
+        )
+        .unwrap_err();
         assert!(
             err.0
                 .starts_with("bad argument `timeout_secs`: invalid type"),
             "{}",
             err.0
         );
-        let err = parse::<BashArgs>(serde_json::json!({"comand": "ls"})).unwrap_err();
+        let err = parse_as::<BashArgs>("bash", serde_json::json!({"comand": "ls"})).unwrap_err();
         assert!(err.0.contains("unknown field `comand`"), "{}", err.0);
-        let err = parse::<JobArgs>(serde_json::json!({})).unwrap_err();
+        let err = parse_as::<JobArgs>("bash_check", serde_json::json!({})).unwrap_err();
         assert!(err.0.contains("missing field `job`"), "{}", err.0);
         let err =
-            parse::<BashArgs>(serde_json::json!({"command": "ls", "mode": "fast"})).unwrap_err();
+            parse_as::<BashArgs>("bash", serde_json::json!({"command": "ls", "mode": "fast"}))
+                .unwrap_err();
         assert!(
             err.0
                 .starts_with("bad argument `mode`: unknown variant `fast`"),
             "{}",
             err.0
         );
+    }
+
+    /// Issue 15: what Python and form-based clients send is taken.
+    #[test]
+    fn numbers_and_booleans_come_in_the_forms_clients_write() {
+        let args = parse_as::<BashArgs>(
+            "bash",
+            serde_json::json!({"command": "ls", "timeout_secs": 30.0, "max_lines": "20", "merge_stderr": "true", "cpu": "1.5"}),
+        )
+        .unwrap_or_else(|e| panic!("{}", e.0));
+        assert_eq!(args.timeout_secs, Some(30));
+        assert_eq!(args.max_lines, Some(20));
+        assert_eq!(args.merge_stderr, Some(true));
+        assert_eq!(args.cpu, Some(1.5));
+        let args = parse_as::<WaitArgs>(
+            "bash_wait",
+            serde_json::json!({"job": "j1", "timeout_secs": "2.5"}),
+        )
+        .unwrap_or_else(|e| panic!("{}", e.0));
+        assert_eq!(args.timeout_secs, Some(2.5));
+        let err = parse_as::<BashArgs>(
+            "bash",
+            serde_json::json!({"command": "ls", "timeout_secs": 2.5}),
+        )
+        .unwrap_err();
+        assert!(
+            err.0.starts_with("bad argument `timeout_secs`"),
+            "{}",
+            err.0
+        );
+    }
+
+    /// Issue 15: every tool's schema is flat.
+    #[test]
+    fn every_schema_keeps_the_flat_rules() {
+        for tool in TOOLS.iter() {
+            assert_eq!(
+                schema::flat_rule_breaks(&tool.input_schema),
+                Vec::<String>::new(),
+                "{}: {:?}",
+                tool.name,
+                tool.input_schema
+            );
+        }
     }
 }

@@ -2,57 +2,117 @@
 //! naming tool calls (`bash_check(job="j4")`) where the CLI names `bashc` commands.
 //! Built from the daemon's data, never from its text; the text a notice has in
 //! both front ends (one that names no command) is the CLI's, from `render`.
+//!
+//! A result is one text content block and nothing else: no `structuredContent`.
+//! Claude Code, Codex and OpenCode pass `structuredContent` to the model instead of
+//! the text when it is there, other clients only the text, so whichever is sent must
+//! be complete, and sending both doubled every result (docs/PERFORMANCE.md). The text
+//! is that one complete form: output, notices, the calls that act on the job, the
+//! exit code.
 
 use bashc::ClientError;
-use bashc::protocol::{
-    ErrorHint, ErrorReply, ExecResult, JobId, Notice, OutputPage, StreamName, Worded,
-};
+use bashc::protocol::{ErrorHint, ErrorReply, ExecResult, JobId, Notice, OutputPage, StreamName};
 use rmcp::model::{CallToolResult, ContentBlock};
 
 use super::tools::CallError;
 use crate::render::{self, Unseen};
 
 /// A job's result: its text, with the notices in tool words and, under each cut
-/// stream, the `bash_output` call that shows the rest, as content; the JSON result,
-/// with the same notice words under `notice`, as structured content. `whole`: the
-/// result's streams count from their first line (not a check's, whose notices say
-/// where its unshown lines are).
+/// stream, the `bash_output` call that shows the rest. `whole`: the result's streams
+/// count from their first line (not a check's, whose notices say where its unshown
+/// lines are).
 pub fn exec_result(result: &ExecResult, failed: bool, whole: bool) -> CallToolResult {
     let notice = notices(&result.notices);
     let rest = whole.then_some(output_call as fn(&Unseen) -> String);
     let text = render::result_text(result, notice.as_deref(), rest);
-    let structured = Worded {
-        value: result,
-        notice,
-    };
-    tool_result(text, to_json(&structured), failed)
+    tool_result(text, failed)
 }
 
-/// A page of output: its lines, then its notices in brackets; the page as structured
-/// content.
-pub fn page_result(page: &OutputPage) -> CallToolResult {
-    let notice = notices(&page.notices);
+/// A page of output: its lines, then in brackets its notices, the range shown and
+/// the call for the next page; or, for a page without lines, why it has none.
+/// `other` is the other stream's page, asked for when this stream is empty.
+pub fn page_result(page: &OutputPage, other: Option<&OutputPage>) -> CallToolResult {
     let mut text = render::page_text(page);
-    if let Some(notice) = &notice {
-        text.push_str(&format!("\n[{notice}]\n"));
+    let mut said = Vec::new();
+    if page.lines == 0 {
+        said.push(empty_page(page, other));
     }
-    let structured = Worded {
-        value: page,
-        notice,
-    };
-    tool_result(text, to_json(&structured), false)
+    said.extend(page.notices.iter().map(notice));
+    said.extend(render::page_next(page, next_page_call));
+    if page.next_offset.is_none() && page.lines > 0 {
+        let end = page.offset + page.lines - 1;
+        let so_far = if page.complete {
+            "the end of the stream"
+        } else {
+            "all there is so far; the job is still running"
+        };
+        said.push(format!(
+            "lines {}-{end} of {}: {so_far}",
+            page.offset, page.total_lines
+        ));
+    }
+    if !said.is_empty() {
+        if !text.is_empty() {
+            text.push('\n');
+        }
+        text.push_str(&format!("[{}]\n", said.join("\n")));
+    }
+    tool_result(text, false)
 }
 
-/// A tool's answer: `text` as content, `structured` beside it, an error (`isError`)
-/// when `failed`.
-pub fn tool_result(text: String, structured: serde_json::Value, failed: bool) -> CallToolResult {
-    let mut result = if failed {
+/// Why a page holds no line.
+fn empty_page(page: &OutputPage, other: Option<&OutputPage>) -> String {
+    let (job, name) = (page.job, render::stream_name(page.stream));
+    let never_ran = page
+        .notices
+        .iter()
+        .any(|n| matches!(n, Notice::Denied { .. } | Notice::NotStarted { .. }));
+    if never_ran {
+        return format!("{job} never ran, so it has no output:");
+    }
+    if page.total_lines > 0 {
+        return format!(
+            "{job}'s {name} has {} lines; offset={} is past its end",
+            page.total_lines, page.offset
+        );
+    }
+    let still = if page.complete {
+        ""
+    } else {
+        " so far (it is still running)"
+    };
+    match other {
+        Some(other) if other.total_lines > 0 => format!(
+            "{job}'s {name} is empty{still}; its {} has {} lines: {}",
+            render::stream_name(other.stream),
+            other.total_lines,
+            next_page_call(job, other.stream, 1)
+        ),
+        Some(other) => format!(
+            "{job}'s {name} is empty{still}, and so is its {}",
+            render::stream_name(other.stream)
+        ),
+        None => format!("{job}'s {name} is empty{still}"),
+    }
+}
+
+/// `bash_output(job="j4", stream="stderr", offset=86)`.
+fn next_page_call(job: JobId, stream: StreamName, offset: u64) -> String {
+    let stream_argument = match stream {
+        StreamName::Stdout => "",
+        StreamName::Stderr => ", stream=\"stderr\"",
+    };
+    format!("bash_output(job=\"{job}\"{stream_argument}, offset={offset})")
+}
+
+/// A tool's answer: `text` as its one content block, an error (`isError`) when
+/// `failed`.
+pub fn tool_result(text: String, failed: bool) -> CallToolResult {
+    if failed {
         CallToolResult::error(vec![ContentBlock::text(text)])
     } else {
         CallToolResult::success(vec![ContentBlock::text(text)])
-    };
-    result.structured_content = Some(structured);
-    result
+    }
 }
 
 /// A call that could not be made, as the tool error the agent sees.
@@ -66,7 +126,7 @@ pub fn error(error: &ClientError) -> String {
         ClientError::Daemon(reply) => self::reply(reply),
         ClientError::Refused(ErrorReply {
             hint: Some(given), ..
-        }) => format!("{error}: {}", hint(*given)),
+        }) => format!("{error}: {}", hint(given)),
         ClientError::DiedWhileRunning { job } => format!(
             "bashd stopped while {job} ran; {} has what it printed once bashd is back",
             call("bash_output", *job)
@@ -77,7 +137,7 @@ pub fn error(error: &ClientError) -> String {
 
 /// The daemon's error message, with its hint in tool words when it gave one.
 pub fn reply(reply: &ErrorReply) -> String {
-    match reply.hint {
+    match &reply.hint {
         Some(given) => format!("{}: {}", reply.message, hint(given)),
         None => reply.message.clone(),
     }
@@ -161,6 +221,26 @@ fn notice(notice: &Notice) -> String {
         Notice::Lost { job, in_memory } => {
             render::lost_text(*job, in_memory, &call("bash_output", *job))
         }
+        Notice::LineCut {
+            line,
+            page_bytes,
+            path,
+        } => {
+            let more = if *page_bytes < bashc::protocol::limits::MAX_PAGE_BYTES {
+                format!(
+                    "; pass max_bytes (up to {}) to see more of it",
+                    bashc::protocol::limits::MAX_PAGE_BYTES
+                )
+            } else {
+                String::new()
+            };
+            let whole = path.as_deref().map_or(String::new(), |path| {
+                format!("; the whole line is in {path}")
+            });
+            format!(
+                "Line {line} is longer than the page ({page_bytes} bytes) and is cut here{more}{whole}."
+            )
+        }
         // These name no command: both front ends say them alike.
         Notice::Shutdown {}
         | Notice::OwnersGone { .. }
@@ -172,7 +252,7 @@ fn notice(notice: &Notice) -> String {
         | Notice::AlreadyEnded { .. }
         | Notice::Denied { .. }
         | Notice::NotStarted { .. }
-        | Notice::LineCut { .. }
+        | Notice::PageFull { .. }
         | Notice::PageCapped { .. } => render::notice_text(notice),
         Notice::SandboxDenied {
             profile,
@@ -189,7 +269,7 @@ fn notice(notice: &Notice) -> String {
 }
 
 /// What an agent can do about an error the daemon gave a hint for.
-fn hint(hint: ErrorHint) -> &'static str {
+fn hint(hint: &ErrorHint) -> &'static str {
     match hint {
         ErrorHint::JobIds => "job ids look like j12, as `bash` and `bash_jobs()` show them",
         // The tools name jobs by id only; the daemon's words for a pid, kept for
@@ -197,6 +277,10 @@ fn hint(hint: ErrorHint) -> &'static str {
         ErrorHint::JobPids => "a job's pid is the pid of its shell, as `bash_jobs()` shows it",
         // The tools reach no session but the server's own.
         ErrorHint::Sessions => "these tools act in this server's session only",
+        // Another agent's job: nothing here may touch it.
+        ErrorHint::OtherSession { .. } => {
+            "these tools reach only this session's jobs, so leave it alone; bash_jobs() lists this session's"
+        }
     }
 }
 
@@ -217,10 +301,6 @@ fn output_call(unseen: &Unseen) -> String {
 /// `bash_check(job="j4")`.
 fn call(tool: &str, job: JobId) -> String {
     format!("{tool}(job=\"{job}\")")
-}
-
-fn to_json<T: serde::Serialize>(value: &T) -> serde_json::Value {
-    serde_json::to_value(value).unwrap_or_default()
 }
 
 #[cfg(test)]
