@@ -15,6 +15,7 @@ mod mcp;
 mod output;
 mod policy;
 mod protocol;
+mod remote;
 mod runtime_dir;
 mod systemd;
 

@@ -58,7 +58,8 @@ static REMOTE_SUFFIX: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 /// another host when one is the target.
 pub fn remote_session(local: String) -> String {
     match REMOTE_SUFFIX.get() {
-        Some(hostname) => format!("{local}@{hostname}"),
+        // Cut to the 64 bytes a session id may have; a hostname is ASCII.
+        Some(hostname) => format!("{local}@{hostname}").chars().take(64).collect(),
         None => local,
     }
 }

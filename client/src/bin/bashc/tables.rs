@@ -126,9 +126,9 @@ pub fn jobs_of_hosts_text(hosts: &[(String, Result<Vec<JobInfo>, String>)]) -> S
     } else {
         table(&header, &rows)
     };
-    for (host, jobs) in hosts {
+    for (_, jobs) in hosts {
         if let Err(error) = jobs {
-            out.push_str(&format!("{host}: unreachable: {error}\n"));
+            out.push_str(&format!("unreachable: {error}\n"));
         }
     }
     out
