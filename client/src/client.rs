@@ -53,6 +53,8 @@ pub enum ClientError {
     /// (a clean stop answers first). Its next start keeps the job's output, as lost.
     #[error("bashd stopped while {job} ran; its output so far is kept for when bashd is back")]
     DiedWhileRunning { job: JobId },
+    #[error("host {host}: {message}")]
+    Remote { host: String, message: String },
 }
 
 impl ClientError {
@@ -72,6 +74,10 @@ pub struct Client {
     /// Set when this connection's daemon was started for it: the daemons of this user
     /// that were alive under other runtime directories then.
     pub(crate) others: Option<std::sync::Arc<Vec<OtherDaemon>>>,
+    /// Set for a connection to another host's daemon (through `bashc bridge`): no
+    /// request names an owner there, since a local pid means nothing on that host; the
+    /// bridge is the owner (DESIGN §14).
+    pub(crate) remote: bool,
 }
 
 #[derive(Debug)]
@@ -165,6 +171,7 @@ impl Client {
             welcome,
             next_id: Default::default(),
             others: None,
+            remote: false,
         })
     }
 
@@ -189,7 +196,10 @@ impl Client {
 
     /// Sends a request; its responses arrive on the returned stream, for as long as a
     /// clone of this `Client` is kept: dropping the last one closes the connection.
-    pub async fn request(&self, request: Request) -> Result<Responses, ClientError> {
+    pub async fn request(&self, mut request: Request) -> Result<Responses, ClientError> {
+        if self.remote {
+            crate::remote::clear_owner(&mut request);
+        }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (responses, rx) = mpsc::channel(64);
         self.outgoing

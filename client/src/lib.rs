@@ -6,15 +6,19 @@
 
 mod agent;
 mod autostart;
+mod bridge;
 mod client;
 mod options;
 mod others;
+mod remote;
 mod target;
 
 pub use agent::{default_session, find_agent_pid};
 pub use autostart::AUTOSTART_ENV;
 pub use bashd_protocol as protocol;
+pub use bridge::{BridgeError, bridge};
 pub use client::{Client, ClientError, Responses};
 pub use options::{ExecOptions, parse_cpu, parse_size};
 pub use others::{OtherDaemon, describe as describe_others, other_daemons};
+pub use remote::{BRIDGE_COMMAND_ENV, RemoteConfig, hostname};
 pub use target::{Target, connect};

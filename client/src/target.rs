@@ -7,9 +7,10 @@ use bashd_protocol::runtime::{self, RuntimeDirSource};
 
 use crate::autostart::connect_or_start;
 use crate::client::{Client, ClientError};
+use crate::remote::connect_remote;
 
-/// The daemon a client talks to. A remote host (DESIGN §14) will be a variant of its
-/// own, whose stream is an SSH channel; every caller goes through [`connect`] either way.
+/// The daemon a client talks to: this machine's, or another host's over an SSH channel
+/// (DESIGN §14); every caller goes through [`connect`] either way.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Target {
@@ -19,6 +20,14 @@ pub enum Target {
         /// Which rule chose the directory: a front end warns of a second daemon only
         /// when nobody named the directory on purpose.
         source: RuntimeDirSource,
+    },
+    /// The daemon of the same user on another host, reached over SSH through `bashc
+    /// bridge` there (DESIGN §14).
+    Remote {
+        /// As `ssh HOST` takes it: a name, `user@name`, or a `Host` of `~/.ssh/config`.
+        host: String,
+        /// This machine's runtime directory, which holds the SSH control sockets.
+        runtime_dir: PathBuf,
     },
 }
 
@@ -41,10 +50,28 @@ impl Target {
         }
     }
 
-    /// The runtime directory of a local target.
+    /// `host`'s daemon, reached from the runtime directory `local` names (for its SSH
+    /// control sockets). Fails for a host name ssh would take for an option.
+    pub fn remote(host: &str, local: Target) -> Result<Target, String> {
+        crate::remote::check_host(host)?;
+        Ok(Target::Remote {
+            host: host.to_owned(),
+            runtime_dir: local.runtime_dir().to_owned(),
+        })
+    }
+
+    /// The host of a remote target; `None` for this machine's daemon.
+    pub fn host(&self) -> Option<&str> {
+        match self {
+            Target::Local { .. } => None,
+            Target::Remote { host, .. } => Some(host),
+        }
+    }
+
+    /// The runtime directory of a local target; of this machine for a remote one.
     pub fn runtime_dir(&self) -> &std::path::Path {
         match self {
-            Target::Local { runtime_dir, .. } => runtime_dir,
+            Target::Local { runtime_dir, .. } | Target::Remote { runtime_dir, .. } => runtime_dir,
         }
     }
 
@@ -53,6 +80,7 @@ impl Target {
     pub fn is_named(&self) -> bool {
         match self {
             Target::Local { source, .. } => *source == RuntimeDirSource::Named,
+            Target::Remote { .. } => false,
         }
     }
 }
@@ -64,5 +92,6 @@ impl Target {
 pub async fn connect(target: &Target) -> Result<Client, ClientError> {
     match target {
         Target::Local { runtime_dir, .. } => connect_or_start(runtime_dir).await,
+        Target::Remote { host, runtime_dir } => connect_remote(host, runtime_dir).await,
     }
 }

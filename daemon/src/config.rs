@@ -266,11 +266,14 @@ impl Config {
                     config.policy = Policy::new(source.disabled.clone(), source.custom.clone());
                     config.policy_source = source;
                 }
+                // Read by bashc, not the daemon (DESIGN §14); checked here so that a
+                // mistake in it is said where every other one is.
+                "remote" => file.remote(table)?,
                 other => {
                     return Err(file.error(
                         key,
                         format!(
-                            "unknown section [{other}]; known: [limits], [timeouts], [sessions], [containment], [env], [policy], [sandbox], [mcp]"
+                            "unknown section [{other}]; known: [limits], [timeouts], [sessions], [containment], [env], [policy], [sandbox], [mcp], [remote]"
                         ),
                     ));
                 }
@@ -369,6 +372,20 @@ impl File<'_> {
                 known.join(", ")
             ),
         )
+    }
+
+    /// `[remote]`: `bridge_command` and `bashc_path`, both strings, which bashc reads.
+    fn remote(&self, table: &DeTable<'_>) -> Result<(), ConfigError> {
+        const KNOWN: &[&str] = &["bridge_command", "bashc_path"];
+        for (key, value) in table {
+            if !KNOWN.contains(&key.get_ref().as_ref()) {
+                return Err(self.unknown("remote", key, KNOWN));
+            }
+            if !matches!(value.get_ref(), DeValue::String(_)) {
+                return Err(self.error(key, format!("remote.{} must be a string", key.get_ref())));
+            }
+        }
+        Ok(())
     }
 
     fn limits(&self, table: &DeTable<'_>, limits: &mut Limits) -> Result<(), ConfigError> {

@@ -747,12 +747,13 @@ impl fmt::Display for ErrorReply {
     }
 }
 
-/// Whether `id` is a valid session id: `[A-Za-z0-9._-]{1,64}` (DESIGN §3).
+/// Whether `id` is a valid session id: `[A-Za-z0-9._@-]{1,64}` (DESIGN §3; `@` for the
+/// `<session>@<hostname>` that another host's bashc names by default, DESIGN §14).
 pub fn is_valid_session_id(id: &str) -> bool {
     (1..=64).contains(&id.len())
         && id
             .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b'@'))
         && id != "."
         && id != ".."
 }

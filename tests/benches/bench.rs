@@ -57,6 +57,10 @@ fn main() {
     if wanted("sandbox") {
         sandbox(&tokio);
     }
+    // Only on request: it needs sshd, and runs one on 127.0.0.1.
+    if only.as_deref() == Some("remote") {
+        remote();
+    }
     // Only on request: the one-liner and script figures already run in basics.
     if only.as_deref() == Some("policy") {
         policy_figures();
@@ -605,6 +609,69 @@ fn run(command: &mut Command) {
         .status()
         .unwrap();
     assert!(status.success(), "{command:?} failed: {status}");
+}
+
+/// `BASHD_BENCH=remote` (issue 19): `bashc --host H exec -- true` over a warm
+/// multiplexed SSH master (a real sshd on 127.0.0.1) against local `bashc exec -- true`
+/// (target <= 2x) and against `ssh H true` through the same master, the floor of any
+/// remote call.
+fn remote() {
+    let mut sshd = match bashd_tests::sshd::Sshd::start() {
+        Ok(sshd) => sshd,
+        Err(why) => {
+            println!("remote: skipped: {why}");
+            return;
+        }
+    };
+    let local = Daemon::start();
+    let far = Daemon::unstarted();
+    let near = Daemon::unstarted();
+    sshd.clean_up_after(near.runtime_dir());
+    let bridge = sshd.bridge_command(far.runtime_dir(), &far.config_home());
+    let host = bashd_tests::sshd::HOST;
+    let over_host = || {
+        let out = near
+            .bashc()
+            .env(bashc::BRIDGE_COMMAND_ENV, &bridge)
+            .args(["--host", host, "exec", "--", "true"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "bashc --host failed: {out:?}");
+    };
+    // Warm: the master is up and the far daemon started.
+    over_host();
+    let control = near.runtime_dir().join("ssh").join("%C");
+    let ssh_true = || {
+        let status = Command::new("ssh")
+            .arg("-F")
+            .arg(sshd.config())
+            .arg("-o")
+            .arg(format!("ControlPath={}", control.display()))
+            .args([host, "true"])
+            .stdin(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success());
+    };
+    let local_true = || {
+        let out = local.run_bashc(&["exec", "--", "true"]);
+        assert!(out.status.success());
+    };
+    const RUNS: usize = 30;
+    let (remote, floor) = paired_medians(RUNS, over_host, ssh_true);
+    let local = median(RUNS, local_true);
+    println!(
+        "remote: bashc --host exec -- true (warm master) {:.1} ms median; local bashc exec -- true {:.1} ms ({:.2}x, target <= 2x); ssh HOST true on the same master {:.1} ms ({:.2}x of it)",
+        ms(remote),
+        ms(local),
+        remote.as_secs_f64() / local.as_secs_f64(),
+        ms(floor),
+        remote.as_secs_f64() / floor.as_secs_f64()
+    );
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
 }
 
 fn median(runs: usize, mut f: impl FnMut()) -> Duration {

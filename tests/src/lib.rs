@@ -5,6 +5,7 @@
 pub mod attack;
 pub mod daemon;
 pub mod procs;
+pub mod sshd;
 
 pub use daemon::{Daemon, bin_path};
 pub use procs::{KillOnDrop, alive, pids_running, wait_for_running, wait_until};

@@ -14,7 +14,7 @@ pub fn alive(pid: u32) -> bool {
     }
 }
 
-fn all_pids() -> Vec<u32> {
+pub fn all_pids() -> Vec<u32> {
     fs::read_dir("/proc")
         .map(|entries| {
             entries

@@ -19,6 +19,7 @@ mod mcp_calls;
 mod output;
 mod policy;
 mod protocol;
+mod remote;
 mod runtime_dir;
 mod sandbox;
 mod systemd;

@@ -34,16 +34,66 @@ impl SessionArgs {
     /// The session and owner a request acts for.
     pub fn caller(&self) -> Caller {
         let agent = || bashc::find_agent_pid();
-        let session = self
-            .session
-            .clone()
-            .or_else(session_from_env)
-            .unwrap_or_else(|| format!("agent-{}", agent()));
+        let session = match &self.session {
+            Some(session) => session.clone(),
+            None => {
+                remote_session(session_from_env().unwrap_or_else(|| format!("agent-{}", agent())))
+            }
+        };
         Caller {
             session,
             owner: Some(Owner::of(self.owner_pid.unwrap_or_else(agent))),
         }
     }
+}
+
+/// The variable that names the host when `--host` does not.
+pub const HOST_ENV: &str = "BASHD_HOST";
+
+/// This machine's name, set once `--host` names another host: the default session
+/// there is `<the local default>@<this hostname>` (DESIGN §14).
+static REMOTE_SUFFIX: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// `local`, the session's default name here, as the default name of a session on
+/// another host when one is the target.
+pub fn remote_session(local: String) -> String {
+    match REMOTE_SUFFIX.get() {
+        // Cut to the 64 bytes a session id may have; a hostname is ASCII.
+        Some(hostname) => format!("{local}@{hostname}").chars().take(64).collect(),
+        None => local,
+    }
+}
+
+/// The daemons `--host` (or `$BASHD_HOST`) names, in order; none for this machine's.
+/// Only `jobs` takes several; `bridge` takes none, since it is the far end.
+pub fn host_targets(
+    hosts: &[String],
+    local: &Target,
+    command: &crate::Command,
+) -> anyhow::Result<Vec<Target>> {
+    let from_env = std::env::var(HOST_ENV).ok().filter(|h| !h.is_empty());
+    let hosts: Vec<String> = match (hosts, from_env) {
+        ([], Some(host)) => vec![host],
+        (hosts, _) => hosts.to_vec(),
+    };
+    match command {
+        crate::Command::Bridge if !hosts.is_empty() => anyhow::bail!(
+            "bashc bridge serves this machine's bashd and takes no --host (unset {HOST_ENV} in the remote login environment)"
+        ),
+        crate::Command::Bridge | crate::Command::Jobs(_) => {}
+        _ if hosts.len() > 1 => anyhow::bail!(
+            "--host is given {} times, but only `bashc jobs` acts on several hosts; give one",
+            hosts.len()
+        ),
+        _ => {}
+    }
+    if !hosts.is_empty() {
+        let _ = REMOTE_SUFFIX.set(bashc::hostname());
+    }
+    hosts
+        .iter()
+        .map(|host| Target::remote(host, local.clone()).map_err(anyhow::Error::msg))
+        .collect()
 }
 
 /// `$BASHD_SESSION`, when set and not empty.
@@ -92,6 +142,11 @@ pub fn second_daemon_note(target: &Target, client: &bashc::Client) -> Option<Str
 /// reaches the daemon that runs it, whatever this process's environment lacked.
 pub fn environment(target: &Target) -> Vec<(Vec<u8>, Vec<u8>)> {
     use std::os::unix::ffi::OsStrExt;
+    if target.host().is_some() {
+        // None of it is sent to another host: the bridge there gives the job its own
+        // login environment.
+        return Vec::new();
+    }
     let key = runtime::RUNTIME_DIR_ENV.as_bytes();
     let mut env: Vec<(Vec<u8>, Vec<u8>)> = std::env::vars_os()
         .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))

@@ -3,12 +3,15 @@
 
 use anyhow::bail;
 use bashc::protocol::{
-    ErrorKind, JobRef, JobRequest, JobsRequest, KillRequest, Notice, WaitConditions, WaitRequest,
+    ErrorKind, JobInfo, JobRef, JobRequest, JobsRequest, KillRequest, Notice, WaitConditions,
+    WaitRequest,
 };
 use bashc::{ClientError, Target};
 use clap::{Args, Subcommand};
 
-use crate::common::{SessionArgs, connect, print, print_result, session_from_env, write_stdout};
+use crate::common::{
+    SessionArgs, connect, print, print_result, remote_session, session_from_env, write_stdout,
+};
 use crate::options::StreamArg;
 use crate::{render, tables};
 
@@ -135,19 +138,64 @@ pub async fn jobs(args: JobsArgs, target: &Target) -> anyhow::Result<u8> {
     let session = (!args.all).then(|| caller.session.clone());
     // --session names the jobs to list here; the session acting stays the default one,
     // so that listing a session does not create or adopt it.
-    caller.session = session_from_env().unwrap_or_else(bashc::default_session);
-    let listed = connect(target)
-        .await?
-        .jobs(JobsRequest { caller, session })
-        .await;
-    let jobs = match listed {
-        // A filter that matches nothing is an empty list, as for `ps` and `kubectl
-        // get`: a script's JSON parser gets `[]`, not an error.
-        Err(ClientError::Daemon(reply)) if reply.kind == ErrorKind::NotFound => Vec::new(),
-        listed => listed?,
-    };
+    caller.session = remote_session(session_from_env().unwrap_or_else(bashc::default_session));
+    let jobs = list_jobs(target, JobsRequest { caller, session }).await?;
     print(args.json, &jobs, |jobs| tables::jobs_text(jobs))?;
     Ok(0)
+}
+
+/// Exit status of `jobs` over several hosts when some of them did not answer.
+const EXIT_SOME_UNREACHABLE: u8 = 1;
+
+/// `jobs --host a --host b`: every host asked at once; one that does not answer is
+/// said in the output and the others are listed. Exit status 0 when every host
+/// answered, 1 when some did not, 255 when none did.
+pub async fn jobs_of_hosts(args: JobsArgs, targets: &[Target]) -> anyhow::Result<u8> {
+    let mut caller = args.session.caller();
+    let session = (!args.all).then(|| caller.session.clone());
+    caller.session = remote_session(session_from_env().unwrap_or_else(bashc::default_session));
+    let lists = futures::future::join_all(targets.iter().map(|target| {
+        let request = JobsRequest {
+            caller: caller.clone(),
+            session: session.clone(),
+        };
+        async move {
+            let host = target.host().unwrap_or("localhost").to_owned();
+            let jobs = list_jobs(target, request)
+                .await
+                .map_err(|e| format!("{e:#}"));
+            (host, jobs)
+        }
+    }))
+    .await;
+    let unreachable = lists.iter().filter(|(_, jobs)| jobs.is_err()).count();
+    if args.json {
+        let hosts: Vec<serde_json::Value> = lists
+            .iter()
+            .map(|(host, jobs)| match jobs {
+                Ok(jobs) => serde_json::json!({ "host": host, "jobs": jobs }),
+                Err(error) => serde_json::json!({ "host": host, "error": error }),
+            })
+            .collect();
+        print(true, &hosts, |_| String::new())?;
+    } else {
+        write_stdout(tables::jobs_of_hosts_text(&lists).as_bytes())?;
+    }
+    Ok(match unreachable {
+        0 => 0,
+        n if n == lists.len() => crate::EXIT_UNREACHABLE,
+        _ => EXIT_SOME_UNREACHABLE,
+    })
+}
+
+/// The jobs a request lists on `target`'s daemon. A filter that matches nothing is
+/// an empty list, as for `ps` and `kubectl get`: a script's JSON parser gets `[]`, not
+/// an error.
+async fn list_jobs(target: &Target, request: JobsRequest) -> anyhow::Result<Vec<JobInfo>> {
+    match connect(target).await?.jobs(request).await {
+        Err(ClientError::Daemon(reply)) if reply.kind == ErrorKind::NotFound => Ok(Vec::new()),
+        listed => Ok(listed?),
+    }
 }
 
 pub async fn check(args: CheckArgs, target: &Target) -> anyhow::Result<u8> {

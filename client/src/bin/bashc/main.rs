@@ -48,6 +48,12 @@ struct Cli {
     /// /tmp/bashd-$UID).
     #[arg(long, global = true, value_name = "DIR")]
     runtime_dir: Option<PathBuf>,
+    /// Act on HOST's bashd, over SSH (`ssh HOST bashc bridge`, one multiplexed
+    /// connection per host; default: $BASHD_HOST, else this machine). Sessions not
+    /// named with --session are `<the local default>@<this hostname>` there. `jobs
+    /// --all` takes it several times.
+    #[arg(long, global = true, value_name = "HOST")]
+    host: Vec<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -142,6 +148,9 @@ enum Command {
     /// progressToken gets progress notifications every 3 s. The job tools reach only
     /// this session's jobs.
     Mcp(mcp::McpArgs),
+    /// The far end of `bashc --host`: joins stdin and stdout to this machine's bashd,
+    /// started if none is running. `ssh HOST bashc bridge` runs it; nothing else should.
+    Bridge,
 }
 
 #[derive(Debug, Args)]
@@ -287,10 +296,15 @@ fn main() -> ExitCode {
     // dies at once has already handed it to another parent.
     let parent = mcp::parent();
     let cli = Cli::parse();
-    let target = match target(cli.runtime_dir.as_deref()) {
+    let local = match target(cli.runtime_dir.as_deref()) {
         Ok(target) => target,
         Err(e) => return fail(e),
     };
+    let targets = match common::host_targets(&cli.host, &local, &cli.command) {
+        Ok(targets) => targets,
+        Err(e) => return fail(e),
+    };
+    let target = targets.first().cloned().unwrap_or(local);
     let tokio = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -298,7 +312,12 @@ fn main() -> ExitCode {
         Ok(tokio) => tokio,
         Err(e) => return fail(anyhow::Error::from(e).context("cannot start the async runtime")),
     };
-    let outcome = tokio.block_on(run(cli.command, &target, parent));
+    let outcome = tokio.block_on(async {
+        match cli.command {
+            Command::Jobs(args) if targets.len() > 1 => jobs::jobs_of_hosts(args, &targets).await,
+            command => run(command, &target, parent).await,
+        }
+    });
     // A read of stdin still blocked on a thread of its own (`bashc mcp` whose agent
     // died with the pipe held open elsewhere) must not hold the exit up.
     tokio.shutdown_background();
@@ -344,6 +363,10 @@ async fn run(command: Command, target: &bashc::Target, parent: u32) -> anyhow::R
         Command::Policy(PolicyCommand::Check(args)) => policy_check(args, target).await,
         Command::Status(args) => status(args, target).await,
         Command::Mcp(args) => mcp::mcp(args, target, parent).await,
+        Command::Bridge => {
+            bashc::bridge(target.runtime_dir()).await?;
+            Ok(0)
+        }
     }
 }
 
@@ -374,9 +397,13 @@ fn exec_params(args: &ExecArgs, target: &bashc::Target) -> anyhow::Result<ExecPa
     let command = command_text(&args.command)?;
     let cwd = std::env::current_dir()
         .context("cannot read the current directory (was it removed?); pass --workdir")?;
-    let workdir = match &args.workdir {
-        Some(dir) => cwd.join(dir),
-        None => cwd,
+    let workdir = match (&args.workdir, target.host()) {
+        // On another host, the bridge there resolves the directory from its login
+        // directory: this machine's current directory means nothing there.
+        (Some(dir), Some(_)) => dir.clone(),
+        (None, Some(_)) => PathBuf::new(),
+        (Some(dir), None) => cwd.join(dir),
+        (None, None) => cwd,
     };
     let Some(workdir) = workdir.to_str() else {
         bail!("working directory {} is not valid UTF-8", workdir.display());

@@ -66,35 +66,75 @@ pub fn jobs_text(jobs: &[JobInfo]) -> String {
         ("PORTS", Left),
         ("COMMAND", Left),
     ];
-    let rows: Vec<Vec<String>> = jobs
+    let rows: Vec<Vec<String>> = jobs.iter().map(job_row).collect();
+    table(&header, &rows)
+}
+
+/// One job's cells under the header of [`jobs_text`].
+fn job_row(job: &JobInfo) -> Vec<String> {
+    let mut command = one_line(&job.command, 60);
+    if let Some(description) = &job.description {
+        command.push_str("  # ");
+        command.push_str(&one_line(description, 60));
+    }
+    if let Some(sandbox) = job.sandbox {
+        command.push_str(&sandbox_note(sandbox));
+    }
+    vec![
+        job.job.to_string(),
+        job.session.clone(),
+        if job.waiting_for_input {
+            format!("{} (waiting for input?)", job.state)
+        } else {
+            job.state.to_string()
+        },
+        job.exit_code.map_or("-".to_owned(), |c| c.to_string()),
+        job.mode.clone(),
+        job.pid.map_or("-".to_owned(), |p| p.to_string()),
+        format!("{}s", job.duration_ms / 1000),
+        ports_cell(&job.ports),
+        command,
+    ]
+}
+
+/// `bashc jobs --all --host a --host b`: the jobs of several hosts in one table, a HOST
+/// column first; a host that did not answer gets a line of its own after the table.
+pub fn jobs_of_hosts_text(hosts: &[(String, Result<Vec<JobInfo>, String>)]) -> String {
+    use Align::{Left, Right};
+    let header = [
+        ("HOST", Left),
+        ("JOB", Left),
+        ("SESSION", Left),
+        ("STATE", Left),
+        ("EXIT", Right),
+        ("MODE", Left),
+        ("PID", Right),
+        ("TIME", Right),
+        ("PORTS", Left),
+        ("COMMAND", Left),
+    ];
+    let rows: Vec<Vec<String>> = hosts
         .iter()
-        .map(|job| {
-            let mut command = one_line(&job.command, 60);
-            if let Some(description) = &job.description {
-                command.push_str("  # ");
-                command.push_str(&one_line(description, 60));
-            }
-            if let Some(sandbox) = job.sandbox {
-                command.push_str(&sandbox_note(sandbox));
-            }
-            vec![
-                job.job.to_string(),
-                job.session.clone(),
-                if job.waiting_for_input {
-                    format!("{} (waiting for input?)", job.state)
-                } else {
-                    job.state.to_string()
-                },
-                job.exit_code.map_or("-".to_owned(), |c| c.to_string()),
-                job.mode.clone(),
-                job.pid.map_or("-".to_owned(), |p| p.to_string()),
-                format!("{}s", job.duration_ms / 1000),
-                ports_cell(&job.ports),
-                command,
-            ]
+        .filter_map(|(host, jobs)| Some((host, jobs.as_ref().ok()?)))
+        .flat_map(|(host, jobs)| {
+            jobs.iter().map(move |job| {
+                let mut row = vec![host.clone()];
+                row.extend(job_row(job));
+                row
+            })
         })
         .collect();
-    table(&header, &rows)
+    let mut out = if rows.is_empty() {
+        "no jobs\n".to_owned()
+    } else {
+        table(&header, &rows)
+    };
+    for (_, jobs) in hosts {
+        if let Err(error) = jobs {
+            out.push_str(&format!("unreachable: {error}\n"));
+        }
+    }
+    out
 }
 
 /// `8000,5353/udp`: the ports a job listens on, TCP bare and UDP marked; `-` for none.

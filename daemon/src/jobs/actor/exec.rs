@@ -401,7 +401,7 @@ impl JobsActor {
         }
         if !is_valid_session_id(&params.session) {
             return Err(invalid(format!(
-                "session id {:?} is not valid: use 1 to 64 of A-Z a-z 0-9 . _ -",
+                "session id {:?} is not valid: use 1 to 64 of A-Z a-z 0-9 . _ - @",
                 params.session
             )));
         }

@@ -36,10 +36,12 @@ pub struct McpArgs {
 
 /// `agent` is the parent bashc had when it started: the agent, unless it has died.
 pub async fn mcp(args: McpArgs, target: &bashc::Target, agent: u32) -> anyhow::Result<u8> {
-    let session = args
-        .session
-        .or_else(crate::common::session_from_env)
-        .unwrap_or_else(|| format!("mcp-{agent}"));
+    let session = args.session.unwrap_or_else(|| {
+        // On another host, `<this default>@<this hostname>` (DESIGN §14).
+        crate::common::remote_session(
+            crate::common::session_from_env().unwrap_or_else(|| format!("mcp-{agent}")),
+        )
+    });
     let caller = Caller {
         session,
         owner: Some(Owner::of(args.owner_pid.unwrap_or(agent))),

@@ -1,0 +1,288 @@
+//! `bashc --host` (issue 19) against a real sshd on 127.0.0.1: this build's `bashc
+//! bridge` on the far side, a daemon of its own there, ssh pointed at the test server
+//! by a generated config. Skipped, with the reason, where sshd cannot run.
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use bashd_tests::sshd::{HOST, Sshd};
+use bashd_tests::{
+    Daemon, KillOnDrop, alive, bin_path, pids_running, wait_for_running, wait_until,
+};
+use serde_json::json;
+
+use super::{json, show, stdout};
+
+/// The far side: a runtime dir whose daemon the bridge starts (the `Daemon` guard
+/// kills it and its jobs on drop), the server, and this side's runtime dir, which
+/// holds the control sockets.
+struct Remote {
+    sshd: Sshd,
+    far: Daemon,
+    near: Daemon,
+}
+
+impl Remote {
+    fn start() -> Option<Remote> {
+        let mut sshd = match Sshd::start() {
+            Ok(sshd) => sshd,
+            Err(why) => {
+                eprintln!("skipped: {why}");
+                return None;
+            }
+        };
+        let near = Daemon::unstarted();
+        // The masters ssh forks name their control socket, under this runtime dir.
+        sshd.clean_up_after(near.runtime_dir());
+        Some(Remote {
+            sshd,
+            far: Daemon::unstarted(),
+            near,
+        })
+    }
+
+    /// `bashc --host HOST ...`, session `test` here.
+    fn bashc(&self) -> Command {
+        let mut command = self.near.bashc();
+        command
+            .env(
+                bashc::BRIDGE_COMMAND_ENV,
+                self.sshd
+                    .bridge_command(self.far.runtime_dir(), &self.far.config_home()),
+            )
+            .args(["--host", HOST]);
+        command
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.bashc().args(args).output().expect("cannot run bashc")
+    }
+
+    /// What the far daemon says, asked there directly.
+    fn far(&self, args: &[&str]) -> Output {
+        self.far.run_bashc(args)
+    }
+
+    fn session(&self) -> String {
+        format!("test@{}", bashc::hostname())
+    }
+}
+
+fn job_id(output: &Output) -> String {
+    json(output)["job"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no job id:\n{}", show(output)))
+        .to_owned()
+}
+
+#[test]
+fn issue19_exec_background_check_wait_output_kill_over_host() {
+    let Some(remote) = Remote::start() else {
+        return;
+    };
+    let out = remote.run(&["exec", "--", "echo hi-i19 $BASHD_RUNTIME_DIR; pwd"]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let text = stdout(&out);
+    // The job ran on the far side, with its environment and in its login directory.
+    assert!(
+        text.contains(&format!("hi-i19 {}", remote.far.runtime_dir().display())),
+        "{}",
+        show(&out)
+    );
+    let home = std::env::var("HOME").unwrap_or_default();
+    assert!(text.contains(&home), "{}", show(&out));
+    // The far daemon holds it, in `<local session>@<local hostname>`.
+    let listed = remote.far(&["jobs", "--all", "--json"]);
+    assert_eq!(
+        json(&listed)[0]["session"],
+        remote.session(),
+        "{}",
+        show(&listed)
+    );
+
+    let out = remote.run(&[
+        "exec",
+        "--json",
+        "--mode",
+        "background",
+        "--",
+        "echo line-i19; sleep 19001",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let job = job_id(&out);
+    let sleeper = wait_for_running("sleep 19001");
+    let out = remote.run(&["wait", &job, "--until", "line-i19", "--timeout", "20"]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let out = remote.run(&["check", &job, "--json"]);
+    assert_eq!(json(&out)["state"], "running", "{}", show(&out));
+    let out = remote.run(&["output", &job]);
+    assert_eq!(stdout(&out), "line-i19\n", "{}", show(&out));
+    let out = remote.run(&["wait", &job, "--timeout", "0.2"]);
+    assert_eq!(out.status.code(), Some(124), "{}", show(&out));
+    let out = remote.run(&["kill", &job, "--json"]);
+    assert_eq!(json(&out)["state"], "killed", "{}", show(&out));
+    assert!(
+        wait_until(Duration::from_secs(10), || sleeper
+            .iter()
+            .all(|&pid| !alive(pid))),
+        "kill left the sleep"
+    );
+}
+
+#[test]
+fn issue19_a_dropped_connection_keeps_background_jobs_and_kills_foreground_ones() {
+    let Some(remote) = Remote::start() else {
+        return;
+    };
+    let out = remote.run(&[
+        "exec",
+        "--json",
+        "--mode",
+        "background",
+        "--",
+        "sleep 19002",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let job = job_id(&out);
+    let background = wait_for_running("sleep 19002");
+
+    let foreground = KillOnDrop(
+        remote
+            .bashc()
+            .args(["exec", "--timeout", "300", "--", "sleep 19003"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let foreground_sleep = wait_for_running("sleep 19003");
+    // While the call runs, the session has an owner there: the bridge.
+    let sessions = remote.far(&["sessions", "--json"]);
+    let owners = &json(&sessions)[0]["owners"];
+    assert!(
+        owners.as_array().is_some_and(|o| !o.is_empty()),
+        "{}",
+        show(&sessions)
+    );
+
+    // The connection drops: every ssh client of the server dies at once.
+    let masters = remote.sshd.ssh_clients();
+    assert!(!masters.is_empty(), "no ssh master to kill");
+    for pid in masters {
+        let _ = rustix::process::kill_process(
+            rustix::process::Pid::from_raw(pid as i32).unwrap(),
+            rustix::process::Signal::KILL,
+        );
+    }
+    assert!(
+        wait_until(Duration::from_secs(20), || foreground_sleep
+            .iter()
+            .all(|&pid| !alive(pid))),
+        "the foreground job outlived its connection"
+    );
+    drop(foreground);
+    assert!(
+        background.iter().all(|&pid| alive(pid)),
+        "the background job died with the connection"
+    );
+    let sessions = remote.far(&["sessions", "--json"]);
+    assert!(
+        json(&sessions)[0]["state"]
+            .to_string()
+            .contains("lingering"),
+        "{}",
+        show(&sessions)
+    );
+
+    // The next call, on a new connection, finds the job in the same session.
+    let out = remote.run(&["check", &job, "--json"]);
+    assert_eq!(json(&out)["state"], "running", "{}", show(&out));
+    let out = remote.run(&["kill", &job, "--json"]);
+    assert_eq!(json(&out)["state"], "killed", "{}", show(&out));
+    assert!(
+        wait_until(Duration::from_secs(10), || pids_running("sleep 19002")
+            .is_empty()),
+        "kill over a new connection left the job"
+    );
+}
+
+#[test]
+fn issue19_jobs_of_several_hosts_and_clear_errors() {
+    let Some(remote) = Remote::start() else {
+        return;
+    };
+    let out = remote.run(&["exec", "--", "true"]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let out = remote
+        .bashc()
+        .args(["--host", "nohost-i19.invalid", "jobs", "--all"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let text = stdout(&out);
+    assert!(text.starts_with("HOST "), "{}", show(&out));
+    assert!(text.contains(&format!("{HOST}  j1")), "{}", show(&out));
+    assert!(
+        text.contains("unreachable: host nohost-i19.invalid: ssh could not reach"),
+        "{}",
+        show(&out)
+    );
+
+    // A host without bashc where the config says it is.
+    std::fs::create_dir_all(remote.near.config_home().join("bashd")).unwrap();
+    std::fs::write(
+        remote.near.config_home().join("bashd/config.toml"),
+        "[remote]\nbashc_path = \"/nonexistent-i19/bashc\"\n",
+    )
+    .unwrap();
+    let out = remote.run(&["exec", "--", "true"]);
+    assert_eq!(out.status.code(), Some(255), "{}", show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(&format!(
+            "/nonexistent-i19/bashc is not on the PATH of {HOST}"
+        )),
+        "{}",
+        show(&out)
+    );
+}
+
+#[tokio::test]
+async fn issue19_mcp_over_host_answers_bash() {
+    let Some(remote) = Remote::start() else {
+        return;
+    };
+    let mut command = tokio::process::Command::new(bin_path("bashc"));
+    command
+        .args(["mcp", "--host", HOST])
+        .env(
+            bashc::protocol::runtime::RUNTIME_DIR_ENV,
+            remote.near.runtime_dir(),
+        )
+        .env("XDG_CONFIG_HOME", remote.near.config_home())
+        .env(
+            bashc::BRIDGE_COMMAND_ENV,
+            remote
+                .sshd
+                .bridge_command(remote.far.runtime_dir(), &remote.far.config_home()),
+        )
+        .env_remove("BASHD_SESSION")
+        .current_dir(Path::new("/"));
+    let (transport, _) = rmcp::transport::TokioChildProcess::builder(command)
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("cannot start bashc mcp");
+    let client = rmcp::ServiceExt::serve((), transport).await.unwrap();
+    let result = super::mcp::call(
+        &client,
+        "bash",
+        json!({"command": "echo mcp-i19 $BASHD_RUNTIME_DIR"}),
+    )
+    .await;
+    let text = format!("{:?}", result.content);
+    assert!(
+        text.contains(&format!("mcp-i19 {}", remote.far.runtime_dir().display())),
+        "{text}"
+    );
+    let _ = client.cancel().await;
+}
