@@ -28,6 +28,8 @@ pub struct ExecOptions {
     pub stream: bool,
     /// /dev/null (the default) or a pipe that `send` writes to.
     pub stdin: StdinMode,
+    /// Run on a pseudo-terminal of this size (`--pty`).
+    pub pty: Option<bashd_protocol::PtySize>,
 }
 
 impl ExecOptions {
@@ -45,6 +47,7 @@ impl ExecOptions {
             limits: self.limits,
             stream: self.stream,
             stdin: self.stdin,
+            pty: self.pty,
             ..ExecParams::new(command, caller.session, self.workdir)
         }
     }

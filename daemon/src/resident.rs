@@ -135,6 +135,9 @@ pub struct Spawn {
     /// A fourth descriptor comes with the spawn: the read end of the job's stdin pipe,
     /// which the shell gets instead of /dev/null (`bashc exec --stdin pipe`).
     pub stdin_pipe: bool,
+    /// The job's descriptors are the slave of a terminal (`exec --pty`): the shell
+    /// leads a session of its own with that terminal as its controlling terminal.
+    pub pty: bool,
 }
 
 /// The descriptors that go with a [`Spawn`], in this order: the resident's end of its
@@ -157,6 +160,7 @@ const WORKDIR: u8 = 5;
 const ARG: u8 = 6;
 const ENV: u8 = 7;
 const STDIN_PIPE: u8 = 8;
+const PTY: u8 = 9;
 
 impl Spawn {
     /// The frame: its length, then its fields.
@@ -188,6 +192,9 @@ impl Spawn {
         }
         if self.stdin_pipe {
             field(STDIN_PIPE, &[]);
+        }
+        if self.pty {
+            field(PTY, &[]);
         }
         let mut frame = (body.len() as u32).to_le_bytes().to_vec();
         frame.append(&mut body);
@@ -233,6 +240,7 @@ impl Spawn {
                 ARG => spawn.program.push(bytes.to_vec()),
                 ENV => spawn.env.push(bytes.to_vec()),
                 STDIN_PIPE => spawn.stdin_pipe = true,
+                PTY => spawn.pty = true,
                 other => return Err(format!("unknown field {other}")),
             }
         }
@@ -262,6 +270,7 @@ mod tests {
             ],
             env: vec![b"A=1".to_vec(), b"EMPTY=".to_vec()],
             stdin_pipe: true,
+            pty: true,
         };
         let frame = spawn.encode();
         let (len, body) = frame.split_first_chunk::<4>().unwrap();

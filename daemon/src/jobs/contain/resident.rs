@@ -208,6 +208,7 @@ pub async fn take(started: ResidentStarted, cgroup: Option<JobCgroup>) -> io::Re
             resident,
         }),
         stdin: started.stdin,
+        pty: started.pty,
     })
 }
 

@@ -97,6 +97,8 @@ pub struct InputWatch {
     pub root: u32,
     /// The inode of the job's stdin pipe.
     pub stdin_inode: u64,
+    /// A terminal job's terminal, `/dev/pts/N`: its stdin in place of the pipe.
+    pub tty: Option<String>,
     /// When the job's CPU time was last read, and what it was.
     pub sample: Option<(std::time::Instant, u64)>,
 }
@@ -197,6 +199,17 @@ pub enum Control {
     },
     /// Whether the job waits for input, for `check` and `jobs`.
     Probe(oneshot::Sender<Probe>),
+    /// The screen of a terminal job (`bashc screen`), and whether its cursor keys are
+    /// in application mode; `None` for a job on pipes.
+    Screen {
+        job: JobId,
+        reply: oneshot::Sender<Option<(bashd_protocol::ScreenInfo, bool)>>,
+    },
+    /// A new size for a terminal job's terminal (`bashc resize`).
+    Resize {
+        size: bashd_protocol::PtySize,
+        reply: oneshot::Sender<std::io::Result<()>>,
+    },
 }
 
 /// Runs the job to its end. `requester` is the channel of the request that started
@@ -322,6 +335,7 @@ impl<P: JobProcesses> Supervisor<P> {
             stdout,
             stderr,
             exit,
+            pty,
             ..
         } = spawned;
         let merged = stderr.is_none();
@@ -330,7 +344,10 @@ impl<P: JobProcesses> Supervisor<P> {
             StreamCapture::new(settings.limits, path, settings.detached)
         };
         let inputs = Inputs {
-            out: PipeReader::new(Some(stdout), capture("stdout")),
+            out: match pty {
+                Some(size) => PipeReader::terminal(stdout, size, capture("stdout")),
+                None => PipeReader::new(Some(stdout), capture("stdout")),
+            },
             err: PipeReader::new(stderr, capture("stderr")),
             merged,
             control: Some(control),

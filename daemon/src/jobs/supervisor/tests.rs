@@ -157,6 +157,7 @@ fn start(change: impl FnOnce(&mut Settings)) -> Harness {
             start_time: 0,
             held: None,
             stdin: None,
+            pty: None,
         },
         processes: fake.clone(),
         settings,

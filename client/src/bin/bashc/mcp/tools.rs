@@ -64,7 +64,9 @@ const BASH_CHECK: &str = "New output of a job since this session last checked it
 
 const BASH_WAIT: &str = "Wait for a job to end and return its result (its output as for `bash`). With `timeout_secs`, give up waiting after that long: the job keeps running and the result has state `running`. With `until` (a regex a new output line must match), `port` (a TCP port a process of the job listens on) or `idle_secs` (no output for that long), return as soon as one of them is met, saying which (and the matching line with the lines around it); the job keeps running. Use it instead of sleeping: start a server with mode=\"background\", then bash_wait(job, until=\"Listening\", timeout_secs=60).";
 
-const BASH_SEND: &str = "Write text to the stdin of a job started with stdin=\"pipe\" (for a prompt that cannot be avoided, or a REPL): `text` goes as is (end it with \"\\n\" to press Enter), `eof`=true closes the job's stdin afterwards. Then bash_check or bash_wait shows what the job did. A job marked `waiting for input?` is blocked reading its stdin.";
+const BASH_SEND: &str = "Write text to the stdin of a job started with stdin=\"pipe\" or pty=true (for a prompt that cannot be avoided, or a REPL): `text` goes as is (end it with \"\\n\" to press Enter), `keys` presses keys on a terminal job as tmux names them ([\"6*7\", \"Enter\"], [\"C-c\"], [\"Esc\", \":wq\", \"Enter\"]), `eof`=true closes the job's stdin afterwards. A terminal job answers with its screen once its output settles. Then bash_check or bash_wait shows what the job did. A job marked `waiting for input?` is blocked reading its stdin.";
+
+const BASH_SCREEN: &str = "The screen of a job started with pty=true, as a terminal shows it: its rows as text, then its size, the cursor and whether a process of the job waits for input (blocked reading the terminal). Use it for REPLs, editors (vim), pagers (less), top, prompts: what scrolled off the screen is the job's output (bash_check, bash_output). In the structured content: cols, rows, cursor {row, col}, lines, alternate, title, waiting_for_input, state.";
 
 const BASH_KILL: &str = "Stop a job: `signal` (default TERM) to every process of it, including those that left its process group (setsid, nohup, double forks), then SIGKILL to whatever is left after a grace time (2 s). Returns the job's result.";
 
@@ -111,6 +113,10 @@ struct BashArgs {
     stdin: Option<StdinArg>,
     /// Start the job in the background and return when a new output line matches this regex (a server's \"Listening on\"), when it ends, or after timeout_secs (default 30); it keeps running.
     wait_until: Option<String>,
+    /// Run on a pseudo-terminal (REPLs, editors, pagers, password prompts): bash_screen shows its screen, bash_send with `keys` types on it.
+    pty: Option<bool>,
+    /// The terminal's size with pty=true, COLSxROWS (default 120x40).
+    size: Option<String>,
 }
 
 /// Arguments of `bash_check`.
@@ -150,6 +156,10 @@ struct SendArgs {
     text: Option<String>,
     /// Close the job's stdin after writing: it reads end-of-file.
     eof: Option<bool>,
+    /// Keys to press on a terminal job (pty=true), after `text`, as tmux names them: Enter, Tab, Esc, BSpace, Space, Up, Down, Left, Right, Home, End, PgUp, PgDn, F1..F12, C-a..C-z, M-x; any other word is typed as text.
+    keys: Option<Vec<String>>,
+    /// Type every word of `keys` as text, naming no key.
+    literal: Option<bool>,
 }
 
 /// Arguments of `bash_kill`.
@@ -206,6 +216,7 @@ fn tools() -> Vec<Tool> {
         Tool::new("bash_jobs", BASH_JOBS, schema_for_type::<NoArgs>()),
         Tool::new("bash_output", BASH_OUTPUT, schema_for_type::<OutputArgs>()),
         Tool::new("bash_send", BASH_SEND, schema_for_type::<SendArgs>()),
+        Tool::new("bash_screen", BASH_SCREEN, schema_for_type::<JobArgs>()),
     ]
 }
 
@@ -259,10 +270,14 @@ impl ServerHandler for BashTools {
                 Ok(args) => self.send(args).await,
                 Err(e) => Err(e),
             },
+            "bash_screen" => match parse::<JobArgs>(arguments) {
+                Ok(args) => self.screen(args).await,
+                Err(e) => Err(e),
+            },
             other => {
                 return Err(ErrorData::invalid_params(
                     format!(
-                        "no tool {other:?}; the tools are bash, bash_check, bash_wait, bash_kill, bash_jobs, bash_output, bash_send"
+                        "no tool {other:?}; the tools are bash, bash_check, bash_wait, bash_kill, bash_jobs, bash_output, bash_send, bash_screen"
                     ),
                     None,
                 ));
@@ -357,6 +372,14 @@ impl BashTools {
             },
             stream: false,
             stdin: args.stdin.map_or(StdinMode::Null, Into::into),
+            pty: match (args.pty.unwrap_or(false), args.size.as_deref()) {
+                (false, _) => None,
+                (true, None) => Some(bashc::protocol::PtySize::default()),
+                (true, Some(size)) => Some(
+                    bashc::protocol::PtySize::parse(size)
+                        .map_err(|e| CallError(format!("bad argument `size`: {e}")))?,
+                ),
+            },
         };
         let wait_until = args.wait_until;
         let timeout_secs = args.timeout_secs;
@@ -398,9 +421,10 @@ impl BashTools {
     async fn send(&self, args: SendArgs) -> Result<CallToolResult, CallError> {
         let eof = args.eof.unwrap_or(false);
         let text = args.text.unwrap_or_default();
-        if text.is_empty() && !eof {
+        let keys = args.keys.unwrap_or_default();
+        if text.is_empty() && !eof && keys.is_empty() {
             return Err(CallError(
-                "bad arguments: give `text` to write, or eof=true to close the job's stdin"
+                "bad arguments: give `text` to write, `keys` to press, or eof=true to close the job's stdin"
                     .to_owned(),
             ));
         }
@@ -409,9 +433,21 @@ impl BashTools {
             job: JobRef::Id(args.job),
             bytes: text.into_bytes(),
             eof,
+            keys,
+            literal: args.literal.unwrap_or(false),
+            // A terminal job answers with its screen once it settles; a job on pipes
+            // has none and answers at once.
+            screen_settle_ms: Some(300),
         };
         let sent = self.client().await?.send(request).await;
         let sent = self.answer(sent, "job").await?;
+        if let Some(screen) = &sent.screen {
+            return Ok(words::tool_result(
+                crate::terminal::screen_text(screen),
+                crate::terminal::screen_json(screen),
+                false,
+            ));
+        }
         let text = format!(
             "Wrote {} bytes to the stdin of {}{}. See what it did: bash_check(job=\"{}\").\n",
             sent.written,
@@ -422,6 +458,20 @@ impl BashTools {
         Ok(words::tool_result(
             text,
             serde_json::to_value(&sent).unwrap_or_default(),
+            false,
+        ))
+    }
+
+    async fn screen(&self, args: JobArgs) -> Result<CallToolResult, CallError> {
+        let request = JobRequest {
+            caller: self.caller.clone(),
+            job: JobRef::Id(args.job),
+        };
+        let screen = self.client().await?.screen(request).await;
+        let screen = self.answer(screen, "job").await?;
+        Ok(words::tool_result(
+            crate::terminal::screen_text(&screen),
+            crate::terminal::screen_json(&screen),
             false,
         ))
     }
