@@ -17,6 +17,7 @@ mod policy;
 mod protocol;
 mod runtime_dir;
 mod systemd;
+mod terminal;
 
 use std::process::{Output, Stdio};
 use std::time::Duration;

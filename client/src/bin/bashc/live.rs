@@ -54,7 +54,7 @@ pub struct SendArgs {
     /// Send keys as `tmux send-keys` names them, after TEXT: each word is a key (Enter,
     /// Tab, Esc, BSpace, Space, Up, Down, Left, Right, Home, End, PgUp, PgDn, F1..F12,
     /// C-a..C-z, M-x) or else text. For a terminal job (`exec --pty`).
-    #[arg(long, num_args = 1.., value_name = "KEY", allow_hyphen_values = true)]
+    #[arg(long, num_args = 1.., value_name = "KEY")]
     keys: Vec<String>,
     /// Send every word of --keys as text, naming no key.
     #[arg(long, requires = "keys")]

@@ -22,8 +22,8 @@ pub struct ScreenArgs {
 
 #[derive(Debug, Args)]
 pub struct ResizeArgs {
-    #[command(flatten)]
-    job: JobArg,
+    /// The job, as `exec` and `jobs` name it (j12).
+    job: String,
     /// The new size, COLSxROWS (100x30).
     #[arg(value_name = "COLSxROWS", value_parser = PtySize::parse)]
     size: PtySize,
@@ -47,7 +47,7 @@ pub async fn screen(args: ScreenArgs, target: &Target) -> anyhow::Result<u8> {
 pub async fn resize(args: ResizeArgs, target: &Target) -> anyhow::Result<u8> {
     let request = ResizeRequest {
         caller: args.session.caller(),
-        job: args.job.job_ref()?,
+        job: bashc::protocol::JobRef::Id(args.job),
         size: args.size,
     };
     let screen = connect(target).await?.resize(request).await?;
