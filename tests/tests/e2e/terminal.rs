@@ -280,3 +280,58 @@ fn issue_25_lines_that_scroll_off_are_the_output_and_a_progress_bar_its_last_sta
     );
     assert!(stdout(&grep).contains("row 77"), "{}", show(&grep));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_25_mcp_runs_a_repl_on_a_terminal_with_keys_and_screen() {
+    use crate::mcp::{call, connect};
+    use serde_json::json;
+    let daemon = Daemon::start();
+    let client = connect(&daemon).await;
+    let started = call(
+        &client,
+        "bash",
+        json!({"command": "python3 -q", "pty": true, "mode": "background"}),
+    )
+    .await;
+    let job = started.structured_content.as_ref().unwrap()["job"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let shown = call(&client, "bash_screen", json!({"job": job})).await;
+        let screen = shown.structured_content.clone().unwrap();
+        if screen["waiting_for_input"] == true {
+            assert!(
+                screen["lines"][0].as_str().unwrap().starts_with(">>>"),
+                "{screen:#}"
+            );
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{screen:#}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let sent = call(
+        &client,
+        "bash_send",
+        json!({"job": job, "keys": ["6*7", "Enter"]}),
+    )
+    .await;
+    let lines = &sent.structured_content.as_ref().unwrap()["lines"];
+    assert!(
+        lines.as_array().unwrap().iter().any(|l| l == "42"),
+        "{sent:?}"
+    );
+    call(&client, "bash_send", json!({"job": job, "keys": ["C-d"]})).await;
+    let ended = call(
+        &client,
+        "bash_wait",
+        json!({"job": job, "timeout_secs": 10}),
+    )
+    .await;
+    assert_eq!(
+        ended.structured_content.as_ref().unwrap()["exit_code"],
+        0,
+        "{ended:?}"
+    );
+}
