@@ -13,8 +13,9 @@ use bashd_protocol::codec::ClientCodec;
 use bashd_protocol::{
     ClientFrame, ErrorReply, ExecParams, ExecResult, FollowRequest, FrameError, GrepRequest, Hello,
     JobId, JobInfo, JobRequest, JobsRequest, KillRequest, OutputPage, OutputRequest,
-    PROTOCOL_VERSION, PolicyVerdict, Request, RequestId, Response, SendReply, SendRequest,
-    ServerFrame, SessionClosed, SessionInfo, StatusInfo, WaitRequest, Welcome,
+    PROTOCOL_VERSION, PolicyVerdict, Request, RequestId, ResizeRequest, Response, ScreenInfo,
+    SendReply, SendRequest, ServerFrame, SessionClosed, SessionInfo, StatusInfo, WaitRequest,
+    Welcome,
 };
 use futures::{SinkExt, StreamExt};
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -258,6 +259,22 @@ impl Client {
     /// first), `Notice`s for lines missed, then `Finished` with its result.
     pub async fn follow(&self, request: FollowRequest) -> Result<Responses, ClientError> {
         self.request(Request::Follow(request)).await
+    }
+
+    /// The screen of a terminal job (`exec --pty`).
+    pub async fn screen(&self, request: JobRequest) -> Result<ScreenInfo, ClientError> {
+        match self.one(Request::Screen(request)).await? {
+            Response::Screen(screen) => Ok(screen),
+            _ => Err(ClientError::Unexpected("something other than a screen")),
+        }
+    }
+
+    /// Gives a terminal job a new size; answers its screen.
+    pub async fn resize(&self, request: ResizeRequest) -> Result<ScreenInfo, ClientError> {
+        match self.one(Request::Resize(request)).await? {
+            Response::Screen(screen) => Ok(screen),
+            _ => Err(ClientError::Unexpected("something other than a screen")),
+        }
     }
 
     /// Writes to the stdin pipe of a job started with `stdin: pipe`.

@@ -35,6 +35,8 @@ pub struct ExecOptions {
     /// its floor.
     pub sandbox: Option<SandboxProfile>,
     pub network: Option<Network>,
+    /// Run on a pseudo-terminal of this size (`--pty`).
+    pub pty: Option<bashd_protocol::PtySize>,
 }
 
 impl ExecOptions {
@@ -54,6 +56,7 @@ impl ExecOptions {
             stdin: self.stdin,
             sandbox: self.sandbox,
             network: self.network,
+            pty: self.pty,
             ..ExecParams::new(command, caller.session, self.workdir)
         }
     }

@@ -76,25 +76,29 @@ const SHARED_FLAGS: &[(&str, &str, &[&str])] = &[
         "--session",
         "`--session S`",
         &[
-            "exec", "jobs", "check", "wait", "follow", "send", "kill", "output", "mcp",
+            "exec", "jobs", "check", "wait", "follow", "send", "kill", "output", "screen",
+            "resize", "mcp",
         ],
     ),
     (
         "--owner-pid",
         "`--owner-pid P`",
         &[
-            "exec", "jobs", "check", "wait", "follow", "send", "kill", "output", "mcp",
+            "exec", "jobs", "check", "wait", "follow", "send", "kill", "output", "screen",
+            "resize", "mcp",
         ],
     ),
     (
         "--pid",
         "`--pid N`",
-        &["check", "wait", "follow", "send", "kill", "output"],
+        &[
+            "check", "wait", "follow", "send", "kill", "output", "screen",
+        ],
     ),
 ];
 
 /// Flags every command takes: clap's own and the global `--runtime-dir`.
-const EVERY_COMMAND: &[&str] = &["--help", "--version", "--runtime-dir"];
+const EVERY_COMMAND: &[&str] = &["--help", "--version", "--runtime-dir", "--host"];
 
 /// Flags the README names that belong to other programs (bashd, git, cargo, systemctl,
 /// claude, rm).

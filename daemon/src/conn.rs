@@ -221,7 +221,9 @@ fn with_owner(mut request: Request, client_pid: u32) -> Request {
         | Request::Follow(FollowRequest { caller, .. })
         | Request::Send(SendRequest { caller, .. })
         | Request::Grep(GrepRequest { caller, .. })
-        | Request::Output(OutputRequest { caller, .. }) => &mut caller.owner,
+        | Request::Output(OutputRequest { caller, .. })
+        | Request::Screen(JobRequest { caller, .. })
+        | Request::Resize(bashd_protocol::ResizeRequest { caller, .. }) => &mut caller.owner,
         _ => return request,
     };
     owner.get_or_insert(Owner {
@@ -300,6 +302,8 @@ async fn serve_request(
         Request::Follow(request) => return forward(id, jobs.follow(request), &out).await,
         Request::Send(request) => answer(jobs.send(request).await.map(Response::Sent)),
         Request::Grep(request) => answer(jobs.grep(request).await.map(Response::Page)),
+        Request::Screen(request) => answer(jobs.screen(request).await.map(Response::Screen)),
+        Request::Resize(request) => answer(jobs.resize(request).await.map(Response::Screen)),
         // Served by `serve_exec`; a cancel has no answer.
         Request::Exec(_) | Request::Cancel(_) => return,
         Request::Output(request) => answer(jobs.output(request).await.map(Response::Page)),

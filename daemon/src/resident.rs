@@ -138,6 +138,9 @@ pub struct Spawn {
     /// What confines the job (`sandbox::confine::Spec`, encoded), applied by the
     /// resident to itself before it forks the shell.
     pub sandbox: Option<Vec<u8>>,
+    /// The job's descriptors are the slave of a terminal (`exec --pty`): the shell
+    /// leads a session of its own with that terminal as its controlling terminal.
+    pub pty: bool,
 }
 
 /// The descriptors that go with a [`Spawn`], in this order: the resident's end of its
@@ -161,6 +164,7 @@ const ARG: u8 = 6;
 const ENV: u8 = 7;
 const STDIN_PIPE: u8 = 8;
 const SANDBOX: u8 = 9;
+const PTY: u8 = 10;
 
 impl Spawn {
     /// The frame: its length, then its fields.
@@ -195,6 +199,9 @@ impl Spawn {
         }
         if let Some(spec) = &self.sandbox {
             field(SANDBOX, spec);
+        }
+        if self.pty {
+            field(PTY, &[]);
         }
         let mut frame = (body.len() as u32).to_le_bytes().to_vec();
         frame.append(&mut body);
@@ -241,6 +248,7 @@ impl Spawn {
                 ENV => spawn.env.push(bytes.to_vec()),
                 STDIN_PIPE => spawn.stdin_pipe = true,
                 SANDBOX => spawn.sandbox = Some(bytes.to_vec()),
+                PTY => spawn.pty = true,
                 other => return Err(format!("unknown field {other}")),
             }
         }
@@ -271,6 +279,7 @@ mod tests {
             env: vec![b"A=1".to_vec(), b"EMPTY=".to_vec()],
             stdin_pipe: true,
             sandbox: Some(b"files=1".to_vec()),
+            pty: true,
         };
         let frame = spawn.encode();
         let (len, body) = frame.split_first_chunk::<4>().unwrap();

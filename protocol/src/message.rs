@@ -80,6 +80,10 @@ pub enum Request {
     /// says `[mcp] on_cancel = "background"`, moved to the background. A cancelled
     /// `Wait` only stops waiting. A request already answered is not affected.
     Cancel(RequestId),
+    /// The current screen of a terminal job (`exec --pty`); answers `Screen`.
+    Screen(JobRequest),
+    /// Gives a terminal job a new size (the program gets SIGWINCH); answers `Screen`.
+    Resize(ResizeRequest),
 }
 
 /// The responses to one request, in order. `Exec` gets `Started`, any number of
@@ -101,6 +105,7 @@ pub enum Response {
     /// reader missed (`Notice::OutputMissed`).
     Notice(Notice),
     Sent(SendReply),
+    Screen(ScreenInfo),
 }
 
 /// On whose behalf a request acts: the session it names, re-adopted if it lingers, and
@@ -237,6 +242,74 @@ pub struct SendRequest {
     pub bytes: Vec<u8>,
     /// Close the job's stdin after writing: it reads end-of-file.
     pub eof: bool,
+    /// Key names as `tmux send-keys` takes them (`Enter`, `C-c`, `Up`), each sent after
+    /// `bytes`; a word that names no key is sent as text.
+    pub keys: Vec<String>,
+    /// Send every word of `keys` as text, naming no key.
+    pub literal: bool,
+    /// Answer with the screen of a terminal job once its output has been quiet this
+    /// many milliseconds (or after a few seconds at most).
+    pub screen_settle_ms: Option<u64>,
+}
+
+/// A terminal job's size, in character cells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PtySize {
+    pub cols: u16,
+    pub rows: u16,
+}
+
+impl PtySize {
+    /// `COLSxROWS`, as `--size 120x40` spells it.
+    pub fn parse(text: &str) -> Result<PtySize, String> {
+        let bad = || format!("the terminal size {text:?} is not COLSxROWS, for example 120x40");
+        let (cols, rows) = text.split_once(['x', 'X']).ok_or_else(bad)?;
+        let cols: u16 = cols.trim().parse().map_err(|_| bad())?;
+        let rows: u16 = rows.trim().parse().map_err(|_| bad())?;
+        if !(2..=1000).contains(&cols) || !(2..=1000).contains(&rows) {
+            return Err(format!(
+                "the terminal size {cols}x{rows} is out of range: columns and rows go from 2 to 1000"
+            ));
+        }
+        Ok(PtySize { cols, rows })
+    }
+}
+
+impl Default for PtySize {
+    fn default() -> PtySize {
+        PtySize {
+            cols: 120,
+            rows: 40,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResizeRequest {
+    pub caller: Caller,
+    pub job: JobRef,
+    pub size: PtySize,
+}
+
+/// The screen of a terminal job, as its emulator in the daemon keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScreenInfo {
+    pub job: JobId,
+    pub cols: u16,
+    pub rows: u16,
+    /// 0-based.
+    pub cursor_row: u16,
+    pub cursor_col: u16,
+    /// One string per row, trailing blanks trimmed.
+    pub lines: Vec<String>,
+    /// The program switched to the alternate screen (a full-screen program).
+    pub alternate: bool,
+    pub title: String,
+    pub waiting_for_input: bool,
+    pub state: JobState,
+    /// The program moved the cursor itself (cursor addressing), or used the alternate
+    /// screen: its output reads right only as a screen.
+    pub drawn: bool,
 }
 
 /// What `send` did.
@@ -247,6 +320,8 @@ pub struct SendReply {
     pub written: u64,
     /// The job's stdin is closed now (by `eof`, or earlier).
     pub closed: bool,
+    /// With `screen_settle_ms`: the screen once the output settled.
+    pub screen: Option<ScreenInfo>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -403,6 +478,9 @@ pub struct ExecParams {
     /// apply. It is answered by `max_call_secs` at the latest (a job still running
     /// then moves to the background), and a `Cancel` of it does `on_cancel`.
     pub mcp_call: bool,
+    /// Run the job on a pseudo-terminal of this size (`exec --pty`): its stdin, stdout
+    /// and stderr are that terminal, and `send` writes to it.
+    pub pty: Option<PtySize>,
 }
 
 /// What a job reads on its stdin.
@@ -784,6 +862,7 @@ impl ExecParams {
             sandbox: None,
             network: None,
             mcp_call: false,
+            pty: None,
         }
     }
 }

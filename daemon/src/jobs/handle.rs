@@ -103,6 +103,12 @@ pub enum Cmd {
     StdinClosed {
         job: JobId,
     },
+    /// A running job's supervisor, for `screen` and `resize`.
+    Control {
+        caller: Caller,
+        job: JobRef,
+        reply: oneshot::Sender<Result<(JobId, mpsc::UnboundedSender<Control>), ErrorReply>>,
+    },
 }
 
 /// What the actor answers a live reader.

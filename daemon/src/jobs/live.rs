@@ -261,12 +261,23 @@ impl JobsHandle {
     pub async fn send(&self, request: SendRequest) -> Result<SendReply, ErrorReply> {
         let SendRequest {
             caller,
-            job,
-            bytes,
+            job: job_ref,
+            mut bytes,
             eof,
+            keys,
+            literal,
+            screen_settle_ms,
         } = request;
+        if !keys.is_empty() {
+            bytes.extend(self.key_bytes(&caller, &job_ref, &keys, literal).await?);
+        }
+        let watcher = caller.clone();
         let (job, stdin) = self
-            .ask(|reply| Cmd::Stdin { caller, job, reply })
+            .ask(|reply| Cmd::Stdin {
+                caller,
+                job: job_ref.clone(),
+                reply,
+            })
             .await??;
         let asked = bytes.len();
         let sent = stdin.send(bytes, eof).await;
@@ -275,11 +286,21 @@ impl JobsHandle {
         }
         let invalid = |message: String| ErrorReply::new(ErrorKind::InvalidRequest, message);
         match sent {
-            Ok(sent) => Ok(SendReply {
-                job,
-                written: sent.written,
-                closed: sent.closed,
-            }),
+            Ok(sent) => {
+                let screen = match screen_settle_ms {
+                    Some(ms) => {
+                        let settle = Duration::from_millis(ms);
+                        self.settled_screen(watcher, job_ref, settle).await
+                    }
+                    None => None,
+                };
+                Ok(SendReply {
+                    job,
+                    written: sent.written,
+                    closed: sent.closed,
+                    screen,
+                })
+            }
             Err(SendError::Full { written }) => Err(invalid(format!(
                 "{job} is not reading its stdin: {written} of {asked} bytes went in before its pipe stayed full for {} s",
                 super::stdin::SEND_WAIT.as_secs()

@@ -10,9 +10,11 @@ mod live;
 mod new_output;
 pub mod probe;
 pub mod process;
+pub mod pty;
 mod session;
 mod stdin;
 mod supervisor;
+mod terminal;
 
 pub use actor::{JobsActor, LostJob, new_instance_id};
 pub use handle::{JobsHandle, shutting_down};

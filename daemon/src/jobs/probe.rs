@@ -189,10 +189,10 @@ const READS: &[u64] = &[];
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
 const POLLS: &[u64] = &[];
 
-/// Reads the state of the processes below `root`; `stdin_inode` is the inode of the
-/// job's stdin pipe.
-pub fn input_state(root: u32, stdin_inode: u64) -> InputState {
-    let pipe = format!("pipe:[{stdin_inode}]");
+/// Reads the state of the processes below `root`; `stdin` is what `/proc/PID/fd/0`
+/// names when it is the job's stdin: `pipe:[INODE]`, or a terminal job's `/dev/pts/N`.
+pub fn input_state(root: u32, stdin: &str) -> InputState {
+    let pipe = stdin;
     let mut any_running = false;
     let mut blocked = false;
     let mut cpu_ticks = 0;
@@ -229,7 +229,7 @@ pub fn input_state(root: u32, stdin_inode: u64) -> InputState {
             .next()
             .and_then(|a| u64::from_str_radix(a.trim_start_matches("0x"), 16).ok());
         let reads_stdin = fs::read_link(format!("/proc/{pid}/fd/0"))
-            .is_ok_and(|target| target.to_str() == Some(pipe.as_str()));
+            .is_ok_and(|target| target.to_str() == Some(pipe));
         if !reads_stdin {
             continue;
         }

@@ -48,6 +48,9 @@ pub struct SpawnSpec {
     pub stdin_pipe: bool,
     /// What confines the job, applied by its resident (`crate::sandbox`).
     pub sandbox: Option<crate::sandbox::confine::Spec>,
+    /// Run the job on a new pseudo-terminal of this size (`exec --pty`) instead of
+    /// pipes: `stdout` and `stdin` of [`Spawned`] are then its master.
+    pub pty: Option<bashd_protocol::PtySize>,
 }
 
 /// A started job leader: the shell. Its pid is also its process group id (it called
@@ -69,6 +72,8 @@ pub struct Spawned {
     /// The user namespace (its inode) a sandboxed job's resident made, which every
     /// process of the job is in or below: how a request from inside the job is known.
     pub userns: Option<u64>,
+    /// The job runs on a terminal of this size: `stdout` and `stdin` are its master.
+    pub pty: Option<bashd_protocol::PtySize>,
 }
 
 /// How a job's leader ended, as the reaper collected it.
@@ -90,6 +95,8 @@ pub struct ResidentStarted {
     pub control: OwnedFd,
     /// The write end of the job's stdin pipe, when it has one.
     pub stdin: Option<OwnedFd>,
+    /// The job runs on a terminal of this size: `stdout` and `stdin` are its master.
+    pub pty: Option<bashd_protocol::PtySize>,
 }
 
 impl LeaderExit {
@@ -265,6 +272,9 @@ impl Reaper {
         let Some(how) = &spec.resident else {
             return Err(io::Error::other("a resident spawn without a resident"));
         };
+        if let Some(size) = spec.pty {
+            return self.spawn_resident_on_terminal(spec, size);
+        }
         let pipes = JobPipes::new(spec.merge_stderr)?;
         let stdin = if spec.stdin_pipe {
             Some(output_pipe()?)
@@ -272,10 +282,62 @@ impl Reaper {
             None
         };
         let (ours, theirs) = StdUnixStream::pair()?;
+        let spawn = self.spawn_frame(&spec, how, stdin.is_some());
+        let frame = spawn.encode();
+        let mut fds = vec![
+            theirs.as_fd(),
+            pipes.stdout_write.as_fd(),
+            pipes.stderr_write.as_fd(),
+        ];
+        fds.extend(stdin.as_ref().map(|(read, _)| read.as_fd()));
+        self.send_to_zygote(&how.binary, &frame, &fds)?;
+        // The zygote has its own copies now; the pipes reach EOF when the job's last
+        // process closes them.
+        Ok(ResidentStarted {
+            stdout: pipes.stdout_read,
+            stderr: pipes.stderr_read,
+            control: OwnedFd::from(ours),
+            stdin: stdin.map(|(_, write)| write),
+            pty: None,
+        })
+    }
+
+    /// Like [`Reaper::spawn_resident`] for a terminal job: the daemon opens the
+    /// terminal, keeps its master, and sends its slave as the job's stdin, stdout and
+    /// stderr (see `pty.rs` for why the daemon and not the resident).
+    fn spawn_resident_on_terminal(
+        &mut self,
+        spec: SpawnSpec,
+        size: bashd_protocol::PtySize,
+    ) -> io::Result<ResidentStarted> {
+        let Some(how) = &spec.resident else {
+            return Err(io::Error::other("a resident spawn without a resident"));
+        };
+        let (master, slave) = super::pty::open(size)?;
+        let (ours, theirs) = StdUnixStream::pair()?;
+        let mut spawn = self.spawn_frame(&spec, how, true);
+        spawn.pty = true;
+        let frame = spawn.encode();
+        let fds = [theirs.as_fd(), slave.as_fd(), slave.as_fd(), slave.as_fd()];
+        self.send_to_zygote(&how.binary, &frame, &fds)?;
+        // The daemon's slave closes here: the master reads EIO once the job's last
+        // process has let go of the terminal.
+        drop(slave);
+        Ok(ResidentStarted {
+            stdin: Some(master.try_clone()?),
+            stdout: master,
+            stderr: None,
+            control: OwnedFd::from(ours),
+            pty: Some(size),
+        })
+    }
+
+    /// The spawn frame of `spec`, less its descriptors.
+    fn spawn_frame(&self, spec: &SpawnSpec, how: &ResidentSpawn, stdin_pipe: bool) -> Spawn {
         let nofile = self
             .job_open_files
             .and_then(|limit| Some((limit.current?, limit.maximum?)));
-        let spawn = Spawn {
+        Spawn {
             cgroup: how
                 .cgroup
                 .as_ref()
@@ -287,47 +349,38 @@ impl Reaper {
             program: vec![
                 spec.shell.as_os_str().as_bytes().to_vec(),
                 b"-c".to_vec(),
-                spec.command.into_bytes(),
+                spec.command.clone().into_bytes(),
             ],
             env: spec
                 .env
-                .into_iter()
-                .map(|(mut key, value)| {
-                    key.push(b'=');
-                    key.extend_from_slice(&value);
-                    key
-                })
+                .iter()
+                .map(|(key, value)| [key.as_slice(), b"=", value].concat())
                 .collect(),
-            stdin_pipe: stdin.is_some(),
+            stdin_pipe,
+            pty: false,
             sandbox: how
                 .sandbox
                 .as_ref()
                 .map(|spec| spec.encode().into_encoded_bytes()),
-        };
-        let frame = spawn.encode();
-        let mut fds = vec![
-            theirs.as_fd(),
-            pipes.stdout_write.as_fd(),
-            pipes.stderr_write.as_fd(),
-        ];
-        fds.extend(stdin.as_ref().map(|(read, _)| read.as_fd()));
+        }
+    }
+
+    /// Sends `frame` and `fds` to the zygote, starting it if there is none, and again
+    /// once if the one there is was lost.
+    fn send_to_zygote(
+        &mut self,
+        binary: &std::path::Path,
+        frame: &[u8],
+        fds: &[std::os::fd::BorrowedFd<'_>],
+    ) -> io::Result<()> {
         let mut last_error = None;
         for _ in 0..2 {
             let zygote = match &mut self.zygote {
                 Some(zygote) => zygote,
-                None => self.zygote.insert(Zygote::start(&how.binary)?),
+                None => self.zygote.insert(Zygote::start(binary)?),
             };
-            match zygote.send(&frame, &fds) {
-                Ok(()) => {
-                    // The zygote has its own copies now; the pipes reach EOF when the
-                    // job's last process closes them.
-                    return Ok(ResidentStarted {
-                        stdout: pipes.stdout_read,
-                        stderr: pipes.stderr_read,
-                        control: OwnedFd::from(ours),
-                        stdin: stdin.map(|(_, write)| write),
-                    });
-                }
+            match zygote.send(frame, fds) {
+                Ok(()) => return Ok(()),
                 Err(e) => {
                     tracing::warn!(
                         "the zygote that forks job residents was lost ({e}); starting another"
@@ -394,6 +447,9 @@ fn spawn(
     spec: SpawnSpec,
     open_files: Option<Rlimit>,
 ) -> io::Result<(Spawned, oneshot::Sender<LeaderExit>)> {
+    if let Some(size) = spec.pty {
+        return spawn_on_terminal(spec, open_files, size);
+    }
     let pipes = JobPipes::new(spec.merge_stderr)?;
     // The job's stdin pipe: the daemon keeps the write end (close-on-exec), the shell
     // reads the other.
@@ -431,6 +487,50 @@ fn spawn(
             start_time,
             held: None,
             stdin: stdin_write,
+            userns: None,
+            pty: None,
+        },
+        exit_tx,
+    ))
+}
+
+/// [`spawn`] for a terminal job: the slave is the shell's stdin, stdout and stderr and
+/// becomes its controlling terminal; the daemon keeps the master.
+fn spawn_on_terminal(
+    spec: SpawnSpec,
+    open_files: Option<Rlimit>,
+    size: bashd_protocol::PtySize,
+) -> io::Result<(Spawned, oneshot::Sender<LeaderExit>)> {
+    let (master, slave) = super::pty::open(size)?;
+    let mut command = direct(&spec, open_files);
+    command
+        .stdin(Stdio::from(slave.try_clone()?))
+        .stdout(Stdio::from(slave.try_clone()?))
+        .stderr(Stdio::from(slave));
+    // SAFETY: one ioctl, async-signal-safe; it runs after `direct`'s setsid.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::ioctl(0, libc::TIOCSCTTY, 0) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let child = command.spawn()?;
+    drop(command);
+    let pid = Pid::from_raw(child.id() as i32).expect("a spawned child has a positive pid");
+    let start_time = bashd_protocol::process_start_time(child.id()).unwrap_or(0);
+    let (exit_tx, exit_rx) = oneshot::channel();
+    Ok((
+        Spawned {
+            pid,
+            stdin: Some(master.try_clone()?),
+            stdout: master,
+            stderr: None,
+            exit: exit_rx,
+            start_time,
+            held: None,
+            pty: Some(size),
             userns: None,
         },
         exit_tx,

@@ -53,10 +53,15 @@ pub struct StdinHandle {
 }
 
 impl StdinHandle {
-    /// Starts the task that owns `fd`, the write end of a job's stdin pipe.
+    /// Starts the task that owns `fd`, the write end of a job's stdin pipe, or the
+    /// master of a terminal job's terminal.
     pub fn start(fd: OwnedFd) -> io::Result<StdinHandle> {
         let inode = rustix::fs::fstat(fd.as_fd())?.st_ino;
-        let pipe = pipe::Sender::from_owned_fd(fd)?;
+        let pipe = if crate::jobs::pty::is_terminal(&fd) {
+            Sink::Terminal(crate::jobs::pty::Master::new(fd)?)
+        } else {
+            Sink::Pipe(pipe::Sender::from_owned_fd(fd)?)
+        };
         let (writes, rx) = mpsc::channel(16);
         tokio::spawn(run(pipe, rx));
         Ok(StdinHandle { writes, inode })
@@ -73,7 +78,23 @@ impl StdinHandle {
     }
 }
 
-async fn run(pipe: pipe::Sender, mut writes: mpsc::Receiver<Write>) {
+/// What a job's input is written to.
+enum Sink {
+    Pipe(pipe::Sender),
+    /// A terminal job's master: what is written is typed on its terminal.
+    Terminal(crate::jobs::pty::Master),
+}
+
+impl Sink {
+    async fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        match self {
+            Sink::Pipe(pipe) => pipe.write(bytes).await,
+            Sink::Terminal(master) => master.write(bytes).await,
+        }
+    }
+}
+
+async fn run(pipe: Sink, mut writes: mpsc::Receiver<Write>) {
     let mut pipe = Some(pipe);
     while let Some(write) = writes.recv().await {
         let Some(open) = pipe.as_mut() else {

@@ -75,9 +75,10 @@ fn issue_24_a_mistyped_flag_is_a_usage_error_and_nothing_runs() {
     );
     // BASHD_SESSION is set, but the user did not type --session.
     assert!(!said.contains("--session"), "{}", show(&out));
-    let out = daemon.run_bashc(&["exec", "--pty", "echo", "hi"]);
+    // `--pty` is a flag since issue 25; a near miss of it is not.
+    let out = daemon.run_bashc(&["exec", "--ptty", "echo", "hi"]);
     assert_eq!(out.status.code(), Some(2), "{}", show(&out));
-    assert!(stderr(&out).contains("'--pty'"), "{}", show(&out));
+    assert!(stderr(&out).contains("'--ptty'"), "{}", show(&out));
     let out = daemon.run_bashc(&["jobs", "--all", "--json"]);
     assert_eq!(json(&out), serde_json::json!([]), "a job was started");
 

@@ -23,6 +23,7 @@ mod remote;
 mod runtime_dir;
 mod sandbox;
 mod systemd;
+mod terminal;
 
 use std::process::{Output, Stdio};
 use std::time::Duration;

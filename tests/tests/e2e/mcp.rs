@@ -131,6 +131,7 @@ async fn an_agent_runs_follows_pages_and_kills_jobs_through_the_tools() {
             "bash_jobs",
             "bash_kill",
             "bash_output",
+            "bash_screen",
             "bash_send",
             "bash_wait"
         ]

@@ -51,6 +51,21 @@ pub struct SendArgs {
     /// Close the job's stdin afterwards: it reads end-of-file.
     #[arg(long)]
     eof: bool,
+    /// Send keys as `tmux send-keys` names them, after TEXT: each word is a key (Enter,
+    /// Tab, Esc, BSpace, Space, Up, Down, Left, Right, Home, End, PgUp, PgDn, F1..F12,
+    /// C-a..C-z, M-x) or else text. For a terminal job (`exec --pty`).
+    #[arg(long, num_args = 1.., value_name = "KEY")]
+    keys: Vec<String>,
+    /// Send every word of --keys as text, naming no key.
+    #[arg(long, requires = "keys")]
+    literal: bool,
+    /// Then show the screen of the terminal job, once its output has been quiet for
+    /// --settle-ms (or 5 s at most).
+    #[arg(long)]
+    screen: bool,
+    /// How long the output must be quiet before --screen shows the screen.
+    #[arg(long, value_name = "MS", default_value_t = 300)]
+    settle_ms: u64,
     /// Print the reply as JSON.
     #[arg(long)]
     json: bool,
@@ -85,9 +100,9 @@ pub async fn send(args: SendArgs, target: &Target) -> anyhow::Result<u8> {
             bytes
         }
         Some(text) => text.as_bytes().to_vec(),
-        None if args.eof || args.newline => Vec::new(),
+        None if args.eof || args.newline || !args.keys.is_empty() || args.screen => Vec::new(),
         None => bail!(
-            "give TEXT to send (or - to read it from stdin), or --eof to close the job's stdin"
+            "give TEXT to send (or - to read it from stdin), --keys, or --eof to close the job's stdin"
         ),
     };
     if args.newline {
@@ -98,8 +113,15 @@ pub async fn send(args: SendArgs, target: &Target) -> anyhow::Result<u8> {
         job: args.job.job_ref()?,
         bytes,
         eof: args.eof,
+        keys: args.keys,
+        literal: args.literal,
+        screen_settle_ms: args.screen.then_some(args.settle_ms),
     };
     let sent = connect(target).await?.send(request).await?;
+    if let Some(screen) = &sent.screen {
+        crate::terminal::print_screen(screen, args.json)?;
+        return Ok(0);
+    }
     print(args.json, &sent, |sent| {
         format!(
             "sent {} byte{} to the stdin of {}{}\n",

@@ -11,6 +11,7 @@ mod mcp;
 mod options;
 mod render;
 mod tables;
+mod terminal;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -109,6 +110,13 @@ enum Command {
     /// it from bashc's stdin; --eof closes the job's stdin afterwards. Fails, with what
     /// was written, if the job reads nothing for 5 s while its pipe is full.
     Send(live::SendArgs),
+    /// Show the screen of a terminal job (`exec --pty`), as its emulator in bashd has
+    /// it: the rows as text, then a line with the size, the cursor and the state
+    /// (`waiting for input` when a process of the job is blocked reading the terminal).
+    Screen(terminal::ScreenArgs),
+    /// Give a terminal job's terminal a new size, COLSxROWS: its program gets SIGWINCH.
+    /// Shows the screen after.
+    Resize(terminal::ResizeArgs),
     /// Stop a job: the signal (default TERM) to every process of it, then SIGKILL to
     /// whatever is left after the grace time. Shows its result.
     Kill(jobs::KillArgs),
@@ -219,6 +227,15 @@ struct ExecArgs {
     /// writes to. There is no terminal: programs that need one refuse or misbehave.
     #[arg(long, value_enum, default_value = "null")]
     stdin: StdinArg,
+    /// Run the command on a pseudo-terminal (for REPLs, editors, pagers, prompts read
+    /// from /dev/tty): TERM=xterm-256color, colours allowed; `bashc screen` shows its
+    /// screen, `bashc send --keys` types on it. Its output is what scrolls off the
+    /// screen, as plain text.
+    #[arg(long)]
+    pty: bool,
+    /// The terminal's size, COLSxROWS (with --pty).
+    #[arg(long, value_name = "COLSxROWS", value_parser = bashd_size, requires = "pty")]
+    size: Option<bashc::protocol::PtySize>,
     /// Print the result as JSON.
     #[arg(long)]
     json: bool,
@@ -348,6 +365,10 @@ fn fail(e: anyhow::Error) -> ExitCode {
     ExitCode::from(EXIT_UNREACHABLE)
 }
 
+fn bashd_size(text: &str) -> Result<bashc::protocol::PtySize, String> {
+    bashc::protocol::PtySize::parse(text)
+}
+
 async fn run(command: Command, target: &bashc::Target, parent: u32) -> anyhow::Result<u8> {
     match command {
         Command::Exec(args) => exec(args, target).await,
@@ -357,6 +378,8 @@ async fn run(command: Command, target: &bashc::Target, parent: u32) -> anyhow::R
         Command::Wait(args) => jobs::wait(args, target).await,
         Command::Follow(args) => live::follow(args, target).await,
         Command::Send(args) => live::send(args, target).await,
+        Command::Screen(args) => terminal::screen(args, target).await,
+        Command::Resize(args) => terminal::resize(args, target).await,
         Command::Kill(args) => jobs::kill(args, target).await,
         Command::Sessions(args) => jobs::sessions(args, target).await,
         Command::Session(jobs::SessionCommand::Close(args)) => jobs::close(args, target).await,
@@ -432,6 +455,7 @@ fn exec_params(args: &ExecArgs, target: &bashc::Target) -> anyhow::Result<ExecPa
         stdin: args.stdin.into(),
         sandbox: args.sandbox.map(Into::into),
         network: args.net.map(Into::into),
+        pty: args.pty.then(|| args.size.unwrap_or_default()),
     };
     Ok(options.params(command, args.session.caller()))
 }

@@ -237,6 +237,7 @@ pub fn run(spawn: Spawn, fds: JobFds) -> io::Result<Never> {
             })
             .collect::<io::Result<Vec<CString>>>()
     };
+    let pty = spawn.pty;
     let program = strings(spawn.program)?;
     let env = strings(spawn.env)?;
     let pointers = |list: &[CString]| {
@@ -256,7 +257,11 @@ pub fn run(spawn: Spawn, fds: JobFds) -> io::Result<Never> {
     };
     if leader == 0 {
         unsafe {
-            libc::setpgid(0, 0);
+            if pty {
+                crate::pty::take_terminal();
+            } else {
+                libc::setpgid(0, 0);
+            }
             // The shell's, not the resident's: the resident must keep working whatever
             // the job does to its memory.
             if let Some(limit) = &address_space

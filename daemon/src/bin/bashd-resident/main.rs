@@ -15,6 +15,7 @@
 #![no_main]
 
 mod job;
+mod pty;
 
 use std::ffi::OsString;
 use std::fs;

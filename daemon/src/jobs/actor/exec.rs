@@ -179,7 +179,7 @@ impl JobsActor {
             shell: self.shell.clone(),
             command: params.command.clone(),
             workdir: plan.workdir.clone(),
-            env,
+            env: crate::jobs::pty::terminal_env(params.pty, env),
             merge_stderr: params.merge_stderr,
             resident: None,
             limits: plan.job_limits,
@@ -193,6 +193,7 @@ impl JobsActor {
                     tmpdir.as_deref(),
                 )
             }),
+            pty: params.pty,
         };
         // Unbounded so that a stop is never dropped for want of room: it holds at most
         // a stop per reason and a snapshot per request in flight. Stops sent while the
@@ -312,6 +313,9 @@ impl JobsActor {
         }));
         // The resident, where there is one, holds every process of the job.
         let root = spawned.held.as_ref().map_or(pid, |held| held.resident);
+        let tty = spawned
+            .pty
+            .and_then(|_| crate::jobs::pty::slave_path(&spawned.stdout));
         let stdin = spawned.stdin.take().and_then(|fd| {
             crate::jobs::stdin::StdinHandle::start(fd)
                 .inspect_err(
@@ -323,6 +327,7 @@ impl JobsActor {
             root,
             stdin_inode: stdin.inode,
             sample: None,
+            tty: tty.clone(),
         });
         let userns = spawned.userns;
         let run = JobRun {

@@ -100,6 +100,29 @@ impl JobsActor {
         }
     }
 
+    /// A running job's supervisor, for `screen` and `resize`.
+    pub(super) fn control(
+        &mut self,
+        caller: &Caller,
+        job: &JobRef,
+    ) -> Result<(JobId, mpsc::UnboundedSender<Control>), ErrorReply> {
+        self.adopt(&caller.session, caller.owner);
+        let n = self.find(job)?;
+        let entry = &self.jobs[&n];
+        let invalid = |message: String| ErrorReply::new(ErrorKind::InvalidRequest, message);
+        match &entry.status {
+            Status::Running { control, .. } => Ok((entry.id, control.clone())),
+            Status::Starting { .. } => Err(invalid(format!(
+                "{} is still starting; ask again in a moment",
+                entry.id
+            ))),
+            Status::Ended(_) => Err(invalid(format!(
+                "{} has ended and its terminal with it; its output is in `bashc output {}`",
+                entry.id, entry.id
+            ))),
+        }
+    }
+
     /// A job's stdin was closed by `send --eof`: later sends are told so.
     pub(super) fn stdin_closed(&mut self, job: JobId) {
         if let Some(entry) = self.jobs.get_mut(&job.0) {

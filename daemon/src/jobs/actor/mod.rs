@@ -321,6 +321,9 @@ impl JobsActor {
                 let _ = reply.send(self.stdin(&caller, &job));
             }
             Cmd::StdinClosed { job } => self.stdin_closed(job),
+            Cmd::Control { caller, job, reply } => {
+                let _ = reply.send(self.control(&caller, &job));
+            }
             // Handled by `run`, which ends the loop.
             Cmd::Shutdown { reply } => {
                 let _ = reply.send(());

@@ -104,6 +104,8 @@ pub struct InputWatch {
     pub root: u32,
     /// The inode of the job's stdin pipe.
     pub stdin_inode: u64,
+    /// A terminal job's terminal, `/dev/pts/N`: its stdin in place of the pipe.
+    pub tty: Option<String>,
     /// When the job's CPU time was last read, and what it was.
     pub sample: Option<(std::time::Instant, u64)>,
 }
@@ -207,6 +209,17 @@ pub enum Control {
     /// Answer the request now and go on in the background (a cancelled MCP call, with
     /// `[mcp] on_cancel = "background"`). Nothing happens once it is answered.
     Detach(BackgroundWhy),
+    /// The screen of a terminal job (`bashc screen`), and whether its cursor keys are
+    /// in application mode; `None` for a job on pipes.
+    Screen {
+        job: JobId,
+        reply: oneshot::Sender<Option<(bashd_protocol::ScreenInfo, bool)>>,
+    },
+    /// A new size for a terminal job's terminal (`bashc resize`).
+    Resize {
+        size: bashd_protocol::PtySize,
+        reply: oneshot::Sender<std::io::Result<()>>,
+    },
 }
 
 /// Runs the job to its end. `requester` is the channel of the request that started
@@ -339,6 +352,7 @@ impl<P: JobProcesses> Supervisor<P> {
             stdout,
             stderr,
             exit,
+            pty,
             ..
         } = spawned;
         let merged = stderr.is_none();
@@ -348,7 +362,10 @@ impl<P: JobProcesses> Supervisor<P> {
                 .with_budget(settings.spill_budget.clone())
         };
         let inputs = Inputs {
-            out: PipeReader::new(Some(stdout), capture("stdout")),
+            out: match pty {
+                Some(size) => PipeReader::terminal(stdout, size, capture("stdout")),
+                None => PipeReader::new(Some(stdout), capture("stdout")),
+            },
             err: PipeReader::new(stderr, capture("stderr")),
             merged,
             control: Some(control),

@@ -13,6 +13,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::live::Live;
 use super::{Control, InputWatch, Probe, Stop, Streams, Subscribed};
 use crate::jobs::process::LeaderExit;
+use crate::jobs::pty::{self, screen::Screen};
 use crate::output::StreamCapture;
 
 /// A pipe read starts with this buffer and grows it while reads fill it, so a quiet
@@ -26,6 +27,10 @@ const BIG_PIPE_BYTES: usize = 1024 * 1024;
 /// How long a job with a stdin pipe must have printed nothing and used no CPU, while
 /// blocked reading that pipe, to count as waiting for input.
 pub(super) const INPUT_IDLE: Duration = Duration::from_secs(5);
+/// On a terminal the kernel tells: a process of the job blocked reading the terminal
+/// with nothing printed for this long waits for input. The pause only lets a prompt
+/// that is being written finish before it is reported.
+const TERMINAL_INPUT_IDLE: Duration = Duration::from_millis(100);
 /// A clock tick of `/proc/PID/stat`'s CPU times, in milliseconds (USER_HZ is 100 on
 /// every Linux this runs on).
 const TICK_MS: u64 = 10;
@@ -136,6 +141,14 @@ impl Inputs {
                 let _ = reply.send(self.probe().await);
                 Wake::Busy
             }
+            Got::Control(Some(Control::Screen { job, reply })) => {
+                let _ = reply.send(self.screen(job).await);
+                Wake::Busy
+            }
+            Got::Control(Some(Control::Resize { size, reply })) => {
+                let _ = reply.send(self.out.resize(size));
+                Wake::Busy
+            }
             Got::Control(None) => {
                 self.control = None;
                 Wake::Busy
@@ -152,12 +165,24 @@ impl Inputs {
         let Some(watch) = &mut self.watch else {
             return Probe::default();
         };
-        let (root, inode) = (watch.root, watch.stdin_inode);
+        let root = watch.root;
+        let stdin = match &watch.tty {
+            Some(tty) => tty.clone(),
+            None => format!("pipe:[{}]", watch.stdin_inode),
+        };
         let Ok(now) =
-            tokio::task::spawn_blocking(move || crate::jobs::probe::input_state(root, inode)).await
+            tokio::task::spawn_blocking(move || crate::jobs::probe::input_state(root, &stdin))
+                .await
         else {
             return Probe::default();
         };
+        if watch.tty.is_some() {
+            // The terminal's reader is known for sure: no CPU sampling, no long quiet.
+            return Probe {
+                waiting_for_input: (now.blocked_on_stdin && quiet_for >= TERMINAL_INPUT_IDLE)
+                    .then_some(quiet_for.as_secs()),
+            };
+        }
         // "No CPU" allows what a program waiting in `select` spends waking now and then
         // (vim writes its swap file after 4 s): at most 2 % of the time since the look.
         let idle_for = match watch.sample {
@@ -177,6 +202,21 @@ impl Inputs {
             waiting_for_input: (now.blocked_on_stdin && idle >= INPUT_IDLE)
                 .then_some(idle.as_secs()),
         }
+    }
+
+    /// The screen of a terminal job, with whether it waits for input; `None` for a job
+    /// on pipes.
+    pub(super) async fn screen(
+        &mut self,
+        job: bashd_protocol::JobId,
+    ) -> Option<(bashd_protocol::ScreenInfo, bool)> {
+        self.out.screen.as_ref()?;
+        let waiting = self.probe().await.waiting_for_input.is_some();
+        let screen = self.out.screen.as_ref()?;
+        Some((
+            screen.info(job, bashd_protocol::JobState::Running, waiting),
+            screen.application_cursor(),
+        ))
     }
 
     /// Takes a first look at the job's CPU time, for a later [`Inputs::probe`].
@@ -226,20 +266,61 @@ async fn recv_control(control: &mut Option<mpsc::UnboundedReceiver<Control>>) ->
     }
 }
 
+/// What a job's output is read from.
+enum Source {
+    Pipe(pipe::Receiver),
+    /// The master of a terminal job's terminal (`exec --pty`).
+    Terminal(pty::Master),
+}
+
 /// One pipe of a job and what was read from it.
 pub(super) struct PipeReader {
-    pipe: Option<pipe::Receiver>,
+    pipe: Option<Source>,
     buf: Vec<u8>,
     pub(super) capture: StreamCapture,
+    /// A terminal job's screen: what is read goes through it, and only the lines it
+    /// scrolls off reach the capture, as plain text.
+    pub(super) screen: Option<Box<Screen>>,
 }
 
 impl PipeReader {
     pub(super) fn new(fd: Option<OwnedFd>, capture: StreamCapture) -> PipeReader {
         let pipe = fd.and_then(|fd| pipe::Receiver::from_owned_fd(fd).ok());
         PipeReader {
-            pipe,
+            pipe: pipe.map(Source::Pipe),
             buf: Vec::new(),
             capture,
+            screen: None,
+        }
+    }
+
+    /// The reader of a terminal job's master, whose screen is `size`.
+    pub(super) fn terminal(
+        master: OwnedFd,
+        size: bashd_protocol::PtySize,
+        capture: StreamCapture,
+    ) -> PipeReader {
+        let master = pty::Master::new(master)
+            .inspect_err(|e| tracing::warn!("cannot read a job's terminal: {e}"))
+            .ok();
+        PipeReader {
+            pipe: master.map(Source::Terminal),
+            buf: Vec::new(),
+            capture,
+            screen: Some(Box::new(Screen::new(size))),
+        }
+    }
+
+    /// Gives a terminal job's terminal and screen a new size.
+    fn resize(&mut self, size: bashd_protocol::PtySize) -> std::io::Result<()> {
+        match (&self.pipe, &mut self.screen) {
+            (Some(Source::Terminal(master)), Some(screen)) => {
+                master.set_size(size)?;
+                screen.resize(size);
+                Ok(())
+            }
+            (_, Some(_)) => Err(std::io::Error::other("its terminal is closed")),
+            _ => Err(std::io::Error::other("it has no terminal")),
         }
     }
 
@@ -256,31 +337,58 @@ impl PipeReader {
         if self.buf.is_empty() {
             self.buf = vec![0; FIRST_READ_CHUNK];
         }
-        pipe.read(&mut self.buf).await.unwrap_or(0)
+        match pipe {
+            Source::Pipe(pipe) => pipe.read(&mut self.buf).await.unwrap_or(0),
+            Source::Terminal(master) => master.read(&mut self.buf).await.unwrap_or(0),
+        }
+    }
+
+    /// Hands `bytes` to the capture and the live readers.
+    fn push(&mut self, bytes: &[u8], stream: StreamName, live: &mut Live) {
+        if bytes.is_empty() {
+            return;
+        }
+        if live.is_empty() {
+            self.capture.push(bytes);
+        } else {
+            let full_output = self.capture.full_output();
+            self.capture.push_live(bytes, |line, text| {
+                live.send(stream, line, text, || full_output.clone());
+            });
+        }
     }
 
     /// Hands the `n` bytes just read to the capture and the live readers; 0 closes the
     /// pipe.
     fn take(&mut self, n: usize, stream: StreamName, live: &mut Live) {
-        let Some(pipe) = self.pipe.as_mut() else {
+        if self.pipe.is_none() {
             return;
-        };
+        }
         match n {
             0 => {
                 self.pipe = None;
                 self.buf = Vec::new();
+                if let Some(screen) = self.screen.as_mut() {
+                    let rest = screen.finish();
+                    self.push(rest.as_bytes(), stream, live);
+                }
             }
             n => {
-                if live.is_empty() {
-                    self.capture.push(&self.buf[..n]);
-                } else {
-                    let full_output = self.capture.full_output();
-                    self.capture.push_live(&self.buf[..n], |line, text| {
-                        live.send(stream, line, text, || full_output.clone());
-                    });
+                match self.screen.as_mut() {
+                    Some(screen) => {
+                        let scrolled = screen.feed(&self.buf[..n]);
+                        self.push(scrolled.as_bytes(), stream, live);
+                    }
+                    None => {
+                        let bytes = std::mem::take(&mut self.buf);
+                        self.push(&bytes[..n], stream, live);
+                        self.buf = bytes;
+                    }
                 }
                 if n == self.buf.len() && n < READ_CHUNK {
-                    if n >= FIRST_READ_CHUNK * 8 {
+                    if let Some(Source::Pipe(pipe)) = &self.pipe
+                        && n >= FIRST_READ_CHUNK * 8
+                    {
                         // Above /proc/sys/fs/pipe-max-size or the user's pipe quota
                         // this fails, and the pipe keeps its size.
                         let _ = rustix::pipe::fcntl_setpipe_size(pipe.as_fd(), BIG_PIPE_BYTES);

@@ -161,6 +161,7 @@ fn start(change: impl FnOnce(&mut Settings)) -> Harness {
             held: None,
             stdin: None,
             userns: None,
+            pty: None,
         },
         processes: fake.clone(),
         settings,

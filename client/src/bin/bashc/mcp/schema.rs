@@ -204,9 +204,16 @@ pub fn flat_rule_breaks(schema: &JsonObject) -> Vec<String> {
     };
     walk(&Value::Object(schema.clone()), "", &mut breaks);
     for (name, property) in properties {
+        let plain = |kind: Option<&Value>| {
+            kind.and_then(Value::as_str)
+                .is_some_and(|kind| ["string", "integer", "number", "boolean"].contains(&kind))
+        };
         match property.get("type") {
+            kind if plain(kind) => {}
+            // A list of one plain type (`keys` of bash_send): every listed client takes it.
             Some(Value::String(kind))
-                if ["string", "integer", "number", "boolean"].contains(&kind.as_str()) => {}
+                if kind == "array"
+                    && plain(property.get("items").and_then(|items| items.get("type"))) => {}
             other => breaks.push(format!("`{name}` has type {other:?}, not one plain type")),
         }
         if property

@@ -78,7 +78,9 @@ const BASH_CHECK: &str = "New output of a job since this session last checked it
 
 const BASH_WAIT: &str = "Wait for a job to end and return its result (its output as for `bash`). With `timeout_secs`, give up waiting after that long; a wait also returns within the call budget (50 s by default). Either way the job keeps running, the result has state `running`, and you may wait again. With `until` (a regex a new output line must match), `port` (a TCP port a process of the job listens on) or `idle_secs` (no output for that long), return as soon as one of them is met, saying which (and the matching line with the lines around it); the job keeps running. Use it instead of sleeping: start a server with mode=\"background\", then bash_wait(job, until=\"Listening\", timeout_secs=45). Only this session's jobs.";
 
-const BASH_SEND: &str = "Write text to the stdin of a job started with stdin=\"pipe\" (for a prompt that cannot be avoided, or a REPL): `text` goes as is (end it with \"\\n\" to press Enter), `eof`=true closes the job's stdin afterwards. Then bash_check or bash_wait shows what the job did. A job marked `waiting for input?` is blocked reading its stdin. Only this session's jobs.";
+const BASH_SEND: &str = "Write text to the stdin of a job started with stdin=\"pipe\" or pty=true (for a prompt that cannot be avoided, or a REPL): `text` goes as is (end it with \"\\n\" to press Enter), `keys` presses keys on a terminal job as tmux names them ([\"6*7\", \"Enter\"], [\"C-c\"], [\"Esc\", \":wq\", \"Enter\"]), `eof`=true closes the job's stdin afterwards. A terminal job answers with its screen once its output settles. Then bash_check or bash_wait shows what the job did. A job marked `waiting for input?` is blocked reading its stdin.";
+
+const BASH_SCREEN: &str = "The screen of a job started with pty=true, as a terminal shows it: its rows as text, then its size, the cursor and whether a process of the job waits for input (blocked reading the terminal). Use it for REPLs, editors (vim), pagers (less), top, prompts: what scrolled off the screen is the job's output (bash_check, bash_output). In the structured content: cols, rows, cursor {row, col}, lines, alternate, title, waiting_for_input, state.";
 
 const BASH_KILL: &str = "Stop a job: `signal` (default TERM) to every process of it, including those that left its process group (setsid, nohup, double forks), then SIGKILL to whatever is left after a grace time (2 s). Returns the job's result. Only this session's jobs.";
 
@@ -129,6 +131,10 @@ struct BashArgs {
     sandbox: Option<SandboxArg>,
     /// `off`: the job reaches no network but its own loopback. Default: bashd's config.
     net: Option<NetArg>,
+    /// Run on a pseudo-terminal (REPLs, editors, pagers, password prompts): bash_screen shows its screen, bash_send with `keys` types on it.
+    pty: Option<bool>,
+    /// The terminal's size with pty=true, COLSxROWS (default 120x40).
+    size: Option<String>,
 }
 
 /// Arguments of `bash_check`.
@@ -168,6 +174,10 @@ struct SendArgs {
     text: Option<String>,
     /// Close the job's stdin after writing: it reads end-of-file.
     eof: Option<bool>,
+    /// Keys to press on a terminal job (pty=true), after `text`, as tmux names them: Enter, Tab, Esc, BSpace, Space, Up, Down, Left, Right, Home, End, PgUp, PgDn, F1..F12, C-a..C-z, M-x; any other word is typed as text.
+    keys: Option<Vec<String>>,
+    /// Type every word of `keys` as text, naming no key.
+    literal: Option<bool>,
 }
 
 /// Arguments of `bash_kill`.
@@ -245,6 +255,7 @@ static TOOLS: LazyLock<Vec<Tool>> = LazyLock::new(|| {
         .annotate(read_only()),
         tool("bash_send", BASH_SEND, schema::flat_schema::<SendArgs>())
             .annotate(ToolAnnotations::new().read_only(false).destructive(false)),
+        tool("bash_screen", BASH_SCREEN, schema::flat_schema::<JobArgs>()).annotate(read_only()),
     ]
 });
 
@@ -318,6 +329,10 @@ impl ServerHandler for BashTools {
             },
             "bash_send" => match parse(arguments) {
                 Ok(args) => self.send(args).await,
+                Err(e) => Err(e),
+            },
+            "bash_screen" => match parse::<JobArgs>(arguments) {
+                Ok(args) => self.screen(args).await,
                 Err(e) => Err(e),
             },
             // `schema_of` let only the tools' names through.
@@ -450,6 +465,14 @@ impl BashTools {
             stdin: args.stdin.map_or(StdinMode::Null, Into::into),
             sandbox: args.sandbox.map(Into::into),
             network: args.net.map(Into::into),
+            pty: match (args.pty.unwrap_or(false), args.size.as_deref()) {
+                (false, _) => None,
+                (true, None) => Some(bashc::protocol::PtySize::default()),
+                (true, Some(size)) => Some(
+                    bashc::protocol::PtySize::parse(size)
+                        .map_err(|e| CallError(format!("bad argument `size`: {e}")))?,
+                ),
+            },
         };
         let wait_until = args.wait_until;
         let timeout_secs = args.timeout_secs;
@@ -500,9 +523,10 @@ impl BashTools {
     async fn send(&self, args: SendArgs) -> Result<CallToolResult, CallError> {
         let eof = args.eof.unwrap_or(false);
         let text = args.text.unwrap_or_default();
-        if text.is_empty() && !eof {
+        let keys = args.keys.unwrap_or_default();
+        if text.is_empty() && !eof && keys.is_empty() {
             return Err(CallError(
-                "bad arguments: give `text` to write, or eof=true to close the job's stdin"
+                "bad arguments: give `text` to write, `keys` to press, or eof=true to close the job's stdin"
                     .to_owned(),
             ));
         }
@@ -511,9 +535,20 @@ impl BashTools {
             job: JobRef::Id(args.job),
             bytes: text.into_bytes(),
             eof,
+            keys,
+            literal: args.literal.unwrap_or(false),
+            // A terminal job answers with its screen once it settles; a job on pipes
+            // has none and answers at once.
+            screen_settle_ms: Some(300),
         };
         let sent = self.client().await?.send(request).await;
         let sent = self.answer(sent, "job").await?;
+        if let Some(screen) = &sent.screen {
+            return Ok(words::tool_result(
+                crate::terminal::screen_text(screen),
+                false,
+            ));
+        }
         let text = format!(
             "Wrote {} bytes to the stdin of {}{}. See what it did: bash_check(job=\"{}\").\n",
             sent.written,
@@ -597,6 +632,20 @@ impl BashTools {
             }
         }
         message
+    }
+
+    async fn screen(&self, args: JobArgs) -> Result<CallToolResult, CallError> {
+        let request = JobRequest {
+            caller: self.caller.clone(),
+            job: JobRef::Id(args.job),
+            any_session: false,
+        };
+        let screen = self.client().await?.screen(request).await;
+        let screen = self.answer(screen, "job").await?;
+        Ok(words::tool_result(
+            crate::terminal::screen_text(&screen),
+            false,
+        ))
     }
 
     async fn check(&self, args: JobArgs) -> Result<CallToolResult, CallError> {

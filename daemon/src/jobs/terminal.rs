@@ -1,0 +1,123 @@
+//! The requests of terminal jobs (`exec --pty`): `screen`, `resize`, and the keys and
+//! settled screen of `send`. The screen itself lives with the job's supervisor
+//! (`pty/screen.rs`); these ask it through the job's control channel.
+
+use std::time::{Duration, Instant};
+
+use bashd_protocol::{
+    Caller, ErrorKind, ErrorReply, JobId, JobRef, JobRequest, ResizeRequest, ScreenInfo,
+};
+use tokio::sync::{mpsc, oneshot};
+
+use super::handle::{Cmd, JobsHandle};
+use super::supervisor::Control;
+
+/// The longest a `send --screen` waits for the output to settle.
+const SETTLE_AT_MOST: Duration = Duration::from_secs(5);
+/// How often a settling screen is looked at.
+const SETTLE_LOOK: Duration = Duration::from_millis(5);
+
+impl JobsHandle {
+    /// The current screen of a terminal job.
+    pub async fn screen(&self, request: JobRequest) -> Result<ScreenInfo, ErrorReply> {
+        let (job, control) = self.control(request.caller, request.job).await?;
+        Ok(look(job, &control).await?.0)
+    }
+
+    /// Gives a terminal job a new size, then answers its screen.
+    pub async fn resize(&self, request: ResizeRequest) -> Result<ScreenInfo, ErrorReply> {
+        let (job, control) = self.control(request.caller, request.job).await?;
+        let (reply, answer) = oneshot::channel();
+        control
+            .send(Control::Resize {
+                size: request.size,
+                reply,
+            })
+            .map_err(|_| ended(job))?;
+        answer
+            .await
+            .map_err(|_| ended(job))?
+            .map_err(|e| invalid(format!("cannot resize {job}: {e}")))?;
+        Ok(look(job, &control).await?.0)
+    }
+
+    /// The bytes of `keys` for the job (`send --keys`): cursor keys as the program on
+    /// its terminal asked for them. A job on pipes gets the normal spelling.
+    pub(super) async fn key_bytes(
+        &self,
+        caller: &Caller,
+        job: &JobRef,
+        keys: &[String],
+        literal: bool,
+    ) -> Result<Vec<u8>, ErrorReply> {
+        let application_cursor = match self.control(caller.clone(), job.clone()).await {
+            Ok((id, control)) => look(id, &control).await.is_ok_and(|(_, app)| app),
+            Err(_) => false,
+        };
+        Ok(super::pty::keys::encode(keys, literal, application_cursor))
+    }
+
+    /// The screen once it has not changed for `settle` (at most [`SETTLE_AT_MOST`]);
+    /// `None` when the job has no terminal or has ended.
+    pub(super) async fn settled_screen(
+        &self,
+        caller: Caller,
+        job: JobRef,
+        settle: Duration,
+    ) -> Option<ScreenInfo> {
+        let (id, control) = self.control(caller, job).await.ok()?;
+        let started = Instant::now();
+        let mut last = look(id, &control).await.ok()?.0;
+        let mut same_since = Instant::now();
+        loop {
+            tokio::time::sleep(SETTLE_LOOK).await;
+            let Ok((now, _)) = look(id, &control).await else {
+                return Some(last);
+            };
+            let changed = now.lines != last.lines
+                || (now.cursor_row, now.cursor_col) != (last.cursor_row, last.cursor_col);
+            if changed {
+                same_since = Instant::now();
+            }
+            last = now;
+            if same_since.elapsed() >= settle || started.elapsed() >= SETTLE_AT_MOST {
+                return Some(last);
+            }
+        }
+    }
+
+    async fn control(
+        &self,
+        caller: Caller,
+        job: JobRef,
+    ) -> Result<(JobId, mpsc::UnboundedSender<Control>), ErrorReply> {
+        self.ask(|reply| Cmd::Control { caller, job, reply })
+            .await?
+    }
+}
+
+/// Asks the supervisor behind `control` for the screen.
+async fn look(
+    job: JobId,
+    control: &mpsc::UnboundedSender<Control>,
+) -> Result<(ScreenInfo, bool), ErrorReply> {
+    let (reply, answer) = oneshot::channel();
+    control
+        .send(Control::Screen { job, reply })
+        .map_err(|_| ended(job))?;
+    answer.await.map_err(|_| ended(job))?.ok_or_else(|| {
+        invalid(format!(
+            "{job} has no terminal: run it with --pty (MCP: pty: true) to see a screen"
+        ))
+    })
+}
+
+fn invalid(message: String) -> ErrorReply {
+    ErrorReply::new(ErrorKind::InvalidRequest, message)
+}
+
+fn ended(job: JobId) -> ErrorReply {
+    invalid(format!(
+        "{job} has ended and its terminal with it; its output is in `bashc output {job}`"
+    ))
+}

@@ -1,0 +1,325 @@
+//! Terminal jobs (issue 25): `exec --pty`, the screen rendered by the daemon, `send
+//! --keys`, `resize`, and waiting for input read from the kernel, on a real daemon.
+
+use std::time::Duration;
+
+use bashd_tests::{Daemon, pids_running, wait_until};
+
+use crate::{json, show, stdout};
+
+const SESSION: &str = "i25";
+
+fn bashc(daemon: &Daemon, command: &str, args: &[&str]) -> std::process::Output {
+    let args = [&[command, "--session", SESSION][..], args].concat();
+    daemon.run_bashc(&args)
+}
+
+/// Starts `command` on a terminal in the background; its job id.
+fn background_pty(daemon: &Daemon, extra: &[&str], command: &str) -> String {
+    let args = [
+        &["--json", "--pty", "--mode", "background"][..],
+        extra,
+        &["--", command],
+    ]
+    .concat();
+    let out = bashc(daemon, "exec", &args);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    json(&out)["job"].as_str().unwrap().to_owned()
+}
+
+fn screen(daemon: &Daemon, job: &str) -> serde_json::Value {
+    let out = bashc(daemon, "screen", &[job, "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    json(&out)
+}
+
+fn screen_text(screen: &serde_json::Value) -> String {
+    screen["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_str().unwrap())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Polls the screen until `condition` holds; the last screen.
+fn screen_until(
+    daemon: &Daemon,
+    job: &str,
+    condition: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let mut last = serde_json::Value::Null;
+    let met = wait_until(Duration::from_secs(10), || {
+        last = screen(daemon, job);
+        condition(&last)
+    });
+    assert!(met, "the screen never got there:\n{last:#}");
+    last
+}
+
+fn send_keys(daemon: &Daemon, job: &str, keys: &[&str]) {
+    let args = [&[job, "--keys"][..], keys].concat();
+    let out = bashc(daemon, "send", &args);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+}
+
+fn wait_job(daemon: &Daemon, job: &str) -> serde_json::Value {
+    let out = bashc(daemon, "wait", &[job, "--json", "--timeout", "20"]);
+    json(&out)
+}
+
+#[test]
+fn issue_25_a_pty_job_has_a_terminal_of_its_size_and_a_pipe_job_none() {
+    let daemon = Daemon::start();
+    let out = bashc(
+        &daemon,
+        "exec",
+        &[
+            "--json",
+            "--pty",
+            "--",
+            "tty; stty size; echo TERM=$TERM NO_COLOR=${NO_COLOR-unset}; printf '\\033[31mred\\033[0m\\n'",
+        ],
+    );
+    let result = json(&out);
+    let text = result["stdout"]["text"].as_str().unwrap();
+    assert!(text.starts_with("/dev/pts/"), "{text}");
+    assert!(text.contains("\n40 120\n"), "{text}");
+    assert!(
+        text.contains("TERM=xterm-256color NO_COLOR=unset"),
+        "{text}"
+    );
+    // The colour went through the emulator: plain text, no escape left.
+    assert!(
+        text.contains("\nred\n") && !text.contains('\x1b'),
+        "{text:?}"
+    );
+    assert_eq!(result["exit_code"], 0);
+    let sized = bashc(
+        &daemon,
+        "exec",
+        &["--pty", "--size", "80x24", "--", "stty size"],
+    );
+    assert!(stdout(&sized).contains("24 80"), "{}", show(&sized));
+    let pipe = bashc(
+        &daemon,
+        "exec",
+        &["--", "test -t 1 && echo tty || echo notty"],
+    );
+    assert!(stdout(&pipe).contains("notty"), "{}", show(&pipe));
+    let bad = bashc(&daemon, "exec", &["--pty", "--size", "80", "--", "true"]);
+    assert_ne!(bad.status.code(), Some(0));
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("COLSxROWS"),
+        "{}",
+        show(&bad)
+    );
+}
+
+#[test]
+fn issue_25_a_python_repl_is_driven_with_keys_and_read_on_its_screen() {
+    let daemon = Daemon::start();
+    let job = background_pty(&daemon, &[], "python3 -q");
+    screen_until(&daemon, &job, |s| screen_text(s).contains(">>>"));
+    let out = bashc(
+        &daemon,
+        "send",
+        &[&job, "--keys", "6*7", "Enter", "--screen", "--json"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let shown = json(&out);
+    assert!(screen_text(&shown).contains("\n42\n"), "{shown:#}");
+    send_keys(&daemon, &job, &["C-d"]);
+    let result = wait_job(&daemon, &job);
+    assert_eq!(result["exit_code"], 0, "{result:#}");
+    assert!(
+        result["stdout"]["text"].as_str().unwrap().contains("42"),
+        "{result:#}"
+    );
+}
+
+#[test]
+fn issue_25_a_password_prompt_is_seen_waiting_and_the_secret_is_not_echoed() {
+    let daemon = Daemon::start();
+    let job = background_pty(
+        &daemon,
+        &[],
+        "read -s -p 'Password: ' p; echo; echo got ${#p}",
+    );
+    let started = std::time::Instant::now();
+    let waiting = screen_until(&daemon, &job, |s| s["waiting_for_input"] == true);
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    let row = waiting["cursor"]["row"].as_u64().unwrap() as usize;
+    assert!(
+        waiting["lines"][row]
+            .as_str()
+            .unwrap()
+            .starts_with("Password:"),
+        "{waiting:#}"
+    );
+    send_keys(&daemon, &job, &["hunter22", "Enter"]);
+    let result = wait_job(&daemon, &job);
+    let text = result["stdout"]["text"].as_str().unwrap();
+    assert!(text.contains("got 8"), "{result:#}");
+    assert!(!text.contains("hunter22"), "{result:#}");
+    let all = bashc(&daemon, "output", &[&job]);
+    assert!(!stdout(&all).contains("hunter22"), "{}", show(&all));
+}
+
+#[test]
+fn issue_25_vim_draws_on_the_alternate_screen_and_writes_the_file() {
+    let daemon = Daemon::start();
+    let file = daemon.scratch().join("i25-vim.txt");
+    std::fs::write(&file, "first line of i25\n").unwrap();
+    let command = format!("vim -u NONE -N {}", file.display());
+    let job = background_pty(&daemon, &[], &command);
+    let shown = screen_until(&daemon, &job, |s| {
+        screen_text(s).contains("first line of i25")
+    });
+    assert_eq!(shown["alternate"], true, "{shown:#}");
+    send_keys(&daemon, &job, &["i", "hello", "Esc", ":wq", "Enter"]);
+    let result = wait_job(&daemon, &job);
+    assert_eq!(result["exit_code"], 0, "{result:#}");
+    let written = std::fs::read_to_string(&file).unwrap();
+    assert!(written.starts_with("hellofirst line of i25"), "{written:?}");
+}
+
+#[test]
+fn issue_25_less_pages_a_file_on_the_screen() {
+    let daemon = Daemon::start();
+    let file = daemon.scratch().join("i25-less.txt");
+    let lines: String = (1..=200).map(|n| format!("line {n}\n")).collect();
+    std::fs::write(&file, lines).unwrap();
+    // The hardening sets LESS and PAGER; a plain `less FILE` still pages on a terminal.
+    let job = background_pty(&daemon, &[], &format!("less {}", file.display()));
+    screen_until(&daemon, &job, |s| s["lines"][0] == "line 1");
+    send_keys(&daemon, &job, &["G"]);
+    screen_until(&daemon, &job, |s| screen_text(s).contains("line 200"));
+    send_keys(&daemon, &job, &["q"]);
+    let result = wait_job(&daemon, &job);
+    assert_eq!(result["exit_code"], 0, "{result:#}");
+}
+
+#[test]
+fn issue_25_ctrl_c_interrupts_the_foreground_program() {
+    let daemon = Daemon::start();
+    let job = background_pty(&daemon, &[], "sleep 25301");
+    assert!(wait_until(Duration::from_secs(10), || !pids_running(
+        "sleep 25301"
+    )
+    .is_empty()));
+    send_keys(&daemon, &job, &["C-c"]);
+    let result = wait_job(&daemon, &job);
+    assert_eq!(result["signal"], 2, "{result:#}");
+    assert!(
+        wait_until(Duration::from_secs(3), || pids_running("sleep 25301")
+            .is_empty()),
+        "sleep 25301 is still alive"
+    );
+}
+
+#[test]
+fn issue_25_resize_delivers_sigwinch_and_the_new_size() {
+    let daemon = Daemon::start();
+    let script = "trap 'echo size $(stty size)' WINCH; echo ready; while :; do sleep 0.1; done";
+    let job = background_pty(&daemon, &[], script);
+    screen_until(&daemon, &job, |s| screen_text(s).contains("ready"));
+    let out = bashc(&daemon, "resize", &[&job, "100x30", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert_eq!(json(&out)["cols"], 100);
+    let shown = screen_until(&daemon, &job, |s| screen_text(s).contains("size 30 100"));
+    assert_eq!(shown["rows"], 30, "{shown:#}");
+    let killed = bashc(&daemon, "kill", &[&job]);
+    assert!(
+        killed.status.success() || killed.status.code().is_some(),
+        "{}",
+        show(&killed)
+    );
+    // A job on pipes has no screen, and says how to get one.
+    let plain = bashc(
+        &daemon,
+        "exec",
+        &["--json", "--mode", "background", "--", "sleep 25302"],
+    );
+    let plain = json(&plain)["job"].as_str().unwrap().to_owned();
+    let refused = bashc(&daemon, "screen", &[&plain]);
+    assert_ne!(refused.status.code(), Some(0));
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("--pty"),
+        "{}",
+        show(&refused)
+    );
+    bashc(&daemon, "kill", &[&plain]);
+}
+
+#[test]
+fn issue_25_lines_that_scroll_off_are_the_output_and_a_progress_bar_its_last_state() {
+    let daemon = Daemon::start();
+    let script = "for i in $(seq 1 100); do echo \"row $i\"; done; for p in 10 50 100; do printf '\\r%s%%' $p; done; echo";
+    let out = bashc(
+        &daemon,
+        "exec",
+        &["--json", "--pty", "--size", "40x10", "--", script],
+    );
+    let result = json(&out);
+    let text = result["stdout"]["text"].as_str().unwrap();
+    let rows: Vec<&str> = text.lines().collect();
+    assert_eq!(rows.len(), 101, "{text}");
+    assert_eq!(rows[0], "row 1");
+    assert_eq!(rows[99], "row 100");
+    assert_eq!(rows[100], "100%");
+    let grep = bashc(
+        &daemon,
+        "output",
+        &[result["job"].as_str().unwrap(), "--grep", "^row 77$"],
+    );
+    assert!(stdout(&grep).contains("row 77"), "{}", show(&grep));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_25_mcp_runs_a_repl_on_a_terminal_with_keys_and_screen() {
+    use crate::mcp::{call, connect};
+    use serde_json::json;
+    let daemon = Daemon::start();
+    let client = connect(&daemon).await;
+    let started = call(
+        &client,
+        "bash",
+        json!({"command": "python3 -q", "pty": true, "mode": "background"}),
+    )
+    .await;
+    let job = crate::mcp::job_in(&crate::mcp::text_of(&started));
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let shown = call(&client, "bash_screen", json!({"job": job})).await;
+        let screen = crate::mcp::text_of(&shown);
+        if screen.contains("waiting for input") {
+            assert!(screen.starts_with(">>>"), "{screen}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{screen}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let sent = call(
+        &client,
+        "bash_send",
+        json!({"job": job, "keys": ["6*7", "Enter"]}),
+    )
+    .await;
+    let text = crate::mcp::text_of(&sent);
+    assert!(text.lines().any(|l| l == "42"), "{text}");
+    call(&client, "bash_send", json!({"job": job, "keys": ["C-d"]})).await;
+    let ended = call(
+        &client,
+        "bash_wait",
+        json!({"job": job, "timeout_secs": 10}),
+    )
+    .await;
+    let text = crate::mcp::text_of(&ended);
+    assert!(text.ends_with("exit code: 0\n"), "{text}");
+}
