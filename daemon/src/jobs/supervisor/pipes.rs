@@ -354,10 +354,11 @@ impl PipeReader {
             // One event per read, not per piece the sanitizer hands over (a line, or a
             // run of them): the pieces of one read are contiguous lines.
             let mut batch: Option<(u64, Vec<u8>)> = None;
-            self.capture.push_live(bytes, |line, text| match &mut batch {
-                Some((_, taken)) => taken.extend_from_slice(text),
-                None => batch = Some((line, text.to_vec())),
-            });
+            self.capture
+                .push_live(bytes, |line, text| match &mut batch {
+                    Some((_, taken)) => taken.extend_from_slice(text),
+                    None => batch = Some((line, text.to_vec())),
+                });
             if let Some((line, text)) = batch {
                 let full_output = self.capture.full_output();
                 live.send(stream, line, &text, || full_output.clone());
