@@ -49,25 +49,26 @@ fn table(header: &[(&str, Align)], rows: &[Vec<String>]) -> String {
     out
 }
 
+/// The columns of a job's line, as [`job_row`] fills them.
+const JOB_COLUMNS: [(&str, Align); 9] = [
+    ("JOB", Align::Left),
+    ("SESSION", Align::Left),
+    ("STATE", Align::Left),
+    ("EXIT", Align::Right),
+    ("MODE", Align::Left),
+    ("PID", Align::Right),
+    ("TIME", Align::Right),
+    ("PORTS", Align::Left),
+    ("COMMAND", Align::Left),
+];
+
 /// `bashc jobs`: one line a job, newest last.
 pub fn jobs_text(jobs: &[JobInfo]) -> String {
     if jobs.is_empty() {
         return "no jobs\n".to_owned();
     }
-    use Align::{Left, Right};
-    let header = [
-        ("JOB", Left),
-        ("SESSION", Left),
-        ("STATE", Left),
-        ("EXIT", Right),
-        ("MODE", Left),
-        ("PID", Right),
-        ("TIME", Right),
-        ("PORTS", Left),
-        ("COMMAND", Left),
-    ];
     let rows: Vec<Vec<String>> = jobs.iter().map(job_row).collect();
-    table(&header, &rows)
+    table(&JOB_COLUMNS, &rows)
 }
 
 /// One job's cells under the header of [`jobs_text`].
@@ -100,19 +101,9 @@ fn job_row(job: &JobInfo) -> Vec<String> {
 /// `bashc jobs --all --host a --host b`: the jobs of several hosts in one table, a HOST
 /// column first; a host that did not answer gets a line of its own after the table.
 pub fn jobs_of_hosts_text(hosts: &[(String, Result<Vec<JobInfo>, String>)]) -> String {
-    use Align::{Left, Right};
-    let header = [
-        ("HOST", Left),
-        ("JOB", Left),
-        ("SESSION", Left),
-        ("STATE", Left),
-        ("EXIT", Right),
-        ("MODE", Left),
-        ("PID", Right),
-        ("TIME", Right),
-        ("PORTS", Left),
-        ("COMMAND", Left),
-    ];
+    let header: Vec<(&str, Align)> = std::iter::once(("HOST", Align::Left))
+        .chain(JOB_COLUMNS)
+        .collect();
     let rows: Vec<Vec<String>> = hosts
         .iter()
         .filter_map(|(host, jobs)| Some((host, jobs.as_ref().ok()?)))
