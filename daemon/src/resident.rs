@@ -120,7 +120,7 @@ impl Order {
 /// What the zygote needs to start one job's resident, besides its descriptors.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Spawn {
-    /// The job's cgroup, which the resident joins before it forks the shell.
+    /// The job's cgroup, into which the resident clones the shell.
     pub cgroup: Option<Vec<u8>>,
     /// `RLIMIT_NOFILE` (soft, hard) for the job.
     pub nofile: Option<(u64, u64)>,

@@ -1,6 +1,6 @@
 //! The cgroup v2 side of containment (DESIGN §4.2): where the daemon may write a cgroup
 //! subtree (its own delegated cgroup under systemd, or `[containment] cgroup`), each
-//! job gets a cgroup of its own, which its resident joins before it forks the shell.
+//! job gets a cgroup of its own, into which its resident clones the shell.
 //! A process cannot leave a cgroup by forking, detaching or dying parents, so the job's
 //! processes are exactly the cgroup's: `cgroup.kill` ends them all at once, and
 //! `cgroup.events` saying `populated 0` is the job's end even when its resident was

@@ -13,8 +13,8 @@
 //!   orders the resident to signal its subtree, and the resident kills it by itself
 //!   when the daemon's end of its socket closes.
 //! - `cgroup.rs`, with the resident where the daemon has a cgroup root: the job's
-//!   cgroup, made before the spawn and joined by the resident before it forks the
-//!   shell; `cgroup.kill` ends it, its limits are written there, and recovery kills
+//!   cgroup, made before the spawn, into which the resident clones the shell
+//!   (`CLONE_INTO_CGROUP`); `cgroup.kill` ends it, its limits are written there, and recovery kills
 //!   what is left in a dead instance's job cgroups.
 //! - `scan.rs`: the job's process group, while its leader is unreaped, and every
 //!   process of the daemon's uid whose environment carries the job's `BASHD_JOB`
