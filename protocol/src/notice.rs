@@ -149,6 +149,10 @@ pub enum Notice {
     /// A page stopped before the lines asked for, at its byte limit; `next_offset`
     /// says where the next page starts.
     PageFull { max_bytes: u64 },
+    /// A job on pipes failed with output that reads like its program wanted a terminal
+    /// (`not a terminal`, `no tty present`, `Inappropriate ioctl for device`, `/dev/tty`
+    /// that cannot be opened): it may run as a terminal job.
+    TerminalWanted {},
 }
 
 /// Which condition of a `wait` was met.

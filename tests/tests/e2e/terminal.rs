@@ -323,3 +323,51 @@ async fn issue_25_mcp_runs_a_repl_on_a_terminal_with_keys_and_screen() {
     let text = crate::mcp::text_of(&ended);
     assert!(text.ends_with("exit code: 0\n"), "{text}");
 }
+
+#[test]
+fn issue_25_a_program_that_wants_a_terminal_on_pipes_is_told_to_use_pty() {
+    let daemon = Daemon::start();
+    let wants_tty = "python3 -c 'import os; os.open(\"/dev/tty\", os.O_RDWR)'";
+    let out = bashc(&daemon, "exec", &["--json", "--", wants_tty]);
+    let result = json(&out);
+    assert_ne!(result["exit_code"], 0, "{result:#}");
+    let notices = result["notices"].as_array().unwrap();
+    assert!(
+        notices.iter().any(|n| n.get("terminal_wanted").is_some()),
+        "{result:#}"
+    );
+    assert!(
+        result["notice"].as_str().unwrap_or("").contains("--pty"),
+        "{result:#}"
+    );
+    // The text a person reads says the same.
+    let out = bashc(&daemon, "exec", &["--", wants_tty]);
+    assert!(
+        show(&out).contains("run it again with --pty"),
+        "{}",
+        show(&out)
+    );
+    // On a terminal the same program opens /dev/tty and nothing is said.
+    let out = bashc(&daemon, "exec", &["--json", "--pty", "--", wants_tty]);
+    let result = json(&out);
+    assert_eq!(result["exit_code"], 0, "{result:#}");
+    assert!(
+        !result["notices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n.get("terminal_wanted").is_some()),
+        "{result:#}"
+    );
+    // A failure that does not ask for a terminal is not told to use one.
+    let out = bashc(&daemon, "exec", &["--json", "--", "ls /nonexistent-i25b"]);
+    let result = json(&out);
+    assert!(
+        !result["notices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n.get("terminal_wanted").is_some()),
+        "{result:#}"
+    );
+}

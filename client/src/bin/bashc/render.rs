@@ -451,7 +451,15 @@ pub fn notice_text(notice: &Notice) -> String {
         Notice::PageFull { max_bytes } => format!(
             "The page is full at {max_bytes} bytes; it holds whole lines only."
         ),
+        Notice::TerminalWanted {} => terminal_wanted_text("--pty"),
     }
+}
+
+/// That the program asked for a terminal and had none; `pty` is how to give it one.
+pub fn terminal_wanted_text(pty: &str) -> String {
+    format!(
+        "The program wanted a terminal and ran without one (on pipes): run it again with {pty} to give it one."
+    )
 }
 
 /// That a live reader missed lines, and where they are; `read` is the command that

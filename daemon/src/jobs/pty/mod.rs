@@ -11,6 +11,7 @@
 
 pub mod keys;
 pub mod screen;
+pub mod wanted;
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};

@@ -725,6 +725,10 @@ impl<P: JobProcesses> Supervisor<P> {
         };
         let mut result = self.result(state, notices, Some(record));
         result.notices.extend(crate::sandbox::refusal(&result));
+        let on_pipes = self.inputs.out.screen.is_none();
+        result
+            .notices
+            .extend(crate::jobs::pty::wanted::terminal_wanted(&result, on_pipes));
         let ended = Ended {
             result,
             streams: self.inputs.streams(),

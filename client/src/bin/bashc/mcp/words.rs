@@ -265,6 +265,7 @@ fn notice(notice: &Notice) -> String {
             ["bash(sandbox=\"off\")", "bash(sandbox=\"workspace-write\")"],
             "bash(net=\"on\")",
         ),
+        Notice::TerminalWanted {} => render::terminal_wanted_text("bash(pty=true)"),
     }
 }
 
