@@ -685,6 +685,10 @@ pub struct ExecResult {
     /// The sandbox the job ran in; `None` when it ran unconfined (profile `off`,
     /// network on).
     pub sandbox: Option<crate::SandboxInForce>,
+    /// A terminal job's screen, when its program drew on it (the alternate screen or
+    /// cursor addressing): the front ends show it in place of the stdout tail, which
+    /// reads right only as a screen.
+    pub screen: Option<ScreenInfo>,
 }
 
 /// What an ended job used, and what ended it. A figure the daemon's containment cannot

@@ -347,6 +347,7 @@ impl JobsHandle {
     /// The job's state and the output its caller's session has not seen yet.
     pub async fn new_output(&self, request: JobRequest) -> Result<ExecResult, ErrorReply> {
         let session = request.caller.session.clone();
+        let caller = request.caller.clone();
         let (lookup, streams) = self
             .lookup(request.caller, request.job, request.any_session)
             .await?;
@@ -370,12 +371,18 @@ impl JobsHandle {
         }
         let job = result.job;
         let _ = self.cmds.send(Cmd::Advance { job, session, seen }).await;
-        Ok(result)
+        Ok(self.with_screen(caller, result).await)
     }
 
     /// The job's result when it ends, or after `timeout_ms` its state as it stands; with
     /// conditions, earlier when one of them is met (`jobs/live.rs`).
     pub async fn wait(&self, request: WaitRequest) -> Result<ExecResult, ErrorReply> {
+        let caller = request.caller.clone();
+        let result = self.wait_as_asked(request).await?;
+        Ok(self.with_screen(caller, result).await)
+    }
+
+    async fn wait_as_asked(&self, request: WaitRequest) -> Result<ExecResult, ErrorReply> {
         if request.conditions.any() {
             return self.wait_for(request).await;
         }

@@ -5,7 +5,8 @@
 use std::time::{Duration, Instant};
 
 use bashd_protocol::{
-    Caller, ErrorKind, ErrorReply, JobId, JobRef, JobRequest, ResizeRequest, ScreenInfo,
+    Caller, ErrorKind, ErrorReply, ExecResult, JobId, JobRef, JobRequest, JobState, ResizeRequest,
+    ScreenInfo,
 };
 use tokio::sync::{mpsc, oneshot};
 
@@ -84,6 +85,24 @@ impl JobsHandle {
                 return Some(last);
             }
         }
+    }
+
+    /// `result` with its screen, when it is of a running terminal job whose program
+    /// drew on it (the alternate screen or cursor addressing): `wait` and `check` show
+    /// that screen in place of the output tail, as the job's `exec` result did.
+    pub(super) async fn with_screen(&self, caller: Caller, mut result: ExecResult) -> ExecResult {
+        if result.state != JobState::Running || result.screen.is_some() {
+            return result;
+        }
+        let job = JobRef::Id(result.job.to_string());
+        if let Ok((id, control)) = self.control(caller, job).await {
+            result.screen = look(id, &control)
+                .await
+                .ok()
+                .map(|(screen, _)| screen)
+                .filter(|screen| screen.drawn);
+        }
+        result
     }
 
     async fn control(

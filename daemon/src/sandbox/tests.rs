@@ -160,6 +160,7 @@ fn result(sandbox: Option<SandboxInForce>, exit: i32, stderr: &str) -> ExecResul
         notices: Vec::new(),
         record: None,
         sandbox,
+        screen: None,
     }
 }
 

@@ -371,3 +371,43 @@ fn issue_25_a_program_that_wants_a_terminal_on_pipes_is_told_to_use_pty() {
         "{result:#}"
     );
 }
+
+#[test]
+fn issue_25_wait_and_check_of_a_drawing_program_show_its_screen() {
+    let daemon = Daemon::start();
+    let file = daemon.scratch().join("i25b-vim.txt");
+    std::fs::write(&file, "first line of i25b\n").unwrap();
+    let job = background_pty(&daemon, &[], &format!("vim -u NONE -N {}", file.display()));
+    screen_until(&daemon, &job, |s| {
+        screen_text(s).contains("first line of i25b")
+    });
+    // A wait that gives up shows the screen, not vim's escapes or an empty stdout.
+    let out = bashc(&daemon, "wait", &[&job, "--timeout", "1"]);
+    let text = stdout(&out);
+    assert!(text.starts_with("screen:\nfirst line of i25b\n"), "{text}");
+    assert!(text.contains(", alternate screen"), "{text}");
+    assert!(!text.contains('\x1b'), "{text:?}");
+    let out = bashc(&daemon, "wait", &[&job, "--timeout", "1", "--json"]);
+    let result = json(&out);
+    assert_eq!(result["screen"]["alternate"], true, "{result:#}");
+    assert_eq!(
+        result["screen"]["lines"][0], "first line of i25b",
+        "{result:#}"
+    );
+    // So does a check.
+    let out = bashc(&daemon, "check", &[&job]);
+    let text = stdout(&out);
+    assert!(text.contains("screen:\nfirst line of i25b\n"), "{text}");
+    send_keys(&daemon, &job, &["Esc", ":q!", "Enter"]);
+    let result = wait_job(&daemon, &job);
+    assert_eq!(result["exit_code"], 0, "{result:#}");
+    // A terminal job that only prints has its output as ever, and no screen.
+    let out = bashc(
+        &daemon,
+        "exec",
+        &["--json", "--pty", "--", "echo plain i25b"],
+    );
+    let result = json(&out);
+    assert_eq!(result["screen"], serde_json::Value::Null, "{result:#}");
+    assert_eq!(result["stdout"]["text"], "plain i25b\n", "{result:#}");
+}

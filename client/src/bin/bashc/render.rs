@@ -127,8 +127,9 @@ pub fn exec_text(result: &ExecResult, whole: bool) -> String {
     result_text(result, notices_text(&result.notices).as_deref(), rest)
 }
 
-/// A job's result with its notices worded as `notice`: its streams, the notice, then
-/// its exit code or state. Under a cut stream, `rest` words the call that shows what
+/// A job's result with its notices worded as `notice`: its streams (the screen in
+/// place of stdout when the program drew on its terminal), the notice, then its exit
+/// code or state. Under a cut stream, `rest` words the call that shows what
 /// is not shown (`None`: a check's result, whose notices say it).
 pub fn result_text(
     result: &ExecResult,
@@ -141,6 +142,13 @@ pub fn result_text(
         (StreamName::Stderr, result.stderr.as_ref()),
     ];
     for (name, stream) in streams {
+        // A program that drew on its terminal reads right only as its screen.
+        if let (StreamName::Stdout, Some(screen)) = (name, &result.screen) {
+            let _ = writeln!(out, "screen:");
+            out.push_str(&crate::terminal::screen_text(screen));
+            out.push('\n');
+            continue;
+        }
         if let Some(stream) = stream.filter(|s| !s.text.is_empty()) {
             let unseen = rest
                 .zip(Unseen::of(result.job, name, stream))

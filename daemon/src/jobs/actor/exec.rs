@@ -615,6 +615,7 @@ fn not_run(meta: &JobMeta, merged: bool, state: JobState, notice: Notice) -> End
                 limit: None,
             }),
             sandbox: None,
+            screen: None,
         },
         streams: no_output(merged, true),
     }

@@ -153,6 +153,7 @@ impl JobsActor {
             }],
             record: None,
             sandbox: None,
+            screen: None,
         };
         Job {
             id: lost.job,

@@ -178,6 +178,7 @@ impl JobsActor {
                 notices: Vec::new(),
                 record: None,
                 sandbox: job.sandbox,
+                screen: None,
             },
         }
     }

@@ -71,6 +71,7 @@ mod tests {
             notices: Vec::new(),
             record: None,
             sandbox: None,
+            screen: None,
         }
     }
 

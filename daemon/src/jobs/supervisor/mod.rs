@@ -647,6 +647,15 @@ impl<P: JobProcesses> Supervisor<P> {
             notices,
             record,
             sandbox: self.settings.sandbox,
+            screen: inputs
+                .out
+                .screen
+                .as_ref()
+                .map(|screen| {
+                    let waiting = state == JobState::Running && self.waiting_at_timeout.is_some();
+                    screen.info(self.meta.job, state, waiting)
+                })
+                .filter(|screen| screen.drawn),
         }
     }
 
