@@ -65,6 +65,112 @@ fn main() {
     if only.as_deref() == Some("policy") {
         policy_figures();
     }
+    if wanted("terminal") {
+        terminal(&tokio);
+    }
+}
+
+/// `BASHD_BENCH=terminal` (issue 25): what a terminal job costs against the same job on
+/// pipes: `exec true` (a pseudo-terminal opened, handed to the zygote, closed), the
+/// emulator's throughput on 100 MiB of output (plain lines, then lines with colour,
+/// a line erase and a carriage return, 300 columns long so that they wrap), and the
+/// daemon's memory per running job.
+fn terminal(tokio: &tokio::runtime::Runtime) {
+    const ROUNDS: usize = 15;
+    const PER_ROUND: usize = 20;
+    const BYTES: u64 = 100 << 20;
+    let size = bashc::protocol::PtySize {
+        cols: 120,
+        rows: 40,
+    };
+    let daemon = Daemon::start();
+    let with_pty = |command: &str, pty: bool| {
+        let mut params = daemon.params(command);
+        params.pty = pty.then_some(size);
+        params
+    };
+    tokio.block_on(async {
+        let client = daemon.client().await;
+        let mut samples = [Vec::new(), Vec::new()];
+        for round in 0..=ROUNDS {
+            for (i, pty) in [false, true].into_iter().enumerate() {
+                for _ in 0..PER_ROUND {
+                    let start = Instant::now();
+                    client.exec(with_pty("true", pty)).await.unwrap();
+                    // The first round warms up and is not counted.
+                    if round > 0 {
+                        samples[i].push(start.elapsed());
+                    }
+                }
+            }
+        }
+        let [pipes, pty] = samples.map(median_of);
+        // No target: the figure says what a terminal adds to the smallest job.
+        println!(
+            "terminal: exec --pty true {:.2} ms vs on pipes {:.2} ms: {:.2}x",
+            ms(pty),
+            ms(pipes),
+            pty.as_secs_f64() / pipes.as_secs_f64()
+        );
+
+        let colour = format!(
+            "yes $'\\e[1;32mok\\e[0m \\e[31m{}\\e[0m\\e[2K\\rdone' | head -c {BYTES}",
+            "x".repeat(300)
+        );
+        let plain = format!("yes | head -c {BYTES}");
+        for (what, pipeline) in [("plain lines", &plain), ("colour, erase, long lines", &colour)] {
+            let (mut on_pipes, mut on_pty) = (Vec::new(), Vec::new());
+            for _ in 0..3 {
+                for (pty, samples) in [(false, &mut on_pipes), (true, &mut on_pty)] {
+                    let mut params = with_pty(pipeline, pty);
+                    params.mode = bashc::protocol::Mode::Slow;
+                    let start = Instant::now();
+                    let result = client.exec(params).await.unwrap();
+                    samples.push(start.elapsed());
+                    assert_eq!(result.exit_code, Some(0), "{result:?}");
+                    assert!(result.stdout.total_bytes > 0, "{result:?}");
+                }
+            }
+            let (on_pipes, on_pty) = (median_of(on_pipes), median_of(on_pty));
+            let rate = |d: Duration| BYTES as f64 / d.as_secs_f64() / 1e6;
+            println!(
+                "terminal: 100 MiB of {what}: {:.0} MB/s through the emulator vs {:.0} MB/s on pipes: {:.2}x (target >= 0.5x)",
+                rate(on_pty),
+                rate(on_pipes),
+                on_pipes.as_secs_f64() / on_pty.as_secs_f64()
+            );
+        }
+    });
+    drop(daemon);
+
+    // Memory: a fresh daemon for each, 50 jobs of `sleep` running in the background.
+    const JOBS: usize = 50;
+    let mut grown = Vec::new();
+    for pty in [false, true] {
+        let daemon = Daemon::start();
+        let before = tokio.block_on(async {
+            let client = daemon.client().await;
+            // One job first, so that what every job's first use allocates is counted
+            // in neither figure.
+            client.exec(daemon.params("true")).await.unwrap();
+            let before = memory_kib(daemon.pid(), "VmRSS").unwrap_or(0);
+            for _ in 0..JOBS {
+                let mut params = daemon.params("sleep 25601");
+                params.pty = pty.then_some(size);
+                params.mode = bashc::protocol::Mode::Background;
+                client.exec(params).await.unwrap();
+            }
+            before
+        });
+        let after = memory_kib(daemon.pid(), "VmRSS").unwrap_or(0);
+        grown.push(after.saturating_sub(before) as f64 / JOBS as f64);
+    }
+    println!(
+        "terminal: daemon RSS per running job: {:.0} KiB with a 120x40 terminal vs {:.0} KiB on pipes: {:.0} KiB more (target < 1024 KiB)",
+        grown[1],
+        grown[0],
+        grown[1] - grown[0]
+    );
 }
 
 /// Issue 18: the daemon under the partial-frame attack (64 connections that each
