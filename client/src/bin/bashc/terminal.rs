@@ -111,7 +111,7 @@ pub fn screen_text(screen: &ScreenInfo) -> String {
     text
 }
 
-/// The screen as `screen --json` and MCP's structured content give it.
+/// The screen as `screen --json` prints it.
 pub fn screen_json(screen: &ScreenInfo) -> serde_json::Value {
     serde_json::json!({
         "job": screen.job,

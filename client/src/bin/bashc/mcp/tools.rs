@@ -80,7 +80,7 @@ const BASH_WAIT: &str = "Wait for a job to end and return its result (its output
 
 const BASH_SEND: &str = "Write text to the stdin of a job started with stdin=\"pipe\" or pty=true (for a prompt that cannot be avoided, or a REPL): `text` goes as is (end it with \"\\n\" to press Enter), `keys` presses keys on a terminal job as tmux names them ([\"6*7\", \"Enter\"], [\"C-c\"], [\"Esc\", \":wq\", \"Enter\"]), `eof`=true closes the job's stdin afterwards. A terminal job answers with its screen once its output settles. Then bash_check or bash_wait shows what the job did. A job marked `waiting for input?` is blocked reading its stdin.";
 
-const BASH_SCREEN: &str = "The screen of a job started with pty=true, as a terminal shows it: its rows as text, then its size, the cursor and whether a process of the job waits for input (blocked reading the terminal). Use it for REPLs, editors (vim), pagers (less), top, prompts: what scrolled off the screen is the job's output (bash_check, bash_output). In the structured content: cols, rows, cursor {row, col}, lines, alternate, title, waiting_for_input, state.";
+const BASH_SCREEN: &str = "The screen of a job started with pty=true, as a terminal shows it: its rows as text, then its size, the cursor and whether a process of the job waits for input (blocked reading the terminal). Use it for REPLs, editors (vim), pagers (less), top, prompts: what scrolled off the screen is the job's output (bash_check, bash_output).";
 
 const BASH_KILL: &str = "Stop a job: `signal` (default TERM) to every process of it, including those that left its process group (setsid, nohup, double forks), then SIGKILL to whatever is left after a grace time (2 s). Returns the job's result. Only this session's jobs.";
 
@@ -131,7 +131,7 @@ struct BashArgs {
     sandbox: Option<SandboxArg>,
     /// `off`: the job reaches no network but its own loopback. Default: bashd's config.
     net: Option<NetArg>,
-    /// Run on a pseudo-terminal (REPLs, editors, pagers, password prompts): bash_screen shows its screen, bash_send with `keys` types on it.
+    /// Run on a pseudo-terminal (REPLs, editors, pagers, password prompts): bash_screen shows its screen, bash_send with `keys` types on it; once the program draws (vim, less, top), bash, bash_wait and bash_check show its screen in place of stdout.
     pty: Option<bool>,
     /// The terminal's size with pty=true, COLSxROWS (default 120x40).
     size: Option<String>,
