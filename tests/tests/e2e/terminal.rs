@@ -401,6 +401,8 @@ fn issue_25_wait_and_check_of_a_drawing_program_show_its_screen() {
     send_keys(&daemon, &job, &["Esc", ":q!", "Enter"]);
     let result = wait_job(&daemon, &job);
     assert_eq!(result["exit_code"], 0, "{result:#}");
+    // Back on the primary screen, which is the end of stdout: no screen.
+    assert_eq!(result["screen"], serde_json::Value::Null, "{result:#}");
     // A terminal job that only prints has its output as ever, and no screen.
     let out = bashc(
         &daemon,
@@ -410,4 +412,53 @@ fn issue_25_wait_and_check_of_a_drawing_program_show_its_screen() {
     let result = json(&out);
     assert_eq!(result["screen"], serde_json::Value::Null, "{result:#}");
     assert_eq!(result["stdout"]["text"], "plain i25b\n", "{result:#}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_25_mcp_wait_of_a_drawing_program_shows_its_screen() {
+    use crate::mcp::{call, connect, text_of};
+    use serde_json::json;
+    let daemon = Daemon::start();
+    let file = daemon.scratch().join("i25b-mcp-vim.txt");
+    std::fs::write(&file, "a line of i25b for mcp\n").unwrap();
+    let client = connect(&daemon).await;
+    let command = format!("vim -u NONE -N {}", file.display());
+    let started = call(
+        &client,
+        "bash",
+        json!({"command": command, "pty": true, "mode": "background"}),
+    )
+    .await;
+    let job = crate::mcp::job_in(&text_of(&started));
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let shown = text_of(&call(&client, "bash_screen", json!({"job": job})).await);
+        if shown.contains("a line of i25b for mcp") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{shown}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let waited = call(&client, "bash_wait", json!({"job": job, "timeout_secs": 1})).await;
+    let text = text_of(&waited);
+    assert!(
+        text.starts_with("screen:\na line of i25b for mcp\n"),
+        "{text}"
+    );
+    assert!(!text.contains('\x1b'), "{text:?}");
+    call(
+        &client,
+        "bash_send",
+        json!({"job": job, "keys": ["Esc", ":q!", "Enter"]}),
+    )
+    .await;
+    let ended = call(
+        &client,
+        "bash_wait",
+        json!({"job": job, "timeout_secs": 10}),
+    )
+    .await;
+    let text = text_of(&ended);
+    assert!(text.contains("exit code: 0\n"), "{text}");
+    assert!(!text.contains("screen:"), "{text}");
 }

@@ -655,7 +655,9 @@ impl<P: JobProcesses> Supervisor<P> {
                     let waiting = state == JobState::Running && self.waiting_at_timeout.is_some();
                     screen.info(self.meta.job, state, waiting)
                 })
-                .filter(|screen| screen.drawn),
+                // An ended job's primary screen is the end of its stdout already
+                // (`Screen::finish`); only one left on the alternate screen is not.
+                .filter(|screen| screen.drawn && (state == JobState::Running || screen.alternate)),
         }
     }
 
