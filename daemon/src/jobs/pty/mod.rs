@@ -125,6 +125,12 @@ impl Master {
         }
     }
 
+    /// Reads what the terminal holds now, without waiting; 0 when it holds nothing (or
+    /// is closed, which the next [`Master::read`] reports).
+    pub fn read_now(&self, buf: &mut [u8]) -> usize {
+        rustix::io::read(self.fd.get_ref(), buf).unwrap_or(0)
+    }
+
     /// Writes some bytes; how many.
     pub async fn write(&self, buf: &[u8]) -> io::Result<usize> {
         loop {

@@ -31,6 +31,8 @@ pub(super) const INPUT_IDLE: Duration = Duration::from_secs(5);
 /// with nothing printed for this long waits for input. The pause only lets a prompt
 /// that is being written finish before it is reported.
 const TERMINAL_INPUT_IDLE: Duration = Duration::from_millis(100);
+/// The most chunks a probe reads from a terminal that holds output already.
+const READ_NOW_CHUNKS: usize = 16;
 /// A clock tick of `/proc/PID/stat`'s CPU times, in milliseconds (USER_HZ is 100 on
 /// every Linux this runs on).
 const TICK_MS: u64 = 10;
@@ -161,6 +163,7 @@ impl Inputs {
     /// [`INPUT_IDLE`], used no CPU since a look at least that long ago, and is blocked
     /// reading the pipe now. Every look is kept for the next (the first only primes).
     pub(super) async fn probe(&mut self) -> Probe {
+        self.read_held();
         let quiet_for = self.last_output.elapsed();
         let Some(watch) = &mut self.watch else {
             return Probe::default();
@@ -178,6 +181,10 @@ impl Inputs {
         };
         if watch.tty.is_some() {
             // The terminal's reader is known for sure: no CPU sampling, no long quiet.
+            // A prompt written just before the read the look saw blocked may still sit
+            // in the terminal: read it, and the job printed just now.
+            self.read_held();
+            let quiet_for = self.last_output.elapsed();
             return Probe {
                 waiting_for_input: (now.blocked_on_stdin && quiet_for >= TERMINAL_INPUT_IDLE)
                     .then_some(quiet_for.as_secs()),
@@ -201,6 +208,21 @@ impl Inputs {
         Probe {
             waiting_for_input: (now.blocked_on_stdin && idle >= INPUT_IDLE)
                 .then_some(idle.as_secs()),
+        }
+    }
+
+    /// Reads what a terminal job's terminal holds already, as output: it came before
+    /// any read the probe sees blocked (a prompt, then the read of the answer), and is
+    /// part of the screen a look shows. The select of [`Inputs::wake`] may answer a
+    /// look before a ready read. A few chunks at most, for a job that never stops.
+    fn read_held(&mut self) {
+        for _ in 0..READ_NOW_CHUNKS {
+            let n = self.out.read_now();
+            if n == 0 {
+                break;
+            }
+            self.last_output = Instant::now();
+            self.out.take(n, StreamName::Stdout, &mut self.live);
         }
     }
 
@@ -326,6 +348,18 @@ impl PipeReader {
 
     fn is_done(&self) -> bool {
         self.pipe.is_none()
+    }
+
+    /// Reads a chunk a terminal job's master holds now into the buffer, without
+    /// waiting; how many bytes, 0 when there is none (or the job is on pipes).
+    fn read_now(&mut self) -> usize {
+        let Some(Source::Terminal(master)) = self.pipe.as_ref() else {
+            return 0;
+        };
+        if self.buf.is_empty() {
+            self.buf = vec![0; FIRST_READ_CHUNK];
+        }
+        master.read_now(&mut self.buf)
     }
 
     /// Reads one chunk into the buffer; how many bytes, 0 at EOF or on an error.
