@@ -8,4 +8,6 @@ pub mod procs;
 pub mod sshd;
 
 pub use daemon::{Daemon, bin_path};
-pub use procs::{KillOnDrop, alive, pids_running, wait_for_running, wait_until};
+pub use procs::{
+    KillOnDrop, alive, output_of_new_file, pids_running, wait_for_running, wait_until,
+};

@@ -167,3 +167,21 @@ impl Drop for KillOnDrop {
         self.kill();
     }
 }
+
+/// Runs `command` to completion, again while its program is "Text file busy": a file
+/// the test has just written (a copy of a binary, a script) may still be open for
+/// writing in a child another test thread forked meanwhile, until that child execs.
+pub fn output_of_new_file(command: &mut std::process::Command) -> std::process::Output {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match command.output() {
+            Err(e)
+                if e.kind() == std::io::ErrorKind::ExecutableFileBusy
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            result => return result.expect("cannot run the command"),
+        }
+    }
+}

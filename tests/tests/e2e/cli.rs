@@ -154,17 +154,17 @@ fn issue_24_another_uid_is_told_which_uid_the_daemon_serves() {
     let nobody = 65534;
     let out = {
         use std::os::unix::process::CommandExt;
-        Command::new(bin.join("bashc"))
-            .arg("status")
-            .env_clear()
-            .env("BASHD_RUNTIME_DIR", daemon.runtime_dir())
-            .env("BASHD_NO_AUTOSTART", "1")
-            .current_dir("/")
-            .uid(nobody)
-            .gid(nobody)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
+        bashd_tests::output_of_new_file(
+            Command::new(bin.join("bashc"))
+                .arg("status")
+                .env_clear()
+                .env("BASHD_RUNTIME_DIR", daemon.runtime_dir())
+                .env("BASHD_NO_AUTOSTART", "1")
+                .current_dir("/")
+                .uid(nobody)
+                .gid(nobody)
+                .stdin(Stdio::null()),
+        )
     };
     assert_eq!(out.status.code(), Some(255), "{}", show(&out));
     assert!(

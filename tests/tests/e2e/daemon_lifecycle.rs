@@ -285,7 +285,7 @@ fn autostart_asks_systemd_for_a_delegated_scope_and_does_without_one() {
         let args = fake.join("args");
         let script = if works {
             format!(
-                "#!/bin/sh\necho \"$@\" > {}\nwhile [ \"$1\" != -- ]; do shift; done\nshift\nexec \"$@\"\n",
+                "#!/bin/sh\necho \"$@\" > {}\nwhile [ $# -gt 0 ] && [ \"$1\" != -- ]; do shift; done\nshift\nexec \"$@\"\n",
                 args.display()
             )
         } else {
@@ -294,6 +294,12 @@ fn autostart_asks_systemd_for_a_delegated_scope_and_does_without_one() {
         let systemd_run = fake.join("bin/systemd-run");
         std::fs::write(&systemd_run, script).unwrap();
         std::fs::set_permissions(&systemd_run, std::fs::Permissions::from_mode(0o755)).unwrap();
+        // Run once here, until it is no longer "Text file busy" (another test thread's
+        // child may hold the write end it was just written through); bashc would take
+        // that for systemd-run failing.
+        bashd_tests::output_of_new_file(
+            std::process::Command::new(&systemd_run).args(["--", "true"]),
+        );
         let path = format!(
             "{}:{}",
             fake.join("bin").display(),
