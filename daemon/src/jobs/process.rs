@@ -473,25 +473,41 @@ fn spawn(
     // The write ends were moved into `command`; dropping it closes the daemon's copies,
     // so the pipes reach EOF when the job's last holder exits.
     drop(command);
+    Ok(spawned_shell(
+        &child,
+        pipes.stdout_read,
+        pipes.stderr_read,
+        stdin_write,
+        None,
+    ))
+}
+
+/// The [`Spawned`] of a shell the daemon has just started, and the sender of its exit
+/// for the reaper.
+fn spawned_shell(
+    child: &std::process::Child,
+    stdout: OwnedFd,
+    stderr: Option<OwnedFd>,
+    stdin: Option<OwnedFd>,
+    pty: Option<bashd_protocol::PtySize>,
+) -> (Spawned, oneshot::Sender<LeaderExit>) {
     let pid = Pid::from_raw(child.id() as i32).expect("a spawned child has a positive pid");
     // Read before the reaper looks for exits again: until it does, the child is at
     // worst a zombie, whose stat is still there.
     let start_time = bashd_protocol::process_start_time(child.id()).unwrap_or(0);
     let (exit_tx, exit_rx) = oneshot::channel();
-    Ok((
-        Spawned {
-            pid,
-            stdout: pipes.stdout_read,
-            stderr: pipes.stderr_read,
-            exit: exit_rx,
-            start_time,
-            held: None,
-            stdin: stdin_write,
-            userns: None,
-            pty: None,
-        },
-        exit_tx,
-    ))
+    let spawned = Spawned {
+        pid,
+        stdout,
+        stderr,
+        exit: exit_rx,
+        start_time,
+        held: None,
+        stdin,
+        userns: None,
+        pty,
+    };
+    (spawned, exit_tx)
 }
 
 /// [`spawn`] for a terminal job: the slave is the shell's stdin, stdout and stderr and
@@ -518,23 +534,8 @@ fn spawn_on_terminal(
     }
     let child = command.spawn()?;
     drop(command);
-    let pid = Pid::from_raw(child.id() as i32).expect("a spawned child has a positive pid");
-    let start_time = bashd_protocol::process_start_time(child.id()).unwrap_or(0);
-    let (exit_tx, exit_rx) = oneshot::channel();
-    Ok((
-        Spawned {
-            pid,
-            stdin: Some(master.try_clone()?),
-            stdout: master,
-            stderr: None,
-            exit: exit_rx,
-            start_time,
-            held: None,
-            pty: Some(size),
-            userns: None,
-        },
-        exit_tx,
-    ))
+    let stdin = master.try_clone()?;
+    Ok(spawned_shell(&child, master, None, Some(stdin), Some(size)))
 }
 
 /// `bash -c COMMAND` as the job's leader, forked from the daemon (the scan mechanism).
