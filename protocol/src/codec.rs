@@ -106,17 +106,26 @@ impl<Out: Serialize, In> Encoder<Out> for FrameCodec<Out, In> {
     type Error = FrameError;
 
     fn encode(&mut self, frame: Out, dst: &mut BytesMut) -> Result<(), FrameError> {
-        let body = bincode::serde::encode_to_vec(&frame, bincode_config())
-            .map_err(|e| FrameError::Malformed(e.to_string()))?;
-        if body.len() > self.max_frame_bytes {
-            return Err(FrameError::TooLarge {
-                len: body.len(),
+        // Straight into the write buffer behind a length patched afterwards: a frame of
+        // streamed output is copied once here, not into a Vec first.
+        let start = dst.len();
+        dst.put_u32(0);
+        let written =
+            bincode::serde::encode_into_std_write(&frame, &mut dst.writer(), bincode_config());
+        let len = dst.len() - start - LENGTH_BYTES;
+        let failed = match written {
+            Err(e) => Some(FrameError::Malformed(e.to_string())),
+            Ok(_) if len > self.max_frame_bytes => Some(FrameError::TooLarge {
+                len,
                 max: self.max_frame_bytes,
-            });
+            }),
+            Ok(_) => None,
+        };
+        if let Some(error) = failed {
+            dst.truncate(start);
+            return Err(error);
         }
-        dst.reserve(LENGTH_BYTES + body.len());
-        dst.put_u32(body.len() as u32);
-        dst.put_slice(&body);
+        dst[start..start + LENGTH_BYTES].copy_from_slice(&(len as u32).to_be_bytes());
         Ok(())
     }
 }
@@ -146,6 +155,32 @@ mod tests {
             client: "test".into(),
             pid: 42,
         })
+    }
+
+    #[test]
+    fn streamed_output_is_one_length_and_its_bytes_and_a_frame_too_large_writes_nothing() {
+        use crate::message::{OutputChunk, Response, StreamName};
+        let chunk = |len: usize| {
+            ServerFrame::Response(
+                9,
+                Response::Output(OutputChunk {
+                    stream: StreamName::Stdout,
+                    bytes: vec![b'a'; len].into(),
+                    line: 1,
+                }),
+            )
+        };
+        let mut out = BytesMut::new();
+        let mut daemon = DaemonCodec::new(64 * 1024);
+        daemon.encode(chunk(60_000), &mut out).unwrap();
+        // Not 60,000 numbers: the prefix, a few bytes of tags and lengths, the text.
+        assert!(out.len() < 60_000 + 16, "{} bytes", out.len());
+        let before = out.len();
+        let error = daemon.encode(chunk(70_000), &mut out).unwrap_err();
+        assert!(matches!(error, FrameError::TooLarge { .. }), "{error}");
+        assert_eq!(out.len(), before, "a refused frame leaves nothing behind");
+        let mut client = ClientCodec::new(64 * 1024);
+        assert_eq!(client.decode(&mut out).unwrap(), Some(chunk(60_000)));
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 use std::fmt;
 
+use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::notice::{ErrorHint, JobId, Notice};
@@ -573,10 +574,10 @@ pub struct Started {
 pub struct OutputChunk {
     pub stream: StreamName,
     /// Sanitized text: whole lines (a line longer than 64 KiB comes in pieces). One
-    /// length and the bytes on the wire, not a sequence of numbers (`serde_bytes`):
-    /// bincode would encode each byte alone.
-    #[serde(with = "serde_bytes")]
-    pub bytes: Vec<u8>,
+    /// length and the bytes on the wire, not a sequence of numbers (`Bytes` serializes
+    /// as bytes; bincode would encode each byte of a `Vec` alone). Shared, not copied,
+    /// between the readers of one job and the buffer it was read into.
+    pub bytes: Bytes,
     /// The line of the stream `bytes` starts on, counting from 1.
     pub line: u64,
 }

@@ -187,7 +187,7 @@ impl JobsHandle {
             .ok()?;
         watch.scan(&OutputChunk {
             stream,
-            bytes: page.text.into_bytes(),
+            bytes: page.text.into_bytes().into(),
             line: offset,
         })
     }
@@ -464,7 +464,7 @@ async fn history(
             }
             let chunk = OutputChunk {
                 stream,
-                bytes: page.text.into_bytes(),
+                bytes: page.text.into_bytes().into(),
                 line: offset,
             };
             if out.send(Response::Output(chunk)).await.is_err() {

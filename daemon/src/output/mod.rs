@@ -66,6 +66,11 @@ impl StreamCapture {
         });
     }
 
+    /// The line the next text handed on starts on (or goes on), counting from 1.
+    pub fn next_line(&self) -> u64 {
+        self.store.next_line()
+    }
+
     /// The pipe is closed: what the sanitizer still holds is the last line.
     pub fn finish(&mut self) {
         self.finish_live(|_, _| {});

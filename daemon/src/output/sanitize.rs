@@ -55,6 +55,7 @@ impl Sanitizer {
     /// current line is held back until its newline (or until it passes [`LINE_CAP`]),
     /// since a later `\r` may still overwrite it.
     pub fn feed(&mut self, mut input: &[u8], sink: impl FnMut(&[u8])) {
+        let input_len = input.len();
         if !self.carry.is_empty() {
             let used = self.finish_carried_code_point(input);
             input = &input[used..];
@@ -68,6 +69,7 @@ impl Sanitizer {
             input = &input[used..];
         }
         self.screen.hand_on(sink, false);
+        self.screen.release_if_quiet(input_len);
     }
 
     /// Ends the stream: an incomplete code point becomes U+FFFD, an unfinished escape
@@ -80,6 +82,8 @@ impl Sanitizer {
         self.in_escape = false;
         self.vte = vte::Parser::new();
         self.screen.hand_on(sink, true);
+        self.screen.small_reads = QUIET_READS;
+        self.screen.release_if_quiet(0);
     }
 
     /// The current line, not handed on yet: shown in snapshots of a running job.
@@ -235,7 +239,12 @@ struct Screen {
     out: Vec<u8>,
     line_start: usize,
     cursor: usize,
+    /// Reads in a row smaller than [`LINE_CAP`].
+    small_reads: u8,
 }
+
+/// Small reads in a row after which the line buffer is given back.
+const QUIET_READS: u8 = 16;
 
 impl Screen {
     fn cursor_at_end(&self) -> bool {
@@ -342,7 +351,19 @@ impl Screen {
         self.out.drain(upto.clone());
         self.line_start -= upto.end.min(self.line_start);
         self.cursor = self.cursor.saturating_sub(upto.end);
-        if self.out.capacity() > 4 * LINE_CAP {
+    }
+
+    /// Gives back what a loud stretch grew the line buffer to, once reads have been
+    /// small for a while: a loud job keeps its buffer (regrowing it on every read cost
+    /// a page fault per 4 KiB, and a loud job's reads are not all large), a quiet one
+    /// holds little.
+    fn release_if_quiet(&mut self, input_len: usize) {
+        if input_len >= LINE_CAP {
+            self.small_reads = 0;
+            return;
+        }
+        self.small_reads = self.small_reads.saturating_add(1);
+        if self.small_reads >= QUIET_READS && self.out.capacity() > 4 * LINE_CAP {
             self.out.shrink_to(LINE_CAP);
         }
     }

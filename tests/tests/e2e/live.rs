@@ -428,3 +428,47 @@ async fn mcp_bash_waits_until_a_server_is_ready_and_bash_send_answers_a_prompt()
     );
     client.cancel().await.unwrap();
 }
+
+/// A `bashc exec --stream` whose own stdout is not read until the job has ended falls
+/// behind: it says the first stretch it missed as it happens and the rest in one line at
+/// the end, not a line between every two reads, and every line is printed or counted.
+#[test]
+fn a_streaming_bashc_that_falls_behind_says_what_it_missed_in_two_lines() {
+    let daemon = Daemon::start();
+    let bashc = daemon
+        .bashc()
+        .args(["exec", "--stream", "--session", "i16", "--"])
+        .arg("seq 1 3000000")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Nobody reads bashc's stdout meanwhile: its pipe fills and it stops reading frames.
+    let ended = wait_until(Duration::from_secs(60), || {
+        let out = daemon.run_bashc(&["jobs", "--json", "--session", "i16"]);
+        String::from_utf8_lossy(&out.stdout).contains("\"exited\"")
+    });
+    assert!(ended, "the job ended while its reader was stuck");
+    let out = bashc.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let missed_lines: Vec<&str> = stderr.lines().filter(|l| l.contains("went by")).collect();
+    assert!(
+        !missed_lines.is_empty() && missed_lines.len() <= 2,
+        "one notice as it happens and one at the end:\n{stderr}"
+    );
+    let missed: u64 = if missed_lines.len() == 2 {
+        assert!(missed_lines[1].contains("in all"), "{stderr}");
+        let words: Vec<&str> = missed_lines[1].split_whitespace().collect();
+        let at = words.iter().position(|w| *w == "all,").unwrap();
+        words[at + 1].parse().unwrap()
+    } else {
+        let words: Vec<&str> = missed_lines[0].split_whitespace().collect();
+        words[2].parse().unwrap()
+    };
+    let printed = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.parse::<u64>().is_ok())
+        .count() as u64;
+    assert_eq!(printed + missed, 3_000_000, "printed or counted:\n{stderr}");
+}

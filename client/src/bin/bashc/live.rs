@@ -5,7 +5,7 @@ use std::io::{Read, Write};
 
 use anyhow::{Context, bail};
 use bashc::protocol::{
-    ExecResult, FollowFrom, FollowRequest, Notice, Response, SendRequest, StreamName, Worded,
+    ExecResult, FollowFrom, FollowRequest, JobId, Notice, Response, SendRequest, StreamName, Worded,
 };
 use bashc::{ClientError, Responses, Target};
 use clap::Args;
@@ -138,6 +138,9 @@ pub async fn send(args: SendArgs, target: &Target) -> anyhow::Result<u8> {
 /// stdout's lines to stdout, stderr's to stderr, notices to stderr; with `json`, one
 /// object a line on stdout. Returns the result that ends them.
 pub async fn print_events(mut responses: Responses, json: bool) -> anyhow::Result<ExecResult> {
+    // A reader far behind a loud job misses many stretches: the first is said as it
+    // happens, the rest once, at the end, rather than a notice between every two reads.
+    let mut missed: [Option<MissedSoFar>; 2] = [None, None];
     loop {
         match responses.next().await? {
             Response::Started(started) if json => {
@@ -160,11 +163,80 @@ pub async fn print_events(mut responses: Responses, json: bool) -> anyhow::Resul
                 value: &serde_json::json!({ "notices": [&notice] }),
                 notice: Some(render::notice_text(&notice)),
             })?,
-            Response::Notice(notice) => eprintln!("bashc: {}", render::notice_text(&notice)),
-            Response::Finished(result) => return Ok(*result),
+            Response::Notice(Notice::OutputMissed {
+                job,
+                stream,
+                lines,
+                path,
+                ..
+            }) if missed[stream as usize].is_some() => {
+                if let Some(so_far) = &mut missed[stream as usize] {
+                    so_far.stretches += 1;
+                    so_far.lines += lines;
+                    so_far.job = job;
+                    so_far.path = path.or(so_far.path.take());
+                }
+            }
+            Response::Notice(notice) => {
+                if let Notice::OutputMissed {
+                    job,
+                    stream,
+                    lines,
+                    path,
+                    ..
+                } = &notice
+                {
+                    missed[*stream as usize] = Some(MissedSoFar {
+                        job: *job,
+                        stretches: 1,
+                        lines: *lines,
+                        path: path.clone(),
+                    });
+                }
+                eprintln!("bashc: {}", render::notice_text(&notice));
+            }
+            Response::Finished(result) => {
+                for (stream, so_far) in [StreamName::Stdout, StreamName::Stderr]
+                    .into_iter()
+                    .zip(missed)
+                {
+                    if let Some(so_far) = so_far.filter(|m| m.stretches > 1) {
+                        eprintln!("bashc: {}", so_far.text(stream));
+                    }
+                }
+                return Ok(*result);
+            }
             Response::Error(error) => return Err(ClientError::Daemon(error).into()),
             _ => bail!("bashd sent something other than output or a result"),
         }
+    }
+}
+
+/// The lines a streaming reader missed, all told.
+struct MissedSoFar {
+    job: JobId,
+    stretches: u64,
+    lines: u64,
+    path: Option<String>,
+}
+
+impl MissedSoFar {
+    fn text(&self, stream: StreamName) -> String {
+        let file = self
+            .path
+            .as_deref()
+            .map_or(String::new(), |p| format!("; the file {p} has every line"));
+        let flag = match stream {
+            StreamName::Stdout => "",
+            StreamName::Stderr => " --stream stderr",
+        };
+        format!(
+            "{}: in all, {} lines in {} stretches went by while this reader was behind and were not shown{file}; page through them with: bashc output {}{flag}",
+            render::stream_name(stream),
+            self.lines,
+            self.stretches,
+            self.job,
+        )
     }
 }
 

@@ -6,11 +6,12 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use bashd_protocol::{BackgroundWhy, StreamName};
+use bytes::Bytes;
 use tokio::io::AsyncReadExt;
 use tokio::net::unix::pipe;
 use tokio::sync::{mpsc, oneshot};
 
-use super::live::Live;
+use super::live::{ChunkBuffers, Live};
 use super::{Control, InputWatch, Probe, Stop, Streams, Subscribed};
 use crate::jobs::process::LeaderExit;
 use crate::jobs::pty::{self, screen::Screen};
@@ -257,7 +258,9 @@ impl Inputs {
         ] {
             let full_output = reader.capture.full_output();
             reader.capture.finish_live(|line, text| {
-                live.send(stream, line, text, || full_output.clone());
+                live.send(stream, line, Bytes::copy_from_slice(text), || {
+                    full_output.clone()
+                });
             });
         }
     }
@@ -303,6 +306,8 @@ pub(super) struct PipeReader {
     /// A terminal job's screen: what is read goes through it, and only the lines it
     /// scrolls off reach the capture, as plain text.
     pub(super) screen: Option<Box<Screen>>,
+    /// What reads are copied into for live readers.
+    buffers: ChunkBuffers,
 }
 
 impl PipeReader {
@@ -313,6 +318,7 @@ impl PipeReader {
             buf: Vec::new(),
             capture,
             screen: None,
+            buffers: ChunkBuffers::default(),
         }
     }
 
@@ -330,6 +336,7 @@ impl PipeReader {
             buf: Vec::new(),
             capture,
             screen: Some(Box::new(Screen::new(size))),
+            buffers: ChunkBuffers::default(),
         }
     }
 
@@ -384,18 +391,33 @@ impl PipeReader {
         }
         if live.is_empty() {
             self.capture.push(bytes);
+        } else if !live.wants(stream) || !self.buffers.has_room() {
+            // Every reader is behind: no copy, only which lines went by.
+            let mut span: Option<(u64, bool)> = None;
+            self.capture.push_live(bytes, |line, text| {
+                let first = span.map_or(line, |(first, _)| first);
+                span = Some((first, text.ends_with(b"\n")));
+            });
+            if let Some((first, ended)) = span {
+                let next = self.capture.next_line();
+                let last = if ended { next - 1 } else { next };
+                live.miss(stream, first, last.max(first));
+            }
         } else {
             // One event per read, not per piece the sanitizer hands over (a line, or a
-            // run of them): the pieces of one read are contiguous lines.
-            let mut batch: Option<(u64, Vec<u8>)> = None;
-            self.capture
-                .push_live(bytes, |line, text| match &mut batch {
-                    Some((_, taken)) => taken.extend_from_slice(text),
-                    None => batch = Some((line, text.to_vec())),
+            // run of them): the pieces of one read are contiguous lines. Sanitizing
+            // never grows a read by much: one buffer per read.
+            let mut first = None;
+            let capture = &mut self.capture;
+            let text = self.buffers.fill(bytes.len() + 64, |batch| {
+                capture.push_live(bytes, |line, text| {
+                    first.get_or_insert(line);
+                    batch.extend_from_slice(text);
                 });
-            if let Some((line, text)) = batch {
+            });
+            if let Some(line) = first {
                 let full_output = self.capture.full_output();
-                live.send(stream, line, &text, || full_output.clone());
+                live.send(stream, line, text, || full_output.clone());
             }
         }
     }
