@@ -54,6 +54,10 @@ pub enum ClientError {
     /// (a clean stop answers first). Its next start keeps the job's output, as lost.
     #[error("bashd stopped while {job} ran; its output so far is kept for when bashd is back")]
     DiedWhileRunning { job: JobId },
+    /// The daemon went away while it was waiting for or stopping `job` (its words
+    /// as the caller gave them): the job's output is kept as for `DiedWhileRunning`.
+    #[error("bashd stopped while {doing} {job}; its output so far is kept for when bashd is back")]
+    DiedDuring { doing: &'static str, job: String },
     #[error("host {host}: {message}")]
     Remote { host: String, message: String },
 }
@@ -337,12 +341,18 @@ impl Client {
 
     /// The job's result once it ends, or its state when the wait times out.
     pub async fn wait(&self, request: WaitRequest) -> Result<ExecResult, ClientError> {
-        self.result(Request::Wait(request)).await
+        let job = request.job.to_string();
+        self.result(Request::Wait(request))
+            .await
+            .map_err(|e| died_during(e, "waiting for", job))
     }
 
     /// Stops a job and returns its result once every process of it is gone.
     pub async fn kill(&self, request: KillRequest) -> Result<ExecResult, ClientError> {
-        self.result(Request::Kill(request)).await
+        let job = request.job.to_string();
+        self.result(Request::Kill(request))
+            .await
+            .map_err(|e| died_during(e, "stopping", job))
     }
 
     pub async fn sessions(&self) -> Result<Vec<SessionInfo>, ClientError> {
@@ -378,6 +388,14 @@ impl Client {
             Response::Finished(result) => Ok(*result),
             _ => Err(ClientError::Unexpected("something other than a job result")),
         }
+    }
+}
+
+/// A connection lost while a request about `job` was pending names the job.
+fn died_during(error: ClientError, doing: &'static str, job: String) -> ClientError {
+    match error {
+        ClientError::Disconnected => ClientError::DiedDuring { doing, job },
+        other => other,
     }
 }
 

@@ -470,3 +470,55 @@ fn a_client_whose_daemon_dies_mid_request_names_the_job() {
         "{notice}"
     );
 }
+
+/// A `wait` whose daemon dies names the job it waited for and what to run once bashd
+/// is back, instead of "closed the connection before answering" (the CLI prints this
+/// error's words with the commands to run).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_whose_daemon_dies_names_the_job() {
+    use bashc::protocol::{Caller, JobRef, WaitConditions, WaitRequest};
+    let mut daemon = Daemon::start();
+    let started = daemon.run_bashc(&[
+        "exec",
+        "--session",
+        "i16-died",
+        "--mode",
+        "background",
+        "--json",
+        "--",
+        "sleep 1604",
+    ]);
+    let job = json(&started)["job"].as_str().unwrap().to_owned();
+    // Connected and greeted: the daemon can only die after the wait was sent.
+    let client = bashc::Client::connect(&daemon.socket_path()).await.unwrap();
+    let waiting = tokio::spawn({
+        let job = job.clone();
+        async move {
+            client
+                .wait(WaitRequest {
+                    caller: Caller {
+                        session: "i16-died".into(),
+                        owner: None,
+                    },
+                    job: JobRef::Id(job),
+                    timeout_ms: Some(120_000),
+                    conditions: WaitConditions::default(),
+                    any_session: false,
+                    mcp_call: false,
+                })
+                .await
+        }
+    });
+    wait_for_running("sleep 1604");
+    daemon.kill_daemon();
+    let error = waiting.await.unwrap().unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "bashd stopped while waiting for {job}; its output so far is kept for when bashd is back"
+        )
+    );
+    daemon.restart();
+    let check = daemon.run_bashc(&["check", &job, "--session", "i16-died", "--json"]);
+    assert_eq!(json(&check)["state"], "lost", "{}", show(&check));
+}

@@ -354,6 +354,14 @@ fn fail(e: anyhow::Error) -> ExitCode {
         );
         return ExitCode::from(EXIT_UNREACHABLE);
     }
+    if let Some(ClientError::DiedDuring { doing, job }) =
+        e.chain().find_map(|cause| cause.downcast_ref())
+    {
+        eprintln!(
+            "bashc: bashd stopped while {doing} {job}; once it is back (the next bashc starts it), bashc check {job} says what became of the job and bashc output {job} has what it printed"
+        );
+        return ExitCode::from(EXIT_UNREACHABLE);
+    }
     let hint = e.chain().find_map(|cause| match cause.downcast_ref() {
         Some(ClientError::Daemon(reply) | ClientError::Refused(reply)) => reply.hint.clone(),
         _ => None,
