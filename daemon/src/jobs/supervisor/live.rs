@@ -20,7 +20,7 @@ use tokio::sync::mpsc;
 pub const FOLLOW_QUEUE: usize = 256;
 /// How far behind, in bytes of output sent and not yet taken, a reader may fall before
 /// its lines are counted as missed instead of sent.
-pub const LIVE_BACKLOG_BYTES: usize = 1024 * 1024;
+pub const LIVE_BACKLOG_BYTES: usize = 4 * 1024 * 1024;
 
 /// One live reader of a job's output.
 #[derive(Debug)]
@@ -100,15 +100,16 @@ pub struct ChunkBuffers {
 
 #[derive(Debug, Default)]
 struct Home {
-    spare: Mutex<Vec<Vec<u8>>>,
+    /// Buffers back from the readers, and their capacity in all.
+    spare: Mutex<(Vec<Vec<u8>>, usize)>,
     lent_bytes: AtomicUsize,
 }
 
-/// How many spare buffers a job keeps, and the largest it keeps.
-const SPARE_BUFFERS: usize = 8;
+/// The largest buffer kept for the next read.
 const SPARE_BUFFER_BYTES: usize = 1024 * 1024;
-/// The most a job's live readers hold between its reads and their sockets.
-pub const LENT_BYTES: usize = 2 * 1024 * 1024;
+/// The most a job's live readers hold between its reads and their sockets; a job keeps
+/// at most as much again in spare buffers while it runs.
+pub const LENT_BYTES: usize = 8 * 1024 * 1024;
 
 impl ChunkBuffers {
     /// Whether a buffer may be lent now.
@@ -119,12 +120,11 @@ impl ChunkBuffers {
     /// `fill` writes into an empty buffer of at least `capacity` bytes, which is then
     /// shared; it comes back here when the last copy of the `Bytes` is dropped.
     pub fn fill(&self, capacity: usize, fill: impl FnOnce(&mut Vec<u8>)) -> Bytes {
-        let spare = self
-            .home
-            .spare
-            .lock()
-            .ok()
-            .and_then(|mut spare| spare.pop());
+        let spare = self.home.spare.lock().ok().and_then(|mut spare| {
+            let buf = spare.0.pop()?;
+            spare.1 -= buf.capacity();
+            Some(buf)
+        });
         let mut buf = spare.unwrap_or_default();
         buf.reserve(capacity);
         fill(&mut buf);
@@ -161,9 +161,10 @@ impl Drop for Lent {
         }
         buf.clear();
         if let Ok(mut spare) = self.home.spare.lock()
-            && spare.len() < SPARE_BUFFERS
+            && spare.1 + buf.capacity() <= LENT_BYTES
         {
-            spare.push(buf);
+            spare.1 += buf.capacity();
+            spare.0.push(buf);
         }
     }
 }
@@ -328,7 +329,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_reader_a_megabyte_behind_misses_lines_until_it_catches_up() {
+    async fn a_reader_too_far_behind_misses_lines_until_it_catches_up() {
         let (tx, mut rx) = mpsc::channel(FOLLOW_QUEUE);
         let mut live = Live::default();
         live.add(Subscriber::new(tx, JobId(3), None));
@@ -341,7 +342,7 @@ mod tests {
             let (at, text) = line(n);
             live.send(StreamName::Stdout, at, text, || None);
         }
-        // Two halves of a megabyte are queued: the reader is behind.
+        // Two halves of the backlog are queued: the reader is behind.
         assert!(!live.wants(StreamName::Stdout));
         let (at, text) = line(3);
         live.send(StreamName::Stdout, at, text, || None);
