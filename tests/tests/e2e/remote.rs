@@ -107,11 +107,11 @@ fn issue19_exec_background_check_wait_output_kill_over_host() {
         "--mode",
         "background",
         "--",
-        "echo line-i19; sleep 19001",
+        "echo line-i19; sleep 1901",
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     let job = job_id(&out);
-    let sleeper = wait_for_running("sleep 19001");
+    let sleeper = wait_for_running("sleep 1901");
     let out = remote.run(&["wait", &job, "--until", "line-i19", "--timeout", "20"]);
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     let out = remote.run(&["check", &job, "--json"]);
@@ -135,28 +135,21 @@ fn issue19_a_dropped_connection_keeps_background_jobs_and_kills_foreground_ones(
     let Some(remote) = Remote::start() else {
         return;
     };
-    let out = remote.run(&[
-        "exec",
-        "--json",
-        "--mode",
-        "background",
-        "--",
-        "sleep 19002",
-    ]);
+    let out = remote.run(&["exec", "--json", "--mode", "background", "--", "sleep 1902"]);
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     let job = job_id(&out);
-    let background = wait_for_running("sleep 19002");
+    let background = wait_for_running("sleep 1902");
 
     let foreground = KillOnDrop(
         remote
             .bashc()
-            .args(["exec", "--timeout", "300", "--", "sleep 19003"])
+            .args(["exec", "--timeout", "300", "--", "sleep 1903"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .unwrap(),
     );
-    let foreground_sleep = wait_for_running("sleep 19003");
+    let foreground_sleep = wait_for_running("sleep 1903");
     // While the call runs, the session has an owner there: the bridge.
     let sessions = remote.far(&["sessions", "--json"]);
     let owners = &json(&sessions)[0]["owners"];
@@ -201,7 +194,7 @@ fn issue19_a_dropped_connection_keeps_background_jobs_and_kills_foreground_ones(
     let out = remote.run(&["kill", &job, "--json"]);
     assert_eq!(json(&out)["state"], "killed", "{}", show(&out));
     assert!(
-        wait_until(Duration::from_secs(10), || pids_running("sleep 19002")
+        wait_until(Duration::from_secs(10), || pids_running("sleep 1902")
             .is_empty()),
         "kill over a new connection left the job"
     );

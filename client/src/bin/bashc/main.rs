@@ -159,6 +159,16 @@ enum Command {
     /// The far end of `bashc --host`: joins stdin and stdout to this machine's bashd,
     /// started if none is running. `ssh HOST bashc bridge` runs it; nothing else should.
     Bridge,
+    /// The local end of `bashc --host HOST`: keeps one SSH channel to HOST's bridge
+    /// open and carries the calls of every local client over it. bashc starts it when
+    /// a call finds none; it ends with its channel, or after `[remote]
+    /// relay_idle_secs` (600) with no client.
+    #[command(hide = true)]
+    Relay {
+        /// As `ssh HOST` takes it.
+        #[arg(value_name = "HOST")]
+        relay_host: String,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -388,6 +398,10 @@ async fn run(command: Command, target: &bashc::Target, parent: u32) -> anyhow::R
         Command::Mcp(args) => mcp::mcp(args, target, parent).await,
         Command::Bridge => {
             bashc::bridge(target.runtime_dir()).await?;
+            Ok(0)
+        }
+        Command::Relay { relay_host } => {
+            bashc::relay(&relay_host, target.runtime_dir()).await?;
             Ok(0)
         }
     }

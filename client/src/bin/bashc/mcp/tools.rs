@@ -407,6 +407,7 @@ impl BashTools {
         if matches!(
             error,
             ClientError::Disconnected
+                | ClientError::Lost { .. }
                 | ClientError::Frame(_)
                 | ClientError::DiedWhileRunning { .. }
         ) {
