@@ -587,7 +587,7 @@ mod tests {
 
     #[test]
     fn a_long_runtime_dir_still_gives_a_socket_path_that_fits() {
-        let dir = PathBuf::from(format!("/{}", "d".repeat(80)));
+        let dir = PathBuf::from(format!("/{}", "d".repeat(70)));
         let paths = RelayPaths::new(&dir, &"h".repeat(60), &RemoteConfig::default());
         assert!(paths.socket.as_os_str().len() <= 107, "{paths:?}");
         let odd = RelayPaths::new(Path::new("/r"), "a/b c", &RemoteConfig::default());
