@@ -6,7 +6,8 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use bashd_tests::sshd::{HOST, Sshd};
+use bashd_tests::procs::{all_pids, parent_pid};
+use bashd_tests::sshd::{HOST, Sshd, bridge_pids, relay_pids};
 use bashd_tests::{
     Daemon, KillOnDrop, alive, bin_path, pids_running, wait_for_running, wait_until,
 };
@@ -140,12 +141,12 @@ fn issue19_a_dropped_connection_keeps_background_jobs_and_kills_foreground_ones(
     let job = job_id(&out);
     let background = wait_for_running("sleep 1902");
 
-    let foreground = KillOnDrop(
+    let mut foreground = KillOnDrop(
         remote
             .bashc()
             .args(["exec", "--timeout", "300", "--", "sleep 1903"])
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .unwrap(),
     );
@@ -174,7 +175,30 @@ fn issue19_a_dropped_connection_keeps_background_jobs_and_kills_foreground_ones(
             .all(|&pid| !alive(pid))),
         "the foreground job outlived its connection"
     );
-    drop(foreground);
+    // The caller is not left waiting on a dead relay: it fails, naming the host.
+    assert!(
+        wait_until(Duration::from_secs(20), || foreground
+            .0
+            .try_wait()
+            .unwrap()
+            .is_some()),
+        "the caller hangs after its connection dropped"
+    );
+    let mut said = String::new();
+    std::io::Read::read_to_string(foreground.0.stderr.as_mut().unwrap(), &mut said).unwrap();
+    assert!(
+        said.contains(&format!("host {HOST}: the connection closed while j")),
+        "{said}"
+    );
+    assert_eq!(foreground.0.wait().unwrap().code(), Some(255), "{said}");
+    // The relay ended with its channel.
+    assert!(
+        wait_until(Duration::from_secs(20), || relay_pids(
+            remote.near.runtime_dir()
+        )
+        .is_empty()),
+        "the relay outlived its SSH channel"
+    );
     assert!(
         background.iter().all(|&pid| alive(pid)),
         "the background job died with the connection"
@@ -278,4 +302,114 @@ async fn issue19_mcp_over_host_answers_bash() {
         "{text}"
     );
     let _ = client.cancel().await;
+}
+
+/// The children of `pid` now.
+fn children(pid: u32) -> Vec<u32> {
+    all_pids()
+        .into_iter()
+        .filter(|&child| parent_pid(child) == Some(pid))
+        .collect()
+}
+
+#[test]
+fn issue19_calls_share_one_relay_and_a_killed_caller_stops_only_its_job() {
+    let Some(remote) = Remote::start() else {
+        return;
+    };
+    let call = |sleep: &str| {
+        KillOnDrop(
+            remote
+                .bashc()
+                .args(["exec", "--timeout", "300", "--", sleep])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        )
+    };
+    let mut first = call("sleep 1904");
+    let first_sleep = wait_for_running("sleep 1904");
+    let second = call("sleep 1905");
+    let second_sleep = wait_for_running("sleep 1905");
+    // One relay here, one bridge there: both calls ride one SSH channel.
+    let relays = relay_pids(remote.near.runtime_dir());
+    assert_eq!(relays.len(), 1, "relays: {relays:?}");
+    let bridges = bridge_pids(remote.far.runtime_dir());
+    assert_eq!(bridges.len(), 1, "bridges: {bridges:?}");
+
+    // Killing one caller closes its connection only.
+    first.kill();
+    assert!(
+        wait_until(Duration::from_secs(20), || first_sleep
+            .iter()
+            .all(|&pid| !alive(pid))),
+        "the killed caller's job outlived it"
+    );
+    assert!(
+        second_sleep.iter().all(|&pid| alive(pid)),
+        "the other caller's job died too"
+    );
+    assert_eq!(relay_pids(remote.near.runtime_dir()), relays);
+    let out = remote.run(&["jobs", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert_eq!(bridge_pids(remote.far.runtime_dir()), bridges);
+    drop(second);
+    assert!(
+        wait_until(Duration::from_secs(20), || second_sleep
+            .iter()
+            .all(|&pid| !alive(pid))),
+        "the second caller's job outlived it"
+    );
+}
+
+#[test]
+fn issue19_an_idle_relay_ends_and_leaves_no_process() {
+    let Some(remote) = Remote::start() else {
+        return;
+    };
+    remote.near.write_config("[remote]\nrelay_idle_secs = 5\n");
+    let out = remote.run(&["exec", "--", "true"]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let relays = relay_pids(remote.near.runtime_dir());
+    assert_eq!(relays.len(), 1, "relays: {relays:?}");
+    let relay = relays[0];
+    let ssh = children(relay);
+    assert!(!ssh.is_empty(), "the relay has no ssh");
+    let bridges = bridge_pids(remote.far.runtime_dir());
+    assert_eq!(bridges.len(), 1, "bridges: {bridges:?}");
+    let socket_dir = remote.near.runtime_dir().join("remote");
+    let sockets = || {
+        std::fs::read_dir(&socket_dir)
+            .unwrap()
+            .filter(|entry| {
+                entry
+                    .as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .ends_with(".sock")
+            })
+            .count()
+    };
+    assert_eq!(sockets(), 1);
+
+    // Nobody calls: the relay goes, with its ssh, and the bridge there.
+    let gone = |pids: &[u32]| pids.iter().all(|&pid| !alive(pid));
+    assert!(
+        wait_until(Duration::from_secs(30), || gone(&[relay])),
+        "the idle relay stayed"
+    );
+    assert!(
+        wait_until(Duration::from_secs(20), || gone(&ssh) && gone(&bridges)),
+        "the relay left its ssh {ssh:?} or the bridge {bridges:?}"
+    );
+    assert_eq!(sockets(), 0, "the relay left its socket");
+
+    // The next call starts a new one.
+    let out = remote.run(&["exec", "--", "echo again-i19"]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert!(stdout(&out).contains("again-i19"), "{}", show(&out));
+    let new = relay_pids(remote.near.runtime_dir());
+    assert!(new.len() == 1 && new[0] != relay, "relays: {new:?}");
 }
