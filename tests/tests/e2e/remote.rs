@@ -301,6 +301,19 @@ async fn issue19_mcp_over_host_answers_bash() {
         text.contains(&format!("mcp-i19 {}", remote.far.runtime_dir().display())),
         "{text}"
     );
+    // Results and the instructions name the host: the agent may have a local bash too.
+    assert!(text.contains(&format!("host: {HOST}")), "{text}");
+    let instructions = client
+        .peer_info()
+        .and_then(|info| info.instructions.clone())
+        .unwrap_or_default();
+    assert!(
+        instructions.contains(&format!("runs on the host {HOST}")),
+        "{instructions}"
+    );
+    let result = super::mcp::call(&client, "bash_jobs", json!({})).await;
+    let text = format!("{:?}", result.content);
+    assert!(text.contains(&format!("host: {HOST}")), "{text}");
     let _ = client.cancel().await;
 }
 
