@@ -26,12 +26,12 @@ use bashd_protocol::{ClientFrame, ErrorKind, ErrorReply, PROTOCOL_VERSION, Reque
 use futures::{SinkExt, StreamExt};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, DuplexStream, WriteHalf};
 use tokio::net::UnixStream;
-use tokio::sync::mpsc;
+use tokio::sync::{Semaphore, mpsc};
 use tokio_util::codec::{FramedRead, FramedWrite};
 
 use crate::autostart::connect_or_start;
 use crate::client::ClientError;
-use crate::mux::{MAGIC, MAX_CHUNK, MUX_VERSION, MuxCodec, MuxError, MuxFrame};
+use crate::mux::{MAGIC, MAX_CHUNK, MUX_VERSION, MuxCodec, MuxError, MuxFrame, WINDOW};
 
 /// Why a bridge ended before its caller was done.
 #[derive(Debug, thiserror::Error)]
@@ -199,8 +199,10 @@ where
         Ok::<_, BridgeError>(())
     };
     let reader = async move {
-        // The caller's end of each connection, which the relay's bytes are written to.
-        let mut connections: HashMap<u32, WriteHalf<DuplexStream>> = HashMap::new();
+        // The caller's end of each connection, which the relay's bytes are written to,
+        // and the window of what may be sent it.
+        let mut connections: HashMap<u32, (WriteHalf<DuplexStream>, Arc<Semaphore>)> =
+            HashMap::new();
         while let Some(frame) = frames_in.next().await {
             match frame? {
                 MuxFrame::Open(id) => {
@@ -215,18 +217,26 @@ where
                         }
                     });
                     let (near_read, near_write) = tokio::io::split(near);
-                    tokio::spawn(pump(id, near_read, frames_tx.clone()));
-                    connections.insert(id, near_write);
+                    let window = Arc::new(Semaphore::new(WINDOW));
+                    tokio::spawn(pump(id, near_read, frames_tx.clone(), window.clone()));
+                    connections.insert(id, (near_write, window));
                 }
                 MuxFrame::Data(id, bytes) => {
-                    if let Some(connection) = connections.get_mut(&id)
+                    if let Some((connection, _)) = connections.get_mut(&id)
                         && connection.write_all(&bytes).await.is_err()
                     {
                         connections.remove(&id);
                     }
                 }
+                MuxFrame::Ack(id, count) => {
+                    if let Some((_, window)) = connections.get(&id) {
+                        window.add_permits(count as usize);
+                    }
+                }
                 MuxFrame::Close(id) => {
-                    if let Some(mut connection) = connections.remove(&id) {
+                    if let Some((mut connection, window)) = connections.remove(&id) {
+                        // Its pump may wait for a window that no one will give back.
+                        window.close();
                         // The connection's bridge reads its end, and closes its daemon
                         // connection.
                         let _ = connection.shutdown().await;
@@ -245,11 +255,22 @@ where
     }
 }
 
-/// Sends what the bridge of connection `id` writes as the connection's frames, then its
-/// `Close` when the bridge is done.
-async fn pump<R: AsyncRead + Unpin>(id: u32, mut from_bridge: R, frames: mpsc::Sender<MuxFrame>) {
+/// Sends what the bridge of connection `id` writes as the connection's frames, within
+/// its window, then its `Close` when the bridge is done.
+async fn pump<R: AsyncRead + Unpin>(
+    id: u32,
+    mut from_bridge: R,
+    frames: mpsc::Sender<MuxFrame>,
+    window: Arc<Semaphore>,
+) {
     let mut buffer = vec![0u8; MAX_CHUNK];
     while let Ok(n @ 1..) = from_bridge.read(&mut buffer).await {
+        // Waits while the relay's client has a window's worth unread; the relay's
+        // acknowledgements give it back.
+        match window.acquire_many(n as u32).await {
+            Ok(permits) => permits.forget(),
+            Err(_) => return,
+        }
         let chunk = bytes::Bytes::copy_from_slice(&buffer[..n]);
         if frames.send(MuxFrame::Data(id, chunk)).await.is_err() {
             return;

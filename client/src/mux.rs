@@ -11,6 +11,11 @@
 //! frame and exits, and the relay says so.
 //!
 //! A frame is `kind: u8, id: u32, length: u32` (big-endian) and `length` bytes.
+//!
+//! What the bridge sends a connection is bounded by a window: at most [`WINDOW`] bytes
+//! not yet acknowledged, and the relay acknowledges (`Ack`) what its client has been
+//! given. So a client that stops reading (`bashc follow | less`, paused) holds up its
+//! own connection, never the channel the others share.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use tokio_util::codec::{Decoder, Encoder};
@@ -23,6 +28,9 @@ pub(crate) const MUX_VERSION: u32 = 1;
 
 /// The most bytes one `Data` frame carries; a connection's bytes are cut to it.
 pub(crate) const MAX_CHUNK: usize = 64 * 1024;
+
+/// The most bytes the bridge sends one connection before the relay acknowledges them.
+pub(crate) const WINDOW: usize = 1024 * 1024;
 
 /// The header of a frame: kind, id, length.
 const HEADER: usize = 9;
@@ -39,6 +47,9 @@ pub(crate) enum MuxFrame {
     Data(u32, Bytes),
     /// A connection ended, either way; frames for it after this are dropped.
     Close(u32),
+    /// From the relay: this many more bytes of the connection reached its client, so
+    /// the bridge may send that many more.
+    Ack(u32, u32),
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -59,6 +70,7 @@ const HELLO: u8 = 0;
 const OPEN: u8 = 1;
 const DATA: u8 = 2;
 const CLOSE: u8 = 3;
+const ACK: u8 = 4;
 
 impl Decoder for MuxCodec {
     type Item = MuxFrame;
@@ -88,6 +100,10 @@ impl Decoder for MuxCodec {
             OPEN => MuxFrame::Open(id),
             DATA => MuxFrame::Data(id, payload),
             CLOSE => MuxFrame::Close(id),
+            ACK => match <[u8; 4]>::try_from(&payload[..]) {
+                Ok(count) => MuxFrame::Ack(id, u32::from_be_bytes(count)),
+                Err(_) => return Err(MuxError::UnknownKind(ACK)),
+            },
             other => return Err(MuxError::UnknownKind(other)),
         }))
     }
@@ -102,6 +118,7 @@ impl Encoder<MuxFrame> for MuxCodec {
             MuxFrame::Open(id) => (OPEN, id, Bytes::new()),
             MuxFrame::Data(id, bytes) => (DATA, id, bytes),
             MuxFrame::Close(id) => (CLOSE, id, Bytes::new()),
+            MuxFrame::Ack(id, count) => (ACK, id, Bytes::copy_from_slice(&count.to_be_bytes())),
         };
         if payload.len() > MAX_CHUNK {
             return Err(MuxError::TooLong(payload.len()));
@@ -138,6 +155,7 @@ mod tests {
             MuxFrame::Open(7),
             MuxFrame::Data(7, Bytes::from_static(b"hello")),
             MuxFrame::Data(7, Bytes::new()),
+            MuxFrame::Ack(7, 65536),
             MuxFrame::Close(7),
         ];
         let mut wire = BytesMut::new();

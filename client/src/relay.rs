@@ -56,9 +56,6 @@ const HELLO_TIMEOUT: Duration = Duration::from_secs(50);
 /// How long the client that starts a relay waits for its word.
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Chunks of the channel waiting for one client to read them.
-const CLIENT_QUEUE: usize = 64;
-
 /// The variable that names the host when `--host` does not; a relay takes its host
 /// from its argument only.
 const HOST_ENV: &str = "BASHD_HOST";
@@ -474,8 +471,9 @@ async fn serve(listener: UnixListener, channel: Channel, idle: Duration) -> Stri
         }
     });
     let (gone_tx, mut gone) = mpsc::unbounded_channel::<u32>();
-    // Each client's queue of the channel's bytes for it.
-    let mut clients: HashMap<u32, mpsc::Sender<Bytes>> = HashMap::new();
+    // Each client's queue of the channel's bytes for it: unbounded here, since the
+    // bridge sends no more than a window that the client's writer acknowledges.
+    let mut clients: HashMap<u32, mpsc::UnboundedSender<Bytes>> = HashMap::new();
     let mut next_id: u32 = 0;
     let idle_timer = tokio::time::sleep(idle);
     tokio::pin!(idle_timer);
@@ -497,15 +495,15 @@ async fn serve(listener: UnixListener, channel: Channel, idle: Duration) -> Stri
                     return "the channel closed".to_owned();
                 }
                 let (read, write) = stream.into_split();
-                let (queue, chunks) = mpsc::channel(CLIENT_QUEUE);
+                let (queue, chunks) = mpsc::unbounded_channel();
                 tokio::spawn(from_client(id, read, frames.clone(), gone_tx.clone()));
-                tokio::spawn(to_client(write, chunks));
+                tokio::spawn(to_client(id, write, chunks, frames.clone()));
                 clients.insert(id, queue);
             }
             frame = from_bridge.next() => match frame {
                 Some(Ok(MuxFrame::Data(id, bytes))) => {
                     if let Some(queue) = clients.get(&id)
-                        && queue.send(bytes).await.is_err()
+                        && queue.send(bytes).is_err()
                     {
                         clients.remove(&id);
                     }
@@ -514,7 +512,7 @@ async fn serve(listener: UnixListener, channel: Channel, idle: Duration) -> Stri
                     // Its writer sends what is queued, then closes the client's socket.
                     clients.remove(&id);
                 }
-                Some(Ok(MuxFrame::Open(_) | MuxFrame::Hello { .. })) => {}
+                Some(Ok(MuxFrame::Open(_) | MuxFrame::Ack(..) | MuxFrame::Hello { .. })) => {}
                 Some(Err(e)) => return format!("bad frame from the bridge: {e}"),
                 None => {
                     let said = String::from_utf8_lossy(&said.lock().expect("never poisoned"))
@@ -555,13 +553,19 @@ async fn from_client(
     let _ = gone.send(id);
 }
 
-/// Writes the channel's bytes for a client; closes its socket's write side when the
-/// connection ended there.
-async fn to_client(mut write: OwnedWriteHalf, mut chunks: mpsc::Receiver<Bytes>) {
+/// Writes the channel's bytes for a client, acknowledging each chunk once written;
+/// closes its socket's write side when the connection ended there.
+async fn to_client(
+    id: u32,
+    mut write: OwnedWriteHalf,
+    mut chunks: mpsc::UnboundedReceiver<Bytes>,
+    frames: mpsc::Sender<MuxFrame>,
+) {
     while let Some(chunk) = chunks.recv().await {
         if write.write_all(&chunk).await.is_err() {
             return;
         }
+        let _ = frames.send(MuxFrame::Ack(id, chunk.len() as u32)).await;
     }
     let _ = write.shutdown().await;
 }

@@ -426,3 +426,62 @@ fn issue19_an_idle_relay_ends_and_leaves_no_process() {
     let new = relay_pids(remote.near.runtime_dir());
     assert!(new.len() == 1 && new[0] != relay, "relays: {new:?}");
 }
+
+#[test]
+fn issue19_a_caller_that_stops_reading_holds_up_no_other_call() {
+    let Some(remote) = Remote::start() else {
+        return;
+    };
+    // About 30 MB of lines over some seconds, far more than a window and the socket
+    // buffers between the job and a reader.
+    let out = remote.run(&[
+        "exec",
+        "--json",
+        "--mode",
+        "background",
+        "--",
+        "for i in $(seq 1 300); do seq 1 20000; sleep 0.05; done; sleep 1906",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let job = job_id(&out);
+    // A follower whose stdout nobody reads: it stops reading its connection.
+    let mut stuck = KillOnDrop(
+        remote
+            .bashc()
+            .args(["follow", &job])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    for round in 0..6 {
+        let mut call = KillOnDrop(
+            remote
+                .bashc()
+                .args(["exec", "--", "echo ok-i19"])
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        );
+        assert!(
+            wait_until(Duration::from_secs(20), || call
+                .0
+                .try_wait()
+                .unwrap()
+                .is_some()),
+            "round {round}: a call waited behind the follower that does not read"
+        );
+        let mut said = String::new();
+        std::io::Read::read_to_string(call.0.stdout.as_mut().unwrap(), &mut said).unwrap();
+        assert!(said.contains("ok-i19"), "round {round}: {said}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    // The follower was held up, not cut off: its output is still coming.
+    let mut chunk = [0u8; 4096];
+    let read = std::io::Read::read(stuck.0.stdout.as_mut().unwrap(), &mut chunk).unwrap();
+    assert!(read > 0);
+    assert!(stuck.0.try_wait().unwrap().is_none(), "the follower ended");
+    stuck.kill();
+    let out = remote.run(&["kill", &job, "--json"]);
+    assert_eq!(json(&out)["state"], "killed", "{}", show(&out));
+}
