@@ -84,6 +84,8 @@ pub struct Client {
     /// no request names an owner there, since a local pid means nothing on that host;
     /// the bridge is the owner (DESIGN §14). A connection lost says the host.
     pub(crate) host: Option<std::sync::Arc<str>>,
+    /// For a connection to another host: the relay that carries it, its pid and socket.
+    pub(crate) relay: Option<std::sync::Arc<(u32, PathBuf)>>,
 }
 
 #[derive(Debug)]
@@ -190,6 +192,7 @@ impl Client {
             next_id: Default::default(),
             others: None,
             host: None,
+            relay: None,
         })
     }
 
@@ -204,6 +207,14 @@ impl Client {
     /// not named on purpose: the user's jobs are now split between daemons.
     pub fn other_daemons(&self) -> Option<&[OtherDaemon]> {
         self.others.as_deref().map(Vec::as_slice)
+    }
+
+    /// For a connection to another host's daemon: the pid and socket of this machine's
+    /// relay to that host, which carries it (ending it makes the next call reconnect).
+    pub fn relay(&self) -> Option<(u32, &Path)> {
+        self.relay
+            .as_deref()
+            .map(|(pid, socket)| (*pid, socket.as_path()))
     }
 
     /// Whether the connection has ended (the daemon went away): a request on it fails

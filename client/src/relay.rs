@@ -120,13 +120,22 @@ fn not_running(e: &std::io::Error) -> bool {
     )
 }
 
-/// A connection to `host`'s relay, started if none runs.
+/// A connection to `host`'s relay, started if none runs, and the relay's socket.
 pub(crate) async fn connect_relay(
     host: &str,
     runtime_dir: &Path,
-) -> Result<UnixStream, ClientError> {
+) -> Result<(UnixStream, PathBuf), ClientError> {
     let config = RemoteConfig::load();
     let paths = RelayPaths::new(runtime_dir, host, &config);
+    let stream = connect_or_start(host, runtime_dir, &paths).await?;
+    Ok((stream, paths.socket))
+}
+
+async fn connect_or_start(
+    host: &str,
+    runtime_dir: &Path,
+    paths: &RelayPaths,
+) -> Result<UnixStream, ClientError> {
     let unreachable = |e: std::io::Error| {
         remote_error(
             host,
@@ -171,7 +180,7 @@ pub(crate) async fn connect_relay(
         Err(e) if not_running(&e) => {}
         Err(e) => return Err(unreachable(e)),
     }
-    start_relay(host, runtime_dir, &paths).await?;
+    start_relay(host, runtime_dir, paths).await?;
     drop(lock);
     UnixStream::connect(&paths.socket)
         .await

@@ -109,11 +109,17 @@ pub(crate) async fn connect_remote(host: &str, runtime_dir: &Path) -> Result<Cli
     // A relay that was ending when it took the connection closes it unanswered: the
     // second try starts a new one.
     for attempt in 0..2 {
-        let stream = crate::relay::connect_relay(host, runtime_dir).await?;
+        let (stream, socket) = crate::relay::connect_relay(host, runtime_dir).await?;
+        let relay = stream
+            .peer_cred()
+            .ok()
+            .and_then(|cred| cred.pid())
+            .map(|pid| std::sync::Arc::new((pid as u32, socket)));
         let (read, write) = stream.into_split();
         match Client::handshake(read, write).await {
             Ok(mut client) => {
                 client.host = Some(host.into());
+                client.relay = relay;
                 return Ok(client);
             }
             Err(ClientError::Disconnected) if attempt == 0 => continue,

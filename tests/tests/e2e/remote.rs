@@ -350,6 +350,16 @@ fn issue19_calls_share_one_relay_and_a_killed_caller_stops_only_its_job() {
     assert_eq!(relays.len(), 1, "relays: {relays:?}");
     let bridges = bridge_pids(remote.far.runtime_dir());
     assert_eq!(bridges.len(), 1, "bridges: {bridges:?}");
+    // status names the host and the relay, so a user can make the next call reconnect.
+    let out = remote.run(&["status"]);
+    assert!(
+        stdout(&out).contains(&format!(
+            "host: {HOST}, through the relay pid {} (",
+            relays[0]
+        )),
+        "{}",
+        show(&out)
+    );
 
     // Killing one caller closes its connection only.
     first.kill();

@@ -560,6 +560,18 @@ async fn policy_check(args: PolicyCheckArgs, target: &bashc::Target) -> anyhow::
 async fn status(args: StatusArgs, target: &bashc::Target) -> anyhow::Result<u8> {
     let client = connect(target).await?;
     let status = client.status().await?;
-    print(args.json, &status, render::status_text)?;
+    print(args.json, &status, |status| {
+        let text = render::status_text(status);
+        match (target.host(), client.relay()) {
+            // How the call got there, and how to make the next one reconnect (after a
+            // change to ~/.ssh/config, say).
+            (Some(host), Some((pid, socket))) => format!(
+                "host: {host}, through the relay pid {pid} ({}; kill it to reconnect)\n{text}",
+                socket.display()
+            ),
+            (Some(host), None) => format!("host: {host}\n{text}"),
+            (None, _) => text,
+        }
+    })?;
     Ok(0)
 }
