@@ -341,6 +341,23 @@ fn issue19_calls_share_one_relay_and_a_killed_caller_stops_only_its_job() {
                 .unwrap(),
         )
     };
+    // Calls that find no relay at once start one between them.
+    let starters: Vec<_> = (0..3)
+        .map(|_| {
+            remote
+                .bashc()
+                .args(["exec", "--", "true"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for starter in starters {
+        let out = starter.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    }
+    assert_eq!(relay_pids(remote.near.runtime_dir()).len(), 1);
     let mut first = call("sleep 1904");
     let first_sleep = wait_for_running("sleep 1904");
     let second = call("sleep 1905");
@@ -494,4 +511,44 @@ fn issue19_a_caller_that_stops_reading_holds_up_no_other_call() {
     stuck.kill();
     let out = remote.run(&["kill", &job, "--json"]);
     assert_eq!(json(&out)["state"], "killed", "{}", show(&out));
+}
+
+/// The relay's words for a far side that speaks another relay version, or none: a
+/// stand-in bridge command, no sshd needed.
+#[test]
+fn issue19_a_bridge_of_another_version_is_named_with_the_side_to_upgrade() {
+    let near = Daemon::unstarted();
+    let call = |bridge: &str| {
+        near.bashc()
+            .env(bashc::BRIDGE_COMMAND_ENV, bridge)
+            .args(["--host", "fake-i19", "exec", "--", "true"])
+            .output()
+            .unwrap()
+    };
+    // A relay Hello of version 99 from "bashc 9.9 on far-i19".
+    let newer = call(r"printf '\000\000\000\000\143\000\000\000\024bashc 9.9 on far-i19'");
+    assert_eq!(newer.status.code(), Some(255), "{}", show(&newer));
+    let said = String::from_utf8_lossy(&newer.stderr);
+    assert!(
+        said.contains("host fake-i19: bashc 9.9 on far-i19 speaks relay version 99, but bashc")
+            && said.contains("upgrade bashc on this machine"),
+        "{said}"
+    );
+    // A bashc from before relays: its bridge takes the magic for a bad frame.
+    let older = call(
+        "cat >/dev/null & echo 'bashc: bad frame from the caller: frame too long' >&2; exit 1",
+    );
+    assert_eq!(older.status.code(), Some(255), "{}", show(&older));
+    let said = String::from_utf8_lossy(&older.stderr);
+    assert!(
+        said.contains("host fake-i19: the bashc on fake-i19 has no relay mode")
+            && said.contains("upgrade it there"),
+        "{said}"
+    );
+    // Neither left a relay behind.
+    assert!(
+        wait_until(Duration::from_secs(10), || relay_pids(near.runtime_dir())
+            .is_empty()),
+        "a relay that never got ready stayed"
+    );
 }
