@@ -24,7 +24,6 @@ use std::collections::HashMap;
 use std::fs::OpenOptions;
 use std::io::{BufRead, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -33,13 +32,13 @@ use std::time::Duration;
 use bashd_protocol::runtime;
 use bytes::Bytes;
 use futures::{SinkExt, StreamExt};
-use rustix::fs::{FlockOperation, flock};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::mpsc;
 use tokio_util::codec::{FramedRead, FramedWrite};
 
+use crate::autostart::{detach, lock_exclusive};
 use crate::client::ClientError;
 use crate::mux::{MAGIC, MAX_CHUNK, MUX_VERSION, MuxCodec, MuxFrame};
 use crate::remote::{
@@ -157,23 +156,9 @@ async fn connect_or_start(
         .expect("a relay's socket is in remote/");
     ensure_private_dir(dir)
         .map_err(|e| remote_error(host, format!("cannot make {}: {e}", dir.display())))?;
-    let lock_path = paths.lock.clone();
-    let lock = tokio::task::spawn_blocking(move || {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .open(&lock_path)
-            .map_err(|e| format!("cannot open {}: {e}", lock_path.display()))?;
-        flock(&file, FlockOperation::LockExclusive)
-            .map_err(|e| format!("cannot lock {}: {e}", lock_path.display()))?;
-        Ok::<_, String>(file)
-    })
-    .await
-    .map_err(|e| remote_error(host, e.to_string()))?
-    .map_err(|e| remote_error(host, e))?;
+    let lock = lock_exclusive(paths.lock.clone())
+        .await
+        .map_err(|e| remote_error(host, e))?;
     // Another client may have started it while this one waited for the lock.
     match UnixStream::connect(&paths.socket).await {
         Ok(stream) => return Ok(stream),
@@ -217,23 +202,8 @@ async fn start_relay(
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(log);
-    // SAFETY: setsid and close_range are async-signal-safe system calls.
-    unsafe {
-        command.pre_exec(|| {
-            // Out of the caller's session and process group: a Ctrl-C or a kill of
-            // the caller's group must not end the relay of every other client.
-            rustix::process::setsid()?;
-            // Descriptors an agent left without close-on-exec (a pipe it waits on for
-            // EOF) must not be held by a process that outlives the call.
-            libc::syscall(
-                libc::SYS_close_range,
-                3u32,
-                u32::MAX,
-                libc::CLOSE_RANGE_CLOEXEC,
-            );
-            Ok(())
-        });
-    }
+    // A Ctrl-C of the caller must not end the relay of every other client.
+    detach(&mut command);
     let mut child = command
         .spawn()
         .map_err(|e| remote_error(host, format!("cannot start a relay: {e}")))?;
