@@ -317,6 +317,14 @@ async fn daemon_socket(runtime_dir: &Path) -> Result<UnixStream, ClientError> {
     connect().await
 }
 
+/// Variables of the bridge's environment a job does not get: this daemon's runtime dir
+/// is set apart, and `SSH_CLIENT` (and the older `SSH2_CLIENT`) makes bash, as Debian
+/// and others build it, read `~/.bashrc` even for `bash -c`, since it takes itself for
+/// the shell sshd started: 200 ms of a pyenv init before every remote `true`, for an
+/// environment the login that started the bridge has set already. `SSH_CONNECTION`
+/// says the same and stays.
+const NOT_PASSED: &[&str] = &[runtime::RUNTIME_DIR_ENV, "SSH_CLIENT", "SSH2_CLIENT"];
+
 /// What the caller left to this host: an `Exec`'s environment (the bridge's own, with
 /// this daemon's runtime dir) and its working directory (relative to the login
 /// directory).
@@ -327,7 +335,7 @@ fn localize(mut request: Request, runtime_dir: &Path, home: &Path) -> Request {
             let key = runtime::RUNTIME_DIR_ENV.as_bytes();
             params.env = std::env::vars_os()
                 .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
-                .filter(|(k, _)| k != key)
+                .filter(|(k, _)| !NOT_PASSED.iter().any(|name| name.as_bytes() == k))
                 .collect();
             params
                 .env

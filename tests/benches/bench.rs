@@ -759,6 +759,18 @@ fn remote() {
             .unwrap();
         assert!(status.success());
     };
+    // The same without the master: a full SSH handshake, to show the master is warm.
+    let ssh_handshake = || {
+        let status = Command::new("ssh")
+            .arg("-F")
+            .arg(sshd.config())
+            .args(["-o", "ControlMaster=no", "-o", "ControlPath=none"])
+            .args([host, "true"])
+            .stdin(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success());
+    };
     let local_true = || {
         let out = local.run_bashc(&["exec", "--", "true"]);
         assert!(out.status.success());
@@ -766,6 +778,7 @@ fn remote() {
     const RUNS: usize = 30;
     let (remote, floor) = paired_medians(RUNS, over_host, ssh_true);
     let local = median(RUNS, local_true);
+    let handshake = median(10, ssh_handshake);
     // A first call: no relay (the last one killed), the master warm.
     let first = median_of(
         (0..7)
@@ -785,11 +798,12 @@ fn remote() {
             .collect(),
     );
     println!(
-        "remote: bashc --host exec -- true (warm relay) {:.1} ms median; local bashc exec -- true {:.1} ms ({:.2}x, target <= 2x); ssh HOST true on the warm master {:.1} ms; a first call, starting a relay on the warm master, {:.1} ms",
+        "remote: bashc --host exec -- true (warm relay) {:.1} ms median; local bashc exec -- true {:.1} ms ({:.2}x, target <= 2x); ssh HOST true on the warm master {:.1} ms, without a master {:.1} ms; a first call, starting a relay on the warm master, {:.1} ms",
         ms(remote),
         ms(local),
         remote.as_secs_f64() / local.as_secs_f64(),
         ms(floor),
+        ms(handshake),
         ms(first),
     );
 }

@@ -93,6 +93,13 @@ fn issue19_exec_background_check_wait_output_kill_over_host() {
     );
     let home = std::env::var("HOME").unwrap_or_default();
     assert!(text.contains(&home), "{}", show(&out));
+    // Without SSH_CLIENT, which would make bash read ~/.bashrc for every job there.
+    let out = remote.run(&[
+        "exec",
+        "--",
+        r#"echo "[${SSH_CLIENT-unset}] [${SSH_CONNECTION:+set}]""#,
+    ]);
+    assert!(stdout(&out).contains("[unset] [set]"), "{}", show(&out));
     // The far daemon holds it, in `<local session>@<local hostname>`.
     let listed = remote.far(&["jobs", "--all", "--json"]);
     assert_eq!(
