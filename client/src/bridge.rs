@@ -23,15 +23,16 @@ use std::sync::Arc;
 use bashd_protocol::codec::{ClientCodec, DaemonCodec};
 use bashd_protocol::runtime;
 use bashd_protocol::{ClientFrame, ErrorKind, ErrorReply, PROTOCOL_VERSION, Request, ServerFrame};
+use bytes::Bytes;
 use futures::{SinkExt, StreamExt};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, DuplexStream, WriteHalf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::UnixStream;
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::mpsc;
 use tokio_util::codec::{FramedRead, FramedWrite};
 
 use crate::autostart::connect_or_start;
 use crate::client::ClientError;
-use crate::mux::{MAGIC, MAX_CHUNK, MUX_VERSION, MuxCodec, MuxError, MuxFrame, WINDOW};
+use crate::mux::{MAGIC, MUX_VERSION, MuxCodec, MuxError, MuxFrame, Window, deliver, forward};
 
 /// Why a bridge ended before its caller was done.
 #[derive(Debug, thiserror::Error)]
@@ -199,10 +200,9 @@ where
         Ok::<_, BridgeError>(())
     };
     let reader = async move {
-        // The caller's end of each connection, which the relay's bytes are written to,
-        // and the window of what may be sent it.
-        let mut connections: HashMap<u32, (WriteHalf<DuplexStream>, Arc<Semaphore>)> =
-            HashMap::new();
+        // Each connection's queue of the relay's bytes for its bridge, and the window
+        // of what may be sent the relay.
+        let mut connections: HashMap<u32, (mpsc::UnboundedSender<Bytes>, Window)> = HashMap::new();
         while let Some(frame) = frames_in.next().await {
             match frame? {
                 MuxFrame::Open(id) => {
@@ -217,29 +217,30 @@ where
                         }
                     });
                     let (near_read, near_write) = tokio::io::split(near);
-                    let window = Arc::new(Semaphore::new(WINDOW));
-                    tokio::spawn(pump(id, near_read, frames_tx.clone(), window.clone()));
-                    connections.insert(id, (near_write, window));
+                    let window = Window::new();
+                    tokio::spawn(forward(id, near_read, window.clone(), frames_tx.clone()));
+                    let (queue, chunks) = mpsc::unbounded_channel();
+                    tokio::spawn(deliver(id, near_write, chunks, frames_tx.clone()));
+                    connections.insert(id, (queue, window));
                 }
                 MuxFrame::Data(id, bytes) => {
-                    if let Some((connection, _)) = connections.get_mut(&id)
-                        && connection.write_all(&bytes).await.is_err()
+                    if let Some((queue, _)) = connections.get(&id)
+                        && queue.send(bytes).is_err()
                     {
                         connections.remove(&id);
                     }
                 }
                 MuxFrame::Ack(id, count) => {
                     if let Some((_, window)) = connections.get(&id) {
-                        window.add_permits(count as usize);
+                        window.give(count);
                     }
                 }
                 MuxFrame::Close(id) => {
-                    if let Some((mut connection, window)) = connections.remove(&id) {
-                        // Its pump may wait for a window that no one will give back.
+                    // Its queue ends: what is in it is written, then the connection's
+                    // bridge reads the end and closes its daemon connection. Its
+                    // forward may wait for a window no one will give back.
+                    if let Some((_, window)) = connections.remove(&id) {
                         window.close();
-                        // The connection's bridge reads its end, and closes its daemon
-                        // connection.
-                        let _ = connection.shutdown().await;
                     }
                 }
                 MuxFrame::Hello { .. } => {}
@@ -253,30 +254,6 @@ where
         done = reader => done,
         done = writer => done,
     }
-}
-
-/// Sends what the bridge of connection `id` writes as the connection's frames, within
-/// its window, then its `Close` when the bridge is done.
-async fn pump<R: AsyncRead + Unpin>(
-    id: u32,
-    mut from_bridge: R,
-    frames: mpsc::Sender<MuxFrame>,
-    window: Arc<Semaphore>,
-) {
-    let mut buffer = vec![0u8; MAX_CHUNK];
-    while let Ok(n @ 1..) = from_bridge.read(&mut buffer).await {
-        // Waits while the relay's client has a window's worth unread; the relay's
-        // acknowledgements give it back.
-        match window.acquire_many(n as u32).await {
-            Ok(permits) => permits.forget(),
-            Err(_) => return,
-        }
-        let chunk = bytes::Bytes::copy_from_slice(&buffer[..n]);
-        if frames.send(MuxFrame::Data(id, chunk)).await.is_err() {
-            return;
-        }
-    }
-    let _ = frames.send(MuxFrame::Close(id)).await;
 }
 
 /// The error a caller of another protocol version gets, naming both sides.

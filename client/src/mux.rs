@@ -12,12 +12,19 @@
 //!
 //! A frame is `kind: u8, id: u32, length: u32` (big-endian) and `length` bytes.
 //!
-//! What the bridge sends a connection is bounded by a window: at most [`WINDOW`] bytes
-//! not yet acknowledged, and the relay acknowledges (`Ack`) what its client has been
-//! given. So a client that stops reading (`bashc follow | less`, paused) holds up its
-//! own connection, never the channel the others share.
+//! Each way of each connection has a window: a side sends at most [`WINDOW`] bytes the
+//! other has not acknowledged (`Ack`), and acknowledges what it has written on to the
+//! connection's end (the client's socket here, the pipe to the daemon connection
+//! there). Neither side ever waits on one connection while reading the channel, so a
+//! client that stops reading (`bashc follow | less`, paused), or a daemon connection
+//! that stops taking requests, holds up its own connection, never the channel the
+//! others share.
+
+use std::sync::Arc;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::{Semaphore, mpsc};
 use tokio_util::codec::{Decoder, Encoder};
 
 /// The first bytes a relay sends.
@@ -29,7 +36,7 @@ pub(crate) const MUX_VERSION: u32 = 1;
 /// The most bytes one `Data` frame carries; a connection's bytes are cut to it.
 pub(crate) const MAX_CHUNK: usize = 64 * 1024;
 
-/// The most bytes the bridge sends one connection before the relay acknowledges them.
+/// The most bytes one side sends a connection before the other acknowledges them.
 pub(crate) const WINDOW: usize = 1024 * 1024;
 
 /// The header of a frame: kind, id, length.
@@ -47,8 +54,8 @@ pub(crate) enum MuxFrame {
     Data(u32, Bytes),
     /// A connection ended, either way; frames for it after this are dropped.
     Close(u32),
-    /// From the relay: this many more bytes of the connection reached its client, so
-    /// the bridge may send that many more.
+    /// Either way: this many more bytes of the connection were written on to its
+    /// end, so the other side may send that many more.
     Ack(u32, u32),
 }
 
@@ -132,6 +139,82 @@ impl Encoder<MuxFrame> for MuxCodec {
     }
 }
 
+/// What this side may still send one connection: bytes, taken before a `Data` goes
+/// out and given back by the other side's `Ack`s.
+#[derive(Debug, Clone)]
+pub(crate) struct Window(Arc<Semaphore>);
+
+impl Window {
+    pub(crate) fn new() -> Window {
+        Window(Arc::new(Semaphore::new(WINDOW)))
+    }
+
+    /// Waits until `bytes` may be sent; false once the connection is closed.
+    async fn take(&self, bytes: usize) -> bool {
+        match self.0.acquire_many(bytes as u32).await {
+            Ok(permits) => {
+                permits.forget();
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// The other side wrote `bytes` more on.
+    pub(crate) fn give(&self, bytes: u32) {
+        self.0.add_permits(bytes as usize);
+    }
+
+    /// The connection is gone: a [`forward`] waiting for room gives up.
+    pub(crate) fn close(&self) {
+        self.0.close();
+    }
+}
+
+/// Sends what `from` yields as connection `id`'s `Data`, within its window, then its
+/// `Close` (at the end of `from`, or when the window is closed).
+pub(crate) async fn forward<R: AsyncRead + Unpin>(
+    id: u32,
+    mut from: R,
+    window: Window,
+    frames: mpsc::Sender<MuxFrame>,
+) {
+    let mut buffer = vec![0u8; MAX_CHUNK];
+    while let Ok(n @ 1..) = from.read(&mut buffer).await {
+        if !window.take(n).await {
+            break;
+        }
+        let chunk = Bytes::copy_from_slice(&buffer[..n]);
+        if frames.send(MuxFrame::Data(id, chunk)).await.is_err() {
+            return;
+        }
+    }
+    let _ = frames.send(MuxFrame::Close(id)).await;
+}
+
+/// Writes connection `id`'s chunks on to `to`, acknowledging each once written; shuts
+/// `to` down when the chunks end (the connection closed on the other side).
+pub(crate) async fn deliver<W: AsyncWrite + Unpin>(
+    id: u32,
+    mut to: W,
+    mut chunks: mpsc::UnboundedReceiver<Bytes>,
+    frames: mpsc::Sender<MuxFrame>,
+) {
+    while let Some(chunk) = chunks.recv().await {
+        if to.write_all(&chunk).await.is_err() {
+            return;
+        }
+        if frames
+            .send(MuxFrame::Ack(id, chunk.len() as u32))
+            .await
+            .is_err()
+        {
+            return;
+        }
+    }
+    let _ = to.shutdown().await;
+}
+
 /// Who this side is, for the other side's messages.
 pub(crate) fn speaker() -> String {
     format!(
@@ -172,6 +255,39 @@ mod tests {
             }
         }
         assert_eq!(decoded, frames);
+    }
+
+    /// What a side sends one connection stops at a window until the other side
+    /// acknowledges some; then as much more goes, a whole chunk at a time.
+    #[tokio::test]
+    async fn a_connection_sends_no_more_than_its_window() {
+        let (mut source, from) = tokio::io::duplex(4 * WINDOW);
+        source.write_all(&vec![7u8; 2 * WINDOW]).await.unwrap();
+        let window = Window::new();
+        let (frames, mut sent) = mpsc::channel(1024);
+        tokio::spawn(forward(1, from, window.clone(), frames));
+        let mut total = 0;
+        let quiet = std::time::Duration::from_millis(300);
+        while let Ok(Some(MuxFrame::Data(1, chunk))) =
+            tokio::time::timeout(quiet, sent.recv()).await
+        {
+            total += chunk.len();
+        }
+        assert_eq!(total, WINDOW);
+        // A chunk waits for room for all of it.
+        window.give(1000);
+        assert!(tokio::time::timeout(quiet, sent.recv()).await.is_err());
+        window.give(MAX_CHUNK as u32 - 1000);
+        let mut more = 0;
+        while let Ok(Some(MuxFrame::Data(1, chunk))) =
+            tokio::time::timeout(quiet, sent.recv()).await
+        {
+            more += chunk.len();
+        }
+        assert_eq!(more, MAX_CHUNK);
+        // Closed, it gives up, and says the connection closed.
+        window.close();
+        assert_eq!(sent.recv().await, Some(MuxFrame::Close(1)));
     }
 
     #[test]

@@ -18,7 +18,8 @@
 //! accepted in the instant before, which its caller retries once.
 //!
 //! The relay's main loop owns the table of connections; a task per client reads its
-//! socket into frames for the channel, another writes the channel's bytes for it.
+//! socket into frames for the channel (`mux::forward`), another writes the channel's
+//! bytes for it (`mux::deliver`).
 
 use std::collections::HashMap;
 use std::fs::OpenOptions;
@@ -32,15 +33,14 @@ use std::time::Duration;
 use bashd_protocol::runtime;
 use bytes::Bytes;
 use futures::{SinkExt, StreamExt};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::mpsc;
 use tokio_util::codec::{FramedRead, FramedWrite};
 
 use crate::autostart::{detach, lock_exclusive};
 use crate::client::ClientError;
-use crate::mux::{MAGIC, MAX_CHUNK, MUX_VERSION, MuxCodec, MuxFrame};
+use crate::mux::{MAGIC, MUX_VERSION, MuxCodec, MuxFrame, Window, deliver, forward};
 use crate::remote::{
     EXIT_WAIT, RemoteConfig, STDERR_WAIT, bridge_command, ensure_private_dir, explain, keep_tail,
     remote_error,
@@ -450,9 +450,10 @@ async fn serve(listener: UnixListener, channel: Channel, idle: Duration) -> Stri
         }
     });
     let (gone_tx, mut gone) = mpsc::unbounded_channel::<u32>();
-    // Each client's queue of the channel's bytes for it: unbounded here, since the
-    // bridge sends no more than a window that the client's writer acknowledges.
-    let mut clients: HashMap<u32, mpsc::UnboundedSender<Bytes>> = HashMap::new();
+    // Each client's queue of the channel's bytes for it (unbounded here, since the
+    // bridge sends no more than a window that the client's writer acknowledges), and
+    // the window of what may be sent the bridge for it.
+    let mut clients: HashMap<u32, (mpsc::UnboundedSender<Bytes>, Window)> = HashMap::new();
     let mut next_id: u32 = 0;
     let idle_timer = tokio::time::sleep(idle);
     tokio::pin!(idle_timer);
@@ -475,23 +476,37 @@ async fn serve(listener: UnixListener, channel: Channel, idle: Duration) -> Stri
                 }
                 let (read, write) = stream.into_split();
                 let (queue, chunks) = mpsc::unbounded_channel();
-                tokio::spawn(from_client(id, read, frames.clone(), gone_tx.clone()));
-                tokio::spawn(to_client(id, write, chunks, frames.clone()));
-                clients.insert(id, queue);
+                let window = Window::new();
+                let (frames_in, gone) = (frames.clone(), gone_tx.clone());
+                let upstream = window.clone();
+                tokio::spawn(async move {
+                    forward(id, read, upstream, frames_in).await;
+                    let _ = gone.send(id);
+                });
+                tokio::spawn(deliver(id, write, chunks, frames.clone()));
+                clients.insert(id, (queue, window));
             }
             frame = from_bridge.next() => match frame {
                 Some(Ok(MuxFrame::Data(id, bytes))) => {
-                    if let Some(queue) = clients.get(&id)
+                    if let Some((queue, _)) = clients.get(&id)
                         && queue.send(bytes).is_err()
                     {
                         clients.remove(&id);
                     }
                 }
-                Some(Ok(MuxFrame::Close(id))) => {
-                    // Its writer sends what is queued, then closes the client's socket.
-                    clients.remove(&id);
+                Some(Ok(MuxFrame::Ack(id, count))) => {
+                    if let Some((_, window)) = clients.get(&id) {
+                        window.give(count);
+                    }
                 }
-                Some(Ok(MuxFrame::Open(_) | MuxFrame::Ack(..) | MuxFrame::Hello { .. })) => {}
+                Some(Ok(MuxFrame::Close(id))) => {
+                    // Its writer sends what is queued, then closes the client's socket;
+                    // what the client still sends has nowhere to go.
+                    if let Some((_, window)) = clients.remove(&id) {
+                        window.close();
+                    }
+                }
+                Some(Ok(MuxFrame::Open(_) | MuxFrame::Hello { .. })) => {}
                 Some(Err(e)) => return format!("bad frame from the bridge: {e}"),
                 None => {
                     let said = String::from_utf8_lossy(&said.lock().expect("never poisoned"))
@@ -512,41 +527,6 @@ async fn serve(listener: UnixListener, channel: Channel, idle: Duration) -> Stri
             .as_mut()
             .reset(tokio::time::Instant::now() + idle);
     }
-}
-
-/// Sends what a client writes as its connection's frames, then `Close`.
-async fn from_client(
-    id: u32,
-    mut read: OwnedReadHalf,
-    frames: mpsc::Sender<MuxFrame>,
-    gone: mpsc::UnboundedSender<u32>,
-) {
-    let mut buffer = vec![0u8; MAX_CHUNK];
-    while let Ok(n @ 1..) = read.read(&mut buffer).await {
-        let chunk = Bytes::copy_from_slice(&buffer[..n]);
-        if frames.send(MuxFrame::Data(id, chunk)).await.is_err() {
-            break;
-        }
-    }
-    let _ = frames.send(MuxFrame::Close(id)).await;
-    let _ = gone.send(id);
-}
-
-/// Writes the channel's bytes for a client, acknowledging each chunk once written;
-/// closes its socket's write side when the connection ended there.
-async fn to_client(
-    id: u32,
-    mut write: OwnedWriteHalf,
-    mut chunks: mpsc::UnboundedReceiver<Bytes>,
-    frames: mpsc::Sender<MuxFrame>,
-) {
-    while let Some(chunk) = chunks.recv().await {
-        if write.write_all(&chunk).await.is_err() {
-            return;
-        }
-        let _ = frames.send(MuxFrame::Ack(id, chunk.len() as u32)).await;
-    }
-    let _ = write.shutdown().await;
 }
 
 #[cfg(test)]
