@@ -459,6 +459,23 @@ fn issue19_an_idle_relay_ends_and_leaves_no_process() {
     assert!(stdout(&out).contains("again-i19"), "{}", show(&out));
     let new = relay_pids(remote.near.runtime_dir());
     assert!(new.len() == 1 && new[0] != relay, "relays: {new:?}");
+
+    // A relay killed outright leaves nothing either: its ssh sees its stdin close, and
+    // the bridge there its channel.
+    let ssh = children(new[0]);
+    let bridges = bridge_pids(remote.far.runtime_dir());
+    assert!(!ssh.is_empty() && bridges.len() == 1, "{ssh:?} {bridges:?}");
+    let _ = rustix::process::kill_process(
+        rustix::process::Pid::from_raw(new[0] as i32).unwrap(),
+        rustix::process::Signal::KILL,
+    );
+    assert!(
+        wait_until(Duration::from_secs(20), || gone(&ssh) && gone(&bridges)),
+        "a killed relay left its ssh {ssh:?} or the bridge {bridges:?}"
+    );
+    // Its socket is left, stale: the next call starts a relay over it.
+    let out = remote.run(&["exec", "--", "true"]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
 }
 
 #[test]
