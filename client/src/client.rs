@@ -1,5 +1,5 @@
-//! One connection to the daemon, over any byte stream: the runtime dir's Unix socket
-//! today, an SSH channel to another host's daemon later. A connection task owns the
+//! One connection to the daemon, over any byte stream: the runtime dir's Unix socket,
+//! or the socket of this machine's relay to another host's daemon. A connection task owns the
 //! stream and the table of requests in flight; `Client` handles send it requests and
 //! get their responses on channels of their own.
 

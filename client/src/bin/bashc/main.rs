@@ -49,10 +49,10 @@ struct Cli {
     /// /tmp/bashd-$UID).
     #[arg(long, global = true, value_name = "DIR")]
     runtime_dir: Option<PathBuf>,
-    /// Act on HOST's bashd, over SSH (`ssh HOST bashc bridge`, one multiplexed
-    /// connection per host; default: $BASHD_HOST, else this machine). Sessions not
-    /// named with --session are `<the local default>@<this hostname>` there. `jobs
-    /// --all` takes it several times.
+    /// Act on HOST's bashd, over SSH (`ssh HOST bashc bridge`, kept open by a relay
+    /// per host that every call shares; default: $BASHD_HOST, else this machine).
+    /// Sessions not named with --session are `<the local default>@<this hostname>`
+    /// there. `jobs --all` takes it several times.
     #[arg(long, global = true, value_name = "HOST")]
     host: Vec<String>,
     #[command(subcommand)]
