@@ -576,3 +576,37 @@ fn issue19_a_bridge_of_another_version_is_named_with_the_side_to_upgrade() {
         "a relay that never got ready stayed"
     );
 }
+
+/// `ssh HOST bashc bridge` by hand, as a bashc from before relays runs it: the bridge
+/// serves that one caller, with no relay between.
+#[tokio::test]
+async fn issue19_a_bridge_still_serves_a_single_caller_without_a_relay() {
+    let Some(remote) = Remote::start() else {
+        return;
+    };
+    let command = remote
+        .sshd
+        .bridge_command(remote.far.runtime_dir(), &remote.far.config_home())
+        .replace("{host}", HOST)
+        .replace("{control}", "none")
+        .replace("{bashc}", "bashc");
+    let mut child = tokio::process::Command::new("sh")
+        .arg("-c")
+        .arg(&command)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let (stdout, stdin) = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
+    let client = bashc::Client::handshake(stdout, stdin).await.unwrap();
+    let status = client.status().await.unwrap();
+    assert_eq!(
+        Path::new(&status.runtime_dir),
+        remote.far.runtime_dir(),
+        "{status:?}"
+    );
+    assert!(relay_pids(remote.near.runtime_dir()).is_empty());
+    drop(client);
+    let _ = tokio::time::timeout(Duration::from_secs(20), child.wait()).await;
+}
