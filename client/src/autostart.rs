@@ -37,23 +37,9 @@ pub(crate) async fn connect_or_start(runtime_dir: &Path) -> Result<Client, Clien
     }
     runtime::ensure_runtime_dir(runtime_dir).map_err(|e| ClientError::Autostart(e.to_string()))?;
 
-    let lock_path = runtime::autostart_lock_path(runtime_dir);
-    let lock = tokio::task::spawn_blocking(move || {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .open(&lock_path)
-            .map_err(|e| format!("cannot open {}: {e}", lock_path.display()))?;
-        flock(&file, FlockOperation::LockExclusive)
-            .map_err(|e| format!("cannot lock {}: {e}", lock_path.display()))?;
-        Ok::<_, String>(file)
-    })
-    .await
-    .map_err(|e| ClientError::Autostart(e.to_string()))?
-    .map_err(ClientError::Autostart)?;
+    let lock = lock_exclusive(runtime::autostart_lock_path(runtime_dir))
+        .await
+        .map_err(ClientError::Autostart)?;
 
     // Another client may have started it while this one waited for the lock.
     match Client::connect(&socket).await {
@@ -179,12 +165,26 @@ fn spawn_daemon(
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(log);
+    detach(&mut command);
+    command.spawn().map_err(|e| {
+        ClientError::Autostart(format!(
+            "cannot run {}: {e} (build it with `cargo build --release`, or put bashd on PATH)",
+            command.get_program().to_string_lossy()
+        ))
+    })
+}
+
+/// Makes `command` start a process that outlives its caller: in a session of its own
+/// (a Ctrl-C or a kill of the caller's process group does not reach it), holding no
+/// descriptor of the caller's but its stdio.
+pub(crate) fn detach(command: &mut Command) {
     // SAFETY: setsid and close_range are async-signal-safe system calls.
     unsafe {
         command.pre_exec(|| {
             rustix::process::setsid()?;
             // An agent's runtime may hand bashc descriptors without close-on-exec (a
-            // pipe it waits on for EOF); the daemon must not keep them.
+            // pipe it waits on for EOF); a process that outlives the call must not
+            // keep them.
             libc::syscall(
                 libc::SYS_close_range,
                 3u32,
@@ -194,12 +194,26 @@ fn spawn_daemon(
             Ok(())
         });
     }
-    command.spawn().map_err(|e| {
-        ClientError::Autostart(format!(
-            "cannot run {}: {e} (build it with `cargo build --release`, or put bashd on PATH)",
-            command.get_program().to_string_lossy()
-        ))
+}
+
+/// Takes an exclusive lock on the file `path` (made if missing), waiting for it on a
+/// blocking thread; the lock is held until the file is dropped.
+pub(crate) async fn lock_exclusive(path: PathBuf) -> Result<std::fs::File, String> {
+    tokio::task::spawn_blocking(move || {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+        flock(&file, FlockOperation::LockExclusive)
+            .map_err(|e| format!("cannot lock {}: {e}", path.display()))?;
+        Ok(file)
     })
+    .await
+    .map_err(|e| e.to_string())?
 }
 
 /// Waits until the daemon just started answers on `socket`.

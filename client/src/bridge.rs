@@ -2,6 +2,13 @@
 //! stdout (an SSH channel) to this machine's daemon, started if none answers, so the
 //! framed protocol runs over SSH as it runs over the socket.
 //!
+//! A channel carries one connection, or, when it starts with the relay's magic
+//! (`mux.rs`), many: the relay of the calling machine keeps the channel open and names
+//! each of its clients' connections by an id, and the bridge opens one daemon
+//! connection per id. So each caller keeps a daemon connection of its own, and closing
+//! it (the caller killed) stops its foreground jobs and no one else's; the channel
+//! closing closes them all.
+//!
 //! The daemon's frames pass through as bytes. The client's frames are decoded and
 //! re-encoded, because three things the caller cannot know belong to this side: the
 //! `Hello`'s pid becomes the bridge's own, so the bridge owns the remote session and a
@@ -9,18 +16,23 @@
 //! (the login environment of this host); and an `Exec` whose working directory is empty
 //! or relative runs in, or under, the bridge's (the login directory).
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use bashd_protocol::codec::{ClientCodec, DaemonCodec};
 use bashd_protocol::runtime;
 use bashd_protocol::{ClientFrame, ErrorKind, ErrorReply, PROTOCOL_VERSION, Request, ServerFrame};
+use bytes::Bytes;
 use futures::{SinkExt, StreamExt};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::UnixStream;
+use tokio::sync::mpsc;
 use tokio_util::codec::{FramedRead, FramedWrite};
 
 use crate::autostart::connect_or_start;
 use crate::client::ClientError;
+use crate::mux::{MAGIC, MUX_VERSION, MuxCodec, MuxError, MuxFrame, Window, deliver, forward};
 
 /// Why a bridge ended before its caller was done.
 #[derive(Debug, thiserror::Error)]
@@ -29,14 +41,52 @@ pub enum BridgeError {
     Daemon(#[from] ClientError),
     #[error("bad frame from the caller: {0}")]
     Frame(#[from] bashd_protocol::FrameError),
+    #[error("bad frame from the relay: {0}")]
+    Mux(#[from] MuxError),
     #[error("cannot relay between the SSH channel and bashd: {0}")]
     Io(#[from] std::io::Error),
 }
 
-/// Relays stdin and stdout to the daemon of `runtime_dir` until either side closes.
+/// How many bytes of one relayed connection wait between the channel and its bridge.
+const CONNECTION_BUFFER: usize = 256 * 1024;
+
+/// Relays stdin and stdout to the daemon of `runtime_dir` until either side closes:
+/// one connection, or a relay's many.
 pub async fn bridge(runtime_dir: &Path) -> Result<(), BridgeError> {
-    let mut from_caller = FramedRead::new(tokio::io::stdin(), DaemonCodec::default());
-    let mut to_caller = FramedWrite::new(tokio::io::stdout(), DaemonCodec::default());
+    let mut stdin = tokio::io::stdin();
+    let mut head = [0u8; MAGIC.len()];
+    let mut read = 0;
+    while read < head.len() {
+        match stdin.read(&mut head[read..]).await? {
+            0 => break,
+            n => read += n,
+        }
+    }
+    let home: Arc<Path> = std::env::current_dir()
+        .unwrap_or_else(|_| PathBuf::from("/"))
+        .into();
+    let runtime_dir: Arc<Path> = runtime_dir.into();
+    if head == MAGIC {
+        return serve_mux(stdin, tokio::io::stdout(), runtime_dir, home).await;
+    }
+    // A single caller: its first bytes are the start of its `Hello`.
+    let from_caller = std::io::Cursor::new(head[..read].to_vec()).chain(stdin);
+    serve_connection(from_caller, tokio::io::stdout(), &runtime_dir, &home).await
+}
+
+/// One caller's connection to the daemon of `runtime_dir`, over any pair of streams.
+async fn serve_connection<R, W>(
+    from_caller: R,
+    to_caller: W,
+    runtime_dir: &Path,
+    home: &Path,
+) -> Result<(), BridgeError>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut from_caller = FramedRead::new(from_caller, DaemonCodec::default());
+    let mut to_caller = FramedWrite::new(to_caller, DaemonCodec::default());
     let hello = match from_caller.next().await {
         Some(Ok(ClientFrame::Hello(hello))) => hello,
         // The caller went away, or is not a bashc: nothing to relay.
@@ -60,19 +110,30 @@ pub async fn bridge(runtime_dir: &Path) -> Result<(), BridgeError> {
             .await?;
         return Ok(());
     }
-    let socket = daemon_socket(runtime_dir).await?;
+    let socket = match daemon_socket(runtime_dir).await {
+        Ok(socket) => socket,
+        Err(e) => {
+            // Said to the caller, who names the host; the bridge serves on.
+            let host = crate::remote::hostname();
+            let fatal = ErrorReply::new(
+                ErrorKind::Internal,
+                format!("bashd on {host} does not answer and cannot be started there: {e}"),
+            );
+            to_caller.send(ServerFrame::Fatal(fatal)).await?;
+            return Err(e.into());
+        }
+    };
     let (from_daemon, to_daemon) = socket.into_split();
     let mut to_daemon = FramedWrite::new(to_daemon, ClientCodec::default());
     let mut hello = hello;
     hello.pid = std::process::id();
     to_daemon.send(ClientFrame::Hello(hello)).await?;
 
-    let home = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
     let upstream = async {
         while let Some(frame) = from_caller.next().await {
             let frame = match frame? {
                 ClientFrame::Request(id, request) => {
-                    ClientFrame::Request(id, localize(request, runtime_dir, &home))
+                    ClientFrame::Request(id, localize(request, runtime_dir, home))
                 }
                 hello @ ClientFrame::Hello(_) => hello,
             };
@@ -81,9 +142,9 @@ pub async fn bridge(runtime_dir: &Path) -> Result<(), BridgeError> {
         Ok::<_, BridgeError>(())
     };
     let downstream = async {
-        let mut stdout = tokio::io::stdout();
-        tokio::io::copy(&mut tokio::io::BufReader::new(from_daemon), &mut stdout).await?;
-        stdout.flush().await?;
+        let mut to_caller = to_caller.into_inner();
+        tokio::io::copy(&mut tokio::io::BufReader::new(from_daemon), &mut to_caller).await?;
+        to_caller.flush().await?;
         Ok::<_, BridgeError>(())
     };
     // Either end closing ends the bridge: a caller gone (SSH dropped) closes the
@@ -92,6 +153,106 @@ pub async fn bridge(runtime_dir: &Path) -> Result<(), BridgeError> {
     tokio::select! {
         done = upstream => done,
         done = downstream => done,
+    }
+}
+
+/// A relay's channel: answers its `Hello`, then serves each connection it opens with a
+/// daemon connection of its own, until the channel closes (which closes them all).
+async fn serve_mux<R, W>(
+    from_relay: R,
+    to_relay: W,
+    runtime_dir: Arc<Path>,
+    home: Arc<Path>,
+) -> Result<(), BridgeError>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut frames_in = FramedRead::new(from_relay, MuxCodec);
+    let mut frames_out = FramedWrite::new(to_relay, MuxCodec);
+    let version = match frames_in.next().await {
+        Some(Ok(MuxFrame::Hello { version, .. })) => version,
+        Some(Ok(_)) | None => return Ok(()),
+        Some(Err(e)) => return Err(e.into()),
+    };
+    frames_out
+        .send(MuxFrame::Hello {
+            version: MUX_VERSION,
+            speaker: crate::mux::speaker(),
+        })
+        .await?;
+    if version != MUX_VERSION {
+        // The relay says which side to upgrade; it has this side's version now.
+        return Ok(());
+    }
+
+    // The connections' pumps and the loop below send frames; one writer owns stdout.
+    let (frames_tx, mut frames_rx) = mpsc::channel::<MuxFrame>(256);
+    let writer = async move {
+        while let Some(frame) = frames_rx.recv().await {
+            frames_out.feed(frame).await?;
+            // Write out what is queued now in one go, then flush.
+            while let Ok(frame) = frames_rx.try_recv() {
+                frames_out.feed(frame).await?;
+            }
+            frames_out.flush().await?;
+        }
+        Ok::<_, BridgeError>(())
+    };
+    let reader = async move {
+        // Each connection's queue of the relay's bytes for its bridge, and the window
+        // of what may be sent the relay.
+        let mut connections: HashMap<u32, (mpsc::UnboundedSender<Bytes>, Window)> = HashMap::new();
+        while let Some(frame) = frames_in.next().await {
+            match frame? {
+                MuxFrame::Open(id) => {
+                    let (near, far) = tokio::io::duplex(CONNECTION_BUFFER);
+                    let (far_read, far_write) = tokio::io::split(far);
+                    let (runtime_dir, home) = (runtime_dir.clone(), home.clone());
+                    tokio::spawn(async move {
+                        if let Err(e) =
+                            serve_connection(far_read, far_write, &runtime_dir, &home).await
+                        {
+                            eprintln!("bashc bridge: connection {id}: {e}");
+                        }
+                    });
+                    let (near_read, near_write) = tokio::io::split(near);
+                    let window = Window::new();
+                    tokio::spawn(forward(id, near_read, window.clone(), frames_tx.clone()));
+                    let (queue, chunks) = mpsc::unbounded_channel();
+                    tokio::spawn(deliver(id, near_write, chunks, frames_tx.clone()));
+                    connections.insert(id, (queue, window));
+                }
+                MuxFrame::Data(id, bytes) => {
+                    if let Some((queue, _)) = connections.get(&id)
+                        && queue.send(bytes).is_err()
+                    {
+                        connections.remove(&id);
+                    }
+                }
+                MuxFrame::Ack(id, count) => {
+                    if let Some((_, window)) = connections.get(&id) {
+                        window.give(count);
+                    }
+                }
+                MuxFrame::Close(id) => {
+                    // Its queue ends: what is in it is written, then the connection's
+                    // bridge reads the end and closes its daemon connection. Its
+                    // forward may wait for a window no one will give back.
+                    if let Some((_, window)) = connections.remove(&id) {
+                        window.close();
+                    }
+                }
+                MuxFrame::Hello { .. } => {}
+            }
+        }
+        Ok::<_, BridgeError>(())
+    };
+    // The channel closing (the relay gone, SSH dropped) ends the process, and with it
+    // every daemon connection.
+    tokio::select! {
+        done = reader => done,
+        done = writer => done,
     }
 }
 
@@ -133,6 +294,14 @@ async fn daemon_socket(runtime_dir: &Path) -> Result<UnixStream, ClientError> {
     connect().await
 }
 
+/// Variables of the bridge's environment a job does not get: this daemon's runtime dir
+/// is set apart, and `SSH_CLIENT` (and the older `SSH2_CLIENT`) makes bash, as Debian
+/// and others build it, read `~/.bashrc` even for `bash -c`, since it takes itself for
+/// the shell sshd started: 200 ms of a pyenv init before every remote `true`, for an
+/// environment the login that started the bridge has set already. `SSH_CONNECTION`
+/// says the same and stays.
+const NOT_PASSED: &[&str] = &[runtime::RUNTIME_DIR_ENV, "SSH_CLIENT", "SSH2_CLIENT"];
+
 /// What the caller left to this host: an `Exec`'s environment (the bridge's own, with
 /// this daemon's runtime dir) and its working directory (relative to the login
 /// directory).
@@ -143,7 +312,7 @@ fn localize(mut request: Request, runtime_dir: &Path, home: &Path) -> Request {
             let key = runtime::RUNTIME_DIR_ENV.as_bytes();
             params.env = std::env::vars_os()
                 .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
-                .filter(|(k, _)| k != key)
+                .filter(|(k, _)| !NOT_PASSED.iter().any(|name| name.as_bytes() == k))
                 .collect();
             params
                 .env

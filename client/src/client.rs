@@ -1,5 +1,5 @@
-//! One connection to the daemon, over any byte stream: the runtime dir's Unix socket
-//! today, an SSH channel to another host's daemon later. A connection task owns the
+//! One connection to the daemon, over any byte stream: the runtime dir's Unix socket,
+//! or the socket of this machine's relay to another host's daemon. A connection task owns the
 //! stream and the table of requests in flight; `Client` handles send it requests and
 //! get their responses on channels of their own.
 
@@ -60,6 +60,11 @@ pub enum ClientError {
     DiedDuring { doing: &'static str, job: String },
     #[error("host {host}: {message}")]
     Remote { host: String, message: String },
+    /// The connection to another host closed under a call: its ssh, or this machine's
+    /// relay to it, ended. What ran in the foreground there (`job`) stopped with it;
+    /// background jobs run on, and the next call reconnects.
+    #[error("host {host}: the connection closed{} (its ssh, or the relay to it, ended); a foreground job there stops with its connection, background jobs run on, and the next call reconnects", .job.map(|job| format!(" while {job} ran there")).unwrap_or_default())]
+    Lost { host: String, job: Option<JobId> },
 }
 
 impl ClientError {
@@ -79,10 +84,12 @@ pub struct Client {
     /// Set when this connection's daemon was started for it: the daemons of this user
     /// that were alive under other runtime directories then.
     pub(crate) others: Option<std::sync::Arc<Vec<OtherDaemon>>>,
-    /// Set for a connection to another host's daemon (through `bashc bridge`): no
-    /// request names an owner there, since a local pid means nothing on that host; the
-    /// bridge is the owner (DESIGN §14).
-    pub(crate) remote: bool,
+    /// The host, for a connection to another host's daemon (through `bashc bridge`):
+    /// no request names an owner there, since a local pid means nothing on that host;
+    /// the bridge is the owner (DESIGN §14). A connection lost says the host.
+    pub(crate) host: Option<std::sync::Arc<str>>,
+    /// For a connection to another host: the relay that carries it, its pid and socket.
+    pub(crate) relay: Option<std::sync::Arc<(u32, PathBuf)>>,
 }
 
 #[derive(Debug)]
@@ -98,6 +105,7 @@ struct Outgoing {
 pub struct Responses {
     id: RequestId,
     rx: mpsc::Receiver<Response>,
+    host: Option<std::sync::Arc<str>>,
 }
 
 impl Responses {
@@ -109,7 +117,18 @@ impl Responses {
     /// The next response; `Err(Disconnected)` if the connection ended before the
     /// request's final response.
     pub async fn next(&mut self) -> Result<Response, ClientError> {
-        self.rx.recv().await.ok_or(ClientError::Disconnected)
+        self.rx.recv().await.ok_or_else(|| gone(&self.host))
+    }
+}
+
+/// The error of a connection that ended: to another host, it says which.
+fn gone(host: &Option<std::sync::Arc<str>>) -> ClientError {
+    match host {
+        Some(host) => ClientError::Lost {
+            host: host.to_string(),
+            job: None,
+        },
+        None => ClientError::Disconnected,
     }
 }
 
@@ -176,7 +195,8 @@ impl Client {
             welcome,
             next_id: Default::default(),
             others: None,
-            remote: false,
+            host: None,
+            relay: None,
         })
     }
 
@@ -193,6 +213,14 @@ impl Client {
         self.others.as_deref().map(Vec::as_slice)
     }
 
+    /// For a connection to another host's daemon: the pid and socket of this machine's
+    /// relay to that host, which carries it (ending it makes the next call reconnect).
+    pub fn relay(&self) -> Option<(u32, &Path)> {
+        self.relay
+            .as_deref()
+            .map(|(pid, socket)| (*pid, socket.as_path()))
+    }
+
     /// Whether the connection has ended (the daemon went away): a request on it fails
     /// without reaching any daemon, so a new connection is worth making.
     pub fn is_closed(&self) -> bool {
@@ -202,7 +230,7 @@ impl Client {
     /// Sends a request; its responses arrive on the returned stream, for as long as a
     /// clone of this `Client` is kept: dropping the last one closes the connection.
     pub async fn request(&self, mut request: Request) -> Result<Responses, ClientError> {
-        if self.remote {
+        if self.host.is_some() {
             crate::remote::clear_owner(&mut request);
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
@@ -214,8 +242,12 @@ impl Client {
                 responses: Some(responses),
             })
             .await
-            .map_err(|_| ClientError::Disconnected)?;
-        Ok(Responses { id, rx })
+            .map_err(|_| gone(&self.host))?;
+        Ok(Responses {
+            id,
+            rx,
+            host: self.host.clone(),
+        })
     }
 
     /// Gives up the request `id` of this connection (see `Request::Cancel`): its
@@ -229,7 +261,7 @@ impl Client {
         self.outgoing
             .send(cancel)
             .await
-            .map_err(|_| ClientError::Disconnected)
+            .map_err(|_| gone(&self.host))
     }
 
     /// Runs a command and waits for its result.
@@ -240,6 +272,12 @@ impl Client {
             let response = match (responses.next().await, started) {
                 (Err(ClientError::Disconnected), Some(job)) => {
                     return Err(ClientError::DiedWhileRunning { job });
+                }
+                (Err(ClientError::Lost { host, .. }), Some(job)) => {
+                    return Err(ClientError::Lost {
+                        host,
+                        job: Some(job),
+                    });
                 }
                 (response, _) => response?,
             };

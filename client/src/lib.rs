@@ -8,8 +8,10 @@ mod agent;
 mod autostart;
 mod bridge;
 mod client;
+mod mux;
 mod options;
 mod others;
+mod relay;
 mod remote;
 mod target;
 
@@ -20,5 +22,6 @@ pub use bridge::{BridgeError, bridge};
 pub use client::{Client, ClientError, Responses};
 pub use options::{ExecOptions, parse_cpu, parse_size};
 pub use others::{OtherDaemon, describe as describe_others, other_daemons};
+pub use relay::relay;
 pub use remote::{BRIDGE_COMMAND_ENV, RemoteConfig, hostname};
 pub use target::{Target, connect};

@@ -1,13 +1,15 @@
 //! Reaching another host's daemon (DESIGN §14): `ssh HOST bashc bridge`, or the
 //! command `[remote] bridge_command` (or `$BASHD_BRIDGE_COMMAND`) names, whose stdin and
-//! stdout carry the protocol. One multiplexed SSH connection per host, its control
-//! socket under the local runtime dir, makes a call cost a round trip on a warm master.
+//! stdout carry the protocol. That command is run by the host's relay (`relay.rs`),
+//! which keeps it open and carries every call over it; the SSH connection under it is
+//! multiplexed too (a control socket under the local runtime dir), so a new relay
+//! costs an SSH session on a warm master, not a handshake.
 //!
 //! What goes wrong on the way is said in the user's words: an ssh that cannot log in,
 //! a host without `bashc` on its PATH, a far side of another protocol version.
 
 use std::path::{Path, PathBuf};
-use std::process::{ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::time::Duration;
 
 use bashd_protocol::{
@@ -26,13 +28,13 @@ pub const BRIDGE_COMMAND_ENV: &str = "BASHD_BRIDGE_COMMAND";
 const CONTROL_PERSIST: &str = "10m";
 
 /// How much of ssh's stderr is kept to explain a failure.
-const STDERR_KEPT: usize = 4096;
+pub(crate) const STDERR_KEPT: usize = 4096;
 
 /// How long ssh has to exit once its stdout closed, before its status is read.
-const EXIT_WAIT: Duration = Duration::from_secs(5);
+pub(crate) const EXIT_WAIT: Duration = Duration::from_secs(5);
 
 /// How long ssh's stderr may stay open after ssh exited (a master it forked holds it).
-const STDERR_WAIT: Duration = Duration::from_millis(200);
+pub(crate) const STDERR_WAIT: Duration = Duration::from_millis(200);
 
 /// `[remote]` of the user's config file: how to reach a host.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -42,6 +44,9 @@ pub struct RemoteConfig {
     pub bridge_command: Option<String>,
     /// Where `bashc` is on the remote hosts, when not on their PATH.
     pub bashc_path: Option<String>,
+    /// How long a host's relay stays up with no client (`relay_idle_secs`; default
+    /// [`crate::relay::DEFAULT_IDLE`]).
+    pub relay_idle_secs: Option<u64>,
 }
 
 impl RemoteConfig {
@@ -58,6 +63,10 @@ impl RemoteConfig {
                 RemoteConfig {
                     bridge_command: text("bridge_command"),
                     bashc_path: text("bashc_path"),
+                    relay_idle_secs: remote
+                        .get("relay_idle_secs")
+                        .and_then(|v| v.as_integer())
+                        .and_then(|secs| u64::try_from(secs).ok()),
                 }
             })
             .unwrap_or_default();
@@ -94,72 +103,50 @@ pub fn check_host(host: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// A connection to `host`'s daemon through its bridge, with the handshake done.
+/// A connection to `host`'s daemon through the host's relay (started if none runs),
+/// with the handshake done.
 pub(crate) async fn connect_remote(host: &str, runtime_dir: &Path) -> Result<Client, ClientError> {
-    let control_dir = runtime_dir.join("ssh");
-    let config = RemoteConfig::load();
-    let mut command = bridge_command(host, &control_dir, &config);
-    command
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    if let Err(e) = ensure_control_dir(&control_dir) {
-        return Err(remote_error(
-            host,
-            format!("cannot make {}: {e}", control_dir.display()),
-        ));
-    }
-    let mut child = command.spawn().map_err(|e| {
-        remote_error(
-            host,
-            format!(
-                "cannot run {}: {e} (install OpenSSH's client, or set [remote] bridge_command)",
-                command.as_std().get_program().to_string_lossy()
-            ),
-        )
-    })?;
-    let stdin = child.stdin.take().expect("stdin was piped above");
-    let stdout = child.stdout.take().expect("stdout was piped above");
-    let stderr = child.stderr.take().expect("stderr was piped above");
-    let said = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    let stderr = tokio::spawn(keep_tail(stderr, said.clone()));
-    match Client::handshake(stdout, stdin).await {
-        Ok(mut client) => {
-            client.remote = true;
-            // ssh exits when the connection's end closes its stdin; reap it then.
-            tokio::spawn(async move {
-                let _ = child.wait().await;
-            });
-            Ok(client)
-        }
-        Err(ClientError::Refused(reply)) => {
-            let _ = child.start_kill();
-            Err(ClientError::Refused(reply))
-        }
-        Err(e) => {
-            let status = tokio::time::timeout(EXIT_WAIT, child.wait()).await;
-            if status.is_err() {
-                let _ = child.start_kill();
+    // A relay that was ending when it took the connection closes it unanswered: the
+    // second try starts a new one.
+    for attempt in 0..2 {
+        let (stream, socket) = crate::relay::connect_relay(host, runtime_dir).await?;
+        let relay = stream
+            .peer_cred()
+            .ok()
+            .and_then(|cred| cred.pid())
+            .map(|pid| std::sync::Arc::new((pid as u32, socket)));
+        let (read, write) = stream.into_split();
+        match Client::handshake(read, write).await {
+            Ok(mut client) => {
+                client.host = Some(host.into());
+                client.relay = relay;
+                return Ok(client);
             }
-            // A master ssh forked keeps stderr open as long as it lives: take what was
-            // said by then.
-            let _ = tokio::time::timeout(STDERR_WAIT, stderr).await;
-            let said = String::from_utf8_lossy(
-                &said.lock().expect("never poisoned: no panics while held"),
-            )
-            .into_owned();
-            Err(explain(
-                host,
-                &config,
-                status.ok().and_then(Result::ok),
-                &said,
-                e,
-            ))
+            Err(ClientError::Disconnected) if attempt == 0 => continue,
+            Err(ClientError::Disconnected) => {
+                return Err(remote_error(
+                    host,
+                    format!(
+                        "the relay to {host} closed the connection before bashd there answered; see {}",
+                        crate::relay::RelayPaths::new(runtime_dir, host, &RemoteConfig::load())
+                            .log
+                            .display()
+                    ),
+                ));
+            }
+            Err(ClientError::HandshakeTimeout(after)) => {
+                return Err(remote_error(
+                    host,
+                    format!("bashd there did not answer the handshake within {after:?}"),
+                ));
+            }
+            Err(e) => return Err(e),
         }
     }
+    unreachable!("the loop returns on its second try")
 }
 
-fn remote_error(host: &str, message: String) -> ClientError {
+pub(crate) fn remote_error(host: &str, message: String) -> ClientError {
     ClientError::Remote {
         host: host.to_owned(),
         message,
@@ -167,7 +154,7 @@ fn remote_error(host: &str, message: String) -> ClientError {
 }
 
 /// Why the bridge did not answer, from ssh's exit status and what it said.
-fn explain(
+pub(crate) fn explain(
     host: &str,
     config: &RemoteConfig,
     status: Option<ExitStatus>,
@@ -180,6 +167,9 @@ fn explain(
     let message = match status.and_then(|s| s.code()) {
         Some(127) => format!(
             "{bashc} is not on the PATH of {host} ({last}): install it there (`cargo install --path client` and `cargo install --path daemon` in a bashd checkout), or set [remote] bashc_path in ~/.config/bashd/config.toml to where it is"
+        ),
+        Some(_) if said.contains("bad frame from the caller") => format!(
+            "the bashc on {host} has no relay mode, so it is older than this one: upgrade it there (`cargo install --path client` in a bashd checkout of this version)"
         ),
         Some(2) if said.contains("bridge") => format!(
             "the bashc on {host} has no `bridge` command, so it is older than this one: upgrade it there (`cargo install --path client` in a bashd checkout of this version)"
@@ -219,7 +209,7 @@ pub(crate) fn clear_owner(request: &mut Request) {
 
 /// `ssh -T ... -- HOST bashc bridge`, multiplexed through a control socket in
 /// `control_dir`; or the configured command, run by `sh -c`.
-fn bridge_command(host: &str, control_dir: &Path, config: &RemoteConfig) -> Command {
+pub(crate) fn bridge_command(host: &str, control_dir: &Path, config: &RemoteConfig) -> Command {
     let control = control_dir.join("%C");
     let bashc = config.bashc_path.as_deref().unwrap_or("bashc");
     match &config.bridge_command {
@@ -236,6 +226,14 @@ fn bridge_command(host: &str, control_dir: &Path, config: &RemoteConfig) -> Comm
             let mut command = Command::new("ssh");
             command
                 .args(["-T", "-o", "BatchMode=yes", "-o", "ControlMaster=auto"])
+                // A link that dies without a word ends the relay within a minute, so
+                // its calls fail instead of waiting.
+                .args([
+                    "-o",
+                    "ServerAliveInterval=20",
+                    "-o",
+                    "ServerAliveCountMax=3",
+                ])
                 .arg("-o")
                 .arg(format!("ControlPath={}", control.display()))
                 .arg("-o")
@@ -252,7 +250,7 @@ fn shell_quote(text: &str) -> String {
 }
 
 /// The directory of the control sockets, private to the user.
-fn ensure_control_dir(dir: &Path) -> std::io::Result<()> {
+pub(crate) fn ensure_private_dir(dir: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::DirBuilderExt;
     match std::fs::DirBuilder::new()
         .mode(0o700)
@@ -268,7 +266,7 @@ fn ensure_control_dir(dir: &Path) -> std::io::Result<()> {
 /// Keeps the last [`STDERR_KEPT`] bytes ssh writes to stderr in `kept`, shared with
 /// the task that explains a failure (a std `Mutex`: held for a copy, never across an
 /// await).
-async fn keep_tail(
+pub(crate) async fn keep_tail(
     mut stderr: tokio::process::ChildStderr,
     kept: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
 ) {
@@ -308,6 +306,7 @@ mod tests {
         let config = RemoteConfig {
             bridge_command: Some("ssh -F cfg {host} {bashc} bridge".to_owned()),
             bashc_path: Some("/opt/bashc".to_owned()),
+            relay_idle_secs: None,
         };
         let command = bridge_command("it's", Path::new("/r/ssh"), &config);
         let args: Vec<_> = command.as_std().get_args().collect();

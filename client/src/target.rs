@@ -21,12 +21,13 @@ pub enum Target {
         /// when nobody named the directory on purpose.
         source: RuntimeDirSource,
     },
-    /// The daemon of the same user on another host, reached over SSH through `bashc
-    /// bridge` there (DESIGN §14).
+    /// The daemon of the same user on another host, reached through this machine's
+    /// relay to it, which holds an SSH channel to `bashc bridge` there (DESIGN §14).
     Remote {
         /// As `ssh HOST` takes it: a name, `user@name`, or a `Host` of `~/.ssh/config`.
         host: String,
-        /// This machine's runtime directory, which holds the SSH control sockets.
+        /// This machine's runtime directory, which holds the relays' sockets
+        /// (`remote/`) and the SSH control sockets (`ssh/`).
         runtime_dir: PathBuf,
     },
 }
@@ -50,8 +51,9 @@ impl Target {
         }
     }
 
-    /// `host`'s daemon, reached from the runtime directory `local` names (for its SSH
-    /// control sockets). Fails for a host name ssh would take for an option.
+    /// `host`'s daemon, reached from the runtime directory `local` names (for its
+    /// relay and SSH control sockets). Fails for a host name ssh would take for an
+    /// option.
     pub fn remote(host: &str, local: Target) -> Result<Target, String> {
         crate::remote::check_host(host)?;
         Ok(Target::Remote {

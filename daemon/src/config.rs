@@ -374,12 +374,18 @@ impl File<'_> {
         )
     }
 
-    /// `[remote]`: `bridge_command` and `bashc_path`, both strings, which bashc reads.
+    /// `[remote]`: `bridge_command` and `bashc_path`, both strings, and
+    /// `relay_idle_secs`, which bashc reads.
     fn remote(&self, table: &DeTable<'_>) -> Result<(), ConfigError> {
-        const KNOWN: &[&str] = &["bridge_command", "bashc_path"];
+        const KNOWN: &[&str] = &["bridge_command", "bashc_path", "relay_idle_secs"];
         for (key, value) in table {
             if !KNOWN.contains(&key.get_ref().as_ref()) {
                 return Err(self.unknown("remote", key, KNOWN));
+            }
+            if key.get_ref() == "relay_idle_secs" {
+                // A day at most: a relay holds an SSH connection open.
+                self.integer("remote", key, value, 1, 86_400)?;
+                continue;
             }
             if !matches!(value.get_ref(), DeValue::String(_)) {
                 return Err(self.error(key, format!("remote.{} must be a string", key.get_ref())));
@@ -1108,6 +1114,19 @@ mod tests {
         assert_eq!(config.timeouts.kill_grace, Duration::from_millis(50));
         let pager: Vec<_> = config.env.iter().filter(|(k, _)| k == "PAGER").collect();
         assert_eq!(pager, [&("PAGER".to_owned(), "more".to_owned())]);
+    }
+
+    /// Issue 19: `[remote]` is bashc's, but checked here like any other section.
+    #[test]
+    fn remote_keys_are_checked() {
+        assert!(parse("[remote]\nbashc_path = \"/opt/bashc\"\nrelay_idle_secs = 60\n").is_ok());
+        let err = parse("[remote]\nrelay_idle_secs = 0\n").unwrap_err();
+        assert!(
+            err.contains("remote.relay_idle_secs must be a whole number from 1"),
+            "{err}"
+        );
+        let err = parse("[remote]\nrelay_idle = 5\n").unwrap_err();
+        assert!(err.contains("relay_idle_secs"), "{err}");
     }
 
     /// Issue 15: `[mcp]` bounds MCP calls; its values are checked like any other.

@@ -717,10 +717,10 @@ fn run(command: &mut Command) {
     assert!(status.success(), "{command:?} failed: {status}");
 }
 
-/// `BASHD_BENCH=remote` (issue 19): `bashc --host H exec -- true` over a warm
-/// multiplexed SSH master (a real sshd on 127.0.0.1) against local `bashc exec -- true`
-/// (target <= 2x) and against `ssh H true` through the same master, the floor of any
-/// remote call.
+/// `BASHD_BENCH=remote` (issue 19): `bashc --host H exec -- true` through a warm relay
+/// (a real sshd on 127.0.0.1) against local `bashc exec -- true` (target <= 2x) and
+/// against `ssh H true` on the warm master the relay's ssh made, the floor of a call
+/// that opens an SSH session; and a first call, which starts a relay on that master.
 fn remote() {
     let mut sshd = match bashd_tests::sshd::Sshd::start() {
         Ok(sshd) => sshd,
@@ -744,7 +744,7 @@ fn remote() {
             .unwrap();
         assert!(out.status.success(), "bashc --host failed: {out:?}");
     };
-    // Warm: the master is up and the far daemon started.
+    // Warm: the relay and the master are up, the far daemon started.
     over_host();
     let control = near.runtime_dir().join("ssh").join("%C");
     let ssh_true = || {
@@ -759,6 +759,18 @@ fn remote() {
             .unwrap();
         assert!(status.success());
     };
+    // The same without the master: a full SSH handshake, to show the master is warm.
+    let ssh_handshake = || {
+        let status = Command::new("ssh")
+            .arg("-F")
+            .arg(sshd.config())
+            .args(["-o", "ControlMaster=no", "-o", "ControlPath=none"])
+            .args([host, "true"])
+            .stdin(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success());
+    };
     let local_true = || {
         let out = local.run_bashc(&["exec", "--", "true"]);
         assert!(out.status.success());
@@ -766,13 +778,33 @@ fn remote() {
     const RUNS: usize = 30;
     let (remote, floor) = paired_medians(RUNS, over_host, ssh_true);
     let local = median(RUNS, local_true);
+    let handshake = median(10, ssh_handshake);
+    // A first call: no relay (the last one killed), the master warm.
+    let first = median_of(
+        (0..7)
+            .map(|_| {
+                let relays = bashd_tests::sshd::relay_pids(near.runtime_dir());
+                assert!(!relays.is_empty(), "no relay after a call");
+                for &pid in &relays {
+                    let _ = Command::new("kill").arg(pid.to_string()).status();
+                }
+                assert!(bashd_tests::wait_until(Duration::from_secs(10), || {
+                    relays.iter().all(|&pid| !bashd_tests::alive(pid))
+                }));
+                let start = Instant::now();
+                over_host();
+                start.elapsed()
+            })
+            .collect(),
+    );
     println!(
-        "remote: bashc --host exec -- true (warm master) {:.1} ms median; local bashc exec -- true {:.1} ms ({:.2}x, target <= 2x); ssh HOST true on the same master {:.1} ms ({:.2}x of it)",
+        "remote: bashc --host exec -- true (warm relay) {:.1} ms median; local bashc exec -- true {:.1} ms ({:.2}x, target <= 2x); ssh HOST true on the warm master {:.1} ms, without a master {:.1} ms; a first call, starting a relay on the warm master, {:.1} ms",
         ms(remote),
         ms(local),
         remote.as_secs_f64() / local.as_secs_f64(),
         ms(floor),
-        remote.as_secs_f64() / floor.as_secs_f64()
+        ms(handshake),
+        ms(first),
     );
 }
 

@@ -198,3 +198,24 @@ fn free_port() -> Result<u16, String> {
         .map(|a| a.port())
         .map_err(|e| format!("no free port: {e}"))
 }
+
+/// The relays (`bashc relay HOST`) of the client runtime dir `runtime_dir`.
+pub fn relay_pids(runtime_dir: &Path) -> Vec<u32> {
+    let dir = runtime_dir.display().to_string();
+    all_pids()
+        .into_iter()
+        .filter(|&pid| {
+            let line = cmdline(pid);
+            line.contains(" relay ") && line.contains(&dir)
+        })
+        .collect()
+}
+
+/// The bridges (`bashc bridge`) serving the far runtime dir `runtime_dir`.
+pub fn bridge_pids(runtime_dir: &Path) -> Vec<u32> {
+    let entry = format!("BASHD_RUNTIME_DIR={}", runtime_dir.display());
+    all_pids()
+        .into_iter()
+        .filter(|&pid| cmdline(pid).ends_with("bashc bridge") && environ(pid).contains(&entry))
+        .collect()
+}

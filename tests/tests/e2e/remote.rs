@@ -6,7 +6,8 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use bashd_tests::sshd::{HOST, Sshd};
+use bashd_tests::procs::{all_pids, parent_pid};
+use bashd_tests::sshd::{HOST, Sshd, bridge_pids, relay_pids};
 use bashd_tests::{
     Daemon, KillOnDrop, alive, bin_path, pids_running, wait_for_running, wait_until,
 };
@@ -92,6 +93,13 @@ fn issue19_exec_background_check_wait_output_kill_over_host() {
     );
     let home = std::env::var("HOME").unwrap_or_default();
     assert!(text.contains(&home), "{}", show(&out));
+    // Without SSH_CLIENT, which would make bash read ~/.bashrc for every job there.
+    let out = remote.run(&[
+        "exec",
+        "--",
+        r#"echo "[${SSH_CLIENT-unset}] [${SSH_CONNECTION:+set}]""#,
+    ]);
+    assert!(stdout(&out).contains("[unset] [set]"), "{}", show(&out));
     // The far daemon holds it, in `<local session>@<local hostname>`.
     let listed = remote.far(&["jobs", "--all", "--json"]);
     assert_eq!(
@@ -107,11 +115,11 @@ fn issue19_exec_background_check_wait_output_kill_over_host() {
         "--mode",
         "background",
         "--",
-        "echo line-i19; sleep 19001",
+        "echo line-i19; sleep 1901",
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     let job = job_id(&out);
-    let sleeper = wait_for_running("sleep 19001");
+    let sleeper = wait_for_running("sleep 1901");
     let out = remote.run(&["wait", &job, "--until", "line-i19", "--timeout", "20"]);
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     let out = remote.run(&["check", &job, "--json"]);
@@ -135,28 +143,21 @@ fn issue19_a_dropped_connection_keeps_background_jobs_and_kills_foreground_ones(
     let Some(remote) = Remote::start() else {
         return;
     };
-    let out = remote.run(&[
-        "exec",
-        "--json",
-        "--mode",
-        "background",
-        "--",
-        "sleep 19002",
-    ]);
+    let out = remote.run(&["exec", "--json", "--mode", "background", "--", "sleep 1902"]);
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     let job = job_id(&out);
-    let background = wait_for_running("sleep 19002");
+    let background = wait_for_running("sleep 1902");
 
-    let foreground = KillOnDrop(
+    let mut foreground = KillOnDrop(
         remote
             .bashc()
-            .args(["exec", "--timeout", "300", "--", "sleep 19003"])
+            .args(["exec", "--timeout", "300", "--", "sleep 1903"])
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .unwrap(),
     );
-    let foreground_sleep = wait_for_running("sleep 19003");
+    let foreground_sleep = wait_for_running("sleep 1903");
     // While the call runs, the session has an owner there: the bridge.
     let sessions = remote.far(&["sessions", "--json"]);
     let owners = &json(&sessions)[0]["owners"];
@@ -181,7 +182,30 @@ fn issue19_a_dropped_connection_keeps_background_jobs_and_kills_foreground_ones(
             .all(|&pid| !alive(pid))),
         "the foreground job outlived its connection"
     );
-    drop(foreground);
+    // The caller is not left waiting on a dead relay: it fails, naming the host.
+    assert!(
+        wait_until(Duration::from_secs(20), || foreground
+            .0
+            .try_wait()
+            .unwrap()
+            .is_some()),
+        "the caller hangs after its connection dropped"
+    );
+    let mut said = String::new();
+    std::io::Read::read_to_string(foreground.0.stderr.as_mut().unwrap(), &mut said).unwrap();
+    assert!(
+        said.contains(&format!("host {HOST}: the connection closed while j")),
+        "{said}"
+    );
+    assert_eq!(foreground.0.wait().unwrap().code(), Some(255), "{said}");
+    // The relay ended with its channel.
+    assert!(
+        wait_until(Duration::from_secs(20), || relay_pids(
+            remote.near.runtime_dir()
+        )
+        .is_empty()),
+        "the relay outlived its SSH channel"
+    );
     assert!(
         background.iter().all(|&pid| alive(pid)),
         "the background job died with the connection"
@@ -201,7 +225,7 @@ fn issue19_a_dropped_connection_keeps_background_jobs_and_kills_foreground_ones(
     let out = remote.run(&["kill", &job, "--json"]);
     assert_eq!(json(&out)["state"], "killed", "{}", show(&out));
     assert!(
-        wait_until(Duration::from_secs(10), || pids_running("sleep 19002")
+        wait_until(Duration::from_secs(10), || pids_running("sleep 1902")
             .is_empty()),
         "kill over a new connection left the job"
     );
@@ -284,5 +308,305 @@ async fn issue19_mcp_over_host_answers_bash() {
         text.contains(&format!("mcp-i19 {}", remote.far.runtime_dir().display())),
         "{text}"
     );
+    // Results and the instructions name the host: the agent may have a local bash too.
+    assert!(text.contains(&format!("host: {HOST}")), "{text}");
+    let instructions = client
+        .peer_info()
+        .and_then(|info| info.instructions.clone())
+        .unwrap_or_default();
+    assert!(
+        instructions.contains(&format!("runs on the host {HOST}")),
+        "{instructions}"
+    );
+    let result = super::mcp::call(&client, "bash_jobs", json!({})).await;
+    let text = format!("{:?}", result.content);
+    assert!(text.contains(&format!("host: {HOST}")), "{text}");
     let _ = client.cancel().await;
+}
+
+/// The children of `pid` now.
+fn children(pid: u32) -> Vec<u32> {
+    all_pids()
+        .into_iter()
+        .filter(|&child| parent_pid(child) == Some(pid))
+        .collect()
+}
+
+#[test]
+fn issue19_calls_share_one_relay_and_a_killed_caller_stops_only_its_job() {
+    let Some(remote) = Remote::start() else {
+        return;
+    };
+    let call = |sleep: &str| {
+        KillOnDrop(
+            remote
+                .bashc()
+                .args(["exec", "--timeout", "300", "--", sleep])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        )
+    };
+    // Calls that find no relay at once start one between them.
+    let starters: Vec<_> = (0..3)
+        .map(|_| {
+            remote
+                .bashc()
+                .args(["exec", "--", "true"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for starter in starters {
+        let out = starter.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    }
+    assert_eq!(relay_pids(remote.near.runtime_dir()).len(), 1);
+    let mut first = call("sleep 1904");
+    let first_sleep = wait_for_running("sleep 1904");
+    let second = call("sleep 1905");
+    let second_sleep = wait_for_running("sleep 1905");
+    // One relay here, one bridge there: both calls ride one SSH channel.
+    let relays = relay_pids(remote.near.runtime_dir());
+    assert_eq!(relays.len(), 1, "relays: {relays:?}");
+    let bridges = bridge_pids(remote.far.runtime_dir());
+    assert_eq!(bridges.len(), 1, "bridges: {bridges:?}");
+    // status names the host and the relay, so a user can make the next call reconnect.
+    let out = remote.run(&["status"]);
+    assert!(
+        stdout(&out).contains(&format!(
+            "host: {HOST}, through the relay pid {} (",
+            relays[0]
+        )),
+        "{}",
+        show(&out)
+    );
+
+    // Killing one caller closes its connection only.
+    first.kill();
+    assert!(
+        wait_until(Duration::from_secs(20), || first_sleep
+            .iter()
+            .all(|&pid| !alive(pid))),
+        "the killed caller's job outlived it"
+    );
+    assert!(
+        second_sleep.iter().all(|&pid| alive(pid)),
+        "the other caller's job died too"
+    );
+    assert_eq!(relay_pids(remote.near.runtime_dir()), relays);
+    let out = remote.run(&["jobs", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert_eq!(bridge_pids(remote.far.runtime_dir()), bridges);
+    drop(second);
+    assert!(
+        wait_until(Duration::from_secs(20), || second_sleep
+            .iter()
+            .all(|&pid| !alive(pid))),
+        "the second caller's job outlived it"
+    );
+}
+
+#[test]
+fn issue19_an_idle_relay_ends_and_leaves_no_process() {
+    let Some(remote) = Remote::start() else {
+        return;
+    };
+    remote.near.write_config("[remote]\nrelay_idle_secs = 5\n");
+    let out = remote.run(&["exec", "--", "true"]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let relays = relay_pids(remote.near.runtime_dir());
+    assert_eq!(relays.len(), 1, "relays: {relays:?}");
+    let relay = relays[0];
+    let ssh = children(relay);
+    assert!(!ssh.is_empty(), "the relay has no ssh");
+    let bridges = bridge_pids(remote.far.runtime_dir());
+    assert_eq!(bridges.len(), 1, "bridges: {bridges:?}");
+    let socket_dir = remote.near.runtime_dir().join("remote");
+    let sockets = || {
+        std::fs::read_dir(&socket_dir)
+            .unwrap()
+            .filter(|entry| {
+                entry
+                    .as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .ends_with(".sock")
+            })
+            .count()
+    };
+    assert_eq!(sockets(), 1);
+
+    // Nobody calls: the relay goes, with its ssh, and the bridge there.
+    let gone = |pids: &[u32]| pids.iter().all(|&pid| !alive(pid));
+    assert!(
+        wait_until(Duration::from_secs(30), || gone(&[relay])),
+        "the idle relay stayed"
+    );
+    assert!(
+        wait_until(Duration::from_secs(20), || gone(&ssh) && gone(&bridges)),
+        "the relay left its ssh {ssh:?} or the bridge {bridges:?}"
+    );
+    assert_eq!(sockets(), 0, "the relay left its socket");
+
+    // The next call starts a new one.
+    let out = remote.run(&["exec", "--", "echo again-i19"]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert!(stdout(&out).contains("again-i19"), "{}", show(&out));
+    let new = relay_pids(remote.near.runtime_dir());
+    assert!(new.len() == 1 && new[0] != relay, "relays: {new:?}");
+
+    // A relay killed outright leaves nothing either: its ssh sees its stdin close, and
+    // the bridge there its channel.
+    let ssh = children(new[0]);
+    let bridges = bridge_pids(remote.far.runtime_dir());
+    assert!(!ssh.is_empty() && bridges.len() == 1, "{ssh:?} {bridges:?}");
+    let _ = rustix::process::kill_process(
+        rustix::process::Pid::from_raw(new[0] as i32).unwrap(),
+        rustix::process::Signal::KILL,
+    );
+    assert!(
+        wait_until(Duration::from_secs(20), || gone(&ssh) && gone(&bridges)),
+        "a killed relay left its ssh {ssh:?} or the bridge {bridges:?}"
+    );
+    // Its socket is left, stale: the next call starts a relay over it.
+    let out = remote.run(&["exec", "--", "true"]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+}
+
+#[test]
+fn issue19_a_caller_that_stops_reading_holds_up_no_other_call() {
+    let Some(remote) = Remote::start() else {
+        return;
+    };
+    // About 30 MB of lines over some seconds, far more than a window and the socket
+    // buffers between the job and a reader.
+    let out = remote.run(&[
+        "exec",
+        "--json",
+        "--mode",
+        "background",
+        "--",
+        "for i in $(seq 1 300); do seq 1 20000; sleep 0.05; done; sleep 1906",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let job = job_id(&out);
+    // A follower whose stdout nobody reads: it stops reading its connection.
+    let mut stuck = KillOnDrop(
+        remote
+            .bashc()
+            .args(["follow", &job])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    for round in 0..6 {
+        let mut call = KillOnDrop(
+            remote
+                .bashc()
+                .args(["exec", "--", "echo ok-i19"])
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        );
+        assert!(
+            wait_until(Duration::from_secs(20), || call
+                .0
+                .try_wait()
+                .unwrap()
+                .is_some()),
+            "round {round}: a call waited behind the follower that does not read"
+        );
+        let mut said = String::new();
+        std::io::Read::read_to_string(call.0.stdout.as_mut().unwrap(), &mut said).unwrap();
+        assert!(said.contains("ok-i19"), "round {round}: {said}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    // The follower was held up, not cut off: its output is still coming.
+    let mut chunk = [0u8; 4096];
+    let read = std::io::Read::read(stuck.0.stdout.as_mut().unwrap(), &mut chunk).unwrap();
+    assert!(read > 0);
+    assert!(stuck.0.try_wait().unwrap().is_none(), "the follower ended");
+    stuck.kill();
+    let out = remote.run(&["kill", &job, "--json"]);
+    assert_eq!(json(&out)["state"], "killed", "{}", show(&out));
+}
+
+/// The relay's words for a far side that speaks another relay version, or none: a
+/// stand-in bridge command, no sshd needed.
+#[test]
+fn issue19_a_bridge_of_another_version_is_named_with_the_side_to_upgrade() {
+    let near = Daemon::unstarted();
+    let call = |bridge: &str| {
+        near.bashc()
+            .env(bashc::BRIDGE_COMMAND_ENV, bridge)
+            .args(["--host", "fake-i19", "exec", "--", "true"])
+            .output()
+            .unwrap()
+    };
+    // A relay Hello of version 99 from "bashc 9.9 on far-i19".
+    let newer = call(r"printf '\000\000\000\000\143\000\000\000\024bashc 9.9 on far-i19'");
+    assert_eq!(newer.status.code(), Some(255), "{}", show(&newer));
+    let said = String::from_utf8_lossy(&newer.stderr);
+    assert!(
+        said.contains("host fake-i19: bashc 9.9 on far-i19 speaks relay version 99, but bashc")
+            && said.contains("upgrade bashc on this machine"),
+        "{said}"
+    );
+    // A bashc from before relays: its bridge takes the magic for a bad frame.
+    let older = call(
+        "cat >/dev/null & echo 'bashc: bad frame from the caller: frame too long' >&2; exit 1",
+    );
+    assert_eq!(older.status.code(), Some(255), "{}", show(&older));
+    let said = String::from_utf8_lossy(&older.stderr);
+    assert!(
+        said.contains("host fake-i19: the bashc on fake-i19 has no relay mode")
+            && said.contains("upgrade it there"),
+        "{said}"
+    );
+    // Neither left a relay behind.
+    assert!(
+        wait_until(Duration::from_secs(10), || relay_pids(near.runtime_dir())
+            .is_empty()),
+        "a relay that never got ready stayed"
+    );
+}
+
+/// `ssh HOST bashc bridge` by hand, as a bashc from before relays runs it: the bridge
+/// serves that one caller, with no relay between.
+#[tokio::test]
+async fn issue19_a_bridge_still_serves_a_single_caller_without_a_relay() {
+    let Some(remote) = Remote::start() else {
+        return;
+    };
+    let command = remote
+        .sshd
+        .bridge_command(remote.far.runtime_dir(), &remote.far.config_home())
+        .replace("{host}", HOST)
+        .replace("{control}", "none")
+        .replace("{bashc}", "bashc");
+    let mut child = tokio::process::Command::new("sh")
+        .arg("-c")
+        .arg(&command)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let (stdout, stdin) = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
+    let client = bashc::Client::handshake(stdout, stdin).await.unwrap();
+    let status = client.status().await.unwrap();
+    assert_eq!(
+        Path::new(&status.runtime_dir),
+        remote.far.runtime_dir(),
+        "{status:?}"
+    );
+    assert!(relay_pids(remote.near.runtime_dir()).is_empty());
+    drop(client);
+    let _ = tokio::time::timeout(Duration::from_secs(20), child.wait()).await;
 }

@@ -80,7 +80,10 @@ pub fn host_targets(
         crate::Command::Bridge if !hosts.is_empty() => anyhow::bail!(
             "bashc bridge serves this machine's bashd and takes no --host (unset {HOST_ENV} in the remote login environment)"
         ),
-        crate::Command::Bridge | crate::Command::Jobs(_) => {}
+        crate::Command::Relay { .. } if !hosts.is_empty() => {
+            anyhow::bail!("bashc relay takes its host as its argument, not --host")
+        }
+        crate::Command::Bridge | crate::Command::Relay { .. } | crate::Command::Jobs(_) => {}
         _ if hosts.len() > 1 => anyhow::bail!(
             "--host is given {} times, but only `bashc jobs` acts on several hosts; give one",
             hosts.len()

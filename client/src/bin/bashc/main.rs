@@ -49,10 +49,10 @@ struct Cli {
     /// /tmp/bashd-$UID).
     #[arg(long, global = true, value_name = "DIR")]
     runtime_dir: Option<PathBuf>,
-    /// Act on HOST's bashd, over SSH (`ssh HOST bashc bridge`, one multiplexed
-    /// connection per host; default: $BASHD_HOST, else this machine). Sessions not
-    /// named with --session are `<the local default>@<this hostname>` there. `jobs
-    /// --all` takes it several times.
+    /// Act on HOST's bashd, over SSH (`ssh HOST bashc bridge`, kept open by a relay
+    /// per host that every call shares; default: $BASHD_HOST, else this machine).
+    /// Sessions not named with --session are `<the local default>@<this hostname>`
+    /// there. `jobs --all` takes it several times.
     #[arg(long, global = true, value_name = "HOST")]
     host: Vec<String>,
     #[command(subcommand)]
@@ -159,6 +159,16 @@ enum Command {
     /// The far end of `bashc --host`: joins stdin and stdout to this machine's bashd,
     /// started if none is running. `ssh HOST bashc bridge` runs it; nothing else should.
     Bridge,
+    /// The local end of `bashc --host HOST`: keeps one SSH channel to HOST's bridge
+    /// open and carries the calls of every local client over it. bashc starts it when
+    /// a call finds none; it ends with its channel, or after `[remote]
+    /// relay_idle_secs` (600) with no client.
+    #[command(hide = true)]
+    Relay {
+        /// As `ssh HOST` takes it.
+        #[arg(value_name = "HOST")]
+        relay_host: String,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -398,6 +408,10 @@ async fn run(command: Command, target: &bashc::Target, parent: u32) -> anyhow::R
             bashc::bridge(target.runtime_dir()).await?;
             Ok(0)
         }
+        Command::Relay { relay_host } => {
+            bashc::relay(&relay_host, target.runtime_dir()).await?;
+            Ok(0)
+        }
     }
 }
 
@@ -554,6 +568,18 @@ async fn policy_check(args: PolicyCheckArgs, target: &bashc::Target) -> anyhow::
 async fn status(args: StatusArgs, target: &bashc::Target) -> anyhow::Result<u8> {
     let client = connect(target).await?;
     let status = client.status().await?;
-    print(args.json, &status, render::status_text)?;
+    print(args.json, &status, |status| {
+        let text = render::status_text(status);
+        match (target.host(), client.relay()) {
+            // How the call got there, and how to make the next one reconnect (after a
+            // change to ~/.ssh/config, say).
+            (Some(host), Some((pid, socket))) => format!(
+                "host: {host}, through the relay pid {pid} ({}; kill it to reconnect)\n{text}",
+                socket.display()
+            ),
+            (Some(host), None) => format!("host: {host}\n{text}"),
+            (None, _) => text,
+        }
+    })?;
     Ok(0)
 }

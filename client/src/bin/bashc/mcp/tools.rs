@@ -271,7 +271,10 @@ impl ServerHandler for BashTools {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("bashd", env!("CARGO_PKG_VERSION")))
-            .with_instructions(INSTRUCTIONS)
+            .with_instructions(match self.target.host() {
+                Some(host) => format!("{INSTRUCTIONS} {}", words::on_host(host)),
+                None => INSTRUCTIONS.to_owned(),
+            })
     }
 
     async fn list_tools(
@@ -341,7 +344,12 @@ impl ServerHandler for BashTools {
                 Err(e) => Err(e),
             },
         };
-        Ok(outcome.unwrap_or_else(words::call_error).into())
+        let result = outcome.unwrap_or_else(words::call_error);
+        Ok(match self.target.host() {
+            Some(host) => words::name_host(result, host),
+            None => result,
+        }
+        .into())
     }
 }
 
@@ -407,6 +415,7 @@ impl BashTools {
         if matches!(
             error,
             ClientError::Disconnected
+                | ClientError::Lost { .. }
                 | ClientError::Frame(_)
                 | ClientError::DiedWhileRunning { .. }
         ) {

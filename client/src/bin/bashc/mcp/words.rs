@@ -115,6 +115,30 @@ pub fn tool_result(text: String, failed: bool) -> CallToolResult {
     }
 }
 
+/// What the instructions of a server for another host add.
+pub fn on_host(host: &str) -> String {
+    format!(
+        "Every command runs on the host {host}, over SSH, as the same user: paths in calls and results are paths there (`workdir` relative to the login directory there), and job ids are of the bashd there; each result ends with `host: {host}`."
+    )
+}
+
+/// A result of a server for another host, its last line naming the host: the agent
+/// may also have a local bash tool, and a path or job id means something else there.
+pub fn name_host(mut result: CallToolResult, host: &str) -> CallToolResult {
+    match result.content.last_mut() {
+        Some(ContentBlock::Text(last)) => {
+            if !last.text.ends_with('\n') {
+                last.text.push('\n');
+            }
+            last.text.push_str(&format!("host: {host}\n"));
+        }
+        _ => result
+            .content
+            .push(ContentBlock::text(format!("host: {host}"))),
+    }
+    result
+}
+
 /// A call that could not be made, as the tool error the agent sees.
 pub fn call_error(CallError(message): CallError) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(message)])
@@ -312,6 +336,16 @@ mod tests {
     use bashc::protocol::{BackgroundWhy, ErrorKind};
 
     use super::*;
+
+    #[test]
+    fn a_result_of_another_host_ends_naming_it() {
+        let result = name_host(tool_result("exit code: 0\n".to_owned(), false), "box");
+        let text = &result.content[0].as_text().unwrap().text;
+        assert_eq!(text, "exit code: 0\nhost: box\n");
+        let result = name_host(call_error(CallError("no such job".to_owned())), "box");
+        let text = &result.content[0].as_text().unwrap().text;
+        assert_eq!(text, "no such job\nhost: box\n");
+    }
 
     #[test]
     fn hints_name_tool_calls() {

@@ -1,0 +1,559 @@
+//! A host's relay (DESIGN §14, issue 19): one local process per host and transport that
+//! keeps one SSH channel to `bashc bridge` on that host open, and carries the bashd
+//! connections of every local client over it (`mux.rs`). A call then costs a round
+//! trip on the open channel, not an SSH session (a fork of sshd and a login shell on
+//! the far side).
+//!
+//! The relay listens on `R/remote/<host>-<key>.sock`, where the key is a hash of the
+//! transport (`[remote] bridge_command`, `bashc_path`), so a changed transport gets a
+//! relay of its own. The first client that finds no relay takes `<...>.lock`, looks
+//! again, and starts `bashc relay HOST` in a session of its own; the relay connects,
+//! greets the bridge and says `ready` (or, in the user's words, why not) on its stdout,
+//! which the starting client reads, and then listens. Its log is `<...>.log`.
+//!
+//! The relay ends when its SSH channel ends (every client connection is closed then,
+//! so no call waits on a dead link; the next call starts a new relay), and after
+//! `[remote] relay_idle_secs` (default 10 minutes) with no client. It removes its
+//! socket first, so a client never reaches a relay that is going away, except the one
+//! accepted in the instant before, which its caller retries once.
+//!
+//! The relay's main loop owns the table of connections; a task per client reads its
+//! socket into frames for the channel (`mux::forward`), another writes the channel's
+//! bytes for it (`mux::deliver`).
+
+use std::collections::HashMap;
+use std::fs::OpenOptions;
+use std::io::{BufRead, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bashd_protocol::runtime;
+use bytes::Bytes;
+use futures::{SinkExt, StreamExt};
+use tokio::io::AsyncWriteExt;
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::mpsc;
+use tokio_util::codec::{FramedRead, FramedWrite};
+
+use crate::autostart::{detach, lock_exclusive};
+use crate::client::ClientError;
+use crate::mux::{MAGIC, MUX_VERSION, MuxCodec, MuxFrame, Window, deliver, forward};
+use crate::remote::{
+    EXIT_WAIT, RemoteConfig, STDERR_WAIT, bridge_command, ensure_private_dir, explain, keep_tail,
+    remote_error,
+};
+
+/// How long a relay stays up with no client, unless `[remote] relay_idle_secs` says.
+pub const DEFAULT_IDLE: Duration = Duration::from_secs(600);
+
+/// How long a new relay has to reach its bridge (an SSH login, perhaps a new master).
+const HELLO_TIMEOUT: Duration = Duration::from_secs(50);
+
+/// How long the client that starts a relay waits for its word.
+const READY_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The variable that names the host when `--host` does not; a relay takes its host
+/// from its argument only.
+const HOST_ENV: &str = "BASHD_HOST";
+
+/// Where the relay of a host and transport listens, locks and logs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RelayPaths {
+    pub socket: PathBuf,
+    pub lock: PathBuf,
+    pub log: PathBuf,
+}
+
+impl RelayPaths {
+    pub(crate) fn new(runtime_dir: &Path, host: &str, config: &RemoteConfig) -> RelayPaths {
+        let dir = runtime_dir.join("remote");
+        let key = transport_key(host, config);
+        let readable: String = host
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || "._@-".contains(c) {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let mut stem = format!("{readable}-{:08x}", key as u32);
+        // A socket's path holds at most 107 bytes.
+        if dir.join(format!("{stem}.sock")).as_os_str().len() > 100 {
+            stem = format!("{key:016x}");
+        }
+        RelayPaths {
+            socket: dir.join(format!("{stem}.sock")),
+            lock: dir.join(format!("{stem}.lock")),
+            log: dir.join(format!("{stem}.log")),
+        }
+    }
+}
+
+/// FNV-1a of the host and everything that changes how it is reached: stable across
+/// builds, unlike std's hasher.
+fn transport_key(host: &str, config: &RemoteConfig) -> u64 {
+    let parts = [
+        host,
+        config.bridge_command.as_deref().unwrap_or(""),
+        config.bashc_path.as_deref().unwrap_or(""),
+    ];
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in parts {
+        for byte in part.bytes().chain([0]) {
+            hash ^= u64::from(byte);
+            hash = hash.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    hash
+}
+
+fn not_running(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
+    )
+}
+
+/// A connection to `host`'s relay, started if none runs, and the relay's socket.
+pub(crate) async fn connect_relay(
+    host: &str,
+    runtime_dir: &Path,
+) -> Result<(UnixStream, PathBuf), ClientError> {
+    let config = RemoteConfig::load();
+    let paths = RelayPaths::new(runtime_dir, host, &config);
+    let stream = connect_or_start(host, runtime_dir, &paths).await?;
+    Ok((stream, paths.socket))
+}
+
+async fn connect_or_start(
+    host: &str,
+    runtime_dir: &Path,
+    paths: &RelayPaths,
+) -> Result<UnixStream, ClientError> {
+    let unreachable = |e: std::io::Error| {
+        remote_error(
+            host,
+            format!(
+                "cannot connect to its relay at {}: {e}",
+                paths.socket.display()
+            ),
+        )
+    };
+    match UnixStream::connect(&paths.socket).await {
+        Ok(stream) => return Ok(stream),
+        Err(e) if not_running(&e) => {}
+        Err(e) => return Err(unreachable(e)),
+    }
+    runtime::ensure_runtime_dir(runtime_dir).map_err(|e| remote_error(host, e.to_string()))?;
+    let dir = paths
+        .socket
+        .parent()
+        .expect("a relay's socket is in remote/");
+    ensure_private_dir(dir)
+        .map_err(|e| remote_error(host, format!("cannot make {}: {e}", dir.display())))?;
+    let lock = lock_exclusive(paths.lock.clone())
+        .await
+        .map_err(|e| remote_error(host, e))?;
+    // Another client may have started it while this one waited for the lock.
+    match UnixStream::connect(&paths.socket).await {
+        Ok(stream) => return Ok(stream),
+        Err(e) if not_running(&e) => {}
+        Err(e) => return Err(unreachable(e)),
+    }
+    start_relay(host, runtime_dir, paths).await?;
+    drop(lock);
+    UnixStream::connect(&paths.socket)
+        .await
+        .map_err(unreachable)
+}
+
+/// Starts `bashc relay HOST` (this executable) in a session of its own and waits for
+/// its word: `ready`, or why it could not reach the host.
+async fn start_relay(
+    host: &str,
+    runtime_dir: &Path,
+    paths: &RelayPaths,
+) -> Result<(), ClientError> {
+    let log = OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&paths.log)
+        .map_err(|e| remote_error(host, format!("cannot open {}: {e}", paths.log.display())))?;
+    let exe = std::env::current_exe().map_err(|e| {
+        remote_error(
+            host,
+            format!("cannot find this bashc to start a relay: {e}"),
+        )
+    })?;
+    let mut command = std::process::Command::new(exe);
+    command
+        .arg("--runtime-dir")
+        .arg(runtime_dir)
+        .args(["relay", "--", host])
+        .env_remove(HOST_ENV)
+        .current_dir("/")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(log);
+    // A Ctrl-C of the caller must not end the relay of every other client.
+    detach(&mut command);
+    let mut child = command
+        .spawn()
+        .map_err(|e| remote_error(host, format!("cannot start a relay: {e}")))?;
+    let stdout = child.stdout.take().expect("stdout was piped above");
+    let word = tokio::time::timeout(
+        READY_TIMEOUT,
+        tokio::task::spawn_blocking(move || {
+            let mut line = String::new();
+            let _ = std::io::BufReader::new(stdout).read_line(&mut line);
+            line
+        }),
+    )
+    .await;
+    let word = match word {
+        Ok(Ok(line)) => line,
+        Ok(Err(e)) => return Err(remote_error(host, e.to_string())),
+        Err(_) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(remote_error(
+                host,
+                format!(
+                    "ssh did not connect within {READY_TIMEOUT:?}; see {}",
+                    paths.log.display()
+                ),
+            ));
+        }
+    };
+    let word = word.trim_end();
+    if word == "ready" {
+        // Reaped when it ends, if this process is still there then.
+        std::thread::spawn(move || child.wait());
+        return Ok(());
+    }
+    let status = child.wait();
+    Err(remote_error(
+        host,
+        match word.strip_prefix("error: ") {
+            Some(why) => why.to_owned(),
+            None => format!(
+                "its relay ended before it was ready ({}); see {}",
+                status.map_or_else(|e| e.to_string(), |s| s.to_string()),
+                paths.log.display()
+            ),
+        },
+    ))
+}
+
+/// `bashc relay HOST`: reaches `host`'s bridge, says `ready` (or `error: why`) on
+/// stdout, then carries its clients' connections until the channel ends or no client
+/// has come for the idle time.
+pub async fn relay(host: &str, runtime_dir: &Path) -> Result<(), ClientError> {
+    if let Err(why) = crate::remote::check_host(host) {
+        report(&format!("error: {why}"));
+        return Err(remote_error(host, why));
+    }
+    let config = RemoteConfig::load();
+    let paths = RelayPaths::new(runtime_dir, host, &config);
+    let idle = config
+        .relay_idle_secs
+        .map_or(DEFAULT_IDLE, Duration::from_secs);
+    let (mut child, channel) = match open_channel(host, runtime_dir, &config).await {
+        Ok(opened) => opened,
+        Err(why) => {
+            report(&format!("error: {}", why.replace('\n', " ")));
+            return Err(remote_error(host, why));
+        }
+    };
+    let listener = match listen(&paths.socket) {
+        Ok(listener) => listener,
+        Err(e) => {
+            let why = format!("cannot listen on {}: {e}", paths.socket.display());
+            report(&format!("error: {why}"));
+            return Err(remote_error(host, why));
+        }
+    };
+    let inode = std::fs::metadata(&paths.socket).map(|m| (m.dev(), m.ino()));
+    report("ready");
+    eprintln!(
+        "bashc relay {host}: ready (pid {}), idle time {idle:?}",
+        std::process::id()
+    );
+    let ended = serve(listener, channel, idle).await;
+    // Gone from the directory before any client is closed: the next call starts a new
+    // relay instead of reaching this one.
+    if std::fs::metadata(&paths.socket)
+        .map(|m| (m.dev(), m.ino()))
+        .ok()
+        == inode.ok()
+    {
+        let _ = std::fs::remove_file(&paths.socket);
+    }
+    let _ = child.start_kill();
+    let _ = tokio::time::timeout(EXIT_WAIT, child.wait()).await;
+    eprintln!("bashc relay {host}: {ended}");
+    Ok(())
+}
+
+/// The open channel to the bridge: what it says, and a way to send it frames.
+struct Channel {
+    from_bridge: FramedRead<tokio::process::ChildStdout, MuxCodec>,
+    to_bridge: FramedWrite<tokio::process::ChildStdin, MuxCodec>,
+    /// What ssh said on stderr, its last bytes.
+    said: Arc<Mutex<Vec<u8>>>,
+}
+
+/// Runs the bridge command and greets the bridge; or says why not, in the user's words.
+async fn open_channel(
+    host: &str,
+    runtime_dir: &Path,
+    config: &RemoteConfig,
+) -> Result<(tokio::process::Child, Channel), String> {
+    let control_dir = runtime_dir.join("ssh");
+    ensure_private_dir(&control_dir)
+        .map_err(|e| format!("cannot make {}: {e}", control_dir.display()))?;
+    let mut command = bridge_command(host, &control_dir, config);
+    command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = command.spawn().map_err(|e| {
+        format!(
+            "cannot run {}: {e} (install OpenSSH's client, or set [remote] bridge_command)",
+            command.as_std().get_program().to_string_lossy()
+        )
+    })?;
+    let stdin = child.stdin.take().expect("stdin was piped above");
+    let stdout = child.stdout.take().expect("stdout was piped above");
+    let stderr = child.stderr.take().expect("stderr was piped above");
+    let said = Arc::new(Mutex::new(Vec::new()));
+    let stderr = tokio::spawn(keep_tail(stderr, said.clone()));
+    let mut channel = Channel {
+        from_bridge: FramedRead::new(stdout, MuxCodec),
+        to_bridge: FramedWrite::new(stdin, MuxCodec),
+        said,
+    };
+    let greeting = tokio::time::timeout(HELLO_TIMEOUT, greet(&mut channel)).await;
+    let failure = match greeting {
+        Ok(Ok((version, _))) if version == MUX_VERSION => return Ok((child, channel)),
+        Ok(Ok((version, speaker))) => {
+            let _ = child.start_kill();
+            let upgrade = if version < MUX_VERSION {
+                format!(
+                    "upgrade bashc on {host} (`cargo install --path client` in a bashd checkout of this version)"
+                )
+            } else {
+                "upgrade bashc on this machine".to_owned()
+            };
+            return Err(format!(
+                "{speaker} speaks relay version {version}, but {} speaks {MUX_VERSION}: {upgrade}",
+                crate::mux::speaker()
+            ));
+        }
+        Ok(Err(e)) => e,
+        Err(_) => ClientError::HandshakeTimeout(HELLO_TIMEOUT),
+    };
+    let status = tokio::time::timeout(EXIT_WAIT, child.wait()).await;
+    if status.is_err() {
+        let _ = child.start_kill();
+    }
+    // A master ssh forked may keep stderr open as long as it lives: take what was
+    // said by then.
+    let _ = tokio::time::timeout(STDERR_WAIT, stderr).await;
+    let said = String::from_utf8_lossy(&channel.said.lock().expect("never poisoned")).into_owned();
+    match explain(
+        host,
+        config,
+        status.ok().and_then(Result::ok),
+        &said,
+        failure,
+    ) {
+        ClientError::Remote { message, .. } => Err(message),
+        other => Err(other.to_string()),
+    }
+}
+
+/// Sends the magic and `Hello`; answers the bridge's version and who it is.
+async fn greet(channel: &mut Channel) -> Result<(u32, String), ClientError> {
+    let sent = async {
+        channel.to_bridge.get_mut().write_all(&MAGIC).await?;
+        channel
+            .to_bridge
+            .send(MuxFrame::Hello {
+                version: MUX_VERSION,
+                speaker: crate::mux::speaker(),
+            })
+            .await
+    };
+    // A bridge that cannot start has closed its end; what it said is the reason.
+    let _ = sent.await;
+    match channel.from_bridge.next().await {
+        Some(Ok(MuxFrame::Hello { version, speaker })) => Ok((version, speaker)),
+        Some(Ok(_)) => Err(ClientError::Unexpected("a frame other than Hello")),
+        Some(Err(_)) | None => Err(ClientError::Disconnected),
+    }
+}
+
+/// The socket, made anew: the starting client holds the lock and found nothing
+/// answering on it.
+fn listen(socket: &Path) -> std::io::Result<UnixListener> {
+    match std::fs::remove_file(socket) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    UnixListener::bind(socket)
+}
+
+/// Says one line to the client that started the relay, then nothing more there.
+fn report(line: &str) {
+    use std::os::fd::AsRawFd;
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(stdout, "{line}");
+    let _ = stdout.flush();
+    if let Ok(null) = OpenOptions::new().write(true).open("/dev/null") {
+        // SAFETY: dup2 onto stdout, which nothing else writes now (the lock is held).
+        unsafe { libc::dup2(null.as_raw_fd(), 1) };
+    }
+}
+
+/// Carries the clients' connections over the channel; answers why it ended.
+async fn serve(listener: UnixListener, channel: Channel, idle: Duration) -> String {
+    let Channel {
+        mut from_bridge,
+        mut to_bridge,
+        said,
+    } = channel;
+    // One writer owns the channel's stdin; the main loop and the clients' readers
+    // send it frames.
+    let (frames, mut frames_rx) = mpsc::channel::<MuxFrame>(256);
+    tokio::spawn(async move {
+        while let Some(frame) = frames_rx.recv().await {
+            if to_bridge.feed(frame).await.is_err() {
+                return;
+            }
+            while let Ok(frame) = frames_rx.try_recv() {
+                if to_bridge.feed(frame).await.is_err() {
+                    return;
+                }
+            }
+            if to_bridge.flush().await.is_err() {
+                return;
+            }
+        }
+    });
+    let (gone_tx, mut gone) = mpsc::unbounded_channel::<u32>();
+    // Each client's queue of the channel's bytes for it (unbounded here, since the
+    // bridge sends no more than a window that the client's writer acknowledges), and
+    // the window of what may be sent the bridge for it.
+    let mut clients: HashMap<u32, (mpsc::UnboundedSender<Bytes>, Window)> = HashMap::new();
+    let mut next_id: u32 = 0;
+    let idle_timer = tokio::time::sleep(idle);
+    tokio::pin!(idle_timer);
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let stream = match accepted {
+                    Ok((stream, _)) => stream,
+                    Err(e) => {
+                        // Out of descriptors, most likely: those in use go on.
+                        eprintln!("bashc relay: cannot accept a client: {e}");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        continue;
+                    }
+                };
+                let id = next_id;
+                next_id = next_id.wrapping_add(1);
+                if frames.send(MuxFrame::Open(id)).await.is_err() {
+                    return "the channel closed".to_owned();
+                }
+                let (read, write) = stream.into_split();
+                let (queue, chunks) = mpsc::unbounded_channel();
+                let window = Window::new();
+                let (frames_in, gone) = (frames.clone(), gone_tx.clone());
+                let upstream = window.clone();
+                tokio::spawn(async move {
+                    forward(id, read, upstream, frames_in).await;
+                    let _ = gone.send(id);
+                });
+                tokio::spawn(deliver(id, write, chunks, frames.clone()));
+                clients.insert(id, (queue, window));
+            }
+            frame = from_bridge.next() => match frame {
+                Some(Ok(MuxFrame::Data(id, bytes))) => {
+                    if let Some((queue, _)) = clients.get(&id)
+                        && queue.send(bytes).is_err()
+                    {
+                        clients.remove(&id);
+                    }
+                }
+                Some(Ok(MuxFrame::Ack(id, count))) => {
+                    if let Some((_, window)) = clients.get(&id) {
+                        window.give(count);
+                    }
+                }
+                Some(Ok(MuxFrame::Close(id))) => {
+                    // Its writer sends what is queued, then closes the client's socket;
+                    // what the client still sends has nowhere to go.
+                    if let Some((_, window)) = clients.remove(&id) {
+                        window.close();
+                    }
+                }
+                Some(Ok(MuxFrame::Open(_) | MuxFrame::Hello { .. })) => {}
+                Some(Err(e)) => return format!("bad frame from the bridge: {e}"),
+                None => {
+                    let said = String::from_utf8_lossy(&said.lock().expect("never poisoned"))
+                        .trim()
+                        .to_owned();
+                    return format!("the SSH channel ended ({})", if said.is_empty() { "ssh said nothing" } else { &said });
+                }
+            },
+            Some(id) = gone.recv() => {
+                clients.remove(&id);
+            }
+            () = &mut idle_timer, if clients.is_empty() => {
+                return format!("no client for {idle:?}");
+            }
+        }
+        // Idle time counts from the last thing that happened.
+        idle_timer
+            .as_mut()
+            .reset(tokio::time::Instant::now() + idle);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_transport_has_its_own_relay() {
+        let plain = RemoteConfig::default();
+        let other = RemoteConfig {
+            bashc_path: Some("/opt/bashc".to_owned()),
+            ..RemoteConfig::default()
+        };
+        let a = RelayPaths::new(Path::new("/r"), "box", &plain);
+        assert!(a.socket.starts_with("/r/remote"));
+        assert!(a.socket.to_string_lossy().contains("/box-"), "{a:?}");
+        assert_eq!(a, RelayPaths::new(Path::new("/r"), "box", &plain));
+        assert_ne!(a, RelayPaths::new(Path::new("/r"), "box", &other));
+        assert_ne!(a, RelayPaths::new(Path::new("/r"), "box2", &plain));
+    }
+
+    #[test]
+    fn a_long_runtime_dir_still_gives_a_socket_path_that_fits() {
+        let dir = PathBuf::from(format!("/{}", "d".repeat(70)));
+        let paths = RelayPaths::new(&dir, &"h".repeat(60), &RemoteConfig::default());
+        assert!(paths.socket.as_os_str().len() <= 107, "{paths:?}");
+        let odd = RelayPaths::new(Path::new("/r"), "a/b c", &RemoteConfig::default());
+        assert_eq!(odd.socket.parent(), Some(Path::new("/r/remote")));
+    }
+}
