@@ -1,11 +1,14 @@
 //! The live readers of a job's output (`exec --stream`, `follow`, `wait --until`): each
 //! gets the sanitized lines as its supervisor reads them, through a bounded queue that
 //! the supervisor only ever `try_send`s into, so a slow reader never stalls the job.
-//! A reader more than [`LIVE_BACKLOG_BYTES`] behind is not sent more: its lines are
-//! counted instead, and it is told how many it missed, from which line, and which file
-//! has them, as soon as it has caught up again. A live reader wants what is happening
-//! now; a job writing faster than its reader takes lines keeps its speed (each line
-//! sent costs the daemon a copy and a socket write) and the file keeps every line.
+//! A reader is not sent more while it is [`LIVE_BACKLOG_BYTES`] behind, or once it has
+//! had a burst of [`LIVE_BURST_BYTES`] and more than [`LIVE_RATE_BYTES`] a second
+//! since: its lines are counted instead, and it is told how many it missed, from which
+//! line, and which file has them, as soon as it is sent again. A live reader wants what
+//! is happening now, and no agent or terminal reads faster than that rate; a job
+//! writing faster keeps its speed (each line sent costs a copy and a socket write in
+//! the daemon and a read in the reader, on the job's cores) and the file keeps every
+//! line.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -14,6 +17,7 @@ use std::sync::{Arc, Mutex};
 use bashd_protocol::{JobId, Notice, OutputChunk, Response, StreamName};
 use bytes::Bytes;
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 
 /// How many events a reader's queue holds: what one pipe read handed on (at most
 /// 256 KiB and a line) each, or a notice.
@@ -21,6 +25,10 @@ pub const FOLLOW_QUEUE: usize = 256;
 /// How far behind, in bytes of output sent and not yet taken, a reader may fall before
 /// its lines are counted as missed instead of sent.
 pub const LIVE_BACKLOG_BYTES: usize = 4 * 1024 * 1024;
+/// What a reader may be sent at once: a build's or a test run's burst comes whole.
+pub const LIVE_BURST_BYTES: usize = 16 * 1024 * 1024;
+/// What a reader may be sent a second after its burst.
+pub const LIVE_RATE_BYTES: usize = 32 * 1024 * 1024;
 
 /// One live reader of a job's output.
 #[derive(Debug)]
@@ -35,6 +43,10 @@ pub struct Subscriber {
     /// queue is first in, first out, so the ones it no longer holds are the oldest.
     sent: VecDeque<usize>,
     sent_bytes: usize,
+    /// Bytes it may be sent now, refilled at [`LIVE_RATE_BYTES`] a second up to
+    /// [`LIVE_BURST_BYTES`] (a token bucket), as of `refilled`.
+    allowance: f64,
+    refilled: Instant,
 }
 
 impl Subscriber {
@@ -48,6 +60,8 @@ impl Subscriber {
             missed: [None, None],
             sent: VecDeque::new(),
             sent_bytes: 0,
+            allowance: LIVE_BURST_BYTES as f64,
+            refilled: Instant::now(),
         }
     }
 
@@ -65,7 +79,11 @@ impl Subscriber {
     }
 
     fn has_room(&mut self) -> bool {
-        self.backlog() < LIVE_BACKLOG_BYTES
+        let now = Instant::now();
+        let refill = now.duration_since(self.refilled).as_secs_f64() * LIVE_RATE_BYTES as f64;
+        self.allowance = (self.allowance + refill).min(LIVE_BURST_BYTES as f64);
+        self.refilled = now;
+        self.allowance > 0.0 && self.backlog() < LIVE_BACKLOG_BYTES
     }
 
     fn miss(&mut self, i: usize, first: u64, last: u64) {
@@ -80,6 +98,7 @@ impl Subscriber {
             Ok(()) => {
                 self.sent.push_back(size);
                 self.sent_bytes += size;
+                self.allowance -= size as f64;
                 Ok(true)
             }
             Err(mpsc::error::TrySendError::Full(_)) => Ok(false),
@@ -367,6 +386,47 @@ mod tests {
             panic!()
         };
         assert_eq!((chunk.line, &chunk.bytes[..]), (6, &b"six\n"[..]));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_reader_that_keeps_up_gets_a_burst_then_the_rate() {
+        let (tx, mut rx) = mpsc::channel(FOLLOW_QUEUE);
+        let mut live = Live::default();
+        live.add(Subscriber::new(tx, JobId(3), None));
+        let mib = Bytes::from(vec![b'\n'; 1024 * 1024]);
+        let mut line = 1;
+        let mut got = 0;
+        // The reader takes every chunk at once, and still gets no more than the burst.
+        for _ in 0..2 * LIVE_BURST_BYTES / mib.len() {
+            live.send(StreamName::Stdout, line, mib.clone(), || None);
+            line += mib.len() as u64;
+            while let Ok(Response::Output(_)) = rx.try_recv() {
+                got += mib.len();
+            }
+        }
+        assert_eq!(got, LIVE_BURST_BYTES);
+        // A second later, a second's rate more, after the notice of what went by.
+        tokio::time::advance(std::time::Duration::from_secs(1)).await;
+        for _ in 0..2 * LIVE_RATE_BYTES / mib.len() {
+            live.send(StreamName::Stdout, line, mib.clone(), || None);
+            line += mib.len() as u64;
+        }
+        let Ok(Response::Notice(Notice::OutputMissed { offset, lines, .. })) = rx.try_recv() else {
+            panic!("no notice first")
+        };
+        assert_eq!(
+            (offset, lines),
+            (LIVE_BURST_BYTES as u64 + 1, LIVE_BURST_BYTES as u64)
+        );
+        let mut more = 0;
+        while let Ok(Response::Output(_)) = rx.try_recv() {
+            more += mib.len();
+        }
+        // What the backlog lets through of the second's rate, nothing untaken beyond it.
+        assert!(
+            (LIVE_BACKLOG_BYTES..=LIVE_RATE_BYTES).contains(&more),
+            "{more}"
+        );
     }
 
     #[tokio::test]
