@@ -10,6 +10,9 @@ use std::time::{Duration, Instant};
 use bashd_tests::procs::memory_kib;
 use bashd_tests::{Daemon, bin_path};
 
+#[path = "parts/rivals.rs"]
+mod rivals;
+
 const PROCESS_RUNS: usize = 60;
 const ROUND_TRIPS: usize = 300;
 
@@ -67,6 +70,10 @@ fn main() {
     }
     if wanted("terminal") {
         terminal(&tokio);
+    }
+    // Only on request: it installs three other MCP servers from PyPI and npm.
+    if only.as_deref() == Some("rivals") {
+        rivals::rivals(&tokio);
     }
 }
 
