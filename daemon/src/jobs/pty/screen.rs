@@ -7,9 +7,18 @@
 //! pages, `follow` and `--grep`. What is still on the screen when the job ends is
 //! handed over by [`Screen::finish`]. The alternate screen of a full-screen program
 //! (vim, less, top) is never written to stdout: it is shown by `bashc screen`.
+//!
+//! Lines printed one after another at the bottom of the screen (a build log) take a
+//! fast path, `lines.rs`: a run of them longer than the screen is rendered there, and
+//! the emulator is fed only its last screenful, which is all that stays visible. The
+//! text is the same as the emulator's (a test compares them on random input).
+
+use std::collections::VecDeque;
 
 use bashd_protocol::{JobId, JobState, PtySize, ScreenInfo};
 use vt100::capture::{BasicFormattedCaptureState, RowContents, basic_formatted_to_plain};
+
+use super::lines::{self, LineEnd, LineRenderer};
 
 /// The emulator of one job's terminal.
 pub struct Screen {
@@ -18,11 +27,21 @@ pub struct Screen {
     drawn: bool,
     /// An escape sequence that a read cut, kept to look for cursor addressing.
     tail: Vec<u8>,
+    /// The emulator's parser is outside any escape sequence (as far as is known).
+    ground: bool,
+    /// The fast path for runs of plain lines; off in the tests that compare with the
+    /// emulator alone.
+    line_mode: bool,
+    renderer: LineRenderer,
+    /// Lines written by the fast path, not the emulator.
+    fast_lines: u64,
+    /// The ends of the last lines of a run (the fast path's scratch).
+    ends: VecDeque<LineEnd>,
 }
 
 /// What the emulator reports besides the screen: the lines scrolled off, the title.
 struct Collect {
-    scrolled: String,
+    scrolled: Vec<u8>,
     /// A line scrolled off since the output was last taken, whose newline is owed.
     any_scrolled: bool,
     capture: BasicFormattedCaptureState,
@@ -42,7 +61,9 @@ impl vt100::Callbacks for Collect {
         // The capture state writes the newline of the row before (unless that row
         // wrapped into this one), so a long line stays one line of the output.
         let _ = row.write_formatted_basic(&mut formatted, &mut self.capture);
-        self.scrolled.extend(basic_formatted_to_plain(&formatted));
+        for piece in basic_formatted_to_plain(&formatted) {
+            self.scrolled.extend_from_slice(piece.as_bytes());
+        }
         self.any_scrolled = true;
     }
 }
@@ -52,7 +73,7 @@ impl Screen {
         let rows = std::num::NonZeroU16::new(size.rows.max(1)).expect("at least one row");
         let cols = std::num::NonZeroU16::new(size.cols.max(1)).expect("at least one column");
         let collect = Collect {
-            scrolled: String::new(),
+            scrolled: Vec::new(),
             any_scrolled: false,
             capture: BasicFormattedCaptureState::new(),
             title: String::new(),
@@ -62,50 +83,136 @@ impl Screen {
             parser: vt100::Parser::new_with_callbacks(rows, cols, 0, collect),
             drawn: false,
             tail: Vec::new(),
+            ground: true,
+            line_mode: true,
+            renderer: LineRenderer::new(),
+            fast_lines: 0,
+            ends: VecDeque::new(),
         }
     }
 
     /// Takes what the job wrote; returns the text of the lines it pushed off the
     /// primary screen, without escapes.
-    pub fn feed(&mut self, bytes: &[u8]) -> String {
-        if !self.drawn {
-            self.drawn = self.addresses_cursor(bytes);
-        }
-        self.parser.process(bytes);
-        if self.parser.screen().alternate_screen() {
-            self.drawn = true;
+    pub fn feed(&mut self, bytes: &[u8]) -> Vec<u8> {
+        let mut rest = bytes;
+        while !rest.is_empty() {
+            let used = match self.run_start() {
+                Some(attrs_default) => self.feed_run(rest, attrs_default),
+                None => 0,
+            };
+            rest = &rest[used..];
+            if used == 0 {
+                // Up to the next line that could start a run: the next newline.
+                let end = memchr::memchr(b'\n', rest).map_or(rest.len(), |at| at + 1);
+                self.feed_emulator(&rest[..end]);
+                rest = &rest[end..];
+            }
         }
         std::mem::take(&mut self.parser.callbacks_mut().scrolled)
     }
 
+    /// Hands `bytes` to the emulator.
+    fn feed_emulator(&mut self, bytes: &[u8]) {
+        if !self.drawn {
+            self.drawn = self.addresses_cursor(bytes);
+        }
+        self.parser.process(bytes);
+        self.ground = lines::ends_in_ground(self.ground, bytes);
+        if self.parser.screen().alternate_screen() {
+            self.drawn = true;
+        }
+    }
+
+    /// Whether the next line written would start a run of the fast path: the job only
+    /// prints (no cursor addressing, primary screen), the cursor waits at column 0 of
+    /// an empty bottom row, the row above it ends its line and the parser is between
+    /// sequences. Then `Some`: whether it draws with the default attributes.
+    fn run_start(&self) -> Option<bool> {
+        if !self.line_mode || self.drawn || !self.ground {
+            return None;
+        }
+        let screen = self.parser.screen();
+        let (rows, cols) = screen.size();
+        let bottom = rows.get() - 1;
+        let ready = bottom > 0
+            && screen.cursor_position() == (bottom, 0)
+            && !screen.row_wrapped(bottom - 1)
+            && (0..cols.get()).all(|col| screen.cell(bottom, col).is_none_or(is_default));
+        ready.then(|| {
+            screen.fgcolor() == vt100::Color::Default
+                && screen.bgcolor() == vt100::Color::Default
+                && !(screen.bold()
+                    || screen.dim()
+                    || screen.italic()
+                    || screen.underline()
+                    || screen.inverse())
+        })
+    }
+
+    /// A run of the fast path at the start of `bytes`, when it is longer than the
+    /// screen: its lines up to the last screenful go straight to the output, after
+    /// the rows they would have pushed off; the emulator, its screen emptied, draws
+    /// that last screenful. Returns the bytes used, 0 when there is no such run.
+    fn feed_run(&mut self, bytes: &[u8], attrs_default: bool) -> usize {
+        let (rows, cols) = self.parser.screen().size();
+        let keep = usize::from(rows.get()) + 1;
+        let mut text = Vec::new();
+        let mut attrs = attrs_default;
+        self.ends.clear();
+        let lines = self.renderer.render_run(
+            bytes,
+            cols.get(),
+            &mut attrs,
+            &mut text,
+            &mut self.ends,
+            keep,
+        );
+        if lines < keep {
+            return 0;
+        }
+        // The run's last `rows` lines are drawn by the emulator; the ones before
+        // are the fast path's.
+        let skipped = self.ends[0];
+        let last_screenful = &bytes[skipped.input..self.ends[keep - 1].input];
+        // What the screen holds scrolls off first, as the run's first lines would
+        // push it: one line feed per row above the cursor. Then the cursor goes to
+        // the top of the emptied screen, in the colours the skipped lines leave.
+        let line_feeds = vec![b'\n'; usize::from(rows.get()) - 1];
+        self.parser.process(&line_feeds);
+        self.parser.process(b"\x1b[H");
+        self.parser
+            .process(&lines::attributes_at_end(&bytes[..skipped.input]));
+        self.parser
+            .callbacks_mut()
+            .scrolled
+            .extend_from_slice(&text[..skipped.text]);
+        self.parser.process(last_screenful);
+        self.fast_lines += (lines - keep + 1) as u64;
+        self.ends[keep - 1].input
+    }
+
     /// The job's terminal is closed: the text still on the primary screen, down to its
     /// last line with text, each line ended.
-    pub fn finish(&mut self) -> String {
+    pub fn finish(&mut self) -> Vec<u8> {
         let collect = self.parser.callbacks_mut();
         let mut text = std::mem::take(&mut collect.scrolled);
         let owed_newline = std::mem::take(&mut collect.any_scrolled);
+        if owed_newline {
+            text.push(b'\n');
+        }
         let screen = self.parser.screen();
         if screen.alternate_screen() {
-            if owed_newline {
-                text.push('\n');
-            }
             return text;
         }
         let (_, cols) = screen.size();
         let rows: Vec<String> = screen.rows(0, cols.get()).collect();
         let Some(last) = rows.iter().rposition(|row| !row.trim_end().is_empty()) else {
-            if owed_newline {
-                text.push('\n');
-            }
             return text;
         };
-        if owed_newline {
-            text.push('\n');
-        }
         for (n, row) in rows[..=last].iter().enumerate() {
-            text.push_str(row.trim_end());
+            text.extend_from_slice(row.trim_end().as_bytes());
             if !screen.row_wrapped(n as u16) || n == last {
-                text.push('\n');
+                text.push(b'\n');
             }
         }
         text
@@ -193,6 +300,14 @@ impl Screen {
     }
 }
 
+/// A cell never written, or erased with the default attributes.
+fn is_default(cell: &vt100::Cell) -> bool {
+    !cell.has_contents()
+        && cell.fgcolor() == vt100::Color::Default
+        && cell.bgcolor() == vt100::Color::Default
+        && !(cell.bold() || cell.dim() || cell.italic() || cell.underline() || cell.inverse())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -201,12 +316,16 @@ mod tests {
         PtySize { cols, rows }
     }
 
+    fn text(bytes: Vec<u8>) -> String {
+        String::from_utf8(bytes).unwrap()
+    }
+
     #[test]
     fn lines_that_scroll_off_come_out_plain_and_the_rest_at_the_end() {
         let mut screen = Screen::new(size(20, 3));
-        let mut out = screen.feed(b"\x1b[31mred\x1b[0m one\r\ntwo\r\nthree\r\nfour\r\n");
+        let mut out = text(screen.feed(b"\x1b[31mred\x1b[0m one\r\ntwo\r\nthree\r\nfour\r\n"));
         assert_eq!(out, "red one\ntwo");
-        out.push_str(&screen.finish());
+        out.push_str(&text(screen.finish()));
         assert_eq!(out, "red one\ntwo\nthree\nfour\n");
         assert!(!screen.info(JobId(1), JobState::Running, false).drawn);
     }
@@ -215,12 +334,12 @@ mod tests {
     fn a_long_line_stays_one_line_and_a_progress_bar_leaves_its_last_state() {
         let mut screen = Screen::new(size(10, 2));
         let long = "abcdefghijklmnopqrstuvwxy";
-        let mut out = screen.feed(format!("{long}\r\n").as_bytes());
+        let mut out = text(screen.feed(format!("{long}\r\n").as_bytes()));
         for percent in [10, 50, 100] {
-            out.push_str(&screen.feed(format!("\r{percent}%").as_bytes()));
+            out.push_str(&text(screen.feed(format!("\r{percent}%").as_bytes())));
         }
-        out.push_str(&screen.feed(b"\r\ndone\r\n"));
-        out.push_str(&screen.finish());
+        out.push_str(&text(screen.feed(b"\r\ndone\r\n")));
+        out.push_str(&text(screen.finish()));
         assert_eq!(out, format!("{long}\n100%\ndone\n"));
     }
 
@@ -228,13 +347,13 @@ mod tests {
     fn the_alternate_screen_is_shown_not_written() {
         let mut screen = Screen::new(size(20, 4));
         let out = screen.feed(b"before\r\n\x1b[?1049h\x1b[H\x1b[2Jvim here\x1b]2;the title\x07");
-        assert_eq!(out, "");
+        assert_eq!(text(out), "");
         let info = screen.info(JobId(1), JobState::Running, false);
         assert!(info.alternate && info.drawn);
         assert_eq!(info.lines[0], "vim here");
         assert_eq!(info.title, "the title");
         screen.feed(b"\x1b[?1049l");
-        assert_eq!(screen.finish(), "before\n");
+        assert_eq!(text(screen.finish()), "before\n");
     }
 
     #[test]
@@ -243,5 +362,104 @@ mod tests {
         screen.feed(b"x\x1b[1");
         screen.feed(b";1Hy");
         assert!(screen.info(JobId(1), JobState::Running, false).drawn);
+    }
+
+    /// Everything the emulator shows and writes: its output, its screen.
+    fn shown(line_mode: bool, size: PtySize, chunks: &[Vec<u8>]) -> (String, ScreenInfo) {
+        let mut screen = Screen::new(size);
+        screen.line_mode = line_mode;
+        let mut out = Vec::new();
+        for chunk in chunks {
+            out.extend(screen.feed(chunk));
+        }
+        let info = screen.info(JobId(1), JobState::Running, false);
+        out.extend(screen.finish());
+        (text(out), info)
+    }
+
+    #[test]
+    fn a_run_longer_than_the_screen_takes_the_fast_path_and_shows_the_same() {
+        let mut input = b"\x1b[32mstart\x1b[0m\r\n".to_vec();
+        for n in 0..500 {
+            input.extend(format!("line {n} \x1b[1;31m{}\x1b[0m\r\n", "x".repeat(n % 37)).bytes());
+        }
+        input.extend(b"\x1b[33mstill yellow\r\n\x1b[2Kerased\r\nlast");
+        let size = size(30, 5);
+        let chunks = [input];
+        assert_eq!(shown(true, size, &chunks), shown(false, size, &chunks));
+        let mut screen = Screen::new(size);
+        screen.feed(&chunks[0]);
+        // From `line 3` on (the cursor reached the bottom row) to `still yellow`,
+        // less the last screenful; the erase under yellow ends the run.
+        assert_eq!(screen.fast_lines, 498 - 5);
+        let (out, _) = shown(true, size, &chunks);
+        assert!(out.starts_with("start\nline 0 \nline 1 x\n"), "{out}");
+        assert!(
+            out.ends_with("line 499 xxxxxxxxxxxxxxxxxx\nstill yellow\nerased\nlast\n"),
+            "{out}"
+        );
+    }
+
+    mod equivalence {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// Pieces of terminal output that the fast path takes.
+        fn simple_piece() -> impl Strategy<Value = Vec<u8>> {
+            prop_oneof![
+                8 => "[a-z ]{0,30}".prop_map(String::into_bytes),
+                4 => Just(b"\r\n".to_vec()),
+                1 => Just(b"\r".to_vec()),
+                1 => Just(b"\t".to_vec()),
+                1 => Just(b"\x08".to_vec()),
+                1 => Just(b"\x1b[31m".to_vec()),
+                1 => Just(b"\x1b[0m".to_vec()),
+                1 => Just(b"\x1b[m".to_vec()),
+                1 => Just(b"\x1b[K".to_vec()),
+                1 => Just(b"\x1b[1K".to_vec()),
+                1 => Just(b"\x1b[2K".to_vec()),
+                1 => Just("é─█".as_bytes().to_vec()),
+            ]
+        }
+
+        /// Those, and now and then something that ends a run.
+        fn piece() -> impl Strategy<Value = Vec<u8>> {
+            prop_oneof![
+                60 => simple_piece(),
+                1 => Just(b"\n".to_vec()),
+                1 => Just(b"\x1b[41m".to_vec()),
+                1 => Just("漢".as_bytes().to_vec()),
+                1 => Just(b"\xff".to_vec()),
+                1 => Just(b"\x1b[A".to_vec()),
+                1 => Just(b"\x1b[2J".to_vec()),
+                1 => Just(b"\x1b]0;t\x07".to_vec()),
+                1 => Just(b"\x1b[".to_vec()),
+                1 => Just(b"\x1b".to_vec()),
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(400))]
+            #[test]
+            fn the_fast_path_writes_and_shows_what_the_emulator_would(
+                pieces in proptest::collection::vec(piece(), 0..400),
+                cols in 1u16..12,
+                rows in 1u16..6,
+                cuts in proptest::collection::vec(any::<prop::sample::Index>(), 0..6),
+            ) {
+                let input = pieces.concat();
+                let mut at: Vec<usize> = cuts.iter().map(|i| i.index(input.len() + 1)).collect();
+                at.sort();
+                let mut chunks = Vec::new();
+                let mut from = 0;
+                for to in at.into_iter().chain([input.len()]) {
+                    chunks.push(input[from..to].to_vec());
+                    from = to;
+                }
+                let size = size(cols, rows);
+                let fast = shown(true, size, &chunks);
+                prop_assert_eq!(fast, shown(false, size, &chunks));
+            }
+        }
     }
 }

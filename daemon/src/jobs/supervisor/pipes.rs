@@ -412,14 +412,14 @@ impl PipeReader {
                 self.buf = Vec::new();
                 if let Some(screen) = self.screen.as_mut() {
                     let rest = screen.finish();
-                    self.push(rest.as_bytes(), stream, live);
+                    self.push(&rest, stream, live);
                 }
             }
             n => {
                 match self.screen.as_mut() {
                     Some(screen) => {
                         let scrolled = screen.feed(&self.buf[..n]);
-                        self.push(scrolled.as_bytes(), stream, live);
+                        self.push(&scrolled, stream, live);
                     }
                     None => {
                         let bytes = std::mem::take(&mut self.buf);
