@@ -22,11 +22,15 @@ use unicode_width::UnicodeWidthChar;
 /// A cell never written or erased with the default attributes.
 const BLANK: char = '\0';
 
-/// Where a line of a run ends: in the input, and in the rendered text.
-#[derive(Clone, Copy, Debug)]
+/// Where a line of a run ends, in the input and in the rendered text, how many rows
+/// of the screen it takes, and the last character it printed (which `ESC [ b`
+/// repeats).
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct LineEnd {
     pub input: usize,
     pub text: usize,
+    pub rows: usize,
+    pub last_char: Option<char>,
 }
 
 /// The cells of the row being written, reused from line to line.
@@ -43,49 +47,52 @@ impl LineRenderer {
     /// `\n` (the newline of the row that scrolled off before it), for a screen `cols`
     /// wide. `attrs_default`: the emulator draws with the default attributes (an
     /// erase then leaves empty cells, not coloured blanks); kept up to date by the
-    /// SGRs of the run. Keeps the ends of the last `keep` lines in `ends`; returns
-    /// how many lines were taken. Stops at the first line that is not simple or not
-    /// complete.
+    /// SGRs of the run. Pushes the end of each line onto `ends`, its input end
+    /// counted from `base`; returns the bytes taken. Stops at the first line that is
+    /// not simple, not complete or longer than `longest`.
+    #[allow(clippy::too_many_arguments)]
     pub fn render_run(
         &mut self,
         bytes: &[u8],
+        base: usize,
         cols: u16,
+        longest: usize,
         attrs_default: &mut bool,
         text: &mut Vec<u8>,
         ends: &mut VecDeque<LineEnd>,
-        keep: usize,
     ) -> usize {
         let cols = usize::from(cols.max(1));
         let mut at = 0;
-        let mut lines = 0;
         while let Some(found) = memchr::memchr(b'\n', &bytes[at..]) {
-            let line = &bytes[at..at + found];
-            let before = text.len();
-            if !self.render_line(line, cols, attrs_default, text) {
-                text.truncate(before);
+            if found > longest {
                 break;
             }
+            let line = &bytes[at..at + found];
+            let before = text.len();
+            let Some((rows, last_char)) = self.render_line(line, cols, attrs_default, text) else {
+                text.truncate(before);
+                break;
+            };
             at += found + 1;
-            lines += 1;
-            if ends.len() == keep {
-                ends.pop_front();
-            }
             ends.push_back(LineEnd {
-                input: at,
+                input: base + at,
                 text: text.len(),
+                rows,
+                last_char,
             });
         }
-        lines
+        at
     }
 
-    /// One line, without its `\n`; false when it is not simple.
+    /// One line, without its `\n`: the rows it takes and the last character it
+    /// printed, `None` when it is not simple.
     fn render_line(
         &mut self,
         line: &[u8],
         cols: usize,
         attrs_default: &mut bool,
         text: &mut Vec<u8>,
-    ) -> bool {
+    ) -> Option<(usize, Option<char>)> {
         text.push(b'\n');
         // The bulk: printable ASCII then `\r` (or nothing at all), which the rows
         // hold exactly as written, however they wrap.
@@ -94,12 +101,28 @@ impl LineRenderer {
             && body.iter().all(|b| PRINTABLE[*b as usize])
         {
             text.extend_from_slice(body);
-            return true;
+            let last_char = body.last().map(|b| *b as char);
+            return Some((body.len().div_ceil(cols).max(1), last_char));
         }
-        self.render_cells(line, cols, attrs_default, text)
+        let (rows, col, last_char) = self.render_cells(line, cols, attrs_default, text)?;
+        // A line that leaves the cursor elsewhere would start the next one there.
+        (col == 0).then_some((rows, last_char))
     }
 
-    /// The general case, cell by cell, as `vt100` does it: a character written past
+    /// The rows that the start of a line (a read cut it) takes so far, when it is
+    /// simple so far.
+    pub fn rows_so_far(&mut self, partial: &[u8], cols: u16, attrs_default: bool) -> Option<usize> {
+        let cols = usize::from(cols.max(1));
+        if partial.iter().all(|b| PRINTABLE[*b as usize]) {
+            return Some(partial.len().div_ceil(cols).max(1));
+        }
+        let mut scratch = Vec::new();
+        let (rows, ..) = self.render_cells(partial, cols, &mut { attrs_default }, &mut scratch)?;
+        Some(rows)
+    }
+
+    /// The general case, cell by cell, as `vt100` does it (the rows taken, the
+    /// cursor's column at the end, the last character printed): a character written past
     /// the last column wraps to a new row (marked wrapped when that last cell holds
     /// something, so the two rows stay one line), `\r` goes back to column 0 of the
     /// current row, an erase clears cells of the current row.
@@ -109,10 +132,12 @@ impl LineRenderer {
         cols: usize,
         attrs_default: &mut bool,
         text: &mut Vec<u8>,
-    ) -> bool {
+    ) -> Option<(usize, usize, Option<char>)> {
         self.row.clear();
         self.row.resize(cols, BLANK);
         let mut col = 0usize;
+        let mut rows = 1;
+        let mut last_char = None;
         let mut at = 0;
         while at < line.len() {
             let b = line[at];
@@ -137,14 +162,12 @@ impl LineRenderer {
                     continue;
                 }
                 0x1B => {
-                    let Some((len, sequence)) = csi(&line[at..]) else {
-                        return false;
-                    };
+                    let (len, sequence) = csi(&line[at..])?;
                     match sequence {
                         Csi::Sgr { reset } => *attrs_default = reset,
                         // Under colours an erase leaves coloured blanks, which the
                         // emulator writes as spaces: not done here.
-                        Csi::Erase(_) if !*attrs_default => return false,
+                        Csi::Erase(_) if !*attrs_default => return None,
                         Csi::Erase(0) => self.row[col.min(cols)..].fill(BLANK),
                         Csi::Erase(1) => self.row[..=col.min(cols - 1)].fill(BLANK),
                         Csi::Erase(_) => self.row.fill(BLANK),
@@ -153,13 +176,11 @@ impl LineRenderer {
                     continue;
                 }
                 0x80.. => {
-                    let Some((c, len)) = one_cell_char(&line[at..]) else {
-                        return false;
-                    };
+                    let (c, len) = one_cell_char(&line[at..])?;
                     at += len;
                     c
                 }
-                _ => return false,
+                _ => return None,
             };
             if col >= cols {
                 let wrapped = self.row[cols - 1] != BLANK;
@@ -169,13 +190,14 @@ impl LineRenderer {
                 }
                 self.row.fill(BLANK);
                 col = 0;
+                rows += 1;
             }
             self.row[col] = c;
             col += 1;
+            last_char = Some(c);
         }
         push_row(&self.row, text);
-        // A line that leaves the cursor elsewhere would start the next one there.
-        col == 0
+        Some((rows, col, last_char))
     }
 }
 
@@ -331,8 +353,8 @@ mod tests {
     fn render(bytes: &[u8], cols: u16) -> (usize, String) {
         let mut text = Vec::new();
         let mut ends = VecDeque::new();
-        let lines = LineRenderer::new().render_run(bytes, cols, &mut true, &mut text, &mut ends, 4);
-        (lines, String::from_utf8(text).unwrap())
+        LineRenderer::new().render_run(bytes, 0, cols, 100, &mut true, &mut text, &mut ends);
+        (ends.len(), String::from_utf8(text).unwrap())
     }
 
     #[test]
@@ -348,6 +370,18 @@ mod tests {
         // An erase that empties the last cell unwraps the row.
         assert_eq!(render(b"abcde\x1b[2Kfg\r\n", 5), (1, "\n\nfg".into()));
         assert_eq!(render("héllo\r\n".as_bytes(), 20), (1, "\nhéllo".into()));
+    }
+
+    #[test]
+    fn each_line_counts_its_rows() {
+        let mut ends = VecDeque::new();
+        let input = b"\r\n12345\r\n123456\r\nab\x1b[Kcdefghijk\r\n";
+        let taken =
+            LineRenderer::new().render_run(input, 7, 5, 100, &mut true, &mut Vec::new(), &mut ends);
+        assert_eq!(taken, input.len());
+        let rows: Vec<usize> = ends.iter().map(|e| e.rows).collect();
+        assert_eq!(rows, [1, 1, 2, 3]);
+        assert_eq!(ends[0].input, 7 + 2);
     }
 
     #[test]

@@ -9,9 +9,10 @@
 //! (vim, less, top) is never written to stdout: it is shown by `bashc screen`.
 //!
 //! Lines printed one after another at the bottom of the screen (a build log) take a
-//! fast path, `lines.rs`: a run of them longer than the screen is rendered there, and
-//! the emulator is fed only its last screenful, which is all that stays visible. The
-//! text is the same as the emulator's (a test compares them on random input).
+//! fast path, `lines.rs`: a run of them is rendered there, and the emulator is given
+//! only its last screenful, which is all that stays visible, when the run ends or the
+//! screen is looked at. The text and the screen are the same as the emulator's alone
+//! (a test compares them on random input).
 
 use std::collections::VecDeque;
 
@@ -33,10 +34,42 @@ pub struct Screen {
     /// emulator alone.
     line_mode: bool,
     renderer: LineRenderer,
+    /// A run of the fast path in progress.
+    run: Option<Box<Run>>,
     /// Lines written by the fast path, not the emulator.
     fast_lines: u64,
-    /// The ends of the last lines of a run (the fast path's scratch).
-    ends: VecDeque<LineEnd>,
+}
+
+/// A line longer than this, or an unfinished line that grows past it, ends a run.
+const LONGEST_LINE: usize = 64 * 1024;
+
+/// A run of the fast path in progress: its last lines, which the emulator has not
+/// been given yet.
+struct Run {
+    /// Rows of what the screen held before the run that its lines have pushed off:
+    /// the emulator scrolled them, and `held` is to be drawn in the blank rows left
+    /// at the bottom. At most the rows above the cursor.
+    scrolled: usize,
+    /// The attributes the run's lines leave are the default ones.
+    attrs_default: bool,
+    /// The run's last lines as written: the fewest that fill the rows above the
+    /// cursor, once there are enough (what is still on the screen).
+    held: Vec<u8>,
+    /// The rows they take.
+    held_rows: usize,
+    /// Those lines as the fast path renders them.
+    held_text: Vec<u8>,
+    /// Where each held line ends, in `held` and `held_text`.
+    held_ends: VecDeque<LineEnd>,
+    /// The start of a line that the last read cut.
+    partial: Vec<u8>,
+    /// The rows above the cursor that `partial` takes (it wraps), counted in
+    /// `scrolled` already.
+    partial_rows: usize,
+    /// The attributes and the last character the lines let go of leave, which the
+    /// emulator is given when the run ends.
+    attributes: Vec<u8>,
+    last_char: Option<char>,
 }
 
 /// What the emulator reports besides the screen: the lines scrolled off, the title.
@@ -86,8 +119,8 @@ impl Screen {
             ground: true,
             line_mode: true,
             renderer: LineRenderer::new(),
+            run: None,
             fast_lines: 0,
-            ends: VecDeque::new(),
         }
     }
 
@@ -96,18 +129,37 @@ impl Screen {
     pub fn feed(&mut self, bytes: &[u8]) -> Vec<u8> {
         let mut rest = bytes;
         while !rest.is_empty() {
-            let used = match self.run_start() {
-                Some(attrs_default) => self.feed_run(rest, attrs_default),
-                None => 0,
-            };
-            rest = &rest[used..];
-            if used == 0 {
-                // Up to the next line that could start a run: the next newline.
-                let end = memchr::memchr(b'\n', rest).map_or(rest.len(), |at| at + 1);
-                self.feed_emulator(&rest[..end]);
-                rest = &rest[end..];
+            if self.run.is_none() {
+                let Some(attrs_default) = self.run_start() else {
+                    // Up to the next line that could start a run: the next newline.
+                    let end = memchr::memchr(b'\n', rest).map_or(rest.len(), |at| at + 1);
+                    self.feed_emulator(&rest[..end]);
+                    rest = &rest[end..];
+                    continue;
+                };
+                self.run = Some(Box::new(Run {
+                    scrolled: 0,
+                    attrs_default,
+                    held: Vec::new(),
+                    held_rows: 0,
+                    held_text: Vec::new(),
+                    held_ends: VecDeque::new(),
+                    partial: Vec::new(),
+                    partial_rows: 0,
+                    attributes: Vec::new(),
+                    last_char: None,
+                }));
             }
+            let used = self.continue_run(rest);
+            rest = &rest[used..];
         }
+        std::mem::take(&mut self.parser.callbacks_mut().scrolled)
+    }
+
+    /// Gives the emulator what the fast path holds, for a look at the screen; returns
+    /// the text that scrolled off doing so (rows of the held lines, when they wrap).
+    pub fn settle(&mut self) -> Vec<u8> {
+        self.settle_run();
         std::mem::take(&mut self.parser.callbacks_mut().scrolled)
     }
 
@@ -149,51 +201,153 @@ impl Screen {
         })
     }
 
-    /// A run of the fast path at the start of `bytes`, when it is longer than the
-    /// screen: its lines up to the last screenful go straight to the output, after
-    /// the rows they would have pushed off; the emulator, its screen emptied, draws
-    /// that last screenful. Returns the bytes used, 0 when there is no such run.
-    fn feed_run(&mut self, bytes: &[u8], attrs_default: bool) -> usize {
-        let (rows, cols) = self.parser.screen().size();
-        let keep = usize::from(rows.get()) + 1;
-        let mut text = Vec::new();
-        let mut attrs = attrs_default;
-        self.ends.clear();
-        let lines = self.renderer.render_run(
-            bytes,
-            cols.get(),
-            &mut attrs,
-            &mut text,
-            &mut self.ends,
-            keep,
-        );
-        if lines < keep {
+    /// Takes the lines at the start of `bytes` into the run, as long as they are
+    /// simple; returns the bytes used. A line that is not ends the run: the emulator
+    /// is given what the run holds, then that line.
+    fn continue_run(&mut self, bytes: &[u8]) -> usize {
+        let Some(mut run) = self.run.take() else {
             return 0;
+        };
+        let joined;
+        let (input, carried) = if run.partial.is_empty() {
+            (bytes, 0)
+        } else {
+            joined = [&run.partial[..], bytes].concat();
+            (&joined[..], run.partial.len())
+        };
+        run.partial.clear();
+        let (rows, cols) = self.parser.screen().size();
+        let first_new = run.held_ends.len();
+        let end = self.renderer.render_run(
+            input,
+            run.held.len(),
+            cols.get(),
+            LONGEST_LINE,
+            &mut run.attrs_default,
+            &mut run.held_text,
+            &mut run.held_ends,
+        );
+        run.held.extend_from_slice(&input[..end]);
+        run.held_rows += run
+            .held_ends
+            .range(first_new..)
+            .map(|e| e.rows)
+            .sum::<usize>();
+        if carried > 0 && end > 0 {
+            // The cut line is finished, one of the held lines now.
+            run.partial_rows = 0;
         }
-        // The run's last `rows` lines are drawn by the emulator; the ones before
-        // are the fast path's.
-        let skipped = self.ends[0];
-        let last_screenful = &bytes[skipped.input..self.ends[keep - 1].input];
-        // What the screen holds scrolls off first, as the run's first lines would
-        // push it: one line feed per row above the cursor. Then the cursor goes to
-        // the top of the emptied screen, in the colours the skipped lines leave.
-        let line_feeds = vec![b'\n'; usize::from(rows.get()) - 1];
-        self.parser.process(&line_feeds);
-        self.parser.process(b"\x1b[H");
-        self.parser
-            .process(&lines::attributes_at_end(&bytes[..skipped.input]));
+        let above = usize::from(rows.get()) - 1;
+        let after = &input[end..];
+        let next_line = memchr::memchr(b'\n', after);
+        let unfinished = match next_line {
+            None if after.len() <= LONGEST_LINE => {
+                self.renderer
+                    .rows_so_far(after, cols.get(), run.attrs_default)
+            }
+            _ => None,
+        };
+        if let Some(partial_rows) = unfinished {
+            // An unfinished line: the next read may finish it. Its rows above the
+            // cursor push the screen up already.
+            run.partial.extend_from_slice(after);
+            run.partial_rows = run.partial_rows.max(partial_rows - 1);
+            self.let_go(&mut run, above);
+            self.run = Some(run);
+            return bytes.len();
+        }
+        self.let_go(&mut run, above);
+        self.run = Some(run);
+        self.settle_run();
+        let line_end = end + next_line.map_or(after.len(), |at| at + 1);
+        self.feed_emulator(&input[end..line_end]);
+        line_end - carried
+    }
+
+    /// Scrolls off the rows of the screen that the run's lines have pushed off, as
+    /// they did: one line feed each (the held lines will be drawn in the blank rows
+    /// this leaves). Then lets go of the run's first lines once the rest fill the
+    /// `above` rows above the cursor: they have left the screen too.
+    fn let_go(&mut self, run: &mut Run, above: usize) {
+        let taken = run.held_rows + run.partial_rows;
+        let pushed = taken.min(above);
+        if pushed > run.scrolled {
+            self.parser.process(&vec![b'\n'; pushed - run.scrolled]);
+            run.scrolled = pushed;
+        }
+        if taken < above {
+            return;
+        }
+        let mut gone = 0;
+        while run
+            .held_ends
+            .get(gone)
+            .is_some_and(|line| run.held_rows + run.partial_rows - line.rows >= above)
+        {
+            run.held_rows -= run.held_ends[gone].rows;
+            gone += 1;
+        }
+        if gone == 0 {
+            return;
+        }
+        let cut = run.held_ends[gone - 1];
+        // Their text goes to the output, their colours and last character to the
+        // emulator when the run ends.
+        let attributes = lines::attributes_at_end(&run.held[..cut.input]);
+        if attributes.starts_with(b"\x1b[0m") {
+            run.attributes.clear();
+        }
+        run.attributes.extend_from_slice(&attributes);
+        if let Some(c) = run
+            .held_ends
+            .range(..gone)
+            .rev()
+            .find_map(|line| line.last_char)
+        {
+            run.last_char = Some(c);
+        }
         self.parser
             .callbacks_mut()
             .scrolled
-            .extend_from_slice(&text[..skipped.text]);
-        self.parser.process(last_screenful);
-        self.fast_lines += (lines - keep + 1) as u64;
-        self.ends[keep - 1].input
+            .extend_from_slice(&run.held_text[..cut.text]);
+        run.held.drain(..cut.input);
+        run.held_text.drain(..cut.text);
+        run.held_ends.drain(..gone);
+        for line in &mut run.held_ends {
+            line.input -= cut.input;
+            line.text -= cut.text;
+        }
+        self.fast_lines += gone as u64;
+    }
+
+    /// Ends the run: the emulator draws its held lines, from the first of the blank
+    /// rows left for them, and gets its unfinished one.
+    fn settle_run(&mut self) {
+        if let Some(run) = self.run.take() {
+            if run.scrolled > 0 {
+                let (rows, _) = self.parser.screen().size();
+                let first_row = usize::from(rows.get()) - 1 - run.scrolled;
+                let start = format!("\x1b[{};1H", first_row + 1);
+                if let Some(c) = run.last_char {
+                    // What `ESC [ b` repeats: printed in the first blank row, then
+                    // deleted (which leaves default cells, whatever the colours).
+                    self.parser
+                        .process(format!("{start}{c}\r\x1b[P").as_bytes());
+                }
+                self.parser.process(&run.attributes);
+                self.parser.process(start.as_bytes());
+            }
+            self.parser.process(&run.held);
+            if !run.partial.is_empty() {
+                self.feed_emulator(&run.partial);
+            }
+        }
     }
 
     /// The job's terminal is closed: the text still on the primary screen, down to its
     /// last line with text, each line ended.
     pub fn finish(&mut self) -> Vec<u8> {
+        self.settle_run();
         let collect = self.parser.callbacks_mut();
         let mut text = std::mem::take(&mut collect.scrolled);
         let owed_newline = std::mem::take(&mut collect.any_scrolled);
@@ -225,13 +379,15 @@ impl Screen {
     }
 
     pub fn resize(&mut self, size: PtySize) {
+        self.settle_run();
         let rows = std::num::NonZeroU16::new(size.rows.max(1)).expect("at least one row");
         let cols = std::num::NonZeroU16::new(size.cols.max(1)).expect("at least one column");
         self.parser.set_size(rows, cols);
     }
 
     /// The line the cursor is on: a prompt, when the job waits for input.
-    pub fn cursor_line(&self) -> String {
+    pub fn cursor_line(&mut self) -> String {
+        self.settle_run();
         let screen = self.parser.screen();
         let (row, _) = screen.cursor_position();
         let (_, cols) = screen.size();
@@ -242,8 +398,10 @@ impl Screen {
             .unwrap_or_default()
     }
 
-    /// The screen as `bashc screen` shows it.
+    /// The screen as `bashc screen` shows it, once [`Screen::settle`] has drawn what
+    /// the fast path holds (or [`Screen::finish`] has).
     pub fn info(&self, job: JobId, state: JobState, waiting_for_input: bool) -> ScreenInfo {
+        debug_assert!(self.run.is_none(), "a look at a screen not settled");
         let screen = self.parser.screen();
         let (rows, cols) = screen.size();
         let (cursor_row, cursor_col) = screen.cursor_position();
@@ -269,12 +427,12 @@ impl Screen {
     /// VPA `d`, or a scroll region `r`): a program that draws rather than prints. A
     /// sequence cut by a read is joined with the next read's start.
     fn addresses_cursor(&mut self, bytes: &[u8]) -> bool {
-        let mut joined;
+        let joined;
         let bytes = if self.tail.is_empty() {
             bytes
         } else {
-            joined = std::mem::take(&mut self.tail);
-            joined.extend_from_slice(&bytes[..bytes.len().min(32)]);
+            // The whole read after the cut sequence: only its real end may cut one.
+            joined = [&std::mem::take(&mut self.tail)[..], bytes].concat();
             &joined[..]
         };
         let mut at = 0;
@@ -364,14 +522,24 @@ mod tests {
         assert!(screen.info(JobId(1), JobState::Running, false).drawn);
     }
 
-    /// Everything the emulator shows and writes: its output, its screen.
-    fn shown(line_mode: bool, size: PtySize, chunks: &[Vec<u8>]) -> (String, ScreenInfo) {
+    /// Everything the emulator shows and writes: its output, its screen. `looks`:
+    /// after which reads the screen is looked at.
+    fn shown(
+        line_mode: bool,
+        size: PtySize,
+        chunks: &[Vec<u8>],
+        looks: &[bool],
+    ) -> (String, ScreenInfo) {
         let mut screen = Screen::new(size);
         screen.line_mode = line_mode;
         let mut out = Vec::new();
-        for chunk in chunks {
+        for (n, chunk) in chunks.iter().enumerate() {
             out.extend(screen.feed(chunk));
+            if looks.get(n) == Some(&true) {
+                out.extend(screen.settle());
+            }
         }
+        out.extend(screen.settle());
         let info = screen.info(JobId(1), JobState::Running, false);
         out.extend(screen.finish());
         (text(out), info)
@@ -386,13 +554,17 @@ mod tests {
         input.extend(b"\x1b[33mstill yellow\r\n\x1b[2Kerased\r\nlast");
         let size = size(30, 5);
         let chunks = [input];
-        assert_eq!(shown(true, size, &chunks), shown(false, size, &chunks));
+        assert_eq!(
+            shown(true, size, &chunks, &[]),
+            shown(false, size, &chunks, &[])
+        );
         let mut screen = Screen::new(size);
         screen.feed(&chunks[0]);
         // From `line 3` on (the cursor reached the bottom row) to `still yellow`,
-        // less the last screenful; the erase under yellow ends the run.
-        assert_eq!(screen.fast_lines, 498 - 5);
-        let (out, _) = shown(true, size, &chunks);
+        // less the four lines left above the cursor; the erase under yellow ends the
+        // run.
+        assert_eq!(screen.fast_lines, 498 - 4);
+        let (out, _) = shown(true, size, &chunks, &[]);
         assert!(out.starts_with("start\nline 0 \nline 1 x\n"), "{out}");
         assert!(
             out.ends_with("line 499 xxxxxxxxxxxxxxxxxx\nstill yellow\nerased\nlast\n"),
@@ -446,6 +618,7 @@ mod tests {
                 cols in 1u16..12,
                 rows in 1u16..6,
                 cuts in proptest::collection::vec(any::<prop::sample::Index>(), 0..6),
+                looks in proptest::collection::vec(any::<bool>(), 6),
             ) {
                 let input = pieces.concat();
                 let mut at: Vec<usize> = cuts.iter().map(|i| i.index(input.len() + 1)).collect();
@@ -457,8 +630,22 @@ mod tests {
                     from = to;
                 }
                 let size = size(cols, rows);
-                let fast = shown(true, size, &chunks);
-                prop_assert_eq!(fast, shown(false, size, &chunks));
+                let fast = shown(true, size, &chunks, &looks);
+                prop_assert_eq!(fast, shown(false, size, &chunks, &[]));
+                // And read by read, the fast path's output lags the emulator's by one
+                // line at most: the rows of a line held whose top rows have scrolled
+                // off (a line's text is at most 8 times its bytes, for tabs).
+                let longest = input.split(|b| *b == b'\n').map(<[u8]>::len).max().unwrap_or(0);
+                let (mut fast, mut alone) = (Screen::new(size), Screen::new(size));
+                alone.line_mode = false;
+                let (mut fast_out, mut alone_out) = (Vec::new(), Vec::new());
+                for chunk in &chunks {
+                    fast_out.extend(fast.feed(chunk));
+                    alone_out.extend(alone.feed(chunk));
+                    prop_assert!(alone_out.starts_with(&fast_out));
+                    let lag = &alone_out[fast_out.len()..];
+                    prop_assert!(lag.len() <= 8 * longest, "{:?}", text(lag.to_vec()));
+                }
             }
         }
     }

@@ -234,11 +234,22 @@ impl Inputs {
     ) -> Option<(bashd_protocol::ScreenInfo, bool)> {
         self.out.screen.as_ref()?;
         let waiting = self.probe().await.waiting_for_input.is_some();
+        self.settle_screen();
         let screen = self.out.screen.as_ref()?;
         Some((
             screen.info(job, bashd_protocol::JobState::Running, waiting),
             screen.application_cursor(),
         ))
+    }
+
+    /// Draws what a terminal job's screen holds back (the fast path's last lines), for
+    /// a look at it; what that pushes off the screen goes to the output.
+    pub(super) fn settle_screen(&mut self) {
+        let Some(screen) = self.out.screen.as_mut() else {
+            return;
+        };
+        let scrolled = screen.settle();
+        self.out.push(&scrolled, StreamName::Stdout, &mut self.live);
     }
 
     /// Takes a first look at the job's CPU time, for a later [`Inputs::probe`].
