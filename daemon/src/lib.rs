@@ -7,7 +7,7 @@ mod conn;
 mod inbound;
 pub mod jobs;
 mod journal;
-mod output;
+pub mod output;
 pub mod policy;
 mod recovery;
 pub mod resident;

@@ -124,6 +124,14 @@ impl Screen {
         }
     }
 
+    /// A screen that feeds every byte to the emulator, without the fast path: the
+    /// benchmark's figure to compare with.
+    pub fn emulator_only(size: PtySize) -> Screen {
+        let mut screen = Screen::new(size);
+        screen.line_mode = false;
+        screen
+    }
+
     /// Takes what the job wrote; returns the text of the lines it pushed off the
     /// primary screen, without escapes.
     pub fn feed(&mut self, bytes: &[u8]) -> Vec<u8> {
