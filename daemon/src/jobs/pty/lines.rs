@@ -104,6 +104,16 @@ impl LineRenderer {
             let last_char = body.last().map(|b| *b as char);
             return Some((body.len().div_ceil(cols).max(1), last_char));
         }
+        // Next: colours and tabs on one row (a compiler's or a logger's line).
+        if body.len() < line.len() {
+            let start = text.len();
+            let mut attrs = *attrs_default;
+            if let Some(last_char) = one_row_with_colours(body, cols, &mut attrs, text) {
+                *attrs_default = attrs;
+                return Some((1, last_char));
+            }
+            text.truncate(start);
+        }
         let (rows, col, last_char) = self.render_cells(line, cols, attrs_default, text)?;
         // A line that leaves the cursor elsewhere would start the next one there.
         (col == 0).then_some((rows, last_char))
@@ -205,6 +215,59 @@ impl Default for LineRenderer {
     fn default() -> Self {
         LineRenderer::new()
     }
+}
+
+/// A line of printable ASCII, SGRs and tabs that stays on one row and short of its
+/// last column (where a tab would stop and the next character overwrite): its text,
+/// tabs as the spaces up to the next stop when something follows them. Returns the
+/// last character printed (`Some(None)` when none); `None` when the line is not such
+/// a line.
+fn one_row_with_colours(
+    line: &[u8],
+    cols: usize,
+    attrs_default: &mut bool,
+    text: &mut Vec<u8>,
+) -> Option<Option<char>> {
+    let mut col = 0;
+    let mut spaces = 0;
+    let mut last_char = None;
+    let mut at = 0;
+    while at < line.len() {
+        let run = line[at..]
+            .iter()
+            .take_while(|b| PRINTABLE[**b as usize])
+            .count();
+        if run > 0 {
+            col += spaces + run;
+            if col >= cols {
+                return None;
+            }
+            text.extend(std::iter::repeat_n(b' ', std::mem::take(&mut spaces)));
+            text.extend_from_slice(&line[at..at + run]);
+            last_char = Some(line[at + run - 1] as char);
+            at += run;
+            continue;
+        }
+        match line[at] {
+            b'\t' => {
+                let stop = (col + spaces) - (col + spaces) % 8 + 8;
+                if stop >= cols - 1 {
+                    return None;
+                }
+                spaces = stop - col;
+                at += 1;
+            }
+            0x1B => match csi(&line[at..])? {
+                (len, Csi::Sgr { reset }) => {
+                    *attrs_default = reset;
+                    at += len;
+                }
+                _ => return None,
+            },
+            _ => return None,
+        }
+    }
+    Some(last_char)
 }
 
 /// A row as `vt100` writes it: blanks before a written cell are spaces, blanks at the
