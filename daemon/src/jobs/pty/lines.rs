@@ -273,15 +273,17 @@ fn one_row_with_colours(
 /// A row as `vt100` writes it: blanks before a written cell are spaces, blanks at the
 /// end are nothing.
 fn push_row(row: &[char], text: &mut Vec<u8>) {
-    let mut spaces = 0;
+    let Some(last) = row.iter().rposition(|c| *c != BLANK) else {
+        return;
+    };
+    text.reserve(last + 1);
     let mut buf = [0; 4];
-    for &c in row {
-        if c == BLANK {
-            spaces += 1;
-            continue;
+    for &c in &row[..=last] {
+        match c {
+            BLANK => text.push(b' '),
+            c if c.is_ascii() => text.push(c as u8),
+            c => text.extend_from_slice(c.encode_utf8(&mut buf).as_bytes()),
         }
-        text.extend(std::iter::repeat_n(b' ', std::mem::take(&mut spaces)));
-        text.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
     }
 }
 

@@ -40,8 +40,10 @@ pub struct Screen {
     fast_lines: u64,
 }
 
-/// A line longer than this, or an unfinished line that grows past it, ends a run.
-const LONGEST_LINE: usize = 64 * 1024;
+/// A line longer than this, or an unfinished line that grows past it, ends a run (the
+/// emulator takes it). It bounds what a run holds: a screenful of such lines at most,
+/// as written and rendered, about 1 MiB at 40 rows.
+const LONGEST_LINE: usize = 16 * 1024;
 
 /// A run of the fast path in progress: its last lines, which the emulator has not
 /// been given yet.
