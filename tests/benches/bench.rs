@@ -71,6 +71,9 @@ fn main() {
     if wanted("terminal") {
         terminal(&tokio);
     }
+    if wanted("terminal") || only.as_deref() == Some("terminal-input") {
+        terminal_interaction(&tokio);
+    }
 }
 
 /// `BASHD_BENCH=terminal` (issue 25), in-process: the capture of 100 MiB of mixed
@@ -283,6 +286,135 @@ fn terminal(tokio: &tokio::runtime::Runtime) {
         grown[0],
         grown[1] - grown[0]
     );
+}
+
+/// `BASHD_BENCH=terminal` (issue 25): `send --keys` to the screen shown for a REPL
+/// (beyond the settle time it waits for), and input detection: from a prompt's read
+/// (the job writes the time just before it) to `waiting_for_input` in a look, on a
+/// terminal (`screen`) and on a stdin pipe (`jobs`), looks every 10 ms.
+fn terminal_interaction(tokio: &tokio::runtime::Runtime) {
+    use bashc::protocol::{
+        JobRef, JobRequest, JobsRequest, KillRequest, Mode, PtySize, SendRequest, StdinMode,
+    };
+    const SETTLE_MS: u64 = 300;
+    let size = PtySize {
+        cols: 120,
+        rows: 40,
+    };
+    let daemon = Daemon::start();
+    let scratch = tempfile::tempdir().unwrap();
+    tokio.block_on(async {
+        let client = daemon.client().await;
+        let look = |job: &bashc::protocol::JobId| JobRequest {
+            caller: daemon.caller(),
+            job: JobRef::Id(job.to_string()),
+            any_session: false,
+        };
+        let kill = |job: &bashc::protocol::JobId| KillRequest {
+            caller: daemon.caller(),
+            job: JobRef::Id(job.to_string()),
+            signal: Some("KILL".into()),
+            grace_ms: None,
+            any_session: false,
+        };
+        let mut params = daemon.params("python3 -q");
+        params.pty = Some(size);
+        params.mode = Mode::Background;
+        let repl = client.exec(params).await.unwrap().job;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !client
+            .screen(look(&repl))
+            .await
+            .unwrap()
+            .lines
+            .iter()
+            .any(|line| line.starts_with(">>>"))
+        {
+            assert!(Instant::now() < deadline, "python3 never showed its prompt");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let mut beyond = Vec::new();
+        for n in 0..20 {
+            let start = Instant::now();
+            let sent = client
+                .send(SendRequest {
+                    caller: daemon.caller(),
+                    job: JobRef::Id(repl.to_string()),
+                    bytes: Vec::new(),
+                    eof: false,
+                    keys: vec![format!("{n}+1000"), "Enter".into()],
+                    literal: false,
+                    screen_settle_ms: Some(SETTLE_MS),
+                })
+                .await
+                .unwrap();
+            let took = start.elapsed();
+            let screen = sent.screen.expect("a terminal job answers with its screen");
+            let answer = (n + 1000).to_string();
+            assert!(screen.lines.contains(&answer), "{screen:?}");
+            beyond.push(took.saturating_sub(Duration::from_millis(SETTLE_MS)));
+        }
+        let _ = client.kill(kill(&repl)).await;
+        println!(
+            "terminal: send --keys to the screen shown, python3 -q: {:.1} ms beyond the {SETTLE_MS} ms settle time, median of 20 (target < 20 ms)",
+            ms(median_of(beyond))
+        );
+
+        for on_terminal in [true, false] {
+            let mut detected = Vec::new();
+            for n in 0..10 {
+                let mark = scratch.path().join(format!("i25-mark-{on_terminal}-{n}"));
+                let mut params = daemon.params(&format!(
+                    "echo $EPOCHREALTIME > {}; read -p 'name? ' n",
+                    mark.display()
+                ));
+                params.mode = Mode::Background;
+                if on_terminal {
+                    params.pty = Some(size);
+                } else {
+                    params.stdin = StdinMode::Pipe;
+                }
+                let job = client.exec(params).await.unwrap().job;
+                let deadline = Instant::now() + Duration::from_secs(20);
+                loop {
+                    let waiting = if on_terminal {
+                        client.screen(look(&job)).await.unwrap().waiting_for_input
+                    } else {
+                        client
+                            .jobs(JobsRequest {
+                                caller: daemon.caller(),
+                                session: None,
+                            })
+                            .await
+                            .unwrap()
+                            .iter()
+                            .any(|listed| listed.job == job && listed.waiting_for_input)
+                    };
+                    if waiting {
+                        let now = std::time::SystemTime::now()
+                            .duration_since(std::time::UNIX_EPOCH)
+                            .unwrap()
+                            .as_secs_f64();
+                        let written: f64 = std::fs::read_to_string(&mark)
+                            .unwrap()
+                            .trim()
+                            .parse()
+                            .unwrap();
+                        detected.push(Duration::from_secs_f64((now - written).max(0.0)));
+                        break;
+                    }
+                    assert!(Instant::now() < deadline, "never seen waiting for input");
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                let _ = client.kill(kill(&job)).await;
+            }
+            println!(
+                "terminal: input detection, from the read of a prompt to waiting_for_input in a look, {}: {:.0} ms, median of 10",
+                if on_terminal { "on a terminal" } else { "on a stdin pipe" },
+                ms(median_of(detected))
+            );
+        }
+    });
 }
 
 /// How long `pipeline` takes with its output on a pseudo-terminal of 120x40 (with the
