@@ -139,6 +139,11 @@ impl Screen {
     pub fn feed(&mut self, bytes: &[u8]) -> Vec<u8> {
         let mut rest = bytes;
         while !rest.is_empty() {
+            if self.run.is_none() && (self.drawn || !self.line_mode) {
+                // A program that draws never prints runs again: all of it at once.
+                self.feed_emulator(rest);
+                break;
+            }
             if self.run.is_none() {
                 let Some(attrs_default) = self.run_start() else {
                     // Up to the next line that could start a run: the next newline.
