@@ -384,8 +384,9 @@ pub struct JobInfo {
     pub record: Option<ExitRecord>,
     /// The ports its processes listen on, read from `/proc` when the list was asked for.
     pub ports: Vec<ListenPort>,
-    /// It runs with a stdin pipe, has printed nothing and used no CPU for a while, and
-    /// is blocked reading that pipe: it most likely waits for `send`.
+    /// It runs with a stdin pipe or a terminal and is blocked reading it, printing
+    /// nothing (as the kernel says; for a pipe job in a poll, after a quiet, idle
+    /// while): it waits for `send`.
     pub waiting_for_input: bool,
     /// The sandbox it runs in, when it is confined. With the network off, its ports
     /// answer only inside it.

@@ -170,6 +170,10 @@ pub struct InputState {
     /// None of them runs, and one is blocked reading the job's stdin pipe (a `read` of
     /// descriptor 0, or a `poll`/`select` while descriptor 0 is that pipe).
     pub blocked_on_stdin: bool,
+    /// None of them runs, and one is blocked in a `read` of a descriptor that is the
+    /// job's stdin (descriptor 0 or a copy): the kernel says so, no guess. A poll does
+    /// not say which descriptors it waits on, so it never counts here.
+    pub reading_stdin: bool,
     /// Their CPU time so far, in clock ticks.
     pub cpu_ticks: u64,
 }
@@ -195,6 +199,7 @@ pub fn input_state(root: u32, stdin: &str) -> InputState {
     let pipe = stdin;
     let mut any_running = false;
     let mut blocked = false;
+    let mut reading = false;
     let mut cpu_ticks = 0;
     for pid in descendants(root) {
         let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
@@ -228,19 +233,22 @@ pub fn input_state(root: u32, stdin: &str) -> InputState {
         let first = words
             .next()
             .and_then(|a| u64::from_str_radix(a.trim_start_matches("0x"), 16).ok());
-        let reads_stdin = fs::read_link(format!("/proc/{pid}/fd/0"))
-            .is_ok_and(|target| target.to_str() == Some(pipe));
-        if !reads_stdin {
-            continue;
-        }
-        match number {
-            Some(n) if READS.contains(&n) && first == Some(0) => blocked = true,
-            Some(n) if POLLS.contains(&n) => blocked = true,
+        let is_stdin = |fd: u64| {
+            fs::read_link(format!("/proc/{pid}/fd/{fd}"))
+                .is_ok_and(|target| target.to_str() == Some(pipe))
+        };
+        match (number, first) {
+            (Some(n), Some(fd)) if READS.contains(&n) && is_stdin(fd) => {
+                reading = true;
+                blocked |= fd == 0;
+            }
+            (Some(n), _) if POLLS.contains(&n) && is_stdin(0) => blocked = true,
             _ => {}
         }
     }
     InputState {
         blocked_on_stdin: blocked && !any_running,
+        reading_stdin: reading && !any_running,
         cpu_ticks,
     }
 }

@@ -15,9 +15,14 @@ use crate::{json, show};
 const ROUNDS: usize = 20;
 const SESSIONS: usize = 3;
 
-/// The commands a round draws from: foreground, background, escaping and straggling.
+/// The commands a round draws from: foreground, background, escaping and straggling,
+/// on pipes and on a terminal (issue 25).
 const WORKLOAD: &[(&str, &[&str])] = &[
     ("echo fg; sleep 0.2", &[]),
+    ("echo fg; sleep 0.2", &["--pty"]),
+    ("sleep 2501", &["--pty", "--mode", "background"]),
+    // A reader of the terminal, and a process left on it in the background.
+    ("sleep 2502 & cat", &["--pty", "--timeout", "600"]),
     ("sleep 300", &["--mode", "background"]),
     (
         "setsid sleep 300 & (nohup sleep 300 >/dev/null 2>&1 &); sleep 300",

@@ -217,6 +217,55 @@ fn send_answers_a_prompt_through_the_jobs_stdin_pipe() {
     }
 }
 
+/// Whether `jobs --json` says `job` waits for input.
+fn listed_waiting(daemon: &Daemon, job: &str) -> bool {
+    let out = bashc(daemon, &["jobs", "--json"]);
+    let listed = json(&out);
+    let jobs = listed
+        .as_array()
+        .or_else(|| listed["jobs"].as_array())
+        .expect("jobs --json lists jobs");
+    jobs.iter()
+        .find(|j| j["job"] == job)
+        .is_some_and(|j| j["waiting_for_input"] == true)
+}
+
+/// Issue 25: a pipe job blocked in a read of its stdin pipe waits for input, as the
+/// kernel says: seen at the first look within a second, not after 5 s of quiet and a
+/// second look; a read of a copy of the descriptor counts too; a job that sleeps with
+/// the same pipe does not wait.
+#[test]
+fn a_read_of_the_stdin_pipe_is_seen_waiting_at_once() {
+    let daemon = Daemon::start();
+    for command in [
+        "read -p 'name? ' n; echo hello $n",
+        "python3 -c \"import os; print('ready', flush=True); os.read(os.dup(0), 10)\"",
+    ] {
+        let job = background(&daemon, &["--stdin", "pipe"], command);
+        let started = Instant::now();
+        let mut seen = false;
+        while started.elapsed() < Duration::from_secs(4) {
+            if listed_waiting(&daemon, &job) {
+                seen = true;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        assert!(seen, "{command}: not seen waiting within 4 s");
+        bashc(&daemon, &["send", &job, "world", "--newline"]);
+        let out = bashc(&daemon, &["wait", &job, "--timeout", "10"]);
+        assert_eq!(out.status.code(), Some(0), "{command}: {}", show(&out));
+    }
+    let sleeper = background(&daemon, &["--stdin", "pipe"], "sleep 2503");
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(!listed_waiting(&daemon, &sleeper));
+    bashc(&daemon, &["kill", &sleeper]);
+    assert!(wait_until(Duration::from_secs(10), || pids_running(
+        "sleep 2503"
+    )
+    .is_empty()));
+}
+
 #[test]
 fn vim_without_a_terminal_is_reported_waiting_for_input() {
     if std::process::Command::new("vim")

@@ -281,6 +281,64 @@ fn issue_25_lines_that_scroll_off_are_the_output_and_a_progress_bar_its_last_sta
     assert!(stdout(&grep).contains("row 77"), "{}", show(&grep));
 }
 
+#[test]
+fn issue_25_a_long_coloured_log_through_the_terminal_is_its_output_once_and_in_order() {
+    let daemon = Daemon::start();
+    // 20,000 lines, coloured, some wrapping, a progress bar half-way and a status
+    // line redrawn by moving the cursor up: the fast path and the emulator both.
+    let script = r#"for i in $(seq 1 20000); do
+        if [ $i = 10000 ]; then for p in 10 50 100; do printf '\r[%s%%]\e[K' $p; done; echo; fi
+        if [ $i = 15000 ]; then printf 'status a\nstatus b\n\e[2A\e[2Kstatus A\n\e[2Kstatus B\n'; fi
+        if [ $((i % 100)) = 0 ]; then printf '\e[31mline %d %0200d\e[0m\n' $i 0; else printf '\e[32mline\e[0m %d\n' $i; fi
+    done"#;
+    let out = bashc(
+        &daemon,
+        "exec",
+        &["--json", "--pty", "--timeout", "120", "--", script],
+    );
+    let result = json(&out);
+    assert_eq!(result["exit_code"], 0, "{result:#}");
+    let job = result["job"].as_str().unwrap();
+    let page = bashc(
+        &daemon,
+        "output",
+        &[job, "--limit", "30000", "--max-bytes", "4000000"],
+    );
+    let text = stdout(&page);
+    assert!(!text.contains('\x1b'), "escapes reached the output");
+    let mut expected = Vec::new();
+    for i in 1..=20000 {
+        if i == 10000 {
+            expected.push("[100%]".to_owned());
+        }
+        if i == 15000 {
+            expected.extend(["status A".to_owned(), "status B".to_owned()]);
+        }
+        expected.push(if i % 100 == 0 {
+            format!("line {i} {}", "0".repeat(200))
+        } else {
+            format!("line {i}")
+        });
+    }
+    let lines: Vec<&str> = text.lines().collect();
+    let first_wrong = lines
+        .iter()
+        .zip(&expected)
+        .position(|(got, want)| got != want);
+    assert_eq!(
+        first_wrong,
+        None,
+        "{:?}",
+        first_wrong.map(|n| (&lines[n], &expected[n]))
+    );
+    assert_eq!(
+        lines.len(),
+        expected.len(),
+        "{}",
+        &text[text.len().saturating_sub(500)..]
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn issue_25_mcp_runs_a_repl_on_a_terminal_with_keys_and_screen() {
     use crate::mcp::{call, connect};
@@ -394,6 +452,10 @@ fn issue_25_wait_and_check_of_a_drawing_program_show_its_screen() {
         result["screen"]["lines"][0], "first line of i25b",
         "{result:#}"
     );
+    // In the shape `screen --json` gives.
+    assert!(result["screen"]["cursor"]["row"].is_u64(), "{result:#}");
+    assert!(result["screen"]["cursor"]["col"].is_u64(), "{result:#}");
+    assert_eq!(result["screen"]["cursor_row"], serde_json::Value::Null);
     // So does a check.
     let out = bashc(&daemon, "check", &[&job]);
     let text = stdout(&out);

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use anyhow::Context;
 use bashc::Target;
-use bashc::protocol::{Caller, ExecResult, Owner, Worded, runtime};
+use bashc::protocol::{Caller, ExecResult, Owner, runtime};
 use clap::Args;
 
 use crate::render;
@@ -206,11 +206,10 @@ pub fn print<T: serde::Serialize>(
 /// the result's streams count from the stream's first line (not a check's new lines),
 /// so the note under a cut stream can name the lines it does not show.
 pub fn print_result(json: bool, result: &ExecResult, whole: bool) -> anyhow::Result<()> {
-    let worded = Worded {
-        value: result,
-        notice: render::notices_text(&result.notices),
-    };
-    print(json, &worded, |worded| {
-        render::exec_text(worded.value, whole)
-    })
+    if json {
+        return print(true, &crate::terminal::result_json(result)?, |_| {
+            String::new()
+        });
+    }
+    write_stdout(render::exec_text(result, whole).as_bytes())
 }

@@ -244,10 +244,7 @@ impl MissedSoFar {
 /// exit code, record), or with `json` the whole result as the last line.
 pub fn print_end(result: &ExecResult, json: bool) -> anyhow::Result<()> {
     if json {
-        return json_line(&Worded {
-            value: result,
-            notice: render::notices_text(&result.notices),
-        });
+        return json_line(&crate::terminal::result_json(result)?);
     }
     let mut shown = result.clone();
     shown.stdout.text.clear();

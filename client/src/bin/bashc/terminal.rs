@@ -111,6 +111,20 @@ pub fn screen_text(screen: &ScreenInfo) -> String {
     text
 }
 
+/// A job's result as `--json` prints it (`exec`, `wait`, `check`, the end of
+/// `follow`): its keys, its notices worded, and its screen, when it carries one, in the
+/// shape `screen --json` gives it (`cursor: {row, col}`, not the wire's field names).
+pub fn result_json(result: &bashc::protocol::ExecResult) -> anyhow::Result<serde_json::Value> {
+    let mut value = serde_json::to_value(bashc::protocol::Worded {
+        value: result,
+        notice: crate::render::notices_text(&result.notices),
+    })?;
+    if let (Some(screen), Some(object)) = (&result.screen, value.as_object_mut()) {
+        object.insert("screen".to_owned(), screen_json(screen));
+    }
+    Ok(value)
+}
+
 /// The screen as `screen --json` prints it.
 pub fn screen_json(screen: &ScreenInfo) -> serde_json::Value {
     serde_json::json!({

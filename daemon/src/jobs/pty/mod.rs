@@ -10,6 +10,7 @@
 //! end-of-file (EIO) when the job's last process closes the terminal.
 
 pub mod keys;
+mod lines;
 pub mod screen;
 pub mod wanted;
 

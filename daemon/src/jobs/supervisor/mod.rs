@@ -614,6 +614,7 @@ impl<P: JobProcesses> Supervisor<P> {
         if why == BackgroundWhy::Timeout {
             notices.extend(self.waiting_notice());
         }
+        self.inputs.settle_screen();
         let result = self.result(JobState::Running, notices, None);
         // Before the answer, so that a check sent on seeing it starts after `seen`.
         let _ = self.reports.send(Report::Backgrounded {

@@ -25,13 +25,14 @@ const READ_CHUNK: usize = 256 * 1024;
 /// writer. Pipes start at the kernel's default, since pipe memory is a per-user quota
 /// that a thousand quiet jobs must not spend.
 const BIG_PIPE_BYTES: usize = 1024 * 1024;
-/// How long a job with a stdin pipe must have printed nothing and used no CPU, while
-/// blocked reading that pipe, to count as waiting for input.
+/// Where the kernel cannot tell (a pipe job in a poll, which may wait on other
+/// descriptors too): how long it must have printed nothing and used no CPU, while
+/// polling with its stdin pipe as descriptor 0, to count as waiting for input.
 pub(super) const INPUT_IDLE: Duration = Duration::from_secs(5);
-/// On a terminal the kernel tells: a process of the job blocked reading the terminal
-/// with nothing printed for this long waits for input. The pause only lets a prompt
-/// that is being written finish before it is reported.
-const TERMINAL_INPUT_IDLE: Duration = Duration::from_millis(100);
+/// Where the kernel tells (a process of the job blocked in a read of its stdin pipe or
+/// terminal, or polling its terminal): with nothing printed for this long it waits
+/// for input. The pause only lets a prompt that is being written finish first.
+const KERNEL_INPUT_IDLE: Duration = Duration::from_millis(100);
 /// The most chunks a probe reads from a terminal that holds output already.
 const READ_NOW_CHUNKS: usize = 16;
 /// A clock tick of `/proc/PID/stat`'s CPU times, in milliseconds (USER_HZ is 100 on
@@ -160,12 +161,15 @@ impl Inputs {
         }
     }
 
-    /// Whether the job waits for input: it has a stdin pipe, printed nothing for
-    /// [`INPUT_IDLE`], used no CPU since a look at least that long ago, and is blocked
-    /// reading the pipe now. Every look is kept for the next (the first only primes).
+    /// Whether the job waits for input. The kernel's word first: a process of the job
+    /// is blocked in a `read` of its stdin (pipe or terminal), or, on a terminal, in a
+    /// poll while its stdin is the terminal, and the job printed nothing for
+    /// [`KERNEL_INPUT_IDLE`] (output already written is read first). Where the kernel
+    /// cannot tell (a pipe job in a poll, which may wait on other descriptors too), a
+    /// guess: blocked like that, printed nothing for [`INPUT_IDLE`] and used no CPU
+    /// since a look at least that long ago (every look is kept for the next).
     pub(super) async fn probe(&mut self) -> Probe {
         self.read_held();
-        let quiet_for = self.last_output.elapsed();
         let Some(watch) = &mut self.watch else {
             return Probe::default();
         };
@@ -174,22 +178,28 @@ impl Inputs {
             Some(tty) => tty.clone(),
             None => format!("pipe:[{}]", watch.stdin_inode),
         };
+        let on_terminal = watch.tty.is_some();
         let Ok(now) =
             tokio::task::spawn_blocking(move || crate::jobs::probe::input_state(root, &stdin))
                 .await
         else {
             return Probe::default();
         };
-        if watch.tty.is_some() {
-            // The terminal's reader is known for sure: no CPU sampling, no long quiet.
-            // A prompt written just before the read the look saw blocked may still sit
-            // in the terminal: read it, and the job printed just now.
-            self.read_held();
-            let quiet_for = self.last_output.elapsed();
+        // A prompt written just before the read the look saw blocked may still sit in
+        // a pipe or the terminal: read it, and the job printed just now.
+        self.read_held();
+        let quiet_for = self.last_output.elapsed();
+        let certain = now.reading_stdin || (on_terminal && now.blocked_on_stdin);
+        if certain {
             return Probe {
-                waiting_for_input: (now.blocked_on_stdin && quiet_for >= TERMINAL_INPUT_IDLE)
-                    .then_some(quiet_for.as_secs()),
+                waiting_for_input: (quiet_for >= KERNEL_INPUT_IDLE).then_some(quiet_for.as_secs()),
             };
+        }
+        let Some(watch) = &mut self.watch else {
+            return Probe::default();
+        };
+        if on_terminal {
+            return Probe::default();
         }
         // "No CPU" allows what a program waiting in `select` spends waking now and then
         // (vim writes its swap file after 4 s): at most 2 % of the time since the look.
@@ -212,18 +222,23 @@ impl Inputs {
         }
     }
 
-    /// Reads what a terminal job's terminal holds already, as output: it came before
+    /// Reads what the job's pipes or terminal hold already, as output: it came before
     /// any read the probe sees blocked (a prompt, then the read of the answer), and is
     /// part of the screen a look shows. The select of [`Inputs::wake`] may answer a
     /// look before a ready read. A few chunks at most, for a job that never stops.
     fn read_held(&mut self) {
-        for _ in 0..READ_NOW_CHUNKS {
-            let n = self.out.read_now();
-            if n == 0 {
-                break;
+        for (reader, stream) in [
+            (&mut self.out, StreamName::Stdout),
+            (&mut self.err, StreamName::Stderr),
+        ] {
+            for _ in 0..READ_NOW_CHUNKS {
+                let n = reader.read_now();
+                if n == 0 {
+                    break;
+                }
+                self.last_output = Instant::now();
+                reader.take(n, stream, &mut self.live);
             }
-            self.last_output = Instant::now();
-            self.out.take(n, StreamName::Stdout, &mut self.live);
         }
     }
 
@@ -235,11 +250,22 @@ impl Inputs {
     ) -> Option<(bashd_protocol::ScreenInfo, bool)> {
         self.out.screen.as_ref()?;
         let waiting = self.probe().await.waiting_for_input.is_some();
+        self.settle_screen();
         let screen = self.out.screen.as_ref()?;
         Some((
             screen.info(job, bashd_protocol::JobState::Running, waiting),
             screen.application_cursor(),
         ))
+    }
+
+    /// Draws what a terminal job's screen holds back (the fast path's last lines), for
+    /// a look at it; what that pushes off the screen goes to the output.
+    pub(super) fn settle_screen(&mut self) {
+        let Some(screen) = self.out.screen.as_mut() else {
+            return;
+        };
+        let scrolled = screen.settle();
+        self.out.push(&scrolled, StreamName::Stdout, &mut self.live);
     }
 
     /// Takes a first look at the job's CPU time, for a later [`Inputs::probe`].
@@ -357,16 +383,21 @@ impl PipeReader {
         self.pipe.is_none()
     }
 
-    /// Reads a chunk a terminal job's master holds now into the buffer, without
-    /// waiting; how many bytes, 0 when there is none (or the job is on pipes).
+    /// Reads a chunk the pipe or the terminal's master holds now into the buffer,
+    /// without waiting; how many bytes, 0 when there is none. (End-of-file is left to
+    /// the next read of the select, which closes the pipe.)
     fn read_now(&mut self) -> usize {
-        let Some(Source::Terminal(master)) = self.pipe.as_ref() else {
+        if self.pipe.is_none() {
             return 0;
-        };
+        }
         if self.buf.is_empty() {
             self.buf = vec![0; FIRST_READ_CHUNK];
         }
-        master.read_now(&mut self.buf)
+        match self.pipe.as_ref() {
+            Some(Source::Terminal(master)) => master.read_now(&mut self.buf),
+            Some(Source::Pipe(pipe)) => pipe.try_read(&mut self.buf).unwrap_or(0),
+            None => 0,
+        }
     }
 
     /// Reads one chunk into the buffer; how many bytes, 0 at EOF or on an error.
@@ -434,14 +465,14 @@ impl PipeReader {
                 self.buf = Vec::new();
                 if let Some(screen) = self.screen.as_mut() {
                     let rest = screen.finish();
-                    self.push(rest.as_bytes(), stream, live);
+                    self.push(&rest, stream, live);
                 }
             }
             n => {
                 match self.screen.as_mut() {
                     Some(screen) => {
                         let scrolled = screen.feed(&self.buf[..n]);
-                        self.push(scrolled.as_bytes(), stream, live);
+                        self.push(&scrolled, stream, live);
                     }
                     None => {
                         let bytes = std::mem::take(&mut self.buf);
