@@ -115,10 +115,26 @@ impl Master {
 
     /// Reads some bytes; 0 once no process holds the terminal (Linux says EIO then).
     /// Cancel-safe: a read that did not complete consumed nothing.
+    /// A terminal gives at most 4 KiB a read: what it holds beyond that is read in the
+    /// same wake-up, up to `buf`'s size, so a loud program costs a wake-up (and a pass
+    /// through the screen) per buffer, not per 4 KiB.
     pub async fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
         loop {
             let mut guard = self.fd.readable().await?;
-            match guard.try_io(|fd| Ok(rustix::io::read(fd.get_ref(), &mut *buf)?)) {
+            match guard.try_io(|fd| {
+                let mut filled = 0;
+                while filled < buf.len() {
+                    match rustix::io::read(fd.get_ref(), &mut buf[filled..]) {
+                        Ok(0) => break,
+                        Ok(n) => filled += n,
+                        // Empty now, or closed: what was read is the answer; the next
+                        // read meets the same and reports it.
+                        Err(_) if filled > 0 => break,
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+                Ok(filled)
+            }) {
                 Ok(Err(e)) if e.raw_os_error() == Some(libc::EIO) => return Ok(0),
                 Ok(result) => return result,
                 Err(_would_block) => continue,
