@@ -128,9 +128,15 @@ pub enum Notice {
     },
     /// A `wait` returned because one of its conditions was met; the job may run on.
     ConditionMet { job: JobId, met: WaitMet },
-    /// The job runs with a stdin pipe, has printed nothing and used no CPU for
-    /// `idle_secs`, and is blocked reading that pipe: it most likely waits for input.
-    WaitingForInput { job: JobId, idle_secs: u64 },
+    /// A process of the job is blocked reading its stdin pipe or terminal and the job
+    /// has printed nothing for `idle_secs`: it most likely waits for input. `prompt`
+    /// is the line it printed last and did not end (the cursor's line on a terminal),
+    /// when there is one: what it asks.
+    WaitingForInput {
+        job: JobId,
+        idle_secs: u64,
+        prompt: Option<String>,
+    },
     /// The daemon died while the job ran (state `lost`). What it wrote to its spill
     /// files was kept; `in_memory` names the streams that had no spill file, whose
     /// output (if any) was held in the dead daemon's memory only and is gone.

@@ -363,10 +363,11 @@ impl JobsHandle {
             new_output::since_cursor(summary, streams, cursor, page_lines, max_bytes)
         })
         .await??;
-        if let Some(idle_secs) = super::live::waiting_for_input(probe.as_ref()).await {
+        if let Some((idle_secs, prompt)) = super::live::waiting_for_input(probe.as_ref()).await {
             result.notices.push(Notice::WaitingForInput {
                 job: result.job,
                 idle_secs,
+                prompt,
             });
         }
         let job = result.job;

@@ -381,14 +381,14 @@ async fn first_match(
 /// Whether the job behind `probe` (its supervisor) waits for input, and since when.
 pub(super) async fn waiting_for_input(
     probe: Option<&mpsc::UnboundedSender<Control>>,
-) -> Option<u64> {
+) -> Option<(u64, Option<String>)> {
     let (reply, answer) = oneshot::channel();
     probe?.send(Control::Probe(reply)).ok()?;
     let probe = tokio::time::timeout(Duration::from_secs(2), answer)
         .await
         .ok()?
         .ok()?;
-    probe.waiting_for_input
+    Some((probe.waiting_for_input?, probe.prompt))
 }
 
 /// Fills in what the running jobs of a listing are doing: their ports, read from /proc

@@ -71,6 +71,12 @@ impl StreamCapture {
         self.store.next_line()
     }
 
+    /// The line being written, not ended yet (sanitized): a prompt, when the job
+    /// waits for input.
+    pub fn pending_line(&self) -> &[u8] {
+        self.sanitizer.pending()
+    }
+
     /// The pipe is closed: what the sanitizer still holds is the last line.
     pub fn finish(&mut self) {
         self.finish_live(|_, _| {});

@@ -521,3 +521,31 @@ fn a_streaming_bashc_that_falls_behind_says_what_it_missed_in_two_lines() {
         .count() as u64;
     assert_eq!(printed + missed, 3_000_000, "printed or counted:\n{stderr}");
 }
+
+/// Issue 25: what a job waiting for input asks is in its result: the line it printed
+/// last and did not end, in the notice of `check` (and in MCP's words of it).
+#[test]
+fn check_of_a_job_waiting_for_input_says_what_it_asks() {
+    let daemon = Daemon::start();
+    let job = background(
+        &daemon,
+        &["--stdin", "pipe"],
+        "python3 -c \"print('hello ' + input('your name? '))\"",
+    );
+    let mut said = String::new();
+    let asked = wait_until(Duration::from_secs(10), || {
+        let out = bashc(&daemon, &["check", &job]);
+        said = crate::stdout(&out);
+        said.contains("waiting for input?")
+    });
+    assert!(asked, "never seen waiting:\n{said}");
+    assert!(said.contains("It asks: \"your name?\"."), "{said}");
+    bashc(&daemon, &["send", &job, "world", "--newline"]);
+    let out = bashc(&daemon, &["wait", &job, "--timeout", "10"]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert!(
+        crate::stdout(&out).contains("hello world"),
+        "{}",
+        show(&out)
+    );
+}

@@ -449,9 +449,14 @@ pub fn notice_text(notice: &Notice) -> String {
             )
         }
         Notice::ConditionMet { job, met } => condition_text(*job, met),
-        Notice::WaitingForInput { job, idle_secs } => waiting_text(
+        Notice::WaitingForInput {
+            job,
+            idle_secs,
+            prompt,
+        } => waiting_text(
             *job,
             *idle_secs,
+            prompt.as_deref(),
             &format!("bashc send {job} TEXT --newline (or --eof to close it)"),
             &format!("bashc kill {job}"),
         ),
@@ -522,9 +527,20 @@ pub fn condition_text(job: JobId, met: &WaitMet) -> String {
 }
 
 /// That a job seems to wait for input; `send` and `kill` say how to answer or end it.
-pub fn waiting_text(job: JobId, idle_secs: u64, send: &str, kill: &str) -> String {
+pub fn waiting_text(
+    job: JobId,
+    idle_secs: u64,
+    prompt: Option<&str>,
+    send: &str,
+    kill: &str,
+) -> String {
+    let asks = prompt.map_or(String::new(), |prompt| format!(" It asks: {prompt:?}."));
+    let quiet = match idle_secs {
+        0 => String::new(),
+        secs => format!(", printing nothing for {secs} s"),
+    };
     format!(
-        "{job} is waiting for input? It has printed nothing and used no CPU for {idle_secs} s while blocked reading its stdin. Answer it: {send}; or stop it ({kill}) and pass the input another way (a file, a here-string, a flag such as --yes)."
+        "{job} is waiting for input? It is blocked reading its stdin{quiet}.{asks} Answer it: {send}; or stop it ({kill}) and pass the input another way (a file, a here-string, a flag such as --yes)."
     )
 }
 

@@ -119,10 +119,12 @@ pub struct Subscribed {
 }
 
 /// What a look at a running job found.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Probe {
     /// Seconds it has waited for input, when it does.
     pub waiting_for_input: Option<u64>,
+    /// What it asks, when it waits: the line it left unended.
+    pub prompt: Option<String>,
 }
 
 /// What is left of a job when it ends: its result, and its output to page through.
@@ -328,7 +330,7 @@ struct Supervisor<P> {
     processes: P,
     inputs: Inputs,
     /// Seconds the job had waited for input when it passed its timeout, if it had.
-    waiting_at_timeout: Option<u64>,
+    waiting_at_timeout: Option<(u64, Option<String>)>,
 }
 
 impl<P: JobProcesses> Supervisor<P> {
@@ -467,7 +469,9 @@ impl<P: JobProcesses> Supervisor<P> {
                 Wake::Phase(LeaderEvent::AnswerBy) => self.detach(BackgroundWhy::CallBudget).await,
                 Wake::Phase(LeaderEvent::Deadline) => {
                     if matches!(self.request, Request::Waiting(_)) {
-                        self.waiting_at_timeout = self.inputs.probe().await.waiting_for_input;
+                        let probe = self.inputs.probe().await;
+                        self.waiting_at_timeout =
+                            probe.waiting_for_input.map(|idle| (idle, probe.prompt));
                     }
                     let settings = &self.settings;
                     let move_on = (matches!(self.request, Request::Waiting(_))
@@ -753,9 +757,11 @@ impl<P> Supervisor<P> {
     /// That the job waited for input when it passed its timeout, if it did.
     fn waiting_notice(&self) -> Option<Notice> {
         self.waiting_at_timeout
-            .map(|idle_secs| Notice::WaitingForInput {
+            .clone()
+            .map(|(idle_secs, prompt)| Notice::WaitingForInput {
                 job: self.meta.job,
                 idle_secs,
+                prompt,
             })
     }
 }

@@ -33,6 +33,8 @@ pub(super) const INPUT_IDLE: Duration = Duration::from_secs(5);
 /// terminal, or polling its terminal): with nothing printed for this long it waits
 /// for input. The pause only lets a prompt that is being written finish first.
 const KERNEL_INPUT_IDLE: Duration = Duration::from_millis(100);
+/// The most of a prompt a notice carries, in characters (its end: what is asked).
+const PROMPT_CHARS: usize = 200;
 /// The most chunks a probe reads from a terminal that holds output already.
 const READ_NOW_CHUNKS: usize = 16;
 /// A clock tick of `/proc/PID/stat`'s CPU times, in milliseconds (USER_HZ is 100 on
@@ -169,6 +171,34 @@ impl Inputs {
     /// guess: blocked like that, printed nothing for [`INPUT_IDLE`] and used no CPU
     /// since a look at least that long ago (every look is kept for the next).
     pub(super) async fn probe(&mut self) -> Probe {
+        let mut probe = self.probe_waiting().await;
+        if probe.waiting_for_input.is_some() {
+            probe.prompt = self.prompt();
+        }
+        probe
+    }
+
+    /// What a job waiting for input asks: the cursor's line on a terminal, else the
+    /// line it left unended on stdout, else on stderr; the last [`PROMPT_CHARS`] of it.
+    fn prompt(&mut self) -> Option<String> {
+        let line = match self.out.screen.as_mut() {
+            Some(screen) => screen.cursor_line(),
+            None => [&self.out, &self.err]
+                .into_iter()
+                .map(|reader| String::from_utf8_lossy(reader.capture.pending_line()).into_owned())
+                .find(|line| !line.trim().is_empty())
+                .unwrap_or_default(),
+        };
+        let line = line.trim_end();
+        let chars = line.chars().count();
+        let line: String = line
+            .chars()
+            .skip(chars.saturating_sub(PROMPT_CHARS))
+            .collect();
+        (!line.trim().is_empty()).then_some(line)
+    }
+
+    async fn probe_waiting(&mut self) -> Probe {
         self.read_held();
         let Some(watch) = &mut self.watch else {
             return Probe::default();
@@ -193,6 +223,7 @@ impl Inputs {
         if certain {
             return Probe {
                 waiting_for_input: (quiet_for >= KERNEL_INPUT_IDLE).then_some(quiet_for.as_secs()),
+                prompt: None,
             };
         }
         let Some(watch) = &mut self.watch else {
@@ -219,6 +250,7 @@ impl Inputs {
         Probe {
             waiting_for_input: (now.blocked_on_stdin && idle >= INPUT_IDLE)
                 .then_some(idle.as_secs()),
+            prompt: None,
         }
     }
 

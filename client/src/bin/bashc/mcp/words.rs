@@ -238,9 +238,14 @@ fn notice(notice: &Notice) -> String {
                 ),
             )
         }
-        Notice::WaitingForInput { job, idle_secs } => render::waiting_text(
+        Notice::WaitingForInput {
+            job,
+            idle_secs,
+            prompt,
+        } => render::waiting_text(
             *job,
             *idle_secs,
+            prompt.as_deref(),
             &format!("bash_send(job=\"{job}\", text=\"...\\n\") (eof=true closes it)"),
             &call("bash_kill", *job),
         ),
