@@ -276,6 +276,10 @@ async fn issue19_mcp_over_host_answers_bash() {
     let Some(remote) = Remote::start() else {
         return;
     };
+    let local_dir = tempfile::Builder::new()
+        .prefix("bashd-i19-mcp-local-")
+        .tempdir()
+        .unwrap();
     let mut command = tokio::process::Command::new(bin_path("bashc"));
     command
         .args(["mcp", "--host", HOST])
@@ -291,7 +295,8 @@ async fn issue19_mcp_over_host_answers_bash() {
                 .bridge_command(remote.far.runtime_dir(), &remote.far.config_home()),
         )
         .env_remove("BASHD_SESSION")
-        .current_dir(Path::new("/"));
+        // A directory of this machine: the far side must not be sent it.
+        .current_dir(local_dir.path());
     let (transport, _) = rmcp::transport::TokioChildProcess::builder(command)
         .stderr(Stdio::null())
         .spawn()
@@ -321,6 +326,34 @@ async fn issue19_mcp_over_host_answers_bash() {
     let result = super::mcp::call(&client, "bash_jobs", json!({})).await;
     let text = format!("{:?}", result.content);
     assert!(text.contains(&format!("host: {HOST}")), "{text}");
+
+    // A command runs in the login directory there, and a relative `workdir` is
+    // relative to it: the server's own directory is a path of this machine.
+    let home = std::env::var("HOME").unwrap();
+    let local = local_dir.path().display().to_string();
+    for args in [
+        json!({"command": "echo dir-i19 $PWD"}),
+        json!({"command": "echo dir-i19 $PWD", "workdir": "."}),
+    ] {
+        let result = super::mcp::call(&client, "bash", args.clone()).await;
+        let text = format!("{:?}", result.content);
+        assert!(
+            text.contains(&format!("dir-i19 {home}\\n")) && !text.contains(&local),
+            "{args}: {text}"
+        );
+    }
+    // A path that exists only there is not checked here: the daemon there says.
+    let result = super::mcp::call(
+        &client,
+        "bash",
+        json!({"command": "true", "workdir": "/nonexistent-i19"}),
+    )
+    .await;
+    let text = format!("{:?}", result.content);
+    assert!(
+        result.is_error == Some(true) && !text.contains("bad argument `workdir`"),
+        "{text}"
+    );
     let _ = client.cancel().await;
 }
 

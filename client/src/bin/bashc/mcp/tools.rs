@@ -831,8 +831,14 @@ impl BashTools {
     }
 
     /// `workdir` resolved against the server's own directory, checked to be a
-    /// directory, so that a bad one is named as the argument it is.
+    /// directory, so that a bad one is named as the argument it is. On another host
+    /// it is sent as given (empty: the login directory there), which the bridge there
+    /// resolves and the daemon there checks: this machine's directories mean nothing
+    /// there.
     fn workdir_of(&self, given: Option<&str>) -> Result<String, CallError> {
+        if self.target.host().is_some() {
+            return Ok(given.unwrap_or_default().to_owned());
+        }
         let path = match given {
             Some(dir) => self.workdir.join(dir),
             None => self.workdir.clone(),
