@@ -186,13 +186,13 @@ async fn start_relay(
         .mode(0o600)
         .open(&paths.log)
         .map_err(|e| remote_error(host, format!("cannot open {}: {e}", paths.log.display())))?;
-    let exe = std::env::current_exe().map_err(|e| {
-        remote_error(
-            host,
-            format!("cannot find this bashc to start a relay: {e}"),
-        )
-    })?;
-    let mut command = std::process::Command::new(exe);
+    let exe = relay_program(
+        std::env::current_exe(),
+        |path| path.is_file(),
+        || which("bashc"),
+    )
+    .map_err(|why| remote_error(host, why))?;
+    let mut command = std::process::Command::new(&exe);
     command
         .arg("--runtime-dir")
         .arg(runtime_dir)
@@ -204,9 +204,12 @@ async fn start_relay(
         .stderr(log);
     // A Ctrl-C of the caller must not end the relay of every other client.
     detach(&mut command);
-    let mut child = command
-        .spawn()
-        .map_err(|e| remote_error(host, format!("cannot start a relay: {e}")))?;
+    let mut child = command.spawn().map_err(|e| {
+        remote_error(
+            host,
+            format!("cannot start a relay ({}): {e}", exe.display()),
+        )
+    })?;
     let stdout = child.stdout.take().expect("stdout was piped above");
     let word = tokio::time::timeout(
         READY_TIMEOUT,
@@ -250,6 +253,61 @@ async fn start_relay(
             ),
         },
     ))
+}
+
+/// What a linked executable that was removed from its directory looks like in
+/// `/proc/self/exe`.
+const DELETED: &str = " (deleted)";
+
+/// The bashc to run as a relay: this executable, else, once it was replaced on disk
+/// (`cargo install` under a long-lived `bashc mcp`), the new one at its path, else the
+/// `bashc` on the PATH; or why none can be.
+fn relay_program(
+    current: std::io::Result<PathBuf>,
+    exists: impl Fn(&Path) -> bool,
+    on_path: impl FnOnce() -> Option<PathBuf>,
+) -> Result<PathBuf, String> {
+    let mut replaced = None;
+    if let Ok(current) = &current {
+        if exists(current) {
+            return Ok(current.clone());
+        }
+        let text = current.to_string_lossy();
+        if let Some(path) = text.strip_suffix(DELETED).map(PathBuf::from) {
+            if exists(&path) {
+                return Ok(path);
+            }
+            replaced = Some(path);
+        }
+    }
+    if let Some(found) = on_path() {
+        return Ok(found);
+    }
+    Err(match (replaced, current) {
+        (Some(path), _) => format!(
+            "this bashc ({}) was removed or replaced since it started, and there is no bashc on the PATH to start a relay with: restart the MCP server (or the program running this bashc)",
+            path.display()
+        ),
+        (None, Err(e)) => format!("cannot find this bashc to start a relay: {e}"),
+        (None, Ok(path)) => format!(
+            "this bashc ({}) is gone, and there is no bashc on the PATH to start a relay with: restart the MCP server (or the program running this bashc)",
+            path.display()
+        ),
+    })
+}
+
+/// The executable `name` on the PATH.
+fn which(name: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .filter(|dir| dir.is_absolute())
+            .map(|dir| dir.join(name))
+            .find(|file| {
+                std::fs::metadata(file)
+                    .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            })
+    })
 }
 
 /// `bashc relay HOST`: reaches `host`'s bridge, says `ready` (or `error: why`) on
@@ -546,6 +604,35 @@ mod tests {
         assert_eq!(a, RelayPaths::new(Path::new("/r"), "box", &plain));
         assert_ne!(a, RelayPaths::new(Path::new("/r"), "box", &other));
         assert_ne!(a, RelayPaths::new(Path::new("/r"), "box2", &plain));
+    }
+
+    #[test]
+    fn a_bashc_replaced_on_disk_starts_the_new_one_or_the_one_on_the_path() {
+        let exe = || Ok(PathBuf::from("/bin/bashc"));
+        let deleted = || Ok(PathBuf::from("/bin/bashc (deleted)"));
+        let only = |there: &'static str| move |path: &Path| path == Path::new(there);
+        let none = || None;
+        let on_path = || Some(PathBuf::from("/usr/bin/bashc"));
+        assert_eq!(
+            relay_program(exe(), only("/bin/bashc"), none),
+            Ok(PathBuf::from("/bin/bashc"))
+        );
+        // Replaced: the new file at the same path.
+        assert_eq!(
+            relay_program(deleted(), only("/bin/bashc"), none),
+            Ok(PathBuf::from("/bin/bashc"))
+        );
+        // Removed: the one on the PATH.
+        assert_eq!(
+            relay_program(deleted(), only("/nowhere"), on_path),
+            Ok(PathBuf::from("/usr/bin/bashc"))
+        );
+        let why = relay_program(deleted(), only("/nowhere"), none).unwrap_err();
+        assert!(
+            why.contains("this bashc (/bin/bashc) was removed or replaced")
+                && why.contains("restart the MCP server"),
+            "{why}"
+        );
     }
 
     #[test]

@@ -643,3 +643,71 @@ async fn issue19_a_bridge_still_serves_a_single_caller_without_a_relay() {
     drop(client);
     let _ = tokio::time::timeout(Duration::from_secs(20), child.wait()).await;
 }
+
+/// A long-lived `bashc mcp --host` whose bashc was replaced on disk (`cargo install`)
+/// still starts a relay when its own has gone: the new bashc at the same path.
+#[tokio::test]
+async fn issue19_mcp_whose_bashc_was_replaced_still_starts_a_relay() {
+    let Some(remote) = Remote::start() else {
+        return;
+    };
+    // A bashc of its own, in the same file system as the build's, to replace.
+    let built = bin_path("bashc");
+    let bin = tempfile::Builder::new()
+        .prefix("i19-replaced-")
+        .tempdir_in(built.parent().unwrap())
+        .unwrap();
+    let own = bin.path().join("bashc");
+    let install = || {
+        std::fs::hard_link(&built, &own)
+            .or_else(|_| std::fs::copy(&built, &own).map(drop))
+            .unwrap()
+    };
+    install();
+    let mut command = tokio::process::Command::new(&own);
+    command
+        .args(["mcp", "--host", HOST])
+        .env(
+            bashc::protocol::runtime::RUNTIME_DIR_ENV,
+            remote.near.runtime_dir(),
+        )
+        .env("XDG_CONFIG_HOME", remote.near.config_home())
+        .env(
+            bashc::BRIDGE_COMMAND_ENV,
+            remote
+                .sshd
+                .bridge_command(remote.far.runtime_dir(), &remote.far.config_home()),
+        )
+        // No bashc on the PATH to fall back on.
+        .env("PATH", "/usr/bin:/bin")
+        .env_remove("BASHD_SESSION");
+    let (transport, _) = rmcp::transport::TokioChildProcess::builder(command)
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("cannot start bashc mcp");
+    let client = rmcp::ServiceExt::serve((), transport).await.unwrap();
+    let result = super::mcp::call(&client, "bash", json!({"command": "echo one-i19"})).await;
+    assert!(format!("{:?}", result.content).contains("one-i19"));
+
+    // Replaced, and its relay gone (idle, or its link dropped).
+    std::fs::remove_file(&own).unwrap();
+    install();
+    let relays = relay_pids(remote.near.runtime_dir());
+    assert_eq!(relays.len(), 1, "relays: {relays:?}");
+    let _ = rustix::process::kill_process(
+        rustix::process::Pid::from_raw(relays[0] as i32).unwrap(),
+        rustix::process::Signal::KILL,
+    );
+    assert!(wait_until(Duration::from_secs(10), || !alive(relays[0])));
+    // The call that finds its connection closed may fail; the next starts a relay.
+    let mut said = Vec::new();
+    for _ in 0..2 {
+        let result = super::mcp::call(&client, "bash", json!({"command": "echo two-i19"})).await;
+        said.push(format!("{:?}", result.content));
+        if result.is_error != Some(true) {
+            break;
+        }
+    }
+    assert!(said.last().unwrap().contains("two-i19"), "{said:?}");
+    let _ = client.cancel().await;
+}
