@@ -14,8 +14,9 @@
 //! The relay ends when its SSH channel ends (every client connection is closed then,
 //! so no call waits on a dead link; the next call starts a new relay), and after
 //! `[remote] relay_idle_secs` (default 10 minutes) with no client. It removes its
-//! socket first, so a client never reaches a relay that is going away, except the one
-//! accepted in the instant before, which its caller retries once.
+//! socket first, then closes the clients that connected in the instant before, which
+//! their callers retry once (a call retries a connection that ends or is reset before
+//! the handshake).
 //!
 //! The relay's main loop owns the table of connections; a task per client reads its
 //! socket into frames for the channel (`mux::forward`), another writes the channel's
@@ -344,16 +345,19 @@ pub async fn relay(host: &str, runtime_dir: &Path) -> Result<(), ClientError> {
         "bashc relay {host}: ready (pid {}), idle time {idle:?}",
         std::process::id()
     );
-    let ended = serve(listener, channel, idle).await;
-    // Gone from the directory before any client is closed: the next call starts a new
-    // relay instead of reaching this one.
-    if std::fs::metadata(&paths.socket)
-        .map(|m| (m.dev(), m.ino()))
-        .ok()
-        == inode.ok()
-    {
-        let _ = std::fs::remove_file(&paths.socket);
-    }
+    let ended = serve(listener, channel, idle, |listener| {
+        // Gone from the directory before the listener and any client closes: the next
+        // call starts a new relay instead of reaching this one.
+        if std::fs::metadata(&paths.socket)
+            .map(|m| (m.dev(), m.ino()))
+            .ok()
+            == inode.ok()
+        {
+            let _ = std::fs::remove_file(&paths.socket);
+        }
+        turn_away(listener);
+    })
+    .await;
     let _ = child.start_kill();
     let _ = tokio::time::timeout(EXIT_WAIT, child.wait()).await;
     eprintln!("bashc relay {host}: {ended}");
@@ -482,8 +486,31 @@ fn report(line: &str) {
     }
 }
 
-/// Carries the clients' connections over the channel; answers why it ended.
-async fn serve(listener: UnixListener, channel: Channel, idle: Duration) -> String {
+/// Closes the listener of a relay that is ending, whose socket is gone from the
+/// directory: the clients that connected before are accepted and closed with what they
+/// sent read, so they see the connection end (and try again) rather than a reset.
+fn turn_away(listener: UnixListener) {
+    use std::io::Read;
+    let Ok(listener) = listener.into_std() else {
+        return;
+    };
+    let _ = listener.set_nonblocking(true);
+    while let Ok((mut stream, _)) = listener.accept() {
+        let _ = stream.set_nonblocking(true);
+        let _ = stream.shutdown(std::net::Shutdown::Write);
+        let mut sent = [0u8; 1024];
+        while let Ok(1..) = stream.read(&mut sent) {}
+    }
+}
+
+/// Carries the clients' connections over the channel; answers why it ended. `leave`
+/// gets the listener when it ends, before any client's connection is closed.
+async fn serve(
+    listener: UnixListener,
+    channel: Channel,
+    idle: Duration,
+    leave: impl FnOnce(UnixListener),
+) -> String {
     let Channel {
         mut from_bridge,
         mut to_bridge,
@@ -515,8 +542,10 @@ async fn serve(listener: UnixListener, channel: Channel, idle: Duration) -> Stri
     let mut next_id: u32 = 0;
     let idle_timer = tokio::time::sleep(idle);
     tokio::pin!(idle_timer);
-    loop {
+    let ended = loop {
         tokio::select! {
+            // A client already waiting is taken before the idle time can end the relay.
+            biased;
             accepted = listener.accept() => {
                 let stream = match accepted {
                     Ok((stream, _)) => stream,
@@ -530,7 +559,7 @@ async fn serve(listener: UnixListener, channel: Channel, idle: Duration) -> Stri
                 let id = next_id;
                 next_id = next_id.wrapping_add(1);
                 if frames.send(MuxFrame::Open(id)).await.is_err() {
-                    return "the channel closed".to_owned();
+                    break "the channel closed".to_owned();
                 }
                 let (read, write) = stream.into_split();
                 let (queue, chunks) = mpsc::unbounded_channel();
@@ -565,26 +594,28 @@ async fn serve(listener: UnixListener, channel: Channel, idle: Duration) -> Stri
                     }
                 }
                 Some(Ok(MuxFrame::Open(_) | MuxFrame::Hello { .. })) => {}
-                Some(Err(e)) => return format!("bad frame from the bridge: {e}"),
+                Some(Err(e)) => break format!("bad frame from the bridge: {e}"),
                 None => {
                     let said = String::from_utf8_lossy(&said.lock().expect("never poisoned"))
                         .trim()
                         .to_owned();
-                    return format!("the SSH channel ended ({})", if said.is_empty() { "ssh said nothing" } else { &said });
+                    break format!("the SSH channel ended ({})", if said.is_empty() { "ssh said nothing" } else { &said });
                 }
             },
             Some(id) = gone.recv() => {
                 clients.remove(&id);
             }
             () = &mut idle_timer, if clients.is_empty() => {
-                return format!("no client for {idle:?}");
+                break format!("no client for {idle:?}");
             }
         }
         // Idle time counts from the last thing that happened.
         idle_timer
             .as_mut()
             .reset(tokio::time::Instant::now() + idle);
-    }
+    };
+    leave(listener);
+    ended
 }
 
 #[cfg(test)]

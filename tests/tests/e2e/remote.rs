@@ -711,3 +711,41 @@ async fn issue19_mcp_whose_bashc_was_replaced_still_starts_a_relay() {
     assert!(said.last().unwrap().contains("two-i19"), "{said:?}");
     let _ = client.cancel().await;
 }
+
+/// A connection its relay resets before the handshake (one in the backlog of a relay
+/// that was ending) is tried again, and the call starts a new relay.
+#[test]
+fn issue19_a_connection_reset_before_the_handshake_is_tried_again() {
+    use std::io::Read;
+    let Some(remote) = Remote::start() else {
+        return;
+    };
+    let out = remote.run(&["exec", "--", "true"]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let relays = relay_pids(remote.near.runtime_dir());
+    assert_eq!(relays.len(), 1, "relays: {relays:?}");
+    let socket = std::fs::read_dir(remote.near.runtime_dir().join("remote"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .find(|path| path.extension().is_some_and(|e| e == "sock"))
+        .expect("the relay's socket");
+    let _ = rustix::process::kill_process(
+        rustix::process::Pid::from_raw(relays[0] as i32).unwrap(),
+        rustix::process::Signal::KILL,
+    );
+    assert!(wait_until(Duration::from_secs(10), || !alive(relays[0])));
+    // A relay that takes one connection, then goes with its Hello unread: the caller
+    // reads a reset, not an end.
+    std::fs::remove_file(&socket).unwrap();
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let ending = std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        let mut first = [0u8; 1];
+        stream.read_exact(&mut first).unwrap();
+        std::fs::remove_file(&socket).unwrap();
+    });
+    let out = remote.run(&["exec", "--", "echo again-i19"]);
+    ending.join().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert!(stdout(&out).contains("again-i19"), "{}", show(&out));
+}
