@@ -582,8 +582,10 @@ async fn serve(
                     }
                 }
                 Some(Ok(MuxFrame::Ack(id, count))) => {
-                    if let Some((_, window)) = clients.get(&id) {
-                        window.give(count);
+                    if let Some((_, window)) = clients.get(&id)
+                        && let Err(e) = window.give(id, count)
+                    {
+                        break format!("bad frame from the bridge: {e}");
                     }
                 }
                 Some(Ok(MuxFrame::Close(id))) => {
