@@ -225,8 +225,7 @@ async fn start_relay(
         Ok(Ok(line)) => line,
         Ok(Err(e)) => return Err(remote_error(host, e.to_string())),
         Err(_) => {
-            let _ = child.kill();
-            let _ = child.wait();
+            kill_group(&mut child);
             return Err(remote_error(
                 host,
                 format!(
@@ -254,6 +253,15 @@ async fn start_relay(
             ),
         },
     ))
+}
+
+/// Kills a relay that never got ready, and its ssh with it: it leads a process group
+/// of its own (`detach`), where ssh is too, and ssh would outlive a relay killed alone.
+fn kill_group(child: &mut std::process::Child) {
+    if let Some(group) = rustix::process::Pid::from_raw(child.id() as i32) {
+        let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+    }
+    let _ = child.wait();
 }
 
 /// What a linked executable that was removed from its directory looks like in
@@ -666,6 +674,40 @@ mod tests {
                 && why.contains("restart the MCP server"),
             "{why}"
         );
+    }
+
+    #[test]
+    fn a_relay_killed_before_it_is_ready_takes_its_children_with_it() {
+        let mut command = std::process::Command::new("sh");
+        command
+            .args(["-c", "sleep 1950 & echo $!; wait"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        detach(&mut command);
+        let mut child = command.spawn().unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let sleep: u32 = line.trim().parse().unwrap();
+        let alive = || {
+            std::fs::read_to_string(format!("/proc/{sleep}/stat"))
+                .is_ok_and(|stat| !stat.contains(") Z "))
+        };
+        assert!(alive());
+        kill_group(&mut child);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while alive() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let outlived = alive();
+        if outlived {
+            let _ = rustix::process::kill_process(
+                rustix::process::Pid::from_raw(sleep as i32).unwrap(),
+                rustix::process::Signal::KILL,
+            );
+        }
+        assert!(!outlived, "the relay's child outlived it");
     }
 
     #[test]
