@@ -50,6 +50,11 @@ use crate::remote::{
 /// How long a relay stays up with no client, unless `[remote] relay_idle_secs` says.
 pub const DEFAULT_IDLE: Duration = Duration::from_secs(600);
 
+/// The least idle time a relay keeps, whatever `[remote] relay_idle_secs` says: the
+/// call that started it connects only after it says `ready`, and a relay idle at once
+/// would be gone by then.
+pub const MIN_IDLE: Duration = Duration::from_secs(5);
+
 /// How long a new relay has to reach its bridge (an SSH login, perhaps a new master).
 const HELLO_TIMEOUT: Duration = Duration::from_secs(50);
 
@@ -331,7 +336,8 @@ pub async fn relay(host: &str, runtime_dir: &Path) -> Result<(), ClientError> {
     let paths = RelayPaths::new(runtime_dir, host, &config);
     let idle = config
         .relay_idle_secs
-        .map_or(DEFAULT_IDLE, Duration::from_secs);
+        .map_or(DEFAULT_IDLE, Duration::from_secs)
+        .max(MIN_IDLE);
     let (mut child, channel) = match open_channel(host, runtime_dir, &config).await {
         Ok(opened) => opened,
         Err(why) => {

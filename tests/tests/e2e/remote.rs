@@ -749,3 +749,25 @@ fn issue19_a_connection_reset_before_the_handshake_is_tried_again() {
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     assert!(stdout(&out).contains("again-i19"), "{}", show(&out));
 }
+
+/// A relay idle time of 0 (which the config check refuses, but bashc reads the file
+/// as it is) is taken as the floor of a few seconds: the relay is not gone before its
+/// first call connects, nor right after each call.
+#[test]
+fn issue19_a_relay_idle_time_of_zero_is_a_few_seconds() {
+    let Some(remote) = Remote::start() else {
+        return;
+    };
+    remote.near.write_config("[remote]\nrelay_idle_secs = 0\n");
+    let mut relays = Vec::new();
+    for round in 0..3 {
+        let out = remote.run(&["exec", "--", "echo idle-i19"]);
+        assert_eq!(out.status.code(), Some(0), "round {round}: {}", show(&out));
+        assert!(stdout(&out).contains("idle-i19"), "{}", show(&out));
+        relays.push(relay_pids(remote.near.runtime_dir()));
+    }
+    assert!(
+        relays[0].len() == 1 && relays.iter().all(|r| *r == relays[0]),
+        "a relay for each call: {relays:?}"
+    );
+}
