@@ -7,14 +7,18 @@
 //! The relay listens on `R/remote/<host>-<key>.sock`, where the key is a hash of the
 //! transport (`[remote] bridge_command`, `bashc_path`), so a changed transport gets a
 //! relay of its own. The first client that finds no relay takes `<...>.lock`, looks
-//! again, and starts `bashc relay HOST` in a session of its own; the relay connects,
-//! greets the bridge and says `ready` (or, in the user's words, why not) on its stdout,
-//! which the starting client reads, and then listens. Its log is `<...>.log`.
+//! again, and starts `bashc relay HOST` in a session of its own, which inherits the
+//! locked descriptor; the relay connects, greets the bridge, listens (never over a
+//! socket that answers), lets the lock go and says `ready` (or, in the user's words,
+//! why not) on its stdout, which the starting client reads. So a caller that comes
+//! while a relay starts waits for it, even if the client that started it has died.
+//! Its log is `<...>.log`.
 //!
 //! The relay ends when its SSH channel ends (every client connection is closed then,
 //! so no call waits on a dead link; the next call starts a new relay), and after
-//! `[remote] relay_idle_secs` (default 10 minutes) with no client. It removes its
-//! socket first, then closes the clients that connected in the instant before, which
+//! `[remote] relay_idle_secs` (default 10 minutes, at least [`MIN_IDLE`]) with no
+//! client. It removes its socket first (under the lock, and only if it is still its
+//! own), then closes the clients that connected in the instant before, which
 //! their callers retry once (a call retries a connection that ends or is reset before
 //! the handshake).
 //!
@@ -64,6 +68,14 @@ const READY_TIMEOUT: Duration = Duration::from_secs(60);
 /// The variable that names the host when `--host` does not; a relay takes its host
 /// from its argument only.
 const HOST_ENV: &str = "BASHD_HOST";
+
+/// The descriptor of the start lock a relay inherits from the client that starts it,
+/// and holds until it listens: a second caller waits for it even when the first died
+/// before the relay was ready, and then finds the relay answering.
+const LOCK_FD_ENV: &str = "BASHD_RELAY_LOCK_FD";
+
+/// How long an ending relay tries for the start lock before it removes its socket.
+const LEAVE_LOCK_WAIT: Duration = Duration::from_secs(2);
 
 /// Where the relay of a host and transport listens, locks and logs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -171,11 +183,13 @@ async fn connect_or_start(
         Err(e) if not_running(&e) => {}
         Err(e) => return Err(unreachable(e)),
     }
-    start_relay(host, runtime_dir, paths).await?;
+    let started = start_relay(host, runtime_dir, paths, &lock).await;
     drop(lock);
-    UnixStream::connect(&paths.socket)
-        .await
-        .map_err(unreachable)
+    match UnixStream::connect(&paths.socket).await {
+        Ok(stream) => Ok(stream),
+        // Why the relay did not start says more than the socket it did not make.
+        Err(e) => Err(started.err().unwrap_or_else(|| unreachable(e))),
+    }
 }
 
 /// Starts `bashc relay HOST` (this executable) in a session of its own and waits for
@@ -184,7 +198,10 @@ async fn start_relay(
     host: &str,
     runtime_dir: &Path,
     paths: &RelayPaths,
+    lock: &std::fs::File,
 ) -> Result<(), ClientError> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
     let log = OpenOptions::new()
         .create(true)
         .write(true)
@@ -210,6 +227,19 @@ async fn start_relay(
         .stderr(log);
     // A Ctrl-C of the caller must not end the relay of every other client.
     detach(&mut command);
+    // After detach's close-on-exec of every descriptor: the start lock stays open in
+    // the relay, which holds it until it listens.
+    let lock_fd = lock.as_raw_fd();
+    command.env(LOCK_FD_ENV, lock_fd.to_string());
+    // SAFETY: fcntl is async-signal-safe.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::fcntl(lock_fd, libc::F_SETFD, 0) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
     let mut child = command.spawn().map_err(|e| {
         remote_error(
             host,
@@ -328,6 +358,7 @@ fn which(name: &str) -> Option<PathBuf> {
 /// stdout, then carries its clients' connections until the channel ends or no client
 /// has come for the idle time.
 pub async fn relay(host: &str, runtime_dir: &Path) -> Result<(), ClientError> {
+    let start_lock = inherited_lock();
     if let Err(why) = crate::remote::check_host(host) {
         report(&format!("error: {why}"));
         return Err(remote_error(host, why));
@@ -345,7 +376,7 @@ pub async fn relay(host: &str, runtime_dir: &Path) -> Result<(), ClientError> {
             return Err(remote_error(host, why));
         }
     };
-    let listener = match listen(&paths.socket) {
+    let listener = match listen(&paths.socket).await {
         Ok(listener) => listener,
         Err(e) => {
             let why = format!("cannot listen on {}: {e}", paths.socket.display());
@@ -354,6 +385,8 @@ pub async fn relay(host: &str, runtime_dir: &Path) -> Result<(), ClientError> {
         }
     };
     let inode = std::fs::metadata(&paths.socket).map(|m| (m.dev(), m.ino()));
+    // Listening: a caller that waited for the lock connects now.
+    drop(start_lock);
     report("ready");
     eprintln!(
         "bashc relay {host}: ready (pid {}), idle time {idle:?}",
@@ -361,7 +394,9 @@ pub async fn relay(host: &str, runtime_dir: &Path) -> Result<(), ClientError> {
     );
     let ended = serve(listener, channel, idle, |listener| {
         // Gone from the directory before the listener and any client closes: the next
-        // call starts a new relay instead of reaching this one.
+        // call starts a new relay instead of reaching this one. Under the start lock,
+        // so as not to remove the socket a new relay has just made.
+        let _lock = lock_for_leaving(&paths.lock);
         if std::fs::metadata(&paths.socket)
             .map(|m| (m.dev(), m.ino()))
             .ok()
@@ -400,6 +435,7 @@ async fn open_channel(
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
+        .env_remove(LOCK_FD_ENV)
         .kill_on_drop(true);
     let mut child = command.spawn().map_err(|e| {
         format!(
@@ -478,9 +514,52 @@ async fn greet(channel: &mut Channel) -> Result<(u32, String), ClientError> {
     }
 }
 
+/// The start lock this relay inherited, if a client started it; not passed on to ssh
+/// (a master it forks would hold it for as long as it lives).
+fn inherited_lock() -> Option<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    let fd: i32 = std::env::var(LOCK_FD_ENV).ok()?.parse().ok()?;
+    // SAFETY: fcntl on a descriptor number only reads or sets its flags; one that is
+    // not open fails, and is not taken.
+    if fd < 3 || unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) } == -1 {
+        return None;
+    }
+    // SAFETY: open (checked above), handed over by the starting client, owned by
+    // nothing else in this process.
+    Some(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+}
+
+/// The start lock, for an ending relay that removes its socket; after
+/// [`LEAVE_LOCK_WAIT`], none (a relay starting that long does not bind meanwhile,
+/// and this one's clients are not kept waiting on a dead link).
+fn lock_for_leaving(path: &Path) -> Option<std::fs::File> {
+    use rustix::fs::{FlockOperation, flock};
+    let file = OpenOptions::new().read(true).write(true).open(path).ok()?;
+    let deadline = std::time::Instant::now() + LEAVE_LOCK_WAIT;
+    loop {
+        if flock(&file, FlockOperation::NonBlockingLockExclusive).is_ok() {
+            return Some(file);
+        }
+        if std::time::Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// The socket, made anew: the starting client holds the lock and found nothing
-/// answering on it.
-fn listen(socket: &Path) -> std::io::Result<UnixListener> {
+/// answering on it. A socket that answers is another relay's, which stays.
+async fn listen(socket: &Path) -> std::io::Result<UnixListener> {
+    match UnixStream::connect(socket).await {
+        Err(e) if not_running(&e) => {}
+        Ok(_) => {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::AddrInUse,
+                "another relay answers there",
+            ));
+        }
+        Err(e) => return Err(e),
+    }
     match std::fs::remove_file(socket) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
         _ => {}

@@ -771,3 +771,86 @@ fn issue19_a_relay_idle_time_of_zero_is_a_few_seconds() {
         "a relay for each call: {relays:?}"
     );
 }
+
+/// A call that starts a relay and dies before the relay is ready leaves the start to
+/// that relay: the next call waits for it instead of starting a second relay (whose
+/// socket would replace the first's).
+#[test]
+fn issue19_a_starter_that_dies_before_ready_leaves_one_relay() {
+    let Some(remote) = Remote::start() else {
+        return;
+    };
+    // The bridge command waits at a gate the test opens.
+    let dir = tempfile::Builder::new()
+        .prefix("bashd-i19-gate-")
+        .tempdir()
+        .unwrap();
+    let gate = dir.path().join("gate");
+    let made = Command::new("mkfifo").arg(&gate).status().unwrap();
+    assert!(made.success());
+    let script = dir.path().join("gated-bridge");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\nread go < '{}'\nexec \"$@\"\n", gate.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let call = || {
+        let mut command = remote.bashc();
+        command
+            .env(
+                bashc::BRIDGE_COMMAND_ENV,
+                format!(
+                    "{} {}",
+                    script.display(),
+                    remote
+                        .sshd
+                        .bridge_command(remote.far.runtime_dir(), &remote.far.config_home())
+                ),
+            )
+            .args(["exec", "--", "echo gated-i19"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        KillOnDrop(command.spawn().unwrap())
+    };
+    let mut first = call();
+    assert!(
+        wait_until(Duration::from_secs(20), || relay_pids(
+            remote.near.runtime_dir()
+        )
+        .len()
+            == 1),
+        "no relay started"
+    );
+    first.kill();
+    let _ = first.0.wait();
+    let mut second = call();
+    // It waits for the relay being started, and starts none of its own.
+    let doubled = wait_until(Duration::from_secs(3), || {
+        relay_pids(remote.near.runtime_dir()).len() > 1
+    });
+    // Open the gate (for both, if there are two); read-write, so opening it waits for
+    // no reader.
+    let mut opener = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&gate)
+        .unwrap();
+    std::io::Write::write_all(&mut opener, b"go\ngo\n").unwrap();
+    assert!(!doubled, "a second relay started");
+    assert!(
+        wait_until(Duration::from_secs(30), || second
+            .0
+            .try_wait()
+            .unwrap()
+            .is_some()),
+        "the second call hangs"
+    );
+    let mut said = String::new();
+    std::io::Read::read_to_string(second.0.stdout.as_mut().unwrap(), &mut said).unwrap();
+    std::io::Read::read_to_string(second.0.stderr.as_mut().unwrap(), &mut said).unwrap();
+    assert_eq!(second.0.wait().unwrap().code(), Some(0), "{said}");
+    assert!(said.contains("gated-i19"), "{said}");
+    assert_eq!(relay_pids(remote.near.runtime_dir()).len(), 1);
+    drop(opener);
+}
