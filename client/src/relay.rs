@@ -45,7 +45,7 @@ use tokio_util::codec::{FramedRead, FramedWrite};
 
 use crate::autostart::{detach, lock_exclusive};
 use crate::client::ClientError;
-use crate::mux::{MAGIC, MUX_VERSION, MuxCodec, MuxFrame, Window, deliver, forward};
+use crate::mux::{MAGIC, MUX_VERSION, MuxCodec, MuxError, MuxFrame, Window, deliver, forward};
 use crate::remote::{
     EXIT_WAIT, RemoteConfig, STDERR_WAIT, bridge_command, ensure_private_dir, explain, keep_tail,
     remote_error,
@@ -470,7 +470,20 @@ async fn open_channel(
                 crate::mux::speaker()
             ));
         }
-        Ok(Err(e)) => e,
+        Ok(Err(Greeting::Garbled(why, bytes))) => {
+            let _ = child.start_kill();
+            let _ = tokio::time::timeout(EXIT_WAIT, child.wait()).await;
+            let printed = printed(&bytes);
+            let printed = if printed.is_empty() {
+                String::new()
+            } else {
+                format!(" ({printed:?})")
+            };
+            return Err(format!(
+                "the login on {host} printed to stdout before `bashc bridge` ran{printed}, which is no relay greeting ({why}): make ~/.bashrc (and what it runs) quiet for non-interactive shells there"
+            ));
+        }
+        Ok(Err(Greeting::Failed(e))) => e,
         Err(_) => ClientError::HandshakeTimeout(HELLO_TIMEOUT),
     };
     let status = tokio::time::timeout(EXIT_WAIT, child.wait()).await;
@@ -494,7 +507,7 @@ async fn open_channel(
 }
 
 /// Sends the magic and `Hello`; answers the bridge's version and who it is.
-async fn greet(channel: &mut Channel) -> Result<(u32, String), ClientError> {
+async fn greet(channel: &mut Channel) -> Result<(u32, String), Greeting> {
     let sent = async {
         channel.to_bridge.get_mut().write_all(&MAGIC).await?;
         channel
@@ -509,9 +522,35 @@ async fn greet(channel: &mut Channel) -> Result<(u32, String), ClientError> {
     let _ = sent.await;
     match channel.from_bridge.next().await {
         Some(Ok(MuxFrame::Hello { version, speaker })) => Ok((version, speaker)),
-        Some(Ok(_)) => Err(ClientError::Unexpected("a frame other than Hello")),
-        Some(Err(_)) | None => Err(ClientError::Disconnected),
+        Some(Ok(_)) => Err(Greeting::Garbled(
+            "a frame other than Hello".to_owned(),
+            Vec::new(),
+        )),
+        Some(Err(MuxError::Io(_))) | None => Err(Greeting::Failed(ClientError::Disconnected)),
+        Some(Err(e)) => Err(Greeting::Garbled(
+            e.to_string(),
+            channel.from_bridge.read_buffer().to_vec(),
+        )),
     }
+}
+
+/// Why the bridge's greeting did not come.
+enum Greeting {
+    /// The channel ended or failed: ssh's status and stderr say why.
+    Failed(ClientError),
+    /// Bytes that are no relay frame came, and what they were.
+    Garbled(String, Vec<u8>),
+}
+
+/// What the far side printed instead of a greeting, for the user to recognize: its
+/// first line or so, as text.
+fn printed(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(80)]);
+    let text: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    text.trim().to_owned()
 }
 
 /// The start lock this relay inherited, if a client started it; not passed on to ssh

@@ -854,3 +854,84 @@ fn issue19_a_starter_that_dies_before_ready_leaves_one_relay() {
     assert_eq!(relay_pids(remote.near.runtime_dir()).len(), 1);
     drop(opener);
 }
+
+/// A login that prints to stdout (a chatty ~/.bashrc there) garbles the channel
+/// before the bridge speaks: the error says so, and what it printed.
+#[test]
+fn issue19_a_login_that_prints_to_stdout_is_named() {
+    let near = Daemon::unstarted();
+    let out = near
+        .bashc()
+        .env(
+            bashc::BRIDGE_COMMAND_ENV,
+            "echo 'Welcome to far-i19, have a nice day'; cat >/dev/null",
+        )
+        .args(["--host", "fake-i19", "exec", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(255), "{}", show(&out));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("host fake-i19: the login on fake-i19 printed to stdout before `bashc bridge` ran (\"Welcome to far-i19")
+            && said.contains("make ~/.bashrc (and what it runs) quiet for non-interactive shells"),
+        "{said}"
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), || relay_pids(near.runtime_dir())
+            .is_empty()),
+        "a relay that never got ready stayed"
+    );
+}
+
+/// bashd there dying under a call while the link stays up is said as bashd there
+/// stopping, with the command that gets the job's output, not as a lost connection.
+#[test]
+fn issue19_a_far_bashd_that_dies_mid_call_is_named() {
+    let Some(remote) = Remote::start() else {
+        return;
+    };
+    let mut call = KillOnDrop(
+        remote
+            .bashc()
+            .args([
+                "exec",
+                "--timeout",
+                "300",
+                "--",
+                "echo started-i19; sleep 1951",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let sleep = wait_for_running("sleep 1951");
+    let daemons = remote.far.daemons();
+    assert_eq!(daemons.len(), 1, "far daemons: {daemons:?}");
+    let _ = rustix::process::kill_process(
+        rustix::process::Pid::from_raw(daemons[0] as i32).unwrap(),
+        rustix::process::Signal::KILL,
+    );
+    let ended = wait_until(Duration::from_secs(20), || {
+        call.0.try_wait().unwrap().is_some()
+    });
+    for pid in sleep {
+        let _ = rustix::process::kill_process(
+            rustix::process::Pid::from_raw(pid as i32).unwrap(),
+            rustix::process::Signal::KILL,
+        );
+    }
+    assert!(ended, "the call hangs after bashd there died");
+    let mut said = String::new();
+    std::io::Read::read_to_string(call.0.stderr.as_mut().unwrap(), &mut said).unwrap();
+    assert!(
+        said.contains(&format!(
+            "host {HOST}: bashd on {HOST} stopped while j1 ran"
+        )) && said.contains(&format!("bashc --host {HOST} output j1")),
+        "{said}"
+    );
+    assert_eq!(call.0.wait().unwrap().code(), Some(255), "{said}");
+    // The relay is still up, and the next call starts bashd there again.
+    let out = remote.run(&["exec", "--", "echo back-i19"]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+}

@@ -416,6 +416,7 @@ impl BashTools {
             error,
             ClientError::Disconnected
                 | ClientError::Lost { .. }
+                | ClientError::RemoteDied { .. }
                 | ClientError::Frame(_)
                 | ClientError::DiedWhileRunning { .. }
         ) {
