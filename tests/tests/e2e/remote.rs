@@ -524,7 +524,7 @@ fn issue19_a_caller_that_stops_reading_holds_up_no_other_call() {
         "--mode",
         "background",
         "--",
-        "for i in $(seq 1 300); do seq 1 20000; sleep 0.05; done; sleep 1906",
+        "for i in $(seq 1 300); do seq 1 20000; sleep 0.05; done; echo done-i19; sleep 1906",
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     let job = job_id(&out);
@@ -560,10 +560,39 @@ fn issue19_a_caller_that_stops_reading_holds_up_no_other_call() {
         assert!(said.contains("ok-i19"), "round {round}: {said}");
         std::thread::sleep(Duration::from_millis(500));
     }
-    // The follower was held up, not cut off: its output is still coming.
-    let mut chunk = [0u8; 4096];
-    let read = std::io::Read::read(stuck.0.stdout.as_mut().unwrap(), &mut chunk).unwrap();
-    assert!(read > 0);
+    // The follower was held up, not cut off: read now, it gets what the job prints
+    // last, seconds later, past all the output the pipe, the relay's window, the
+    // sockets and the daemon's backlog between could have held.
+    let mut output = stuck.0.stdout.take().unwrap();
+    let (read_tx, read_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut chunk = vec![0u8; 64 * 1024];
+        let mut tail = Vec::new();
+        let mut total = 0;
+        loop {
+            match std::io::Read::read(&mut output, &mut chunk) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    total += n;
+                    tail.extend_from_slice(&chunk[..n]);
+                    if tail.windows(8).any(|w| w == b"done-i19") {
+                        let _ = read_tx.send(Ok(total));
+                        // Read on: the follower must not end of a closed pipe.
+                        let _ = std::io::copy(&mut output, &mut std::io::sink());
+                        return;
+                    }
+                    let keep = tail.len().saturating_sub(8);
+                    tail.drain(..keep);
+                }
+            }
+        }
+        let _ = read_tx.send(Err(total));
+    });
+    let read = read_rx.recv_timeout(Duration::from_secs(120));
+    assert!(
+        matches!(read, Ok(Ok(_))),
+        "the follower did not get the job's last line (Err: bytes read before it ended): {read:?}"
+    );
     assert!(stuck.0.try_wait().unwrap().is_none(), "the follower ended");
     stuck.kill();
     let out = remote.run(&["kill", &job, "--json"]);
@@ -641,7 +670,12 @@ async fn issue19_a_bridge_still_serves_a_single_caller_without_a_relay() {
     );
     assert!(relay_pids(remote.near.runtime_dir()).is_empty());
     drop(client);
-    let _ = tokio::time::timeout(Duration::from_secs(20), child.wait()).await;
+    // Its caller gone, the bridge ends, and ssh with it.
+    let ended = tokio::time::timeout(Duration::from_secs(20), child.wait()).await;
+    assert!(
+        matches!(ended, Ok(Ok(status)) if status.success()),
+        "the bridge did not end with its caller: {ended:?}"
+    );
 }
 
 /// A long-lived `bashc mcp --host` whose bashc was replaced on disk (`cargo install`)
