@@ -101,7 +101,7 @@ struct BashArgs {
     timeout_secs: Option<u64>,
     /// What happens at the timeout: `background` (the default: the job goes on, the call returns) or `kill`.
     on_timeout: Option<OnTimeoutArg>,
-    /// The directory to run in: absolute, or relative to the directory the MCP server started in (the default).
+    /// The directory to run in: absolute, or relative to the directory the MCP server started in (the default); for a server of another host (`bashc mcp --host`), relative to the login directory there.
     workdir: Option<String>,
     /// What the command is for, in a few words; shown in bash_jobs.
     description: Option<String>,
