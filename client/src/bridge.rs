@@ -232,7 +232,7 @@ where
                 }
                 MuxFrame::Ack(id, count) => {
                     if let Some((_, window)) = connections.get(&id) {
-                        window.give(count);
+                        window.give(id, count)?;
                     }
                 }
                 MuxFrame::Close(id) => {

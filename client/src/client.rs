@@ -65,6 +65,13 @@ pub enum ClientError {
     /// background jobs run on, and the next call reconnects.
     #[error("host {host}: the connection closed{} (its ssh, or the relay to it, ended); a foreground job there stops with its connection, background jobs run on, and the next call reconnects", .job.map(|job| format!(" while {job} ran there")).unwrap_or_default())]
     Lost { host: String, job: Option<JobId> },
+    /// The connection to another host closed under `job` while the relay to it still
+    /// answers: the link is up, so bashd there stopped (or its bridge did). The job's
+    /// output is kept there as for `DiedWhileRunning`.
+    #[error(
+        "host {host}: bashd on {host} stopped while {job} ran; its output so far is kept there for when it is back (the next call starts it): bashc --host {host} output {job}"
+    )]
+    RemoteDied { host: String, job: JobId },
 }
 
 impl ClientError {
@@ -264,6 +271,19 @@ impl Client {
             .map_err(|_| gone(&self.host))
     }
 
+    /// Whether the relay that carried this connection to another host still answers:
+    /// a connection it closed then ended on the far side, not on the link.
+    async fn relay_answers(&self) -> bool {
+        let Some(relay) = &self.relay else {
+            return false;
+        };
+        let (pid, socket) = &**relay;
+        let connected =
+            tokio::time::timeout(Duration::from_secs(2), UnixStream::connect(socket)).await;
+        matches!(connected, Ok(Ok(stream))
+            if stream.peer_cred().ok().and_then(|cred| cred.pid()) == Some(*pid as i32))
+    }
+
     /// Runs a command and waits for its result.
     pub async fn exec(&self, params: ExecParams) -> Result<ExecResult, ClientError> {
         let mut responses = self.request(Request::Exec(params)).await?;
@@ -274,6 +294,9 @@ impl Client {
                     return Err(ClientError::DiedWhileRunning { job });
                 }
                 (Err(ClientError::Lost { host, .. }), Some(job)) => {
+                    if self.relay_answers().await {
+                        return Err(ClientError::RemoteDied { host, job });
+                    }
                     return Err(ClientError::Lost {
                         host,
                         job: Some(job),

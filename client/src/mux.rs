@@ -67,6 +67,10 @@ pub enum MuxError {
     TooLong(usize),
     #[error(transparent)]
     Io(#[from] std::io::Error),
+    #[error(
+        "an Ack of {count} bytes for connection {id}, which had {unacked} bytes unacknowledged"
+    )]
+    AckTooLarge { id: u32, count: u32, unacked: usize },
 }
 
 /// Encodes and decodes [`MuxFrame`]s (after [`MAGIC`], which is read and written apart).
@@ -160,9 +164,21 @@ impl Window {
         }
     }
 
-    /// The other side wrote `bytes` more on.
-    pub(crate) fn give(&self, bytes: u32) {
+    /// The other side wrote `bytes` more of connection `id` on; more than was sent
+    /// and not yet acknowledged is an error of the other side (a window grown past
+    /// its size would let a side send without bound).
+    pub(crate) fn give(&self, id: u32, bytes: u32) -> Result<(), MuxError> {
+        // Only `take` lowers the permits meanwhile, which only raises what is unacked.
+        let unacked = WINDOW.saturating_sub(self.0.available_permits());
+        if bytes as usize > unacked {
+            return Err(MuxError::AckTooLarge {
+                id,
+                count: bytes,
+                unacked,
+            });
+        }
         self.0.add_permits(bytes as usize);
+        Ok(())
     }
 
     /// The connection is gone: a [`forward`] waiting for room gives up.
@@ -275,9 +291,9 @@ mod tests {
         }
         assert_eq!(total, WINDOW);
         // A chunk waits for room for all of it.
-        window.give(1000);
+        window.give(1, 1000).unwrap();
         assert!(tokio::time::timeout(quiet, sent.recv()).await.is_err());
-        window.give(MAX_CHUNK as u32 - 1000);
+        window.give(1, MAX_CHUNK as u32 - 1000).unwrap();
         let mut more = 0;
         while let Ok(Some(MuxFrame::Data(1, chunk))) =
             tokio::time::timeout(quiet, sent.recv()).await
@@ -288,6 +304,31 @@ mod tests {
         // Closed, it gives up, and says the connection closed.
         window.close();
         assert_eq!(sent.recv().await, Some(MuxFrame::Close(1)));
+    }
+
+    /// An Ack of more than was sent is the other side's error, never a panic or a
+    /// window grown past its size.
+    #[tokio::test]
+    async fn an_ack_of_more_than_was_sent_is_an_error() {
+        let window = Window::new();
+        assert!(matches!(
+            window.give(3, 1),
+            Err(MuxError::AckTooLarge {
+                id: 3,
+                count: 1,
+                unacked: 0
+            })
+        ));
+        assert!(window.give(3, u32::MAX).is_err());
+        assert!(window.take(100).await);
+        window.give(3, 60).unwrap();
+        let error = window.give(3, 41).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "an Ack of 41 bytes for connection 3, which had 40 bytes unacknowledged"
+        );
+        window.give(3, 40).unwrap();
+        assert_eq!(window.0.available_permits(), WINDOW);
     }
 
     #[test]

@@ -7,15 +7,20 @@
 //! The relay listens on `R/remote/<host>-<key>.sock`, where the key is a hash of the
 //! transport (`[remote] bridge_command`, `bashc_path`), so a changed transport gets a
 //! relay of its own. The first client that finds no relay takes `<...>.lock`, looks
-//! again, and starts `bashc relay HOST` in a session of its own; the relay connects,
-//! greets the bridge and says `ready` (or, in the user's words, why not) on its stdout,
-//! which the starting client reads, and then listens. Its log is `<...>.log`.
+//! again, and starts `bashc relay HOST` in a session of its own, which inherits the
+//! locked descriptor; the relay connects, greets the bridge, listens (never over a
+//! socket that answers), lets the lock go and says `ready` (or, in the user's words,
+//! why not) on its stdout, which the starting client reads. So a caller that comes
+//! while a relay starts waits for it, even if the client that started it has died.
+//! Its log is `<...>.log`.
 //!
 //! The relay ends when its SSH channel ends (every client connection is closed then,
 //! so no call waits on a dead link; the next call starts a new relay), and after
-//! `[remote] relay_idle_secs` (default 10 minutes) with no client. It removes its
-//! socket first, so a client never reaches a relay that is going away, except the one
-//! accepted in the instant before, which its caller retries once.
+//! `[remote] relay_idle_secs` (default 10 minutes, at least [`MIN_IDLE`]) with no
+//! client. It removes its socket first (under the lock, and only if it is still its
+//! own), then closes the clients that connected in the instant before, which
+//! their callers retry once (a call retries a connection that ends or is reset before
+//! the handshake).
 //!
 //! The relay's main loop owns the table of connections; a task per client reads its
 //! socket into frames for the channel (`mux::forward`), another writes the channel's
@@ -40,7 +45,7 @@ use tokio_util::codec::{FramedRead, FramedWrite};
 
 use crate::autostart::{detach, lock_exclusive};
 use crate::client::ClientError;
-use crate::mux::{MAGIC, MUX_VERSION, MuxCodec, MuxFrame, Window, deliver, forward};
+use crate::mux::{MAGIC, MUX_VERSION, MuxCodec, MuxError, MuxFrame, Window, deliver, forward};
 use crate::remote::{
     EXIT_WAIT, RemoteConfig, STDERR_WAIT, bridge_command, ensure_private_dir, explain, keep_tail,
     remote_error,
@@ -48,6 +53,11 @@ use crate::remote::{
 
 /// How long a relay stays up with no client, unless `[remote] relay_idle_secs` says.
 pub const DEFAULT_IDLE: Duration = Duration::from_secs(600);
+
+/// The least idle time a relay keeps, whatever `[remote] relay_idle_secs` says: the
+/// call that started it connects only after it says `ready`, and a relay idle at once
+/// would be gone by then.
+pub const MIN_IDLE: Duration = Duration::from_secs(5);
 
 /// How long a new relay has to reach its bridge (an SSH login, perhaps a new master).
 const HELLO_TIMEOUT: Duration = Duration::from_secs(50);
@@ -58,6 +68,14 @@ const READY_TIMEOUT: Duration = Duration::from_secs(60);
 /// The variable that names the host when `--host` does not; a relay takes its host
 /// from its argument only.
 const HOST_ENV: &str = "BASHD_HOST";
+
+/// The descriptor of the start lock a relay inherits from the client that starts it,
+/// and holds until it listens: a second caller waits for it even when the first died
+/// before the relay was ready, and then finds the relay answering.
+const LOCK_FD_ENV: &str = "BASHD_RELAY_LOCK_FD";
+
+/// How long an ending relay tries for the start lock before it removes its socket.
+const LEAVE_LOCK_WAIT: Duration = Duration::from_secs(2);
 
 /// Where the relay of a host and transport listens, locks and logs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -165,11 +183,13 @@ async fn connect_or_start(
         Err(e) if not_running(&e) => {}
         Err(e) => return Err(unreachable(e)),
     }
-    start_relay(host, runtime_dir, paths).await?;
+    let started = start_relay(host, runtime_dir, paths, &lock).await;
     drop(lock);
-    UnixStream::connect(&paths.socket)
-        .await
-        .map_err(unreachable)
+    match UnixStream::connect(&paths.socket).await {
+        Ok(stream) => Ok(stream),
+        // Why the relay did not start says more than the socket it did not make.
+        Err(e) => Err(started.err().unwrap_or_else(|| unreachable(e))),
+    }
 }
 
 /// Starts `bashc relay HOST` (this executable) in a session of its own and waits for
@@ -178,7 +198,10 @@ async fn start_relay(
     host: &str,
     runtime_dir: &Path,
     paths: &RelayPaths,
+    lock: &std::fs::File,
 ) -> Result<(), ClientError> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
     let log = OpenOptions::new()
         .create(true)
         .write(true)
@@ -186,13 +209,13 @@ async fn start_relay(
         .mode(0o600)
         .open(&paths.log)
         .map_err(|e| remote_error(host, format!("cannot open {}: {e}", paths.log.display())))?;
-    let exe = std::env::current_exe().map_err(|e| {
-        remote_error(
-            host,
-            format!("cannot find this bashc to start a relay: {e}"),
-        )
-    })?;
-    let mut command = std::process::Command::new(exe);
+    let exe = relay_program(
+        std::env::current_exe(),
+        |path| path.is_file(),
+        || which("bashc"),
+    )
+    .map_err(|why| remote_error(host, why))?;
+    let mut command = std::process::Command::new(&exe);
     command
         .arg("--runtime-dir")
         .arg(runtime_dir)
@@ -204,9 +227,25 @@ async fn start_relay(
         .stderr(log);
     // A Ctrl-C of the caller must not end the relay of every other client.
     detach(&mut command);
-    let mut child = command
-        .spawn()
-        .map_err(|e| remote_error(host, format!("cannot start a relay: {e}")))?;
+    // After detach's close-on-exec of every descriptor: the start lock stays open in
+    // the relay, which holds it until it listens.
+    let lock_fd = lock.as_raw_fd();
+    command.env(LOCK_FD_ENV, lock_fd.to_string());
+    // SAFETY: fcntl is async-signal-safe.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::fcntl(lock_fd, libc::F_SETFD, 0) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = command.spawn().map_err(|e| {
+        remote_error(
+            host,
+            format!("cannot start a relay ({}): {e}", exe.display()),
+        )
+    })?;
     let stdout = child.stdout.take().expect("stdout was piped above");
     let word = tokio::time::timeout(
         READY_TIMEOUT,
@@ -221,8 +260,7 @@ async fn start_relay(
         Ok(Ok(line)) => line,
         Ok(Err(e)) => return Err(remote_error(host, e.to_string())),
         Err(_) => {
-            let _ = child.kill();
-            let _ = child.wait();
+            kill_group(&mut child);
             return Err(remote_error(
                 host,
                 format!(
@@ -252,10 +290,75 @@ async fn start_relay(
     ))
 }
 
+/// Kills a relay that never got ready, and its ssh with it: it leads a process group
+/// of its own (`detach`), where ssh is too, and ssh would outlive a relay killed alone.
+fn kill_group(child: &mut std::process::Child) {
+    if let Some(group) = rustix::process::Pid::from_raw(child.id() as i32) {
+        let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+    }
+    let _ = child.wait();
+}
+
+/// What a linked executable that was removed from its directory looks like in
+/// `/proc/self/exe`.
+const DELETED: &str = " (deleted)";
+
+/// The bashc to run as a relay: this executable, else, once it was replaced on disk
+/// (`cargo install` under a long-lived `bashc mcp`), the new one at its path, else the
+/// `bashc` on the PATH; or why none can be.
+fn relay_program(
+    current: std::io::Result<PathBuf>,
+    exists: impl Fn(&Path) -> bool,
+    on_path: impl FnOnce() -> Option<PathBuf>,
+) -> Result<PathBuf, String> {
+    let mut replaced = None;
+    if let Ok(current) = &current {
+        if exists(current) {
+            return Ok(current.clone());
+        }
+        let text = current.to_string_lossy();
+        if let Some(path) = text.strip_suffix(DELETED).map(PathBuf::from) {
+            if exists(&path) {
+                return Ok(path);
+            }
+            replaced = Some(path);
+        }
+    }
+    if let Some(found) = on_path() {
+        return Ok(found);
+    }
+    Err(match (replaced, current) {
+        (Some(path), _) => format!(
+            "this bashc ({}) was removed or replaced since it started, and there is no bashc on the PATH to start a relay with: restart the MCP server (or the program running this bashc)",
+            path.display()
+        ),
+        (None, Err(e)) => format!("cannot find this bashc to start a relay: {e}"),
+        (None, Ok(path)) => format!(
+            "this bashc ({}) is gone, and there is no bashc on the PATH to start a relay with: restart the MCP server (or the program running this bashc)",
+            path.display()
+        ),
+    })
+}
+
+/// The executable `name` on the PATH.
+fn which(name: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .filter(|dir| dir.is_absolute())
+            .map(|dir| dir.join(name))
+            .find(|file| {
+                std::fs::metadata(file)
+                    .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            })
+    })
+}
+
 /// `bashc relay HOST`: reaches `host`'s bridge, says `ready` (or `error: why`) on
 /// stdout, then carries its clients' connections until the channel ends or no client
 /// has come for the idle time.
 pub async fn relay(host: &str, runtime_dir: &Path) -> Result<(), ClientError> {
+    let start_lock = inherited_lock();
     if let Err(why) = crate::remote::check_host(host) {
         report(&format!("error: {why}"));
         return Err(remote_error(host, why));
@@ -264,7 +367,8 @@ pub async fn relay(host: &str, runtime_dir: &Path) -> Result<(), ClientError> {
     let paths = RelayPaths::new(runtime_dir, host, &config);
     let idle = config
         .relay_idle_secs
-        .map_or(DEFAULT_IDLE, Duration::from_secs);
+        .map_or(DEFAULT_IDLE, Duration::from_secs)
+        .max(MIN_IDLE);
     let (mut child, channel) = match open_channel(host, runtime_dir, &config).await {
         Ok(opened) => opened,
         Err(why) => {
@@ -272,7 +376,7 @@ pub async fn relay(host: &str, runtime_dir: &Path) -> Result<(), ClientError> {
             return Err(remote_error(host, why));
         }
     };
-    let listener = match listen(&paths.socket) {
+    let listener = match listen(&paths.socket).await {
         Ok(listener) => listener,
         Err(e) => {
             let why = format!("cannot listen on {}: {e}", paths.socket.display());
@@ -281,21 +385,28 @@ pub async fn relay(host: &str, runtime_dir: &Path) -> Result<(), ClientError> {
         }
     };
     let inode = std::fs::metadata(&paths.socket).map(|m| (m.dev(), m.ino()));
+    // Listening: a caller that waited for the lock connects now.
+    drop(start_lock);
     report("ready");
     eprintln!(
         "bashc relay {host}: ready (pid {}), idle time {idle:?}",
         std::process::id()
     );
-    let ended = serve(listener, channel, idle).await;
-    // Gone from the directory before any client is closed: the next call starts a new
-    // relay instead of reaching this one.
-    if std::fs::metadata(&paths.socket)
-        .map(|m| (m.dev(), m.ino()))
-        .ok()
-        == inode.ok()
-    {
-        let _ = std::fs::remove_file(&paths.socket);
-    }
+    let ended = serve(listener, channel, idle, |listener| {
+        // Gone from the directory before the listener and any client closes: the next
+        // call starts a new relay instead of reaching this one. Under the start lock,
+        // so as not to remove the socket a new relay has just made.
+        let _lock = lock_for_leaving(&paths.lock);
+        if std::fs::metadata(&paths.socket)
+            .map(|m| (m.dev(), m.ino()))
+            .ok()
+            == inode.ok()
+        {
+            let _ = std::fs::remove_file(&paths.socket);
+        }
+        turn_away(listener);
+    })
+    .await;
     let _ = child.start_kill();
     let _ = tokio::time::timeout(EXIT_WAIT, child.wait()).await;
     eprintln!("bashc relay {host}: {ended}");
@@ -324,6 +435,7 @@ async fn open_channel(
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
+        .env_remove(LOCK_FD_ENV)
         .kill_on_drop(true);
     let mut child = command.spawn().map_err(|e| {
         format!(
@@ -358,7 +470,20 @@ async fn open_channel(
                 crate::mux::speaker()
             ));
         }
-        Ok(Err(e)) => e,
+        Ok(Err(Greeting::Garbled(why, bytes))) => {
+            let _ = child.start_kill();
+            let _ = tokio::time::timeout(EXIT_WAIT, child.wait()).await;
+            let printed = printed(&bytes);
+            let printed = if printed.is_empty() {
+                String::new()
+            } else {
+                format!(" ({printed:?})")
+            };
+            return Err(format!(
+                "the login on {host} printed to stdout before `bashc bridge` ran{printed}, which is no relay greeting ({why}): make ~/.bashrc (and what it runs) quiet for non-interactive shells there"
+            ));
+        }
+        Ok(Err(Greeting::Failed(e))) => e,
         Err(_) => ClientError::HandshakeTimeout(HELLO_TIMEOUT),
     };
     let status = tokio::time::timeout(EXIT_WAIT, child.wait()).await;
@@ -382,7 +507,7 @@ async fn open_channel(
 }
 
 /// Sends the magic and `Hello`; answers the bridge's version and who it is.
-async fn greet(channel: &mut Channel) -> Result<(u32, String), ClientError> {
+async fn greet(channel: &mut Channel) -> Result<(u32, String), Greeting> {
     let sent = async {
         channel.to_bridge.get_mut().write_all(&MAGIC).await?;
         channel
@@ -397,14 +522,83 @@ async fn greet(channel: &mut Channel) -> Result<(u32, String), ClientError> {
     let _ = sent.await;
     match channel.from_bridge.next().await {
         Some(Ok(MuxFrame::Hello { version, speaker })) => Ok((version, speaker)),
-        Some(Ok(_)) => Err(ClientError::Unexpected("a frame other than Hello")),
-        Some(Err(_)) | None => Err(ClientError::Disconnected),
+        Some(Ok(_)) => Err(Greeting::Garbled(
+            "a frame other than Hello".to_owned(),
+            Vec::new(),
+        )),
+        Some(Err(MuxError::Io(_))) | None => Err(Greeting::Failed(ClientError::Disconnected)),
+        Some(Err(e)) => Err(Greeting::Garbled(
+            e.to_string(),
+            channel.from_bridge.read_buffer().to_vec(),
+        )),
+    }
+}
+
+/// Why the bridge's greeting did not come.
+enum Greeting {
+    /// The channel ended or failed: ssh's status and stderr say why.
+    Failed(ClientError),
+    /// Bytes that are no relay frame came, and what they were.
+    Garbled(String, Vec<u8>),
+}
+
+/// What the far side printed instead of a greeting, for the user to recognize: its
+/// first line or so, as text.
+fn printed(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(80)]);
+    let text: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    text.trim().to_owned()
+}
+
+/// The start lock this relay inherited, if a client started it; not passed on to ssh
+/// (a master it forks would hold it for as long as it lives).
+fn inherited_lock() -> Option<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    let fd: i32 = std::env::var(LOCK_FD_ENV).ok()?.parse().ok()?;
+    // SAFETY: fcntl on a descriptor number only reads or sets its flags; one that is
+    // not open fails, and is not taken.
+    if fd < 3 || unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) } == -1 {
+        return None;
+    }
+    // SAFETY: open (checked above), handed over by the starting client, owned by
+    // nothing else in this process.
+    Some(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+}
+
+/// The start lock, for an ending relay that removes its socket; after
+/// [`LEAVE_LOCK_WAIT`], none (a relay starting that long does not bind meanwhile,
+/// and this one's clients are not kept waiting on a dead link).
+fn lock_for_leaving(path: &Path) -> Option<std::fs::File> {
+    use rustix::fs::{FlockOperation, flock};
+    let file = OpenOptions::new().read(true).write(true).open(path).ok()?;
+    let deadline = std::time::Instant::now() + LEAVE_LOCK_WAIT;
+    loop {
+        if flock(&file, FlockOperation::NonBlockingLockExclusive).is_ok() {
+            return Some(file);
+        }
+        if std::time::Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
 /// The socket, made anew: the starting client holds the lock and found nothing
-/// answering on it.
-fn listen(socket: &Path) -> std::io::Result<UnixListener> {
+/// answering on it. A socket that answers is another relay's, which stays.
+async fn listen(socket: &Path) -> std::io::Result<UnixListener> {
+    match UnixStream::connect(socket).await {
+        Err(e) if not_running(&e) => {}
+        Ok(_) => {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::AddrInUse,
+                "another relay answers there",
+            ));
+        }
+        Err(e) => return Err(e),
+    }
     match std::fs::remove_file(socket) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
         _ => {}
@@ -424,8 +618,31 @@ fn report(line: &str) {
     }
 }
 
-/// Carries the clients' connections over the channel; answers why it ended.
-async fn serve(listener: UnixListener, channel: Channel, idle: Duration) -> String {
+/// Closes the listener of a relay that is ending, whose socket is gone from the
+/// directory: the clients that connected before are accepted and closed with what they
+/// sent read, so they see the connection end (and try again) rather than a reset.
+fn turn_away(listener: UnixListener) {
+    use std::io::Read;
+    let Ok(listener) = listener.into_std() else {
+        return;
+    };
+    let _ = listener.set_nonblocking(true);
+    while let Ok((mut stream, _)) = listener.accept() {
+        let _ = stream.set_nonblocking(true);
+        let _ = stream.shutdown(std::net::Shutdown::Write);
+        let mut sent = [0u8; 1024];
+        while let Ok(1..) = stream.read(&mut sent) {}
+    }
+}
+
+/// Carries the clients' connections over the channel; answers why it ended. `leave`
+/// gets the listener when it ends, before any client's connection is closed.
+async fn serve(
+    listener: UnixListener,
+    channel: Channel,
+    idle: Duration,
+    leave: impl FnOnce(UnixListener),
+) -> String {
     let Channel {
         mut from_bridge,
         mut to_bridge,
@@ -457,8 +674,10 @@ async fn serve(listener: UnixListener, channel: Channel, idle: Duration) -> Stri
     let mut next_id: u32 = 0;
     let idle_timer = tokio::time::sleep(idle);
     tokio::pin!(idle_timer);
-    loop {
+    let ended = loop {
         tokio::select! {
+            // A client already waiting is taken before the idle time can end the relay.
+            biased;
             accepted = listener.accept() => {
                 let stream = match accepted {
                     Ok((stream, _)) => stream,
@@ -472,7 +691,7 @@ async fn serve(listener: UnixListener, channel: Channel, idle: Duration) -> Stri
                 let id = next_id;
                 next_id = next_id.wrapping_add(1);
                 if frames.send(MuxFrame::Open(id)).await.is_err() {
-                    return "the channel closed".to_owned();
+                    break "the channel closed".to_owned();
                 }
                 let (read, write) = stream.into_split();
                 let (queue, chunks) = mpsc::unbounded_channel();
@@ -495,8 +714,10 @@ async fn serve(listener: UnixListener, channel: Channel, idle: Duration) -> Stri
                     }
                 }
                 Some(Ok(MuxFrame::Ack(id, count))) => {
-                    if let Some((_, window)) = clients.get(&id) {
-                        window.give(count);
+                    if let Some((_, window)) = clients.get(&id)
+                        && let Err(e) = window.give(id, count)
+                    {
+                        break format!("bad frame from the bridge: {e}");
                     }
                 }
                 Some(Ok(MuxFrame::Close(id))) => {
@@ -507,26 +728,28 @@ async fn serve(listener: UnixListener, channel: Channel, idle: Duration) -> Stri
                     }
                 }
                 Some(Ok(MuxFrame::Open(_) | MuxFrame::Hello { .. })) => {}
-                Some(Err(e)) => return format!("bad frame from the bridge: {e}"),
+                Some(Err(e)) => break format!("bad frame from the bridge: {e}"),
                 None => {
                     let said = String::from_utf8_lossy(&said.lock().expect("never poisoned"))
                         .trim()
                         .to_owned();
-                    return format!("the SSH channel ended ({})", if said.is_empty() { "ssh said nothing" } else { &said });
+                    break format!("the SSH channel ended ({})", if said.is_empty() { "ssh said nothing" } else { &said });
                 }
             },
             Some(id) = gone.recv() => {
                 clients.remove(&id);
             }
             () = &mut idle_timer, if clients.is_empty() => {
-                return format!("no client for {idle:?}");
+                break format!("no client for {idle:?}");
             }
         }
         // Idle time counts from the last thing that happened.
         idle_timer
             .as_mut()
             .reset(tokio::time::Instant::now() + idle);
-    }
+    };
+    leave(listener);
+    ended
 }
 
 #[cfg(test)]
@@ -546,6 +769,69 @@ mod tests {
         assert_eq!(a, RelayPaths::new(Path::new("/r"), "box", &plain));
         assert_ne!(a, RelayPaths::new(Path::new("/r"), "box", &other));
         assert_ne!(a, RelayPaths::new(Path::new("/r"), "box2", &plain));
+    }
+
+    #[test]
+    fn a_bashc_replaced_on_disk_starts_the_new_one_or_the_one_on_the_path() {
+        let exe = || Ok(PathBuf::from("/bin/bashc"));
+        let deleted = || Ok(PathBuf::from("/bin/bashc (deleted)"));
+        let only = |there: &'static str| move |path: &Path| path == Path::new(there);
+        let none = || None;
+        let on_path = || Some(PathBuf::from("/usr/bin/bashc"));
+        assert_eq!(
+            relay_program(exe(), only("/bin/bashc"), none),
+            Ok(PathBuf::from("/bin/bashc"))
+        );
+        // Replaced: the new file at the same path.
+        assert_eq!(
+            relay_program(deleted(), only("/bin/bashc"), none),
+            Ok(PathBuf::from("/bin/bashc"))
+        );
+        // Removed: the one on the PATH.
+        assert_eq!(
+            relay_program(deleted(), only("/nowhere"), on_path),
+            Ok(PathBuf::from("/usr/bin/bashc"))
+        );
+        let why = relay_program(deleted(), only("/nowhere"), none).unwrap_err();
+        assert!(
+            why.contains("this bashc (/bin/bashc) was removed or replaced")
+                && why.contains("restart the MCP server"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn a_relay_killed_before_it_is_ready_takes_its_children_with_it() {
+        let mut command = std::process::Command::new("sh");
+        command
+            .args(["-c", "sleep 1950 & echo $!; wait"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        detach(&mut command);
+        let mut child = command.spawn().unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let sleep: u32 = line.trim().parse().unwrap();
+        let alive = || {
+            std::fs::read_to_string(format!("/proc/{sleep}/stat"))
+                .is_ok_and(|stat| !stat.contains(") Z "))
+        };
+        assert!(alive());
+        kill_group(&mut child);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while alive() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let outlived = alive();
+        if outlived {
+            let _ = rustix::process::kill_process(
+                rustix::process::Pid::from_raw(sleep as i32).unwrap(),
+                rustix::process::Signal::KILL,
+            );
+        }
+        assert!(!outlived, "the relay's child outlived it");
     }
 
     #[test]

@@ -106,8 +106,8 @@ pub fn check_host(host: &str) -> Result<(), String> {
 /// A connection to `host`'s daemon through the host's relay (started if none runs),
 /// with the handshake done.
 pub(crate) async fn connect_remote(host: &str, runtime_dir: &Path) -> Result<Client, ClientError> {
-    // A relay that was ending when it took the connection closes it unanswered: the
-    // second try starts a new one.
+    // A relay that was ending when it took the connection (or held it in its backlog)
+    // closes it unanswered, or resets it: the second try starts a new one.
     for attempt in 0..2 {
         let (stream, socket) = crate::relay::connect_relay(host, runtime_dir).await?;
         let relay = stream
@@ -122,12 +122,16 @@ pub(crate) async fn connect_remote(host: &str, runtime_dir: &Path) -> Result<Cli
                 client.relay = relay;
                 return Ok(client);
             }
-            Err(ClientError::Disconnected) if attempt == 0 => continue,
-            Err(ClientError::Disconnected) => {
+            Err(ClientError::Disconnected | ClientError::Frame(_)) if attempt == 0 => continue,
+            Err(e @ (ClientError::Disconnected | ClientError::Frame(_))) => {
+                let why = match e {
+                    ClientError::Frame(e) => format!(" ({e})"),
+                    _ => String::new(),
+                };
                 return Err(remote_error(
                     host,
                     format!(
-                        "the relay to {host} closed the connection before bashd there answered; see {}",
+                        "the relay to {host} closed the connection before bashd there answered{why}; see {}",
                         crate::relay::RelayPaths::new(runtime_dir, host, &RemoteConfig::load())
                             .log
                             .display()

@@ -383,8 +383,16 @@ impl File<'_> {
                 return Err(self.unknown("remote", key, KNOWN));
             }
             if key.get_ref() == "relay_idle_secs" {
-                // A day at most: a relay holds an SSH connection open.
-                self.integer("remote", key, value, 1, 86_400)?;
+                // A day at most: a relay holds an SSH connection open. At least the
+                // floor bashc keeps (`relay::MIN_IDLE`): a relay idle at once would
+                // end before the call that started it connects.
+                if self.integer("remote", key, value, 5, 86_400).is_err() {
+                    return Err(self.error(
+                        key,
+                        "remote.relay_idle_secs must be a whole number from 5 to 86400: a relay needs a few seconds to take the call that started it, so 0 cannot turn relays off (5 ends one soon after each call)"
+                            .to_owned(),
+                    ));
+                }
                 continue;
             }
             if !matches!(value.get_ref(), DeValue::String(_)) {
@@ -1122,9 +1130,12 @@ mod tests {
         assert!(parse("[remote]\nbashc_path = \"/opt/bashc\"\nrelay_idle_secs = 60\n").is_ok());
         let err = parse("[remote]\nrelay_idle_secs = 0\n").unwrap_err();
         assert!(
-            err.contains("remote.relay_idle_secs must be a whole number from 1"),
+            err.contains("remote.relay_idle_secs must be a whole number from 5")
+                && err.contains("0 cannot turn relays off"),
             "{err}"
         );
+        assert!(parse("[remote]\nrelay_idle_secs = 4\n").is_err());
+        assert!(parse("[remote]\nrelay_idle_secs = 5\n").is_ok());
         let err = parse("[remote]\nrelay_idle = 5\n").unwrap_err();
         assert!(err.contains("relay_idle_secs"), "{err}");
     }

@@ -276,6 +276,10 @@ async fn issue19_mcp_over_host_answers_bash() {
     let Some(remote) = Remote::start() else {
         return;
     };
+    let local_dir = tempfile::Builder::new()
+        .prefix("bashd-i19-mcp-local-")
+        .tempdir()
+        .unwrap();
     let mut command = tokio::process::Command::new(bin_path("bashc"));
     command
         .args(["mcp", "--host", HOST])
@@ -291,7 +295,8 @@ async fn issue19_mcp_over_host_answers_bash() {
                 .bridge_command(remote.far.runtime_dir(), &remote.far.config_home()),
         )
         .env_remove("BASHD_SESSION")
-        .current_dir(Path::new("/"));
+        // A directory of this machine: the far side must not be sent it.
+        .current_dir(local_dir.path());
     let (transport, _) = rmcp::transport::TokioChildProcess::builder(command)
         .stderr(Stdio::null())
         .spawn()
@@ -321,6 +326,34 @@ async fn issue19_mcp_over_host_answers_bash() {
     let result = super::mcp::call(&client, "bash_jobs", json!({})).await;
     let text = format!("{:?}", result.content);
     assert!(text.contains(&format!("host: {HOST}")), "{text}");
+
+    // A command runs in the login directory there, and a relative `workdir` is
+    // relative to it: the server's own directory is a path of this machine.
+    let home = std::env::var("HOME").unwrap();
+    let local = local_dir.path().display().to_string();
+    for args in [
+        json!({"command": "echo dir-i19 $PWD"}),
+        json!({"command": "echo dir-i19 $PWD", "workdir": "."}),
+    ] {
+        let result = super::mcp::call(&client, "bash", args.clone()).await;
+        let text = format!("{:?}", result.content);
+        assert!(
+            text.contains(&format!("dir-i19 {home}\\n")) && !text.contains(&local),
+            "{args}: {text}"
+        );
+    }
+    // A path that exists only there is not checked here: the daemon there says.
+    let result = super::mcp::call(
+        &client,
+        "bash",
+        json!({"command": "true", "workdir": "/nonexistent-i19"}),
+    )
+    .await;
+    let text = format!("{:?}", result.content);
+    assert!(
+        result.is_error == Some(true) && !text.contains("bad argument `workdir`"),
+        "{text}"
+    );
     let _ = client.cancel().await;
 }
 
@@ -491,7 +524,7 @@ fn issue19_a_caller_that_stops_reading_holds_up_no_other_call() {
         "--mode",
         "background",
         "--",
-        "for i in $(seq 1 300); do seq 1 20000; sleep 0.05; done; sleep 1906",
+        "for i in $(seq 1 300); do seq 1 20000; sleep 0.05; done; echo done-i19; sleep 1906",
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     let job = job_id(&out);
@@ -527,10 +560,39 @@ fn issue19_a_caller_that_stops_reading_holds_up_no_other_call() {
         assert!(said.contains("ok-i19"), "round {round}: {said}");
         std::thread::sleep(Duration::from_millis(500));
     }
-    // The follower was held up, not cut off: its output is still coming.
-    let mut chunk = [0u8; 4096];
-    let read = std::io::Read::read(stuck.0.stdout.as_mut().unwrap(), &mut chunk).unwrap();
-    assert!(read > 0);
+    // The follower was held up, not cut off: read now, it gets what the job prints
+    // last, seconds later, past all the output the pipe, the relay's window, the
+    // sockets and the daemon's backlog between could have held.
+    let mut output = stuck.0.stdout.take().unwrap();
+    let (read_tx, read_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut chunk = vec![0u8; 64 * 1024];
+        let mut tail = Vec::new();
+        let mut total = 0;
+        loop {
+            match std::io::Read::read(&mut output, &mut chunk) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    total += n;
+                    tail.extend_from_slice(&chunk[..n]);
+                    if tail.windows(8).any(|w| w == b"done-i19") {
+                        let _ = read_tx.send(Ok(total));
+                        // Read on: the follower must not end of a closed pipe.
+                        let _ = std::io::copy(&mut output, &mut std::io::sink());
+                        return;
+                    }
+                    let keep = tail.len().saturating_sub(8);
+                    tail.drain(..keep);
+                }
+            }
+        }
+        let _ = read_tx.send(Err(total));
+    });
+    let read = read_rx.recv_timeout(Duration::from_secs(120));
+    assert!(
+        matches!(read, Ok(Ok(_))),
+        "the follower did not get the job's last line (Err: bytes read before it ended): {read:?}"
+    );
     assert!(stuck.0.try_wait().unwrap().is_none(), "the follower ended");
     stuck.kill();
     let out = remote.run(&["kill", &job, "--json"]);
@@ -608,5 +670,302 @@ async fn issue19_a_bridge_still_serves_a_single_caller_without_a_relay() {
     );
     assert!(relay_pids(remote.near.runtime_dir()).is_empty());
     drop(client);
-    let _ = tokio::time::timeout(Duration::from_secs(20), child.wait()).await;
+    // Its caller gone, the bridge ends, and ssh with it.
+    let ended = tokio::time::timeout(Duration::from_secs(20), child.wait()).await;
+    assert!(
+        matches!(ended, Ok(Ok(status)) if status.success()),
+        "the bridge did not end with its caller: {ended:?}"
+    );
+}
+
+/// A long-lived `bashc mcp --host` whose bashc was replaced on disk (`cargo install`)
+/// still starts a relay when its own has gone: the new bashc at the same path.
+#[tokio::test]
+async fn issue19_mcp_whose_bashc_was_replaced_still_starts_a_relay() {
+    let Some(remote) = Remote::start() else {
+        return;
+    };
+    // A bashc of its own, in the same file system as the build's, to replace.
+    let built = bin_path("bashc");
+    let bin = tempfile::Builder::new()
+        .prefix("i19-replaced-")
+        .tempdir_in(built.parent().unwrap())
+        .unwrap();
+    let own = bin.path().join("bashc");
+    let install = || {
+        std::fs::hard_link(&built, &own)
+            .or_else(|_| std::fs::copy(&built, &own).map(drop))
+            .unwrap()
+    };
+    install();
+    let mut command = tokio::process::Command::new(&own);
+    command
+        .args(["mcp", "--host", HOST])
+        .env(
+            bashc::protocol::runtime::RUNTIME_DIR_ENV,
+            remote.near.runtime_dir(),
+        )
+        .env("XDG_CONFIG_HOME", remote.near.config_home())
+        .env(
+            bashc::BRIDGE_COMMAND_ENV,
+            remote
+                .sshd
+                .bridge_command(remote.far.runtime_dir(), &remote.far.config_home()),
+        )
+        // No bashc on the PATH to fall back on.
+        .env("PATH", "/usr/bin:/bin")
+        .env_remove("BASHD_SESSION");
+    let (transport, _) = rmcp::transport::TokioChildProcess::builder(command)
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("cannot start bashc mcp");
+    let client = rmcp::ServiceExt::serve((), transport).await.unwrap();
+    let result = super::mcp::call(&client, "bash", json!({"command": "echo one-i19"})).await;
+    assert!(format!("{:?}", result.content).contains("one-i19"));
+
+    // Replaced, and its relay gone (idle, or its link dropped).
+    std::fs::remove_file(&own).unwrap();
+    install();
+    let relays = relay_pids(remote.near.runtime_dir());
+    assert_eq!(relays.len(), 1, "relays: {relays:?}");
+    let _ = rustix::process::kill_process(
+        rustix::process::Pid::from_raw(relays[0] as i32).unwrap(),
+        rustix::process::Signal::KILL,
+    );
+    assert!(wait_until(Duration::from_secs(10), || !alive(relays[0])));
+    // The call that finds its connection closed may fail; the next starts a relay.
+    let mut said = Vec::new();
+    for _ in 0..2 {
+        let result = super::mcp::call(&client, "bash", json!({"command": "echo two-i19"})).await;
+        said.push(format!("{:?}", result.content));
+        if result.is_error != Some(true) {
+            break;
+        }
+    }
+    assert!(said.last().unwrap().contains("two-i19"), "{said:?}");
+    let _ = client.cancel().await;
+}
+
+/// A connection its relay resets before the handshake (one in the backlog of a relay
+/// that was ending) is tried again, and the call starts a new relay.
+#[test]
+fn issue19_a_connection_reset_before_the_handshake_is_tried_again() {
+    use std::io::Read;
+    let Some(remote) = Remote::start() else {
+        return;
+    };
+    let out = remote.run(&["exec", "--", "true"]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let relays = relay_pids(remote.near.runtime_dir());
+    assert_eq!(relays.len(), 1, "relays: {relays:?}");
+    let socket = std::fs::read_dir(remote.near.runtime_dir().join("remote"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .find(|path| path.extension().is_some_and(|e| e == "sock"))
+        .expect("the relay's socket");
+    let _ = rustix::process::kill_process(
+        rustix::process::Pid::from_raw(relays[0] as i32).unwrap(),
+        rustix::process::Signal::KILL,
+    );
+    assert!(wait_until(Duration::from_secs(10), || !alive(relays[0])));
+    // A relay that takes one connection, then goes with its Hello unread: the caller
+    // reads a reset, not an end.
+    std::fs::remove_file(&socket).unwrap();
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let ending = std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        let mut first = [0u8; 1];
+        stream.read_exact(&mut first).unwrap();
+        std::fs::remove_file(&socket).unwrap();
+    });
+    let out = remote.run(&["exec", "--", "echo again-i19"]);
+    ending.join().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert!(stdout(&out).contains("again-i19"), "{}", show(&out));
+}
+
+/// A relay idle time of 0 (which the config check refuses, but bashc reads the file
+/// as it is) is taken as the floor of a few seconds: the relay is not gone before its
+/// first call connects, nor right after each call.
+#[test]
+fn issue19_a_relay_idle_time_of_zero_is_a_few_seconds() {
+    let Some(remote) = Remote::start() else {
+        return;
+    };
+    remote.near.write_config("[remote]\nrelay_idle_secs = 0\n");
+    let mut relays = Vec::new();
+    for round in 0..3 {
+        let out = remote.run(&["exec", "--", "echo idle-i19"]);
+        assert_eq!(out.status.code(), Some(0), "round {round}: {}", show(&out));
+        assert!(stdout(&out).contains("idle-i19"), "{}", show(&out));
+        relays.push(relay_pids(remote.near.runtime_dir()));
+    }
+    assert!(
+        relays[0].len() == 1 && relays.iter().all(|r| *r == relays[0]),
+        "a relay for each call: {relays:?}"
+    );
+}
+
+/// A call that starts a relay and dies before the relay is ready leaves the start to
+/// that relay: the next call waits for it instead of starting a second relay (whose
+/// socket would replace the first's).
+#[test]
+fn issue19_a_starter_that_dies_before_ready_leaves_one_relay() {
+    let Some(remote) = Remote::start() else {
+        return;
+    };
+    // The bridge command waits at a gate the test opens.
+    let dir = tempfile::Builder::new()
+        .prefix("bashd-i19-gate-")
+        .tempdir()
+        .unwrap();
+    let gate = dir.path().join("gate");
+    let made = Command::new("mkfifo").arg(&gate).status().unwrap();
+    assert!(made.success());
+    let script = dir.path().join("gated-bridge");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\nread go < '{}'\nexec \"$@\"\n", gate.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let call = || {
+        let mut command = remote.bashc();
+        command
+            .env(
+                bashc::BRIDGE_COMMAND_ENV,
+                format!(
+                    "{} {}",
+                    script.display(),
+                    remote
+                        .sshd
+                        .bridge_command(remote.far.runtime_dir(), &remote.far.config_home())
+                ),
+            )
+            .args(["exec", "--", "echo gated-i19"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        KillOnDrop(command.spawn().unwrap())
+    };
+    let mut first = call();
+    assert!(
+        wait_until(Duration::from_secs(20), || relay_pids(
+            remote.near.runtime_dir()
+        )
+        .len()
+            == 1),
+        "no relay started"
+    );
+    first.kill();
+    let _ = first.0.wait();
+    let mut second = call();
+    // It waits for the relay being started, and starts none of its own.
+    let doubled = wait_until(Duration::from_secs(3), || {
+        relay_pids(remote.near.runtime_dir()).len() > 1
+    });
+    // Open the gate (for both, if there are two); read-write, so opening it waits for
+    // no reader.
+    let mut opener = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&gate)
+        .unwrap();
+    std::io::Write::write_all(&mut opener, b"go\ngo\n").unwrap();
+    assert!(!doubled, "a second relay started");
+    assert!(
+        wait_until(Duration::from_secs(30), || second
+            .0
+            .try_wait()
+            .unwrap()
+            .is_some()),
+        "the second call hangs"
+    );
+    let mut said = String::new();
+    std::io::Read::read_to_string(second.0.stdout.as_mut().unwrap(), &mut said).unwrap();
+    std::io::Read::read_to_string(second.0.stderr.as_mut().unwrap(), &mut said).unwrap();
+    assert_eq!(second.0.wait().unwrap().code(), Some(0), "{said}");
+    assert!(said.contains("gated-i19"), "{said}");
+    assert_eq!(relay_pids(remote.near.runtime_dir()).len(), 1);
+    drop(opener);
+}
+
+/// A login that prints to stdout (a chatty ~/.bashrc there) garbles the channel
+/// before the bridge speaks: the error says so, and what it printed.
+#[test]
+fn issue19_a_login_that_prints_to_stdout_is_named() {
+    let near = Daemon::unstarted();
+    let out = near
+        .bashc()
+        .env(
+            bashc::BRIDGE_COMMAND_ENV,
+            "echo 'Welcome to far-i19, have a nice day'; cat >/dev/null",
+        )
+        .args(["--host", "fake-i19", "exec", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(255), "{}", show(&out));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("host fake-i19: the login on fake-i19 printed to stdout before `bashc bridge` ran (\"Welcome to far-i19")
+            && said.contains("make ~/.bashrc (and what it runs) quiet for non-interactive shells"),
+        "{said}"
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), || relay_pids(near.runtime_dir())
+            .is_empty()),
+        "a relay that never got ready stayed"
+    );
+}
+
+/// bashd there dying under a call while the link stays up is said as bashd there
+/// stopping, with the command that gets the job's output, not as a lost connection.
+#[test]
+fn issue19_a_far_bashd_that_dies_mid_call_is_named() {
+    let Some(remote) = Remote::start() else {
+        return;
+    };
+    let mut call = KillOnDrop(
+        remote
+            .bashc()
+            .args([
+                "exec",
+                "--timeout",
+                "300",
+                "--",
+                "echo started-i19; sleep 1951",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let sleep = wait_for_running("sleep 1951");
+    let daemons = remote.far.daemons();
+    assert_eq!(daemons.len(), 1, "far daemons: {daemons:?}");
+    let _ = rustix::process::kill_process(
+        rustix::process::Pid::from_raw(daemons[0] as i32).unwrap(),
+        rustix::process::Signal::KILL,
+    );
+    let ended = wait_until(Duration::from_secs(20), || {
+        call.0.try_wait().unwrap().is_some()
+    });
+    for pid in sleep {
+        let _ = rustix::process::kill_process(
+            rustix::process::Pid::from_raw(pid as i32).unwrap(),
+            rustix::process::Signal::KILL,
+        );
+    }
+    assert!(ended, "the call hangs after bashd there died");
+    let mut said = String::new();
+    std::io::Read::read_to_string(call.0.stderr.as_mut().unwrap(), &mut said).unwrap();
+    assert!(
+        said.contains(&format!(
+            "host {HOST}: bashd on {HOST} stopped while j1 ran"
+        )) && said.contains(&format!("bashc --host {HOST} output j1")),
+        "{said}"
+    );
+    assert_eq!(call.0.wait().unwrap().code(), Some(255), "{said}");
+    // The relay is still up, and the next call starts bashd there again.
+    let out = remote.run(&["exec", "--", "echo back-i19"]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
 }

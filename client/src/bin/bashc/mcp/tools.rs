@@ -101,7 +101,7 @@ struct BashArgs {
     timeout_secs: Option<u64>,
     /// What happens at the timeout: `background` (the default: the job goes on, the call returns) or `kill`.
     on_timeout: Option<OnTimeoutArg>,
-    /// The directory to run in: absolute, or relative to the directory the MCP server started in (the default).
+    /// The directory to run in: absolute, or relative to the directory the MCP server started in (the default); for a server of another host (`bashc mcp --host`), relative to the login directory there.
     workdir: Option<String>,
     /// What the command is for, in a few words; shown in bash_jobs.
     description: Option<String>,
@@ -416,6 +416,7 @@ impl BashTools {
             error,
             ClientError::Disconnected
                 | ClientError::Lost { .. }
+                | ClientError::RemoteDied { .. }
                 | ClientError::Frame(_)
                 | ClientError::DiedWhileRunning { .. }
         ) {
@@ -831,8 +832,14 @@ impl BashTools {
     }
 
     /// `workdir` resolved against the server's own directory, checked to be a
-    /// directory, so that a bad one is named as the argument it is.
+    /// directory, so that a bad one is named as the argument it is. On another host
+    /// it is sent as given (empty: the login directory there), which the bridge there
+    /// resolves and the daemon there checks: this machine's directories mean nothing
+    /// there.
     fn workdir_of(&self, given: Option<&str>) -> Result<String, CallError> {
+        if self.target.host().is_some() {
+            return Ok(given.unwrap_or_default().to_owned());
+        }
         let path = match given {
             Some(dir) => self.workdir.join(dir),
             None => self.workdir.clone(),

@@ -155,6 +155,10 @@ pub fn error(error: &ClientError) -> String {
             "bashd stopped while {job} ran; {} has what it printed once bashd is back",
             call("bash_output", *job)
         ),
+        ClientError::RemoteDied { host, job } => format!(
+            "host {host}: bashd on {host} stopped while {job} ran; {} has what it printed once bashd there is back (the next call starts it)",
+            call("bash_output", *job)
+        ),
         ClientError::DiedDuring { doing, job } => format!(
             "bashd stopped while {doing} {job}; once it is back (the next call starts it), bash_check(job=\"{job}\") says what became of the job and bash_output(job=\"{job}\") has what it printed"
         ),
