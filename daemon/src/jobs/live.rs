@@ -122,12 +122,21 @@ impl JobsHandle {
                 },
                 ended = &mut result => {
                     let mut ended = ended.map_err(|_| shutting_down())?;
-                    // Lines its last read handed on are in the queue before its end.
-                    while let Ok(Response::Output(chunk)) = events.try_recv() {
-                        if let Some(met) = watch.scan(&chunk) {
-                            ended.notices.insert(0, Notice::ConditionMet { job, met });
-                            break;
-                        }
+                    // Lines its last reads handed on, and the stretches this wait
+                    // missed, are in the queue before its end.
+                    let mut met = None;
+                    while met.is_none() {
+                        met = match events.try_recv() {
+                            Ok(Response::Output(chunk)) => watch.scan(&chunk),
+                            Ok(Response::Notice(Notice::OutputMissed { stream, offset, lines, .. })) => {
+                                self.scan_missed(&mut watch, &request.caller, job, stream, offset, lines).await
+                            }
+                            Ok(_) => None,
+                            Err(_) => break,
+                        };
+                    }
+                    if let Some(met) = met {
+                        ended.notices.insert(0, Notice::ConditionMet { job, met });
                     }
                     return Ok(ended);
                 }
@@ -171,25 +180,38 @@ impl JobsHandle {
         offset: u64,
         lines: u64,
     ) -> Option<WaitMet> {
-        let page = self
-            .output(OutputRequest {
-                job: JobRef::Id(job.to_string()),
+        // A stretch missed behind a loud job can be far longer than a page.
+        let end = offset + lines;
+        let mut at = offset;
+        while at < end {
+            let page = self
+                .output(OutputRequest {
+                    job: JobRef::Id(job.to_string()),
+                    stream,
+                    offset: at,
+                    limit: Some(end - at),
+                    caller: caller.clone(),
+                    // The wait found the job; it may be another session's on purpose.
+                    any_session: true,
+                    max_bytes: Some(bashd_protocol::limits::MAX_PAGE_BYTES),
+                    from_end: false,
+                })
+                .await
+                .ok()?;
+            if page.lines == 0 {
+                return None;
+            }
+            let chunk = OutputChunk {
                 stream,
-                offset,
-                limit: Some(lines),
-                caller: caller.clone(),
-                // The wait found the job; it may be another session's on purpose.
-                any_session: true,
-                max_bytes: Some(bashd_protocol::limits::MAX_PAGE_BYTES),
-                from_end: false,
-            })
-            .await
-            .ok()?;
-        watch.scan(&OutputChunk {
-            stream,
-            bytes: page.text.into_bytes().into(),
-            line: offset,
-        })
+                bytes: page.text.into_bytes().into(),
+                line: at,
+            };
+            if let Some(met) = watch.scan(&chunk) {
+                return Some(met);
+            }
+            at += page.lines;
+        }
+        None
     }
 
     /// `follow`: the job's output so far (as `from` asks), then its lines as they come,

@@ -549,3 +549,26 @@ fn check_of_a_job_waiting_for_input_says_what_it_asks() {
         show(&out)
     );
 }
+
+/// `wait --until` of a loud job: the line comes in a stretch the wait was not sent (a
+/// live reader gets a burst, then a rate), far longer than a page, and is still found.
+#[test]
+fn wait_until_finds_a_line_deep_in_what_a_loud_job_printed_past_it() {
+    let daemon = Daemon::start();
+    let job = background(
+        &daemon,
+        &[],
+        "sleep 1; seq 1 10000000; echo marker-i16; seq 1 10000000; sleep 1609",
+    );
+    let out = bashc(
+        &daemon,
+        &["wait", &job, "--until", "^marker-i16$", "--timeout", "120"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert!(crate::stdout(&out).contains("marker-i16"), "{}", show(&out));
+    bashc(&daemon, &["kill", &job]);
+    assert!(wait_until(Duration::from_secs(10), || pids_running(
+        "sleep 1609"
+    )
+    .is_empty()));
+}

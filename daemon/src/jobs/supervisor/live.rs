@@ -218,6 +218,42 @@ impl Live {
             .any(|sub| sub.reads(stream) && sub.has_room())
     }
 
+    /// Whether a reader has lines it missed and was not told of yet.
+    pub fn has_missed(&self) -> bool {
+        self.subscribers
+            .iter()
+            .any(|sub| sub.missed.iter().any(Option::is_some))
+    }
+
+    /// Tells each reader with room of the lines it missed: for a job gone quiet after
+    /// a burst, which sends nothing that would carry the notice. `full_output` names
+    /// each stream's spill file.
+    pub fn tell_missed(&mut self, full_output: &[Option<String>; 2]) {
+        self.subscribers.retain_mut(|sub| {
+            for (i, stream) in [StreamName::Stdout, StreamName::Stderr]
+                .into_iter()
+                .enumerate()
+            {
+                let Some((first, end)) = sub.missed[i] else {
+                    continue;
+                };
+                let notice = Notice::OutputMissed {
+                    job: sub.job,
+                    stream,
+                    offset: first,
+                    lines: end - first + 1,
+                    path: full_output[i].clone(),
+                };
+                match sub.try_send(Response::Notice(notice), 0) {
+                    Ok(true) => sub.missed[i] = None,
+                    Ok(false) => {}
+                    Err(()) => return false,
+                }
+            }
+            true
+        });
+    }
+
     /// Lines `first..=last` of `stream` went by without being sent to any reader.
     pub fn miss(&mut self, stream: StreamName, first: u64, last: u64) {
         let i = index(stream);

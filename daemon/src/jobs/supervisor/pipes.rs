@@ -33,6 +33,8 @@ pub(super) const INPUT_IDLE: Duration = Duration::from_secs(5);
 /// terminal, or polling its terminal): with nothing printed for this long it waits
 /// for input. The pause only lets a prompt that is being written finish first.
 const KERNEL_INPUT_IDLE: Duration = Duration::from_millis(100);
+/// How long a job must be quiet before its readers are told what they missed.
+const MISSED_AFTER_QUIET: Duration = Duration::from_millis(100);
 /// The most of a prompt a notice carries, in characters (its end: what is asked).
 const PROMPT_CHARS: usize = 200;
 /// The most chunks a probe reads from a terminal that holds output already.
@@ -100,15 +102,28 @@ impl Inputs {
             Read(StreamName, usize),
             Control(Option<Control>),
             Phase(T),
+            Quiet,
         }
+        // A reader told nothing of the lines it missed because no text came since (a
+        // loud burst, then quiet) is told once the job has been quiet a moment.
+        let missed = self.live.has_missed();
         let got = tokio::select! {
             status = recv_exit(&mut self.shell) => Got::Exit(status),
             n = self.out.read_some(), if !self.out.is_done() => Got::Read(StreamName::Stdout, n),
             n = self.err.read_some(), if !self.err.is_done() => Got::Read(StreamName::Stderr, n),
             msg = recv_control(&mut self.control) => Got::Control(msg),
             value = phase => Got::Phase(value),
+            () = tokio::time::sleep(MISSED_AFTER_QUIET), if missed => Got::Quiet,
         };
         match got {
+            Got::Quiet => {
+                let full_output = [
+                    self.out.capture.full_output(),
+                    self.err.capture.full_output(),
+                ];
+                self.live.tell_missed(&full_output);
+                Wake::Busy
+            }
             Got::Exit(status) => {
                 // An error means the reaper is gone: the daemon is going down.
                 self.shell = Shell::Exited(status.ok());
