@@ -100,6 +100,8 @@ enum Command {
     ///
     /// Works for any running or finished job of the session, also one started by another
     /// client. Shows the last 10 lines of each stream first (--lines N, --from-start).
+    /// A loud job is shown a 16 MiB burst, then 32 MiB a second; what is not shown is
+    /// said, with the `bashc output` command that pages through it.
     /// stdout's lines go to stdout, stderr's to stderr. A reader that falls behind a
     /// fast job is told how many lines it missed and how to read them. Exit status: the
     /// job's, as for `exec`.
@@ -231,6 +233,8 @@ struct ExecArgs {
     net: Option<NetArg>,
     /// Print the output as it comes (stdout's lines to stdout, stderr's to stderr),
     /// then the exit code. With --json: one JSON object a line, the result last.
+    /// A loud job is shown a 16 MiB burst, then 32 MiB a second; what is not shown is
+    /// said, with the `bashc output` command that pages through it.
     #[arg(long)]
     stream: bool,
     /// The command's stdin: null (/dev/null, the default) or pipe, which `bashc send`
