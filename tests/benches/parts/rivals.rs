@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use bashd_tests::procs::memory_kib;
+use bashd_tests::procs::{all_pids, memory_kib, parent_pid};
 use bashd_tests::{Daemon, bin_path};
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
@@ -189,27 +189,14 @@ async fn measure(server: &Server, workdir: &Path) -> Result<Figures, String> {
 
 /// A process and its descendants, read from /proc.
 fn tree(root: u32) -> Vec<u32> {
-    let parents: Vec<(u32, u32)> = std::fs::read_dir("/proc")
+    let parents: Vec<(u32, Option<u32>)> = all_pids()
         .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|entry| {
-            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
-            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
-            let ppid = stat
-                .rsplit_once(')')?
-                .1
-                .split_whitespace()
-                .nth(1)?
-                .parse()
-                .ok()?;
-            Some((pid, ppid))
-        })
+        .map(|pid| (pid, parent_pid(pid)))
         .collect();
     let mut found = vec![root];
     let mut at = 0;
     while at < found.len() {
-        let parent = found[at];
+        let parent = Some(found[at]);
         found.extend(
             parents
                 .iter()

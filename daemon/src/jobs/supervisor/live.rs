@@ -86,6 +86,23 @@ impl Subscriber {
         self.allowance > 0.0 && self.backlog() < LIVE_BACKLOG_BYTES
     }
 
+    /// The notice of the lines of `stream` this reader missed, if it missed any;
+    /// `path` names the stream's spill file.
+    fn missed_notice(
+        &self,
+        stream: StreamName,
+        path: impl FnOnce() -> Option<String>,
+    ) -> Option<Notice> {
+        let (first, end) = self.missed[index(stream)]?;
+        Some(Notice::OutputMissed {
+            job: self.job,
+            stream,
+            offset: first,
+            lines: end - first + 1,
+            path: path(),
+        })
+    }
+
     fn miss(&mut self, i: usize, first: u64, last: u64) {
         let from = self.missed[i].map_or(first, |(from, _)| from);
         self.missed[i] = Some((from, last));
@@ -234,15 +251,8 @@ impl Live {
                 .into_iter()
                 .enumerate()
             {
-                let Some((first, end)) = sub.missed[i] else {
+                let Some(notice) = sub.missed_notice(stream, || full_output[i].clone()) else {
                     continue;
-                };
-                let notice = Notice::OutputMissed {
-                    job: sub.job,
-                    stream,
-                    offset: first,
-                    lines: end - first + 1,
-                    path: full_output[i].clone(),
                 };
                 match sub.try_send(Response::Notice(notice), 0) {
                     Ok(true) => sub.missed[i] = None,
@@ -287,14 +297,7 @@ impl Live {
                 sub.miss(i, line, last);
                 return true;
             }
-            if let Some((first, end)) = sub.missed[i] {
-                let notice = Notice::OutputMissed {
-                    job: sub.job,
-                    stream,
-                    offset: first,
-                    lines: end - first + 1,
-                    path: full_output(),
-                };
+            if let Some(notice) = sub.missed_notice(stream, &full_output) {
                 match sub.try_send(Response::Notice(notice), 0) {
                     Ok(true) => sub.missed[i] = None,
                     Ok(false) => {
@@ -329,14 +332,7 @@ impl Live {
                 .into_iter()
                 .enumerate()
             {
-                if let Some((first, end)) = sub.missed[i] {
-                    let notice = Notice::OutputMissed {
-                        job: sub.job,
-                        stream,
-                        offset: first,
-                        lines: end - first + 1,
-                        path: full_output[i].clone(),
-                    };
+                if let Some(notice) = sub.missed_notice(stream, || full_output[i].clone()) {
                     let _ = sub.sink.send(Response::Notice(notice)).await;
                 }
             }

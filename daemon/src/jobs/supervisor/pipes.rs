@@ -329,12 +329,13 @@ impl Inputs {
             (&mut self.out, StreamName::Stdout),
             (&mut self.err, StreamName::Stderr),
         ] {
-            let full_output = reader.capture.full_output();
+            let mut rest = Vec::new();
             reader.capture.finish_live(|line, text| {
-                live.send(stream, line, Bytes::copy_from_slice(text), || {
-                    full_output.clone()
-                });
+                rest.push((line, Bytes::copy_from_slice(text)));
             });
+            for (line, text) in rest {
+                live.send(stream, line, text, || reader.capture.full_output());
+            }
         }
     }
 
@@ -494,8 +495,8 @@ impl PipeReader {
                 });
             });
             if let Some(line) = first {
-                let full_output = self.capture.full_output();
-                live.send(stream, line, text, || full_output.clone());
+                // The spill file's name only for a notice of missed lines, not per read.
+                live.send(stream, line, text, || self.capture.full_output());
             }
         }
     }
