@@ -569,7 +569,8 @@ impl File<'_> {
         Ok(())
     }
 
-    /// `[sandbox]`: `default`, `network`, `writable`, `deny_read`, `floor`. A default
+    /// `[sandbox]`: `default`, `network`, `writable`, `deny_read`, `unix_sockets`,
+    /// `floor`. A default
     /// looser than the floor is an error: every job would be refused.
     fn sandbox(
         &self,
@@ -577,7 +578,14 @@ impl File<'_> {
         table: &DeTable<'_>,
         config: &mut SandboxConfig,
     ) -> Result<(), ConfigError> {
-        const KNOWN: &[&str] = &["default", "network", "writable", "deny_read", "floor"];
+        const KNOWN: &[&str] = &[
+            "default",
+            "network",
+            "writable",
+            "deny_read",
+            "unix_sockets",
+            "floor",
+        ];
         const PROFILES: &[&str] = &["off", "workspace-write", "read-only"];
         let profile = |key: &Key<'_>, value: &Value<'_>| -> Result<SandboxProfile, ConfigError> {
             let name = self.choice("sandbox", key, value, PROFILES)?;
@@ -606,6 +614,7 @@ impl File<'_> {
                 }
                 "writable" => config.writable = paths(key, value)?,
                 "deny_read" => config.deny_read = paths(key, value)?,
+                "unix_sockets" => config.unix_sockets = paths(key, value)?,
                 _ => return Err(self.unknown("sandbox", key, KNOWN)),
             }
         }
@@ -1007,6 +1016,12 @@ impl Config {
             "deny_read",
             list(&b.deny_read),
             list(&d.deny_read),
+        );
+        key(
+            &mut out,
+            "unix_sockets",
+            list(&b.unix_sockets),
+            list(&d.unix_sockets),
         );
         key(
             &mut out,

@@ -21,8 +21,14 @@ use std::fmt;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Report {
     /// The job's shell was forked with pid `pid`, which is also its process group;
-    /// `resident` is the resident's own pid, the root of the job's processes.
-    Started { pid: i32, resident: i32 },
+    /// `resident` is the resident's own pid, the root of the job's processes; `userns`
+    /// the inode of the shell's user namespace, for a sandboxed job (the resident is
+    /// outside it).
+    Started {
+        pid: i32,
+        resident: i32,
+        userns: Option<u64>,
+    },
     /// The job's shell exited; `status` is as `waitpid` gave it.
     Leader { status: i32 },
     /// The last process of the job is gone; the resident exits next.
@@ -54,7 +60,16 @@ pub enum Order {
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Report::Started { pid, resident } => writeln!(f, "started {pid} {resident}"),
+            Report::Started {
+                pid,
+                resident,
+                userns: None,
+            } => writeln!(f, "started {pid} {resident}"),
+            Report::Started {
+                pid,
+                resident,
+                userns: Some(userns),
+            } => writeln!(f, "started {pid} {resident} {userns}"),
             Report::Leader { status } => writeln!(f, "leader {status}"),
             Report::Done(u) => writeln!(
                 f,
@@ -78,6 +93,10 @@ impl Report {
             "started" => Report::Started {
                 pid: words.next()?.parse().ok()?,
                 resident: words.next()?.parse().ok()?,
+                userns: match words.next() {
+                    Some(word) => Some(word.parse().ok()?),
+                    None => None,
+                },
             },
             "leader" => Report::Leader {
                 status: words.next()?.parse().ok()?,
@@ -307,6 +326,12 @@ mod tests {
             Report::Started {
                 pid: 42,
                 resident: 41,
+                userns: None,
+            },
+            Report::Started {
+                pid: 42,
+                resident: 41,
+                userns: Some(4026532000),
             },
             Report::Leader { status: 256 },
             Report::Done(Usage {

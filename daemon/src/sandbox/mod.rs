@@ -33,6 +33,11 @@ pub struct SandboxConfig {
     pub writable: Vec<PathBuf>,
     /// `deny_read`: paths hidden from a job whose profile is not `off`, `~` expanded.
     pub deny_read: Vec<PathBuf>,
+    /// `unix_sockets`: unix sockets a job whose files are confined may connect to
+    /// while its network is on. Seccomp cannot tell one path from another, so any
+    /// entry lets such a job make unix sockets, and so reach every pathname socket it
+    /// can name; empty (the default), `socket(AF_UNIX)` fails in every sandboxed job.
+    pub unix_sockets: Vec<PathBuf>,
     /// `floor`: the loosest profile a client may ask for.
     pub floor: SandboxProfile,
 }
@@ -62,6 +67,7 @@ impl Default for SandboxConfig {
                 .iter()
                 .filter_map(|path| expand_home(path).ok())
                 .collect(),
+            unix_sockets: Vec::new(),
             floor: SandboxProfile::Off,
         }
     }
@@ -174,6 +180,7 @@ pub fn spec(
             Vec::new()
         },
         network_off: in_force.network == Network::Off,
+        unix_sockets: files && in_force.network == Network::On && !config.unix_sockets.is_empty(),
     }
 }
 

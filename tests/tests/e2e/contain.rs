@@ -10,7 +10,7 @@
 //! resident in a cgroup per job, under a cgroup v2 directory the test makes where it
 //! can (skipped with a word where it cannot).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use bashc::protocol::JobLimits;
@@ -116,14 +116,14 @@ fn listed(daemon: &Daemon, job: &str) -> serde_json::Value {
 }
 
 /// A cgroup v2 directory for one test's daemon, removed with whatever is left in it.
-struct TestCgroup {
+pub(crate) struct TestCgroup {
     dir: PathBuf,
 }
 
 impl TestCgroup {
     /// A new cgroup under the v2 hierarchy, or `None` (said on stderr) where this
     /// process may not make one.
-    fn new(name: &str) -> Option<TestCgroup> {
+    pub(crate) fn new(name: &str) -> Option<TestCgroup> {
         let mounts = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
         let mount = mounts.lines().find_map(|line| {
             let (before, after) = line.split_once(" - ")?;
@@ -149,8 +149,13 @@ impl TestCgroup {
         }
     }
 
+    /// The cgroup's directory.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// The config that puts the daemon's jobs under this cgroup.
-    fn config(&self) -> String {
+    pub(crate) fn config(&self) -> String {
         format!("[containment]\ncgroup = \"{}\"\n", self.dir.display())
     }
 

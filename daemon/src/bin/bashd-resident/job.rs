@@ -20,7 +20,7 @@
 use std::collections::HashSet;
 use std::ffi::CString;
 use std::fs;
-use std::io;
+use std::io::{self, Read};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
@@ -202,13 +202,6 @@ pub fn run(spawn: Spawn, fds: JobFds) -> io::Result<Never> {
             format!("cannot enter the job's workdir {}: {e}", workdir.display()),
         )
     })?;
-    // After the cgroup is opened and /proc/self written, which the sandbox forbids, and
-    // in the workdir, which it reads; before the fork, so that the job's first
-    // instruction already runs confined.
-    if let Some(spec) = &sandbox {
-        confine::apply(spec)?;
-    }
-
     // The shell's stdin is /dev/null or the job's stdin pipe; its stdout and stderr
     // are the job's pipes.
     let null = fs::File::options()
@@ -238,6 +231,12 @@ pub fn run(spawn: Spawn, fds: JobFds) -> io::Result<Never> {
             .collect::<io::Result<Vec<CString>>>()
     };
     let pty = spawn.pty;
+    // The shell's confinement is applied in its own process, so the resident stays out
+    // of it; what fails there comes back through this pipe, which closes at exec.
+    let setup_pipe = match &sandbox {
+        Some(_) => Some(rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?),
+        None => None,
+    };
     let program = strings(spawn.program)?;
     let env = strings(spawn.env)?;
     let pointers = |list: &[CString]| {
@@ -248,9 +247,11 @@ pub fn run(spawn: Spawn, fds: JobFds) -> io::Result<Never> {
     let (argv, envp) = (pointers(&program), pointers(&env));
     let mut empty: libc::sigset_t = unsafe { std::mem::zeroed() };
     unsafe { libc::sigemptyset(&mut empty) };
-    // SAFETY: the resident is single-threaded; the child only makes async-signal-safe
-    // calls (setpgid, setrlimit, sigprocmask, execve, write, _exit) on memory prepared
-    // before.
+    // SAFETY: the resident is single-threaded, so the child is a whole copy of it and
+    // may allocate (the sandbox does); without a sandbox it only makes
+    // async-signal-safe calls (setpgid, setrlimit, sigprocmask, execve, write, _exit)
+    // on memory prepared before.
+    let in_cgroup = cgroup.is_some();
     let leader = match &cgroup {
         Some(cgroup) => cgroup.fork_into()?,
         None => check(unsafe { libc::fork() })?,
@@ -261,6 +262,15 @@ pub fn run(spawn: Spawn, fds: JobFds) -> io::Result<Never> {
                 crate::pty::take_terminal();
             } else {
                 libc::setpgid(0, 0);
+            }
+            // In the cgroup and the workdir already, before the address space limit,
+            // which the sandbox's setup must not hit.
+            if let (Some(spec), Some((_, write))) = (&sandbox, &setup_pipe)
+                && let Err(failure) = confine::apply(spec, pty, in_cgroup)
+            {
+                let text = failure.to_string();
+                libc::write(write.as_raw_fd(), text.as_ptr().cast(), text.len());
+                libc::_exit(crate::EXIT_SETUP);
             }
             // The shell's, not the resident's: the resident must keep working whatever
             // the job does to its memory.
@@ -280,6 +290,23 @@ pub fn run(spawn: Spawn, fds: JobFds) -> io::Result<Never> {
     }
     // Nothing keeps the job's cgroup open but its processes.
     drop(cgroup);
+    let userns = match setup_pipe {
+        Some((read, write)) => {
+            drop(write);
+            let mut why = Vec::new();
+            let _ = fs::File::from(read).read_to_end(&mut why);
+            if !why.is_empty() {
+                unsafe { libc::waitpid(leader, std::ptr::null_mut(), 0) };
+                return Err(io::Error::other(String::from_utf8_lossy(&why).into_owned()));
+            }
+            // The shell has exec'd, confined, and is not reaped yet (this process is
+            // the only one that reaps it), so its namespace is still there to read.
+            fs::metadata(format!("/proc/{leader}/ns/user"))
+                .ok()
+                .map(|meta| std::os::unix::fs::MetadataExt::ino(&meta))
+        }
+        None => None,
+    };
     // The job's pipes reach EOF when the job's last process closes them, not the
     // resident: it lets go of its copies now (the stdin pipe's too, so the job reads
     // end-of-file once the daemon closes its end).
@@ -300,6 +327,7 @@ pub fn run(spawn: Spawn, fds: JobFds) -> io::Result<Never> {
     resident.send(Report::Started {
         pid: leader,
         resident: std::process::id() as i32,
+        userns,
     });
     resident.serve(&sigfd)
 }

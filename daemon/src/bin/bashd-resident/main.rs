@@ -36,7 +36,7 @@ mod confine;
 use wire::{MAX_SPAWN_BYTES, MAX_SPAWN_FDS, Report, SPAWN_FDS, Spawn};
 
 /// Exit status when the resident cannot set the job up; the shell never ran.
-const EXIT_SETUP: libc::c_int = 126;
+pub(crate) const EXIT_SETUP: libc::c_int = 126;
 
 enum Never {}
 

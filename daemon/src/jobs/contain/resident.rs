@@ -56,7 +56,7 @@ pub struct ResidentSpawn {
     pub binary: PathBuf,
     /// The cgroup the job's processes start in, when the daemon has one for it.
     pub cgroup: Option<PathBuf>,
-    /// What the resident confines itself to before it forks the shell.
+    /// What the resident confines the shell to, in the child it forks, before `exec`.
     pub sandbox: Option<crate::sandbox::confine::Spec>,
 }
 
@@ -79,7 +79,7 @@ pub struct Link;
 pub struct Linked {
     /// The shell's pid and the resident's, once the resident has forked the shell, or
     /// why it could not.
-    pub leader: oneshot::Receiver<Result<(Pid, u32), String>>,
+    pub leader: oneshot::Receiver<Result<(Pid, u32, Option<u64>), String>>,
     /// The shell's exit, once the resident has reaped it.
     pub exit: oneshot::Receiver<LeaderExit>,
     pub orders: mpsc::UnboundedSender<Order>,
@@ -109,9 +109,9 @@ impl Link {
                 tokio::select! {
                     line = lines.next_line() => match line {
                         Ok(Some(line)) => match Report::parse(&line) {
-                            Some(Report::Started { pid, resident }) => {
+                            Some(Report::Started { pid, resident, userns }) => {
                                 if let (Some(tx), Some(pid)) = (leader_tx.take(), Pid::from_raw(pid)) {
-                                    let _ = tx.send(Ok((pid, resident as u32)));
+                                    let _ = tx.send(Ok((pid, resident as u32, userns)));
                                 }
                             }
                             Some(Report::Error(text)) => {
@@ -179,7 +179,7 @@ pub struct Held {
 /// shell, its exit, and the resident's hold on it.
 pub async fn take(started: ResidentStarted, cgroup: Option<JobCgroup>) -> io::Result<Spawned> {
     let linked = Link::start(started.control)?;
-    let (pid, resident) = match tokio::time::timeout(START_TIMEOUT, linked.leader).await {
+    let (pid, resident, userns) = match tokio::time::timeout(START_TIMEOUT, linked.leader).await {
         Ok(Ok(Ok(started))) => started,
         Ok(Ok(Err(why))) => return Err(io::Error::other(why)),
         Ok(Err(_)) => {
@@ -210,8 +210,9 @@ pub async fn take(started: ResidentStarted, cgroup: Option<JobCgroup>) -> io::Re
             resident,
         }),
         stdin: started.stdin,
-        // The caller reads the resident's namespace when the job is confined.
-        userns: None,
+        // The shell's, as the resident read it before it could be reaped: the
+        // resident itself is outside the job's sandbox.
+        userns,
         pty: started.pty,
     })
 }
@@ -234,16 +235,37 @@ pub struct ResidentJob {
     /// Shared with the clones a supervisor makes; removed when the last goes.
     cgroup: Option<Arc<JobCgroup>>,
     fallback: ScanJob,
+    /// The resident's pid, and the start time of the job's shell (0 when it was not
+    /// read): the job's orphans, should the resident die, start at or after it.
+    resident: u32,
+    since: u64,
 }
 
 impl ResidentJob {
-    pub fn new(held: Held, fallback: ScanJob) -> ResidentJob {
+    pub fn new(held: Held, fallback: ScanJob, since: u64) -> ResidentJob {
         ResidentJob {
             orders: held.orders,
             heard: held.heard,
             cgroup: held.cgroup.map(Arc::new),
             fallback,
+            resident: held.resident,
+            since,
         }
+    }
+
+    /// For a job without a cgroup whose resident died: its processes were reparented
+    /// to the daemon, a subreaper, as the resident exited, and may have shed the
+    /// group and the cookie the scan finds; they end with the job.
+    async fn end_orphans(&self) {
+        // The socket closes before the kernel reparents the resident's children: once
+        // it is a zombie or gone, they are the daemon's.
+        let resident = self.resident as i32;
+        let gone = || super::proc::read_stat(resident).is_none_or(|stat| !stat.alive());
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
+        while !gone() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        self.fallback.end_orphans_since(self.since).await;
     }
 
     /// Waits until the job's cgroup, if it has one, holds no process, the resident
@@ -278,7 +300,14 @@ impl JobProcesses for ResidentJob {
             Heard::Running => true,
             Heard::Lost => match &self.cgroup {
                 Some(cgroup) => cgroup.populated(),
-                None => self.fallback.outlived_leader().await,
+                None => {
+                    let outlived = self.fallback.outlived_leader().await;
+                    if !outlived {
+                        // The job ends now: what the scan cannot see ends with it.
+                        self.end_orphans().await;
+                    }
+                    outlived
+                }
             },
         }
     }
@@ -291,6 +320,7 @@ impl JobProcesses for ResidentJob {
         };
         if lost && self.cgroup.is_none() {
             self.fallback.all_exited().await;
+            self.end_orphans().await;
         }
         self.cgroup_emptied().await;
     }
@@ -318,7 +348,8 @@ impl JobProcesses for ResidentJob {
                 None => {
                     self.fallback
                         .terminate(Signal::KILL, Duration::ZERO, leader)
-                        .await
+                        .await;
+                    self.end_orphans().await;
                 }
             }
         }

@@ -54,6 +54,49 @@ impl ScanJob {
     }
 }
 
+impl ScanJob {
+    /// Ends every process the daemon inherited that started at or after `since` (clock
+    /// ticks after boot, as `/proc/PID/stat` counts them; the job's leader's start),
+    /// and what they start meanwhile: for a job whose resident died, whose orphans were
+    /// reparented to the daemon and may have shed the job's group and cookie. While
+    /// residents live, they reap their own jobs' orphans, so the daemon's orphans are
+    /// only ever those of jobs whose residents died.
+    pub async fn end_orphans_since(&self, since: u64) {
+        for _ in 0..KILL_ROUNDS {
+            let orphans = self.reaper.orphans().await;
+            let hit = tokio::task::spawn_blocking(move || kill_orphans(&orphans, since))
+                .await
+                .unwrap_or(0);
+            if hit == 0 {
+                return;
+            }
+            // What the killed started is reparented to the daemon as they die.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+/// SIGKILLs each of `pids` that is alive and started at or after `since`, held by a
+/// pidfd before its start time is read, so a reused pid is never hit. Blocking.
+fn kill_orphans(pids: &[i32], since: u64) -> usize {
+    let mut hit = 0;
+    for &pid in pids {
+        let Some(raw) = Pid::from_raw(pid) else {
+            continue;
+        };
+        let Ok(pidfd) = rustix::process::pidfd_open(raw, rustix::process::PidfdFlags::empty())
+        else {
+            continue;
+        };
+        let started = process_start_time(pid as u32);
+        if started.is_some_and(|started| started >= since) && Seen::read(pid).is_some() {
+            let _ = rustix::process::pidfd_send_signal(&pidfd, Signal::KILL);
+            hit += 1;
+        }
+    }
+    hit
+}
+
 impl JobProcesses for ScanJob {
     /// Its group is alive, or an escapee the daemon inherited carries its cookie.
     async fn outlived_leader(&self) -> bool {

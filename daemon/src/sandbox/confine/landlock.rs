@@ -1,6 +1,7 @@
 //! The Landlock domain of a confined job: read and run everywhere, write only beneath
 //! the writable roots and to the devices every program writes to; no signal to a
-//! process outside the job where the kernel scopes signals (ABI 6).
+//! process outside the job, its resident included, and no connection to an abstract
+//! unix socket made outside it, where the kernel scopes them (ABI 6).
 
 use std::io;
 use std::path::PathBuf;
@@ -59,10 +60,32 @@ pub(super) fn check() -> Result<(), Failure> {
     Ok(())
 }
 
+/// Scopes the calling process (and what it starts) without confining its files: no
+/// signal to a process outside the job and no abstract unix socket of the host, where
+/// the kernel has ABI 6; nothing on an older kernel, where a job whose files are not
+/// confined can signal its resident (`bashc status` says which).
+pub(super) fn scope_only() -> Result<(), Failure> {
+    if abi() < 6 {
+        return Ok(());
+    }
+    let fail = |e: landlock::RulesetError| Failure {
+        step: "scope the job's signals".to_owned(),
+        error: io::Error::other(e.to_string()),
+        fix: FIX_LANDLOCK,
+    };
+    Ruleset::default()
+        .scope(Scope::from_all(ABI::V6))
+        .and_then(|r| r.create())
+        .and_then(|r| r.restrict_self())
+        .map_err(fail)?;
+    Ok(())
+}
+
 /// Restricts the calling process (and what it starts) to reading everywhere and
 /// writing beneath `writable`; sets `no_new_privs`. A writable root that does not
-/// exist is skipped: nothing can be written there either.
-pub(super) fn restrict(writable: &[PathBuf]) -> Result<(), Failure> {
+/// exist is skipped: nothing can be written there either. `terminal`: the job's own
+/// terminal is bound over `/dev/console`, which it may then write too.
+pub(super) fn restrict(writable: &[PathBuf], terminal: bool) -> Result<(), Failure> {
     let fail = |error: io::Error| Failure {
         step: "confine the file system".to_owned(),
         error,
@@ -96,7 +119,8 @@ pub(super) fn restrict(writable: &[PathBuf]) -> Result<(), Failure> {
                 .map_err(landlock_error)?;
         }
     }
-    for device_path in DEVICES {
+    let console = terminal.then_some("/dev/console");
+    for device_path in DEVICES.iter().copied().chain(console) {
         if let Ok(fd) = PathFd::new(device_path) {
             ruleset = ruleset
                 .add_rule(PathBeneath::new(fd, device))

@@ -1,35 +1,46 @@
-//! Confining a job's first process, so that everything the job starts inherits it
-//! (issue 23): the daemon says what the job may do in a [`Spec`], and the resident,
-//! before it forks the shell, calls [`apply`] on itself. The kernel then holds every
-//! process of the job to it, whatever the process does (`setsid`, double fork,
-//! `unshare`, a cleared environment): none of it can be undone from inside.
+//! Confining a job, so that everything the job starts inherits it (issues 23, 30):
+//! the daemon says what the job may do in a [`Spec`], and the job's resident, in the
+//! child it forks for the shell, calls [`apply`] just before it runs the shell. The
+//! resident itself stays outside: nothing of the job can signal it, trace it or reach
+//! its memory (Landlock scopes signals and `ptrace` to the job's own domain), so a job
+//! cannot kill the process that holds it. The kernel then holds every process of the
+//! job to it, whatever the process does (`setsid`, double fork, `unshare`, a cleared
+//! environment): none of it can be undone from inside.
 //!
 //! - A user namespace first (`namespaces.rs`): it lets an unprivileged process make
 //!   the others, and a job that runs as the user inside it gets no capability at
-//!   `exec`.
+//!   `exec`. With it an IPC namespace and a cgroup namespace rooted at the job's
+//!   cgroup.
 //! - A mount namespace where the file system is confined: every mount read-only but
 //!   the writable roots, bound read-write over themselves (Landlock does not hold
-//!   `chmod`, `chown` or `utimes`; a read-only mount does); the `.git` of each
-//!   writable root and of the workdir's repository bound read-only over itself; each
-//!   `deny_read` path that exists under an empty, read-only mount that nobody can read
-//!   (Landlock can only grant, never take away part of a grant).
+//!   `chmod`, `chown` or `utimes`; a read-only mount does); every `.git` beneath a
+//!   writable root (`git.rs`) bound read-only over itself; each `deny_read` path that
+//!   exists under an empty, read-only mount that nobody can read (Landlock can only
+//!   grant, never take away part of a grant); a devpts of the job's own over
+//!   `/dev/pts`.
 //! - A network namespace with only its own loopback, up, for `network = off`.
-//! - Landlock (`landlock.rs`, the `landlock` crate) last, once the mounts are made
-//!   (a Landlock domain may not mount): read and run everywhere, write only beneath
-//!   the writable roots and to the terminal and null devices; signals only to the
-//!   job's own processes where the kernel scopes them; `no_new_privs`.
+//! - Landlock (`landlock.rs`, the `landlock` crate) once the mounts are made (a
+//!   Landlock domain may not mount): read and run everywhere, write only beneath the
+//!   writable roots and to the terminal and null devices; signals and abstract unix
+//!   sockets only within the job (ABI 6), also for a job whose files are not
+//!   confined; `no_new_privs`.
+//! - Seccomp last (`seccomp.rs`): no `socket(AF_UNIX)`, so no pathname unix socket
+//!   of the host (a session bus, docker, an ssh agent, bashd itself) answers the job,
+//!   unless the config names some and the network is on.
 //!
 //! This file and its children link into `bashd-resident` through `#[path]`, so they
-//! use std, libc, rustix and landlock only, never the daemon's library.
+//! use std, libc, rustix, landlock and seccompiler only, never the daemon's library.
 
+pub mod git;
 mod landlock;
 mod namespaces;
+mod seccomp;
 
 use std::ffi::OsString;
 use std::fmt;
 use std::io;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// What a job may do, as the daemon worked it out from the profile in force.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -43,6 +54,9 @@ pub struct Spec {
     pub deny_read: Vec<PathBuf>,
     /// Give the job a network of its own with only its loopback.
     pub network_off: bool,
+    /// Let the job make unix sockets (`[sandbox] unix_sockets` names some, the network
+    /// is on); otherwise `socket(AF_UNIX)` fails. `socketpair` is never refused.
+    pub unix_sockets: bool,
 }
 
 /// Why a job could not be confined: the step, the system's error and the fix.
@@ -90,6 +104,9 @@ impl Spec {
         if self.network_off {
             out.extend_from_slice(b"network-off\n");
         }
+        if self.unix_sockets {
+            out.extend_from_slice(b"unix-sockets\n");
+        }
         for (word, paths) in [("write", &self.writable), ("deny", &self.deny_read)] {
             for path in paths {
                 out.extend_from_slice(word.as_bytes());
@@ -114,6 +131,7 @@ impl Spec {
             match line {
                 b"files" => spec.files = true,
                 b"network-off" => spec.network_off = true,
+                b"unix-sockets" => spec.unix_sockets = true,
                 _ => {
                     let (word, rest) = match line.iter().position(|&b| b == b' ') {
                         Some(at) => (&line[..at], &line[at + 1..]),
@@ -159,12 +177,14 @@ fn unescape(bytes: &[u8]) -> Option<PathBuf> {
     Some(PathBuf::from(OsString::from_vec(out)))
 }
 
-/// Confines the calling process, and so everything it starts from now on, to `spec`.
-/// Call it in a single-threaded process (a user namespace cannot be entered by a
-/// process with threads), after joining the job's cgroup and writing anything under
-/// `/proc/self` (Landlock forbids those writes after), before the job's first
-/// instruction. On an error the process is half confined: it must not run the job.
-pub fn apply(spec: &Spec) -> Result<(), Failure> {
+/// Confines the calling process, and so everything it starts from now on, to `spec`:
+/// the job's shell, in the child its resident forked, just before `exec`. Call it in
+/// a single-threaded process (a user namespace cannot be entered by a process with
+/// threads), after the process is in the job's cgroup and in the workdir, which it
+/// reads. `terminal`: stdin is the job's terminal (`exec --pty`); `cgroup`: the
+/// process is in a cgroup of the job's own, which it must not leave. On an error the
+/// process is half confined: it must not run the job.
+pub fn apply(spec: &Spec, terminal: bool, cgroup: bool) -> Result<(), Failure> {
     if !spec.confines() {
         return Ok(());
     }
@@ -172,17 +192,31 @@ pub fn apply(spec: &Spec) -> Result<(), Failure> {
     if spec.files {
         landlock::check()?;
     }
-    let plan = spec.files.then(|| namespaces::Hidden::find(spec));
-    namespaces::enter(plan.is_some(), spec.network_off)?;
+    let plan = spec.files.then(|| namespaces::Hidden::find(spec, terminal));
+    // A job whose files are not confined still gets the cgroup file system read-only:
+    // its cgroup namespace holds it in its cgroup only where cgroup2 is mounted with
+    // `nsdelegate`.
+    let cgroupfs = cgroup && plan.is_none();
+    namespaces::enter(plan.is_some() || cgroupfs, spec.network_off)?;
     if let Some(plan) = &plan {
         plan.mount()?;
     }
+    if cgroupfs {
+        namespaces::cgroupfs_read_only()?;
+    }
     if spec.files {
-        landlock::restrict(&spec.writable)?;
+        landlock::restrict(&spec.writable, terminal)?;
     } else {
+        // The file system is the job's to write, but its resident and the rest of the
+        // host are still not its to signal.
+        landlock::scope_only()?;
         namespaces::no_new_privs()?;
     }
-    namespaces::drop_capabilities()
+    namespaces::drop_capabilities()?;
+    if !spec.unix_sockets {
+        seccomp::deny_unix_sockets()?;
+    }
+    Ok(())
 }
 
 /// What the system offers, as [`probe`] found it.
@@ -266,12 +300,6 @@ impl Probe {
     }
 }
 
-/// The `.git` of `dir`, if it has one (a directory, or the file of a worktree).
-fn git_of(dir: &Path) -> Option<PathBuf> {
-    let git = dir.join(".git");
-    git.symlink_metadata().is_ok().then_some(git)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -287,6 +315,7 @@ mod tests {
             ],
             deny_read: vec![PathBuf::from("/home/u/.ssh")],
             network_off: true,
+            unix_sockets: true,
         };
         let text = spec.encode();
         assert_eq!(Spec::decode(text.as_bytes()), Ok(spec));

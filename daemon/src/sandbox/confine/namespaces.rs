@@ -1,8 +1,9 @@
 //! The namespaces of a confined job: the user namespace that lets an unprivileged
-//! process make the others; the mounts that make everything read-only but the
-//! writable roots, `.git` read-only inside them and `deny_read` paths hidden; the
-//! network namespace with only its loopback; and the capabilities the job's processes
-//! must not keep.
+//! process make the others, with an IPC namespace and a cgroup namespace of its own;
+//! the mounts that make everything read-only but the writable roots, every `.git`
+//! inside them read-only (`git.rs` finds them), `deny_read` paths hidden and a devpts
+//! of the job's own over `/dev/pts`; the network namespace with only its loopback;
+//! and the capabilities the job's processes must not keep.
 
 use std::ffi::CString;
 use std::fs;
@@ -17,7 +18,7 @@ use rustix::mount::{
     OpenTreeFlags,
 };
 
-use super::{Failure, Spec, git_of};
+use super::{Failure, Spec, git};
 
 const FIX_MOUNTS: &str = "the user namespace cannot mount here (an AppArmor or seccomp policy may forbid it): allow mounts in unprivileged user namespaces, set [sandbox] deny_read = [] in the daemon's config if nothing is to be hidden, or run the job with --sandbox off";
 const FIX_NETWORK: &str =
@@ -32,8 +33,13 @@ pub(super) struct Hidden {
     /// Landlock holds writes of contents too, but not `chmod`, `chown` or `utimes`,
     /// which a read-only mount refuses.
     writable: Vec<PathBuf>,
-    /// `.git` of each writable root and of the workdir's repository: bound read-only.
+    /// Every `.git` beneath a writable root (and what a `.git` file names), and the
+    /// workdir's repository: bound read-only.
     read_only: Vec<PathBuf>,
+    /// The job's own terminal (`/dev/pts/N` as the host names it), for a terminal job:
+    /// bound over `/dev/console` before the job's devpts hides it, so `tty` and
+    /// `ttyname` still find a name for it.
+    terminal: Option<PathBuf>,
     /// `deny_read` directories that exist: under an empty tmpfs nobody may enter.
     dirs: Vec<PathBuf>,
     /// `deny_read` files that exist: under an empty file nobody may read.
@@ -41,9 +47,10 @@ pub(super) struct Hidden {
 }
 
 impl Hidden {
-    /// Looks at the paths of `spec` and at the repository of the current directory
-    /// (the job's workdir), without walking any tree.
-    pub(super) fn find(spec: &Spec) -> Hidden {
+    /// Looks at the paths of `spec`, at the repository of the current directory (the
+    /// job's workdir), at every `.git` a bounded walk of the writable roots finds, and
+    /// at what the job's stdin is, when `terminal` says it is the job's terminal.
+    pub(super) fn find(spec: &Spec, terminal: bool) -> Hidden {
         let mut hidden = Hidden {
             writable: spec
                 .writable
@@ -53,19 +60,11 @@ impl Hidden {
                 .collect(),
             ..Hidden::default()
         };
-        let repository = std::env::current_dir()
-            .ok()
-            .and_then(|dir| dir.ancestors().find_map(git_of));
-        for git in spec
-            .writable
-            .iter()
-            .filter_map(|root| git_of(root))
-            .chain(repository)
-        {
-            if !hidden.read_only.contains(&git) {
-                hidden.read_only.push(git);
-            }
-        }
+        hidden.read_only = git::read_only(&hidden.writable);
+        hidden.terminal = terminal
+            .then(|| fs::read_link("/proc/self/fd/0").ok())
+            .flatten()
+            .filter(|path| path.starts_with("/dev/pts/"));
         for path in &spec.deny_read {
             // Follows symlinks, as the mount does: what is hidden is what they name.
             match fs::metadata(path) {
@@ -127,11 +126,43 @@ impl Hidden {
                     .map_err(|e| failure(&format!("hide {}", file.display()), e, FIX_MOUNTS))?;
             }
         }
+        self.own_terminal()?;
         // The working directory still names the directory on the mount beneath the
         // new ones (read-only now): entered again by its path, it is the one on top.
         std::env::current_dir()
             .and_then(std::env::set_current_dir)
             .map_err(|e| failure("enter the workdir again", e, FIX_MOUNTS))
+    }
+}
+
+impl Hidden {
+    /// A devpts instance of the job's own over `/dev/pts`: the host's terminals (other
+    /// sessions' jobs, the person's own) have no name in the job's file system, and the
+    /// terminals the job opens are its own. `/dev/ptmx` needs no mount: since Linux 4.7
+    /// it opens the devpts found at `pts` beside it. The job's own terminal stays open
+    /// as its stdin, stdout and stderr; its name is bound over `/dev/console` first, so
+    /// `ttyname` (which looks through `/dev` for a device whose name is gone) finds it.
+    fn own_terminal(&self) -> Result<(), Failure> {
+        let console = Path::new("/dev/console");
+        if let Some(terminal) = &self.terminal
+            && console.exists()
+        {
+            rustix::mount::mount_bind(terminal, console).map_err(|e| {
+                failure(
+                    &format!("keep the job's terminal {}", terminal.display()),
+                    e.into(),
+                    FIX_MOUNTS,
+                )
+            })?;
+        }
+        rustix::mount::mount(
+            "devpts",
+            "/dev/pts",
+            "devpts",
+            MountFlags::NOSUID | MountFlags::NOEXEC,
+            Some(c"newinstance,ptmxmode=0666,mode=0620"),
+        )
+        .map_err(|e| failure("give the job a devpts of its own", e.into(), FIX_MOUNTS))
     }
 }
 
@@ -228,8 +259,13 @@ fn set_read_only(path: &Path, read_only: bool, recursive: bool) -> io::Result<()
     Ok(())
 }
 
-/// Enters a new user namespace, mapping the user and group to themselves, then a new
-/// mount namespace (`mounts`) and a new network namespace (`network_off`) owned by it.
+/// Enters a new user namespace, mapping the user and group to themselves, with an IPC
+/// namespace (System V shared memory, semaphores and message queues, POSIX message
+/// queues: the host's are out of reach) and a cgroup namespace rooted at the cgroup
+/// the process is in (the job's, under cgroup containment: the kernel refuses a move
+/// to a cgroup outside the namespace's root, so no process of the job leaves it); then
+/// a new mount namespace (`mounts`) and a new network namespace (`network_off`) owned
+/// by it.
 pub(super) fn enter(mounts: bool, network_off: bool) -> Result<(), Failure> {
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
     unshare(libc::CLONE_NEWUSER).map_err(|e| {
@@ -250,6 +286,13 @@ pub(super) fn enter(mounts: bool, network_off: bool) -> Result<(), Failure> {
                 super::FIX_USER_NAMESPACES,
             )
         })?;
+    unshare(libc::CLONE_NEWIPC | libc::CLONE_NEWCGROUP).map_err(|e| {
+        failure(
+            "make the job's IPC and cgroup namespaces",
+            e,
+            super::FIX_USER_NAMESPACES,
+        )
+    })?;
     if mounts {
         unshare(libc::CLONE_NEWNS)
             .map_err(|e| failure("make the job's mount namespace", e, FIX_MOUNTS))?;
@@ -258,6 +301,56 @@ pub(super) fn enter(mounts: bool, network_off: bool) -> Result<(), Failure> {
         enter_network()?;
     }
     Ok(())
+}
+
+/// Every cgroup file system read-only, in the mount namespace [`enter`] made, for a
+/// job whose files are otherwise its own: no process of it can move itself to another
+/// cgroup (out of the job's) or change the job's limits.
+pub(super) fn cgroupfs_read_only() -> Result<(), Failure> {
+    let fail = |e: io::Error| failure("make the cgroup file system read-only", e, FIX_MOUNTS);
+    rustix::mount::mount_change(
+        "/",
+        MountPropagationFlags::DOWNSTREAM | MountPropagationFlags::REC,
+    )
+    .map_err(|e| fail(e.into()))?;
+    let mounts = fs::read_to_string("/proc/self/mountinfo").map_err(fail)?;
+    for line in mounts.lines() {
+        let Some((before, after)) = line.split_once(" - ") else {
+            continue;
+        };
+        let kind = after.split(' ').next().unwrap_or("");
+        if kind != "cgroup2" && kind != "cgroup" {
+            continue;
+        }
+        // Field 5, octal escapes (a space is \040) as the kernel writes them.
+        let Some(point) = before.split(' ').nth(4) else {
+            continue;
+        };
+        set_read_only(&unescape_mount_point(point), true, false).map_err(fail)?;
+    }
+    Ok(())
+}
+
+fn unescape_mount_point(field: &str) -> PathBuf {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut at = 0;
+    while at < bytes.len() {
+        if bytes[at] == b'\\'
+            && let Some(code) = field
+                .get(at + 1..at + 4)
+                .and_then(|octal| u8::from_str_radix(octal, 8).ok())
+        {
+            out.push(code);
+            at += 4;
+        } else {
+            out.push(bytes[at]);
+            at += 1;
+        }
+    }
+    PathBuf::from(std::ffi::OsString::from(
+        <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&out),
+    ))
 }
 
 /// A new network namespace with its loopback up: the job's own servers answer it,

@@ -1,0 +1,173 @@
+//! Which `.git` a confined job gets read-only (issue 30): a repository's `.git` holds
+//! what git runs on the person's behalf later (`core.fsmonitor`, `core.pager`, hooks),
+//! so a job that may write the work tree still may not write its `.git`.
+//!
+//! Covered: the `.git` (directory or file) at each writable root, every `.git` a
+//! bounded walk beneath the writable roots finds (nested repositories, submodules,
+//! worktrees), the `.git` of the workdir's repository, and for a `.git` file the
+//! `gitdir:` it names and that gitdir's `commondir` (a worktree's shared repository).
+//! The walk does not enter [`SKIPPED`] directories, symlinks or `.git` directories,
+//! goes [`MAX_DEPTH`] directories deep and reads at most [`MAX_ENTRIES`] entries; a
+//! `.git` beyond those is not covered (the README says so).
+
+use std::collections::VecDeque;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// How many directories below a writable root the walk looks.
+pub const MAX_DEPTH: usize = 6;
+/// How many directory entries the walk reads in all, over every writable root: the
+/// walk runs at every sandboxed job's start.
+pub const MAX_ENTRIES: usize = 20_000;
+/// Directories the walk does not enter: trees of build outputs and installed
+/// packages, which hold no repository of the person's and many entries.
+pub const SKIPPED: &[&str] = &[
+    "node_modules",
+    "target",
+    ".venv",
+    "venv",
+    "__pycache__",
+    ".tox",
+    ".mypy_cache",
+    ".cache",
+];
+
+/// The paths to bind read-only for a job whose writable roots are `writable` (those
+/// that exist), in an order where none is beneath one listed before it.
+pub(super) fn read_only(writable: &[PathBuf]) -> Vec<PathBuf> {
+    let mut gits = Vec::new();
+    let mut budget = MAX_ENTRIES;
+    for root in writable.iter().filter(|root| root.is_dir()) {
+        walk(root, &mut budget, &mut gits);
+    }
+    // The workdir's own repository, even where its `.git` is above the walk's reach.
+    if let Some(git) = std::env::current_dir()
+        .ok()
+        .and_then(|dir| dir.ancestors().find_map(git_of))
+    {
+        gits.push(git);
+    }
+    let mut out: Vec<PathBuf> = Vec::new();
+    for git in gits {
+        let mut named = vec![git.clone()];
+        named.extend(named_by(&git));
+        for path in named {
+            // What is outside every writable root is read-only already.
+            if writable.iter().any(|root| path.starts_with(root)) && !out.contains(&path) {
+                out.push(path);
+            }
+        }
+    }
+    // A path beneath one bound read-only (recursively) needs no mount of its own.
+    out.sort();
+    let mut kept: Vec<PathBuf> = Vec::new();
+    for path in out {
+        if !kept.iter().any(|above| path.starts_with(above)) {
+            kept.push(path);
+        }
+    }
+    kept
+}
+
+/// The `.git` of `dir`, if it has one (a directory, or the file of a worktree or a
+/// submodule).
+pub(super) fn git_of(dir: &Path) -> Option<PathBuf> {
+    let git = dir.join(".git");
+    git.symlink_metadata().is_ok().then_some(git)
+}
+
+/// Breadth first, so that the shallow repositories are found before the budget runs
+/// out.
+fn walk(root: &Path, budget: &mut usize, gits: &mut Vec<PathBuf>) {
+    let mut dirs = VecDeque::from([(root.to_owned(), 0usize)]);
+    while let Some((dir, depth)) = dirs.pop_front() {
+        let Ok(entries) = fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            if *budget == 0 {
+                return;
+            }
+            *budget -= 1;
+            let name = entry.file_name();
+            if name == ".git" {
+                gits.push(entry.path());
+                continue;
+            }
+            // Not followed: a symlink's target is outside the tree or walked anyway.
+            let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+            if is_dir && depth < MAX_DEPTH && !SKIPPED.iter().any(|skip| name == *skip) {
+                dirs.push_back((entry.path(), depth + 1));
+            }
+        }
+    }
+}
+
+/// What a `.git` file names: its `gitdir:` and that gitdir's `commondir`, relative
+/// paths read from where they are written, as git reads them.
+fn named_by(git: &Path) -> Vec<PathBuf> {
+    let Ok(text) = fs::read_to_string(git) else {
+        return Vec::new();
+    };
+    let Some(gitdir) = text.lines().find_map(|line| line.strip_prefix("gitdir:")) else {
+        return Vec::new();
+    };
+    let base = git.parent().unwrap_or(Path::new("/"));
+    let gitdir = base.join(gitdir.trim());
+    let Ok(gitdir) = gitdir.canonicalize() else {
+        return Vec::new();
+    };
+    let mut named = vec![gitdir.clone()];
+    if let Ok(common) = fs::read_to_string(gitdir.join("commondir"))
+        && let Ok(common) = gitdir.join(common.trim()).canonicalize()
+    {
+        named.push(common);
+    }
+    named
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nested_repositories_worktrees_and_their_gitdirs_are_found_skipped_trees_are_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        for sub in [
+            ".git",
+            "proj/.git",
+            "a/b/c/.git",
+            "node_modules/dep/.git",
+            "main/.git/worktrees/wt",
+        ] {
+            fs::create_dir_all(root.join(sub)).unwrap();
+        }
+        fs::write(root.join("main/.git/worktrees/wt/commondir"), "../..\n").unwrap();
+        fs::create_dir_all(root.join("wt")).unwrap();
+        fs::write(
+            root.join("wt/.git"),
+            format!(
+                "gitdir: {}\n",
+                root.join("main/.git/worktrees/wt").display()
+            ),
+        )
+        .unwrap();
+        let found = read_only(std::slice::from_ref(&root));
+        assert!(found.contains(&root.join(".git")), "{found:?}");
+        assert!(found.contains(&root.join("proj/.git")), "{found:?}");
+        assert!(found.contains(&root.join("a/b/c/.git")), "{found:?}");
+        assert!(found.contains(&root.join("main/.git")), "{found:?}");
+        assert!(found.contains(&root.join("wt/.git")), "{found:?}");
+        // Beneath main/.git, bound with it.
+        assert!(
+            !found.iter().any(|p| p.ends_with("worktrees/wt")),
+            "{found:?}"
+        );
+        assert!(
+            !found
+                .iter()
+                .any(|p| p.starts_with(root.join("node_modules")))
+        );
+    }
+}
