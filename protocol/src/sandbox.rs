@@ -50,11 +50,16 @@ pub struct SandboxStatus {
 /// One kernel mechanism of the sandbox.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SandboxMechanism {
-    /// `landlock`, `user namespace`, `mount namespace`, `network namespace`.
+    /// `landlock`, `user namespace`, `mount namespace`, `network namespace`,
+    /// `seccomp`.
     pub name: String,
     pub available: bool,
     /// The version (`ABI 7`) where it is there, what failed where it is not.
     pub detail: String,
+    /// The doors it closes to a sandboxed job, as a person reads them (`unix sockets`,
+    /// `other terminals`); empty from a daemon older than issue 30.
+    #[serde(default)]
+    pub closes: Vec<String>,
 }
 
 /// What a failed job's output suggests the sandbox refused.

@@ -295,10 +295,17 @@ impl Support {
         {
             return Err(format!("network off needs a network namespace: {why}"));
         }
+        if let Err(why) = &probe.seccomp {
+            return Err(format!(
+                "sandbox {}, network {} keeps the job from unix sockets with seccomp: {why}",
+                in_force.profile, in_force.network
+            ));
+        }
         Ok(())
     }
 
-    /// Each mechanism and whether it is there, for `bashc status`.
+    /// Each mechanism, whether it is there, and the doors it closes to a sandboxed
+    /// job, for `bashc status`.
     pub fn mechanisms(&self) -> Vec<SandboxMechanism> {
         let probe = match self {
             Support::Probed(probe) => probe,
@@ -307,27 +314,74 @@ impl Support {
                     name: "bashd-resident".to_owned(),
                     available: false,
                     detail: why.clone(),
+                    closes: Vec::new(),
                 }];
             }
         };
+        let closes = |doors: &[&str]| doors.iter().map(|d| (*d).to_owned()).collect();
+        let mut landlock_closes = vec![
+            "writes outside the writable roots",
+            "ptrace of processes outside the job",
+        ];
+        if probe.landlock_abi >= 6 {
+            landlock_closes.extend([
+                "signals to the job's resident and every process outside the job",
+                "abstract unix sockets outside the job",
+            ]);
+        }
         let mut mechanisms = vec![SandboxMechanism {
             name: "landlock".to_owned(),
             available: probe.landlock_abi >= 3,
             detail: match probe.landlock_abi {
                 0 => "not in this kernel, or not enabled at boot".to_owned(),
                 abi @ 1..=2 => format!("ABI {abi}, older than the 3 the sandbox needs"),
+                abi @ 3..=5 => format!(
+                    "ABI {abi}: no signal scope before ABI 6, so a job can signal its resident"
+                ),
                 abi => format!("ABI {abi}"),
             },
+            closes: closes(&landlock_closes),
         }];
-        for (name, result) in [
-            ("user namespace", &probe.user),
-            ("mount namespace", &probe.mount),
-            ("network namespace", &probe.network),
+        for (name, result, doors) in [
+            (
+                "user namespace",
+                &probe.user,
+                &[
+                    "capabilities",
+                    "System V IPC and POSIX message queues of the host (its own IPC namespace)",
+                    "other cgroups (its own cgroup namespace)",
+                ][..],
+            ),
+            (
+                "mount namespace",
+                &probe.mount,
+                &[
+                    "chmod, chown and utimes outside the writable roots",
+                    "every .git beneath a writable root, nested repositories included",
+                    "deny_read paths",
+                    "other terminals (a devpts of its own)",
+                    "moving out of its cgroup (cgroupfs read-only)",
+                ][..],
+            ),
+            (
+                "network namespace",
+                &probe.network,
+                &[
+                    "the network (--net off)",
+                    "abstract unix sockets of the host (--net off)",
+                ][..],
+            ),
+            (
+                "seccomp",
+                &probe.seccomp,
+                &["unix sockets (socket(AF_UNIX)), io_uring"][..],
+            ),
         ] {
             mechanisms.push(SandboxMechanism {
                 name: name.to_owned(),
                 available: result.is_ok(),
                 detail: result.clone().err().unwrap_or_default(),
+                closes: closes(doors),
             });
         }
         mechanisms

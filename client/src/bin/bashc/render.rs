@@ -733,6 +733,9 @@ pub fn status_text(status: &StatusInfo) -> String {
                 format!(" ({})", mechanism.detail)
             };
             let _ = writeln!(text, "  {}: {state}{detail}", mechanism.name);
+            if !mechanism.closes.is_empty() {
+                let _ = writeln!(text, "    closes: {}", mechanism.closes.join("; "));
+            }
         }
     }
     text

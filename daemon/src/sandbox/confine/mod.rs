@@ -228,6 +228,8 @@ pub struct Probe {
     pub user: Result<(), String>,
     pub mount: Result<(), String>,
     pub network: Result<(), String>,
+    /// Whether the job's seccomp filter could be installed.
+    pub seccomp: Result<(), String>,
 }
 
 /// Tries each mechanism on the calling process, which must be single-threaded and
@@ -245,23 +247,29 @@ pub fn probe() -> Probe {
     } else {
         (needs_user(), needs_user())
     };
+    // Last: the filter stays on the probe, which exits next.
+    let seccomp = namespaces::no_new_privs()
+        .and_then(|()| seccomp::deny_unix_sockets())
+        .map_err(|f| f.to_string());
     Probe {
         landlock_abi,
         user,
         mount,
         network,
+        seccomp,
     }
 }
 
 impl fmt::Display for Probe {
     /// `landlock N`, then `user ok` or `user error TEXT`, `mount ...`, `network ...`,
-    /// one a line.
+    /// `seccomp ...`, one a line.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "landlock {}", self.landlock_abi)?;
         for (name, result) in [
             ("user", &self.user),
             ("mount", &self.mount),
             ("network", &self.network),
+            ("seccomp", &self.seccomp),
         ] {
             match result {
                 Ok(()) => writeln!(f, "{name} ok")?,
@@ -280,6 +288,7 @@ impl Probe {
             user: Err("not probed".into()),
             mount: Err("not probed".into()),
             network: Err("not probed".into()),
+            seccomp: Err("not probed".into()),
         };
         for line in text.lines() {
             let (name, rest) = line.split_once(' ').unwrap_or((line, ""));
@@ -293,6 +302,7 @@ impl Probe {
                 "user" => probe.user = result,
                 "mount" => probe.mount = result,
                 "network" => probe.network = result,
+                "seccomp" => probe.seccomp = result,
                 _ => {}
             }
         }
@@ -332,6 +342,7 @@ mod tests {
             user: Ok(()),
             mount: Err("cannot x: EPERM (fix)".into()),
             network: Ok(()),
+            seccomp: Ok(()),
         };
         assert_eq!(Probe::parse(&probe.to_string()), probe);
         assert_eq!(Probe::parse("").landlock_abi, 0);
