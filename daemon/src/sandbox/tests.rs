@@ -129,6 +129,28 @@ fn each_profile_writes_where_it_says() {
     );
     assert!(!network_only.files && network_only.writable.is_empty());
     assert!(network_only.deny_read.is_empty());
+    assert!(!workspace.unix_sockets && !read_only.unix_sockets && !network_only.unix_sockets);
+}
+
+#[test]
+fn unix_sockets_in_the_config_open_them_only_to_a_file_sandbox_with_the_network_on() {
+    let config = SandboxConfig {
+        unix_sockets: vec![PathBuf::from("/run/user/1000/bus")],
+        ..SandboxConfig::default()
+    };
+    let with = |profile, network| {
+        spec(
+            SandboxInForce { profile, network },
+            &config,
+            Path::new("/w"),
+            None,
+        )
+        .unix_sockets
+    };
+    assert!(with(SandboxProfile::ReadOnly, Network::On));
+    assert!(with(SandboxProfile::WorkspaceWrite, Network::On));
+    assert!(!with(SandboxProfile::ReadOnly, Network::Off));
+    assert!(!with(SandboxProfile::Off, Network::Off));
 }
 
 #[test]
@@ -200,7 +222,7 @@ fn the_sandbox_section_reads_its_keys_and_names_a_bad_one() {
     use crate::config::Config;
     let parse = |text: &str| Config::parse(text, Path::new("/c.toml")).map_err(|e| e.to_string());
     let config = parse(
-        "[sandbox]\ndefault = \"read-only\"\nnetwork = \"off\"\nfloor = \"workspace-write\"\nwritable = [\"/cache\", \"~/.cache\"]\ndeny_read = [\"~/.secret\"]\n",
+        "[sandbox]\ndefault = \"read-only\"\nnetwork = \"off\"\nfloor = \"workspace-write\"\nwritable = [\"/cache\", \"~/.cache\"]\ndeny_read = [\"~/.secret\"]\nunix_sockets = [\"/run/user/1000/bus\"]\n",
     )
     .unwrap();
     let home = PathBuf::from(std::env::var_os("HOME").unwrap());
@@ -211,6 +233,7 @@ fn the_sandbox_section_reads_its_keys_and_names_a_bad_one() {
             network: Network::Off,
             writable: vec![PathBuf::from("/cache"), home.join(".cache")],
             deny_read: vec![home.join(".secret")],
+            unix_sockets: vec![PathBuf::from("/run/user/1000/bus")],
             floor: SandboxProfile::WorkspaceWrite,
         }
     );
