@@ -352,6 +352,7 @@ fn terminal_interaction(tokio: &tokio::runtime::Runtime) {
                     keys: vec![format!("{n}+1000"), "Enter".into()],
                     literal: false,
                     screen_settle_ms: Some(SETTLE_MS),
+                    any_session: false,
                 })
                 .await
                 .unwrap();

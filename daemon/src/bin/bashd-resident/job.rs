@@ -159,6 +159,8 @@ pub struct JobFds {
     pub stderr: OwnedFd,
     /// The read end of the job's stdin pipe; `None`: /dev/null.
     pub stdin: Option<OwnedFd>,
+    /// The job's end of its channel to the daemon, which the shell inherits.
+    pub channel: Option<OwnedFd>,
 }
 
 /// Sets the job up as `spawn` says, forks its shell with the job's pipes as its stdio,
@@ -169,6 +171,7 @@ pub fn run(spawn: Spawn, fds: JobFds) -> io::Result<Never> {
         stdout,
         stderr,
         stdin,
+        channel,
     } = fds;
     // The zygote's child is no group leader, so this cannot fail with EPERM.
     check(unsafe { libc::setsid() })?;
@@ -246,6 +249,7 @@ pub fn run(spawn: Spawn, fds: JobFds) -> io::Result<Never> {
         pointers
     };
     let (argv, envp) = (pointers(&program), pointers(&env));
+    let channel_fd = channel.as_ref().map(|fd| fd.as_raw_fd());
     let mut empty: libc::sigset_t = unsafe { std::mem::zeroed() };
     unsafe { libc::sigemptyset(&mut empty) };
     // SAFETY: the resident is single-threaded; the child only makes async-signal-safe
@@ -271,6 +275,16 @@ pub fn run(spawn: Spawn, fds: JobFds) -> io::Result<Never> {
                 libc::write(2, message.as_ptr().cast(), message.len());
                 libc::_exit(126);
             }
+            // The channel is the one descriptor beyond the stdio that the shell
+            // inherits: a copy at its number (dup2 clears close-on-exec), or the
+            // descriptor itself made inheritable where it landed there.
+            if let Some(fd) = channel_fd {
+                if fd == crate::wire::CHANNEL_FD {
+                    libc::fcntl(fd, libc::F_SETFD, 0);
+                } else {
+                    libc::dup2(fd, crate::wire::CHANNEL_FD);
+                }
+            }
             libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
             libc::execve(argv[0], argv.as_ptr(), envp.as_ptr());
             let message = b"bashd-resident: cannot run the job's shell\n";
@@ -278,8 +292,9 @@ pub fn run(spawn: Spawn, fds: JobFds) -> io::Result<Never> {
             libc::_exit(127);
         }
     }
-    // Nothing keeps the job's cgroup open but its processes.
+    // Nothing keeps the job's cgroup open but its processes, nor its channel.
     drop(cgroup);
+    drop(channel);
     // The job's pipes reach EOF when the job's last process closes them, not the
     // resident: it lets go of its copies now (the stdin pipe's too, so the job reads
     // end-of-file once the daemon closes its end).

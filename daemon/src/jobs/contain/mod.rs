@@ -296,17 +296,8 @@ impl Containment {
                     cgroup: job_cgroup.as_ref().map(|c| c.dir().to_owned()),
                     sandbox: spec.sandbox.take(),
                 });
-                let sandboxed = spec.resident.as_ref().is_some_and(|r| r.sandbox.is_some());
                 let started = reaper.spawn_resident(spec).await?;
-                let mut spawned = resident::take(started, job_cgroup).await?;
-                if sandboxed {
-                    // Confined before it said it started: its namespace is the job's.
-                    spawned.userns = spawned
-                        .held
-                        .as_ref()
-                        .and_then(|held| crate::sandbox::peer::userns_of(held.resident));
-                }
-                Ok(spawned)
+                resident::take(started, job_cgroup).await
             }
         }
     }

@@ -211,7 +211,6 @@ pub async fn take(started: ResidentStarted, cgroup: Option<JobCgroup>) -> io::Re
         }),
         stdin: started.stdin,
         // The caller reads the resident's namespace when the job is confined.
-        userns: None,
         pty: started.pty,
     })
 }
