@@ -104,7 +104,8 @@ fn send(fd: RawFd, end: BorrowedFd<'_>) -> Result<(), ClientError> {
             }
             Err(Errno::PIPE | Errno::CONNREFUSED | Errno::CONNRESET) => {
                 return Err(closed(
-                    "is closed: bashd has ended the job it was made for, or bashd stopped".to_owned(),
+                    "is closed: bashd has ended the job it was made for, or bashd stopped"
+                        .to_owned(),
                 ));
             }
             Err(e) => return Err(closed(format!("cannot be written ({e})"))),

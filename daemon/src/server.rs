@@ -100,13 +100,8 @@ pub async fn serve(
             Some((origin, ended)) => {
                 tracing::debug!(job = %origin.job, "a connection came through the job's channel");
                 let jobs = jobs.from_job(Some(origin));
-                let serve = conn::serve_connection(
-                    stream,
-                    jobs,
-                    shutdown,
-                    max_frame_bytes,
-                    large_frames,
-                );
+                let serve =
+                    conn::serve_connection(stream, jobs, shutdown, max_frame_bytes, large_frames);
                 tracker.spawn(async move {
                     // The job has ended: what came through its channel ends with it,
                     // requests in flight too.

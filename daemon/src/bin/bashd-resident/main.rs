@@ -129,8 +129,7 @@ fn fork_resident(body: Vec<u8>, descriptors: Vec<OwnedFd>, socket: &OwnedFd, sig
         Ok(spawn) => spawn,
         Err(why) => return fail(format!("bashd-resident could not read the job: {why}")),
     };
-    if descriptors.len() != SPAWN_FDS + usize::from(spawn.stdin_pipe) + usize::from(spawn.channel)
-    {
+    if descriptors.len() != SPAWN_FDS + usize::from(spawn.stdin_pipe) + usize::from(spawn.channel) {
         return fail("bashd-resident got the wrong descriptors for the job".into());
     }
     let mut descriptors = descriptors.into_iter();

@@ -8,12 +8,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+use bashd_protocol::channel::CHANNEL_ENV;
 use bashd_protocol::{
     EndedBy, ErrorKind, ErrorReply, ExecParams, ExecResult, ExitRecord, JobId, JobLimits, JobState,
     Mode, Notice, Response, SandboxInForce, SandboxProfile, Started, StdinMode, StreamResult,
     is_valid_session_id, limits,
 };
-use bashd_protocol::channel::CHANNEL_ENV;
 use tokio::sync::mpsc;
 
 use super::{Job, JobsActor, Launch, Status};

@@ -160,7 +160,6 @@ impl Job {
             started: self.started,
         }
     }
-
 }
 
 /// What the actor reacts to.

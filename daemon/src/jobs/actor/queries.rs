@@ -10,10 +10,10 @@ use rustix::process::Signal;
 use tokio::sync::oneshot;
 
 use super::exec::no_output;
-use crate::sandbox::channel::Origin;
 use super::{Job, JobsActor, Status};
 use crate::jobs::handle::{Asker, Lookup, StreamsAt, Waiting};
 use crate::jobs::supervisor::{Control, Stop, StopReason};
+use crate::sandbox::channel::Origin;
 
 impl JobsActor {
     pub(super) fn find(&self, job: &JobRef) -> Result<u64, ErrorReply> {

@@ -59,7 +59,11 @@ impl JobsActor {
     /// Whether a request from `origin` may close `session`: its own, and only when
     /// every job of it is confined as tightly as it is (closing kills them all and
     /// forgets their output).
-    pub(super) fn may_close(&self, session: &str, origin: Option<&Origin>) -> Result<(), ErrorReply> {
+    pub(super) fn may_close(
+        &self,
+        session: &str,
+        origin: Option<&Origin>,
+    ) -> Result<(), ErrorReply> {
         let Some(origin) = origin else {
             return Ok(());
         };
@@ -84,7 +88,11 @@ impl JobsActor {
 
 /// A request that came through `origin`'s channel acts for that job's session only,
 /// and never across sessions.
-pub(super) fn from_job(origin: &Origin, session: &str, any_session: bool) -> Result<(), ErrorReply> {
+pub(super) fn from_job(
+    origin: &Origin,
+    session: &str,
+    any_session: bool,
+) -> Result<(), ErrorReply> {
     let refuse = |what: String| {
         Err(ErrorReply::new(
             ErrorKind::InvalidRequest,
