@@ -1026,11 +1026,12 @@ fn issue33_requests_over_host_name_no_local_owner_and_keep_the_session_rule() {
             show(&out)
         );
     }
+    // A terminal job's line is on its screen, not in its stdout: it goes quiet instead.
     let out = remote.run(&[
         "wait",
         &job,
-        "--until",
-        "hi",
+        "--idle",
+        "0.3",
         "--timeout",
         "20",
         "--session",
