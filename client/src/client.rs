@@ -60,6 +60,10 @@ pub enum ClientError {
     DiedDuring { doing: &'static str, job: String },
     #[error("host {host}: {message}")]
     Remote { host: String, message: String },
+    /// Inside a sandboxed job: its channel to bashd cannot be used (closed, not
+    /// inherited, the job ended); the daemon's socket would refuse such a process.
+    #[error("{0}")]
+    Channel(String),
     /// The connection to another host closed under a call: its ssh, or this machine's
     /// relay to it, ended. What ran in the foreground there (`job`) stopped with it;
     /// background jobs run on, and the next call reconnects.

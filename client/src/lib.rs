@@ -7,6 +7,7 @@
 mod agent;
 mod autostart;
 mod bridge;
+mod channel;
 mod client;
 mod mux;
 mod options;

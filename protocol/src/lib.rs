@@ -4,6 +4,7 @@
 //! This is the only crate that derives serde; the daemon and the client depend on it
 //! and on nothing of each other.
 
+pub mod channel;
 pub mod codec;
 pub mod limits;
 pub mod message;
@@ -19,4 +20,4 @@ pub use sandbox::{
 };
 
 /// Bumped on every incompatible change of the messages; `Hello` and `Welcome` carry it.
-pub const PROTOCOL_VERSION: u32 = 5;
+pub const PROTOCOL_VERSION: u32 = 6;

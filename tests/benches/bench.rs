@@ -352,6 +352,7 @@ fn terminal_interaction(tokio: &tokio::runtime::Runtime) {
                     keys: vec![format!("{n}+1000"), "Enter".into()],
                     literal: false,
                     screen_settle_ms: Some(SETTLE_MS),
+                    any_session: false,
                 })
                 .await
                 .unwrap();
@@ -1379,6 +1380,7 @@ fn sandbox_setup() {
         writable: vec![ws.clone(), tmp.clone()],
         deny_read: vec![secrets.clone(), temp.path().join("home/.netrc")],
         network_off: false,
+        unix_sockets: false,
     };
     let specs = [
         ("no sandbox", None),

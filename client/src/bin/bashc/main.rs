@@ -512,6 +512,7 @@ async fn output(args: OutputArgs, target: &bashc::Target) -> anyhow::Result<u8> 
                     context: args.context,
                     offset: args.offset,
                     limit: args.limit,
+                    any_session: args.any_session,
                 })
                 .await?
         }
