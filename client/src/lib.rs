@@ -11,6 +11,7 @@ mod client;
 mod mux;
 mod options;
 mod others;
+mod peer;
 mod relay;
 mod remote;
 mod target;
