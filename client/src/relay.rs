@@ -25,6 +25,10 @@
 //! The relay's main loop owns the table of connections; a task per client reads its
 //! socket into frames for the channel (`mux::forward`), another writes the channel's
 //! bytes for it (`mux::deliver`).
+//!
+//! It carries only clients of its uid outside any sandbox (`peer.rs`, issue 30): a
+//! call carried to the host runs there unconfined. And it counts what the bridge sends
+//! each client (`mux::Unwritten`): past a window unwritten, that client is cut off.
 
 use std::collections::HashMap;
 use std::fs::OpenOptions;

@@ -656,3 +656,46 @@ fn issue30_jobs_shows_a_commands_escapes_as_text() {
     );
     assert!(text.contains("true # plain-i30"), "{text}");
 }
+
+/// Issue 30, point 11, for an agent's person: `bash_jobs` lists a job's command and
+/// description through the same rule as `bashc jobs`, so a job started with escapes
+/// in them reaches an MCP host's screen as text.
+#[tokio::test]
+async fn issue30_bash_jobs_shows_a_commands_escapes_as_text() {
+    use crate::mcp::{call, connect, text_of};
+    let daemon = Daemon::start();
+    let client = connect(&daemon).await;
+    let started = call(
+        &client,
+        "bash",
+        serde_json::json!({
+            "command": "true # \u{1b}]52;c;cm0gLXJmIH4=\u{7}\u{202e}gpj.exe",
+            "description": "lint \u{1b}[2J\u{2068}x",
+        }),
+    )
+    .await;
+    assert_ne!(started.is_error, Some(true), "{}", text_of(&started));
+    let plain = call(
+        &client,
+        "bash",
+        serde_json::json!({"command": "true # plain-i30"}),
+    )
+    .await;
+    assert_ne!(plain.is_error, Some(true), "{}", text_of(&plain));
+    let listed = text_of(&call(&client, "bash_jobs", serde_json::json!({})).await);
+    assert!(
+        !listed.contains('\u{1b}')
+            && !listed.contains('\u{7}')
+            && !listed.contains('\u{202e}')
+            && !listed.contains('\u{2068}'),
+        "{listed:?}"
+    );
+    assert!(
+        listed.contains(
+            "true # \\x1b]52;c;cm0gLXJmIH4=\\x07\\u{202e}gpj.exe  # lint \\x1b[2J\\u{2068}x"
+        ),
+        "{listed}"
+    );
+    assert!(listed.contains("true # plain-i30"), "{listed}");
+    let _ = client.cancel().await;
+}
