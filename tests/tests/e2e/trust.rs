@@ -699,3 +699,30 @@ async fn issue30_bash_jobs_shows_a_commands_escapes_as_text() {
     assert!(listed.contains("true # plain-i30"), "{listed}");
     let _ = client.cancel().await;
 }
+
+/// Issue 30, point 11: a job's output that holds a bidi override (U+202E turns
+/// `exe.txt` into what reads as `txt.exe`) or isolate reaches the person without it,
+/// on pipes and on a terminal; right-to-left text
+/// and its marks stay.
+#[test]
+fn issue30_bidi_controls_never_reach_the_person_from_a_jobs_output() {
+    let daemon = Daemon::start();
+    let printf = r"printf 'ok \342\200\256txt.exe\342\200\254 \342\201\246x\342\201\251 \327\251\327\234\342\200\217\n'";
+    for pty in [false, true] {
+        let mut args = vec!["exec"];
+        if pty {
+            args.push("--pty");
+        }
+        args.extend(["--", printf]);
+        let out = daemon.run_bashc(&args);
+        assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+        let shown = stdout(&out);
+        assert!(
+            shown.contains("ok txt.exe x של\u{200f}"),
+            "pty {pty}: {shown:?}"
+        );
+        for bidi in ['\u{202e}', '\u{202c}', '\u{2066}', '\u{2069}'] {
+            assert!(!shown.contains(bidi), "pty {pty}: {shown:?}");
+        }
+    }
+}
