@@ -12,6 +12,7 @@ mod client;
 mod mux;
 mod options;
 mod others;
+mod peer;
 mod relay;
 mod remote;
 mod target;

@@ -26,6 +26,7 @@ mod runtime_dir;
 mod sandbox;
 mod systemd;
 mod terminal;
+mod trust;
 
 use std::process::{Output, Stdio};
 use std::time::Duration;
