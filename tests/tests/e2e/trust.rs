@@ -523,7 +523,15 @@ fn issue30_a_bridge_that_floods_a_client_that_never_reads_is_cut_off() {
 /// relay (no sshd needed: what is checked is the relay's socket, not the link).
 #[test]
 fn issue30_a_sandboxed_job_cannot_reach_another_host_through_the_relay() {
-    let near = Daemon::start();
+    // The config lets a file-sandboxed job with the network on make unix sockets, so
+    // the relay's own check is what refuses it; with the network off the seccomp filter
+    // refuses first (checked at the end).
+    let near = Daemon::unstarted();
+    near.write_config(&format!(
+        "[sandbox]\nunix_sockets = [\"{}\"]\n",
+        near.runtime_dir().join("remote").display()
+    ));
+    let near = near.spawn_and_wait();
     let far = Daemon::unstarted();
     let _relays = KillRelays(near.runtime_dir().to_owned());
     let bashc = bin_path("bashc");
@@ -571,7 +579,7 @@ fn issue30_a_sandboxed_job_cannot_reach_another_host_through_the_relay() {
         "--sandbox",
         "read-only",
         "--net",
-        "off",
+        "on",
         "--",
         &nested,
     ]);
@@ -599,6 +607,22 @@ fn issue30_a_sandboxed_job_cannot_reach_another_host_through_the_relay() {
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     assert!(again.exists());
+    // With the network off, no unix socket at all: the filter refuses before the relay.
+    let out = run(&[
+        "exec",
+        "--sandbox",
+        "read-only",
+        "--net",
+        "off",
+        "--",
+        &nested,
+    ]);
+    assert!(!from_inside.exists(), "{}", show(&out));
+    assert!(
+        (stdout(&out) + &stderr(&out)).contains("Operation not permitted"),
+        "{}",
+        show(&out)
+    );
 }
 
 /// Kills the relays of a runtime dir when dropped, even when a test fails: a relay
