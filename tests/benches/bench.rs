@@ -7,8 +7,8 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use bashd_tests::Daemon;
 use bashd_tests::procs::memory_kib;
-use bashd_tests::{Daemon, bin_path};
 
 #[path = "parts/rivals.rs"]
 mod rivals;

@@ -75,11 +75,15 @@ pub enum Heard {
 /// The task that owns one resident's control socket.
 pub struct Link;
 
+/// What a resident says once it has forked the shell: the shell's pid, the
+/// resident's own, and the shell's user namespace for a sandboxed job.
+pub type Forked = (Pid, u32, Option<u64>);
+
 /// What [`Link::start`] hands out.
 pub struct Linked {
     /// The shell's pid and the resident's, once the resident has forked the shell, or
     /// why it could not.
-    pub leader: oneshot::Receiver<Result<(Pid, u32, Option<u64>), String>>,
+    pub leader: oneshot::Receiver<Result<Forked, String>>,
     /// The shell's exit, once the resident has reaped it.
     pub exit: oneshot::Receiver<LeaderExit>,
     pub orders: mpsc::UnboundedSender<Order>,
