@@ -7,8 +7,8 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use bashd_tests::Daemon;
 use bashd_tests::procs::memory_kib;
-use bashd_tests::{Daemon, bin_path};
 
 #[path = "parts/rivals.rs"]
 mod rivals;
@@ -1292,9 +1292,10 @@ fn containment(tokio: &tokio::runtime::Runtime) {
     }
 }
 
-/// `exec true` in each sandbox against the same unconfined (issue 23): what the user
-/// namespace, the mounts, the network namespace and Landlock cost a job, each set up
-/// anew for every job by its resident. The sandboxes take turns, 20 jobs at a time, so
+/// `exec true` in each sandbox against the same unconfined (issues 23, 30): what the
+/// user, IPC, cgroup, mount and network namespaces, the mounts (the `.git` walk and a
+/// devpts of the job's own included), Landlock and seccomp cost a job, each set up anew
+/// for every job in the child its resident forks for the shell. The sandboxes take turns, 20 jobs at a time, so
 /// that a machine shared with other work weighs on each alike.
 fn sandbox(tokio: &tokio::runtime::Runtime) {
     use bashc::protocol::{Network, SandboxProfile};
@@ -1355,94 +1356,6 @@ fn sandbox(tokio: &tokio::runtime::Runtime) {
             );
         }
     });
-    sandbox_setup();
-}
-
-/// What the resident's setup costs by itself, without the daemon: `bashd-resident
-/// [--sandbox SPEC] -- /bin/true` from spawn to exit, each spec in turn.
-fn sandbox_setup() {
-    use bashd::sandbox::confine::Spec;
-    let temp = tempfile::Builder::new()
-        .prefix("bashd-bench-i23-")
-        .tempdir()
-        .unwrap();
-    let (ws, tmp, secrets) = (
-        temp.path().join("ws"),
-        temp.path().join("tmp"),
-        temp.path().join("home/.ssh"),
-    );
-    for dir in [&ws, &tmp, &secrets] {
-        std::fs::create_dir_all(dir).unwrap();
-    }
-    std::fs::create_dir_all(ws.join(".git")).unwrap();
-    let files = Spec {
-        files: true,
-        writable: vec![ws.clone(), tmp.clone()],
-        deny_read: vec![secrets.clone(), temp.path().join("home/.netrc")],
-        network_off: false,
-        unix_sockets: false,
-    };
-    let specs = [
-        ("no sandbox", None),
-        (
-            "user + network namespaces",
-            Some(Spec {
-                network_off: true,
-                ..Spec::default()
-            }),
-        ),
-        (
-            "user + mount namespaces, mounts, Landlock",
-            Some(files.clone()),
-        ),
-        (
-            "all of them",
-            Some(Spec {
-                network_off: true,
-                ..files
-            }),
-        ),
-    ];
-    let resident = bin_path("bashd-resident");
-    let run = |spec: &Option<Spec>| {
-        let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
-        let mut command = Command::new(&resident);
-        if let Some(spec) = spec {
-            command.arg("--sandbox").arg(spec.encode());
-        }
-        let start = Instant::now();
-        let status = command
-            .args(["--", "/bin/true"])
-            .current_dir(&ws)
-            .stdin(Stdio::from(std::os::fd::OwnedFd::from(theirs)))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .unwrap();
-        let took = start.elapsed();
-        drop(ours);
-        assert!(status.success(), "bashd-resident failed: {status}");
-        took
-    };
-    let mut samples: Vec<Vec<Duration>> = vec![Vec::new(); specs.len()];
-    for round in 0..=10 {
-        for (i, (_, spec)) in specs.iter().enumerate() {
-            for _ in 0..20 {
-                let took = run(spec);
-                if round > 0 {
-                    samples[i].push(took);
-                }
-            }
-        }
-    }
-    let medians: Vec<Duration> = samples.into_iter().map(median_of).collect();
-    for ((name, _), measured) in specs.iter().zip(&medians) {
-        println!(
-            "sandbox setup, {name}: bashd-resident -- /bin/true {:.2} ms (+{:.2} ms)",
-            measured.as_secs_f64() * 1e3,
-            measured.saturating_sub(medians[0]).as_secs_f64() * 1e3
-        );
-    }
 }
 
 /// A fresh cgroup v2 directory for the bench's daemon, where one can be made.
