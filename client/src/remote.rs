@@ -326,7 +326,8 @@ mod tests {
         ];
         for mut request in requests {
             clear_owner(&mut request);
-            assert_eq!(request.owner_mut(), Some(&mut None), "{request:?}");
+            let shown = format!("{request:?}");
+            assert_eq!(request.owner_mut(), Some(&mut None), "{shown}");
         }
     }
 
