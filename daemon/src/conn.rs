@@ -19,7 +19,7 @@ use bashd_protocol::codec::DaemonCodec;
 use bashd_protocol::{
     ClientFrame, ErrorKind, ErrorReply, ExecResult, FollowRequest, GrepRequest, JobId, JobRequest,
     JobsRequest, KillRequest, OutputRequest, Owner, PROTOCOL_VERSION, PolicyVerdict, Request,
-    RequestId, Response, SendRequest, ServerFrame, WaitRequest, Welcome,
+    RequestId, Response, SendRequest, ServerFrame, Stopping, WaitRequest, Welcome,
 };
 use futures::SinkExt;
 use tokio::net::UnixStream;
@@ -161,6 +161,7 @@ async fn serve_requests(
                         Request::Exec(params) => {
                             serve_exec(id, params, jobs, out, cancel, peer).await
                         }
+                        Request::Shutdown => serve_shutdown(id, jobs, out, &peer).await,
                         // Dropping any other request's future is its cancel: a wait
                         // stops waiting, and nothing is answered.
                         request => tokio::select! {
@@ -304,8 +305,8 @@ async fn serve_request(
         Request::Grep(request) => answer(jobs.grep(request).await.map(Response::Page)),
         Request::Screen(request) => answer(jobs.screen(request).await.map(Response::Screen)),
         Request::Resize(request) => answer(jobs.resize(request).await.map(Response::Screen)),
-        // Served by `serve_exec`; a cancel has no answer.
-        Request::Exec(_) | Request::Cancel(_) => return,
+        // Served by `serve_exec` and `serve_shutdown`; a cancel has no answer.
+        Request::Exec(_) | Request::Shutdown | Request::Cancel(_) => return,
         Request::Output(request) => answer(jobs.output(request).await.map(Response::Page)),
         Request::CheckPolicy(command) => {
             Response::Policy(match jobs.policy_verdict(command, None).await {
@@ -337,6 +338,44 @@ async fn serve_request(
         ),
     };
     let _ = out.send(ServerFrame::Response(id, response)).await;
+}
+
+/// Answers `Shutdown` (`bashc stop`), then asks the daemon to stop. A client inside
+/// a sandboxed job is refused: stopping the daemon ends every session's jobs, which a
+/// confined command may not reach.
+async fn serve_shutdown(
+    id: RequestId,
+    jobs: JobsHandle,
+    out: mpsc::Sender<ServerFrame>,
+    peer: &Result<Peer, String>,
+) {
+    let response = match peer {
+        Ok(peer) if peer.namespaces.is_empty() => match jobs.status().await {
+            Some(status) => Response::Stopping(Stopping {
+                daemon_pid: status.daemon_pid,
+                running_jobs: status.running_jobs,
+            }),
+            None => Response::Error(crate::jobs::shutting_down()),
+        },
+        Ok(_) => Response::Error(ErrorReply::new(
+            ErrorKind::InvalidRequest,
+            "a command in a sandboxed job cannot stop bashd, which would end every session's jobs; stop it from outside the sandbox (bashc stop)",
+        )),
+        Err(why) => Response::Error(ErrorReply::new(
+            ErrorKind::InvalidRequest,
+            format!(
+                "bashd stops only for a client it can place, since one inside a sandbox may not: {why}; stop it with kill -TERM {}",
+                std::process::id()
+            ),
+        )),
+    };
+    let stopping = matches!(response, Response::Stopping(_));
+    // The answer is queued before the stop begins (pueue): the connection is wound
+    // down, not dropped, so the client reads it.
+    let _ = out.send(ServerFrame::Response(id, response)).await;
+    if stopping {
+        jobs.request_stop();
+    }
 }
 
 /// Forwards the responses of a request that has many (`Exec`, `Follow`) until its last.

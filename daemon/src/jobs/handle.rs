@@ -187,6 +187,10 @@ pub struct JobsHandle {
     pub(super) cmds: mpsc::Sender<Cmd>,
     /// The config in force, replaced whole on a reload; the policy is part of it.
     pub(super) config: watch::Receiver<Arc<Config>>,
+    /// Cancelled by a `Shutdown` request (`bashc stop`); `bashd::run` then stops as
+    /// on SIGTERM. A token rather than a signal to itself, so that a daemon run by a
+    /// test with its own shutdown trigger stops the same way.
+    pub(super) stop: tokio_util::sync::CancellationToken,
 }
 
 impl JobsHandle {
@@ -440,6 +444,16 @@ impl JobsHandle {
         let mut status = self.ask(|reply| Cmd::Status { reply }).await.ok()?;
         status.open_files = open_files().await;
         Some(status)
+    }
+
+    /// Asks `bashd::run` to stop the daemon, as SIGTERM does.
+    pub fn request_stop(&self) {
+        self.stop.cancel();
+    }
+
+    /// Cancelled once a client asked the daemon to stop.
+    pub fn stop_requested(&self) -> tokio_util::sync::CancellationToken {
+        self.stop.clone()
     }
 
     /// Stops every job; returns when they are gone (or the actor already ended).

@@ -1,7 +1,7 @@
 //! The tables of `bashc jobs` and `bashc sessions` (and `bash_jobs`): columns padded to
 //! their widest cell, so that long states and session names keep them aligned.
 
-use bashc::protocol::{JobInfo, Network, SandboxInForce, SessionInfo};
+use bashc::protocol::{JobInfo, JobState, Network, SandboxInForce, SessionInfo};
 
 /// How a column's cells sit in its width.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,7 +89,13 @@ fn job_row(job: &JobInfo) -> Vec<String> {
         } else {
             job.state.to_string()
         },
-        job.exit_code.map_or("-".to_owned(), |c| c.to_string()),
+        match (job.state, job.exit_code) {
+            // Still running: no status yet, unless its shell has exited.
+            (JobState::Running, None) => "-".to_owned(),
+            (state, exit_code) => {
+                crate::render::status_of(state, exit_code, job.signal).to_string()
+            }
+        },
         job.mode.clone(),
         job.pid.map_or("-".to_owned(), |p| p.to_string()),
         format!("{}s", job.duration_ms / 1000),
@@ -218,6 +224,7 @@ mod tests {
             pid: Some(4000 + id as u32),
             state,
             exit_code,
+            signal: None,
             mode: "default".to_owned(),
             command: format!("sleep {id}"),
             description: None,

@@ -220,6 +220,7 @@ impl JobsActor {
             JobsHandle {
                 cmds: cmd_tx,
                 config: config_updates,
+                stop: tokio_util::sync::CancellationToken::new(),
             },
         )
     }
