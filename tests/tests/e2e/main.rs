@@ -14,6 +14,7 @@ mod exec;
 mod fuzz;
 mod jobs;
 mod live;
+mod manners;
 mod mcp;
 mod mcp_calls;
 mod output;
@@ -22,6 +23,7 @@ mod protocol;
 mod remote;
 mod runtime_dir;
 mod sandbox;
+mod sandbox_hints;
 mod systemd;
 mod terminal;
 
