@@ -10,6 +10,7 @@ mod crash;
 mod cut_output;
 mod daemon_lifecycle;
 mod disk;
+mod docs;
 mod exec;
 mod fuzz;
 mod jobs;

@@ -159,7 +159,7 @@ enum Command {
     /// Serve bashd to an MCP agent (Claude Code, Codex, OpenCode, ...) on stdin/stdout.
     ///
     /// An MCP server with the tools bash, bash_check, bash_wait, bash_kill, bash_jobs,
-    /// bash_output and bash_send. One server is one session (mcp-<agent pid> unless --session
+    /// bash_output, bash_send and bash_screen. One server is one session (mcp-<agent pid> unless --session
     /// or $BASHD_SESSION), owned by the agent that started it; it exits when its stdin
     /// closes. Commands run in the directory it was started in unless a call names
     /// another. Starts bashd when none is running.
@@ -250,7 +250,10 @@ struct ExecArgs {
     #[arg(long)]
     stream: bool,
     /// The command's stdin: null (/dev/null, the default) or pipe, which `bashc send`
-    /// writes to. There is no terminal: programs that need one refuse or misbehave.
+    /// writes to. There is no terminal: programs that need one refuse or misbehave. A
+    /// job blocked reading the pipe is marked `waiting for input?`, with what it asks
+    /// (`It asks: "..."`, the line it left unended); bash's `read -p` prints its prompt
+    /// only on a terminal, so on a pipe there is none to show: --pty shows it.
     #[arg(long, value_enum, default_value = "null")]
     stdin: StdinArg,
     /// Run the command on a pseudo-terminal (for REPLs, editors, pagers, prompts read
