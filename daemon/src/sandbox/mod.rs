@@ -375,28 +375,30 @@ pub fn refusal(result: &ExecResult, deny_read: &[PathBuf]) -> Vec<Notice> {
     let files = in_force.profile != SandboxProfile::Off && shown(FILES);
     let network = in_force.network == Network::Off && shown(NETWORK);
     // A refused read of a hidden path is told apart from a refused write: its fix is
-    // `deny_read`, which no profile or `writable` path changes.
-    let hidden = files
-        && [Some(&result.stdout), result.stderr.as_ref()]
-            .into_iter()
-            .flatten()
-            .flat_map(|stream| stream.text.lines())
-            .filter(|line| FILES.iter().any(|needle| line.contains(needle)))
-            .any(|line| names_hidden_path(line, deny_read));
-    let files_denial = if hidden {
-        SandboxDenial::Read
-    } else {
-        SandboxDenial::Files
-    };
-    [(files, files_denial), (network, SandboxDenial::Network)]
+    // `deny_read`, which no profile or `writable` path changes. A job that met both
+    // is told both.
+    let refused: Vec<&str> = [Some(&result.stdout), result.stderr.as_ref()]
         .into_iter()
-        .filter(|(shown, _)| *shown)
-        .map(|(_, denied)| Notice::SandboxDenied {
-            profile: in_force.profile,
-            network: in_force.network,
-            denied,
-        })
-        .collect()
+        .flatten()
+        .flat_map(|stream| stream.text.lines())
+        .filter(|line| FILES.iter().any(|needle| line.contains(needle)))
+        .collect();
+    let (hidden, other): (Vec<&str>, Vec<&str>) = refused
+        .into_iter()
+        .partition(|line| names_hidden_path(line, deny_read));
+    [
+        (files && !other.is_empty(), SandboxDenial::Files),
+        (files && !hidden.is_empty(), SandboxDenial::Read),
+        (network, SandboxDenial::Network),
+    ]
+    .into_iter()
+    .filter(|(shown, _)| *shown)
+    .map(|(_, denied)| Notice::SandboxDenied {
+        profile: in_force.profile,
+        network: in_force.network,
+        denied,
+    })
+    .collect()
 }
 
 /// Whether an error line names a path at or beneath one of `hidden`: the absolute

@@ -217,6 +217,16 @@ fn a_refused_read_of_a_hidden_path_is_told_apart_from_a_write() {
     ] {
         assert_eq!(denial(read), SandboxDenial::Read, "{read}");
     }
+    // Both refused: both told.
+    let both = "cat: /home/me/.ssh/id_ed25519: Permission denied\ntouch: cannot touch '/x': Permission denied\n";
+    let denied: Vec<SandboxDenial> = refusal(&result(read_only, 1, both), &hidden)
+        .into_iter()
+        .map(|notice| match notice {
+            Notice::SandboxDenied { denied, .. } => denied,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(denied, [SandboxDenial::Files, SandboxDenial::Read]);
     for write in [
         "touch: cannot touch '/home/me/project/x': Permission denied\n",
         "bash: line 1: /home/me/.sshx: Read-only file system\n",

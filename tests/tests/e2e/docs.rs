@@ -275,10 +275,11 @@ fn sections_and_keys<'a>(
             .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
             .collect();
         let after = text[key.len()..].trim_start();
-        if !key.is_empty() && (after.starts_with('=') || after.starts_with(':')) {
-            if let Some(keys) = sections.get_mut(&current) {
-                keys.insert(key);
-            }
+        if !key.is_empty()
+            && (after.starts_with('=') || after.starts_with(':'))
+            && let Some(keys) = sections.get_mut(&current)
+        {
+            keys.insert(key);
         }
     }
     sections

@@ -276,16 +276,19 @@ mod tests {
         server.ports = vec![port("tcp", 8000), port("udp", 5353)];
         let mut reader = job(8, "s", JobState::Running, None);
         reader.waiting_for_input = true;
+        // Issue 33: a job a signal ended shows 128+N, as `kill` and `wait` exit.
+        let mut signaled = job(1003, "s", JobState::Signaled, None);
+        signaled.signal = Some(15);
         let jobs = vec![
             job(1, "s", JobState::TimedOut, None),
             server,
             reader,
             described,
-            job(1003, "s", JobState::Signaled, Some(143)),
+            signaled,
         ];
         let expected = "\
 JOB    SESSION                                 STATE                         EXIT  MODE         PID   TIME  PORTS          COMMAND
-j1     s                                       timed_out                        -  default     4001     1s  -              sleep 1
+j1     s                                       timed_out                      124  default     4001     1s  -              sleep 1
 j7     s                                       running                          -  default     4007    10s  8000,5353/udp  sleep 7
 j8     s                                       running (waiting for input?)     -  default     4008    12s  -              sleep 8
 j12    a-rather-long-session-name-of-an-agent  exited                           0  background  4012    18s  -              sleep 12  # run the tests
