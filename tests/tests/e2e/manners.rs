@@ -51,6 +51,20 @@ fn issue_33_a_timeout_out_of_range_is_a_usage_error_and_nothing_runs() {
         );
         assert!(stderr(&out).contains("--timeout"), "{}", show(&out));
     }
+    // So are the times of wait and kill: seconds, 0 or more.
+    for args in [
+        &["wait", "j1", "--timeout=-1"][..],
+        &["wait", "j1", "--idle", "soon"][..],
+        &["kill", "j1", "--grace=-2"][..],
+    ] {
+        let out = daemon.run_bashc(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", show(&out));
+        assert!(
+            stderr(&out).contains("a time in seconds must be 0 or more"),
+            "{}",
+            show(&out)
+        );
+    }
     let out = daemon.run_bashc(&["exec", "--timeout", "0", "--", "true"]);
     assert!(
         stderr(&out).contains("0 s is outside 1 s .. 24 h"),
