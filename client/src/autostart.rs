@@ -168,7 +168,7 @@ fn spawn_daemon(
     detach(&mut command);
     command.spawn().map_err(|e| {
         ClientError::Autostart(format!(
-            "cannot run {}: {e} (build it with `cargo build --release`, or put bashd on PATH)",
+            "cannot run {}: {e} (bashc starts the bashd beside it, else the first on PATH: install it with `cargo install --locked --path daemon` in a bashd checkout, or build it with `cargo build --release`)",
             command.get_program().to_string_lossy()
         ))
     })

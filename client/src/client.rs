@@ -15,8 +15,8 @@ use bashd_protocol::{
     ClientFrame, ErrorReply, ExecParams, ExecResult, FollowRequest, FrameError, GrepRequest, Hello,
     JobId, JobInfo, JobRequest, JobsRequest, KillRequest, OutputPage, OutputRequest,
     PROTOCOL_VERSION, PolicyVerdict, Request, RequestId, ResizeRequest, Response, ScreenInfo,
-    SendReply, SendRequest, ServerFrame, SessionClosed, SessionInfo, StatusInfo, WaitRequest,
-    Welcome,
+    SendReply, SendRequest, ServerFrame, SessionClosed, SessionInfo, StatusInfo, Stopping,
+    WaitRequest, Welcome,
 };
 use futures::{SinkExt, StreamExt};
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -441,6 +441,17 @@ impl Client {
             Response::Error(error) => Err(ClientError::Daemon(error)),
             _ => Err(ClientError::Unexpected(
                 "something other than a policy verdict",
+            )),
+        }
+    }
+
+    /// Asks the daemon to stop, as SIGTERM does: it answers, then stops every job of
+    /// every session and exits.
+    pub async fn stop(&self) -> Result<Stopping, ClientError> {
+        match self.one(Request::Shutdown).await? {
+            Response::Stopping(stopping) => Ok(stopping),
+            _ => Err(ClientError::Unexpected(
+                "something other than an answer to stop",
             )),
         }
     }

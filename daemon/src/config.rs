@@ -33,7 +33,22 @@ pub struct Config {
     pub sandbox: SandboxConfig,
     /// `[mcp]`: how the daemon treats MCP tool calls (requests marked `mcp_call`).
     pub mcp: McpConfig,
+    /// `[remote]` as written: bashc reads it (DESIGN §14), the daemon only checks it
+    /// and shows it in `bashd --check-config`.
+    pub remote: RemoteSource,
 }
+
+/// `[remote]` as the file gave it; `None` is bashc's default.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RemoteSource {
+    pub bridge_command: Option<String>,
+    pub bashc_path: Option<String>,
+    pub relay_idle_secs: Option<u64>,
+}
+
+/// bashc's `[remote] relay_idle_secs` when the file says none (its
+/// `relay::DEFAULT_IDLE`), shown by `--check-config`.
+const DEFAULT_RELAY_IDLE_SECS: u64 = 600;
 
 /// `[mcp]` (DESIGN §12): the bounds of MCP tool calls, kept in the daemon's config so
 /// that one file, reloaded on SIGHUP, rules every `bashc mcp` of the user.
@@ -195,6 +210,7 @@ impl Default for Config {
                 max_call: Duration::from_secs(limits::DEFAULT_MCP_MAX_CALL_SECS),
                 on_cancel: OnCancel::Kill,
             },
+            remote: RemoteSource::default(),
         }
     }
 }
@@ -268,7 +284,7 @@ impl Config {
                 }
                 // Read by bashc, not the daemon (DESIGN §14); checked here so that a
                 // mistake in it is said where every other one is.
-                "remote" => file.remote(table)?,
+                "remote" => file.remote(table, &mut config.remote)?,
                 other => {
                     return Err(file.error(
                         key,
@@ -376,7 +392,7 @@ impl File<'_> {
 
     /// `[remote]`: `bridge_command` and `bashc_path`, both strings, and
     /// `relay_idle_secs`, which bashc reads.
-    fn remote(&self, table: &DeTable<'_>) -> Result<(), ConfigError> {
+    fn remote(&self, table: &DeTable<'_>, remote: &mut RemoteSource) -> Result<(), ConfigError> {
         const KNOWN: &[&str] = &["bridge_command", "bashc_path", "relay_idle_secs"];
         for (key, value) in table {
             if !KNOWN.contains(&key.get_ref().as_ref()) {
@@ -386,17 +402,23 @@ impl File<'_> {
                 // A day at most: a relay holds an SSH connection open. At least the
                 // floor bashc keeps (`relay::MIN_IDLE`): a relay idle at once would
                 // end before the call that started it connects.
-                if self.integer("remote", key, value, 5, 86_400).is_err() {
-                    return Err(self.error(
+                match self.integer("remote", key, value, 5, 86_400) {
+                    Ok(secs) => remote.relay_idle_secs = Some(secs),
+                    Err(_) => return Err(self.error(
                         key,
                         "remote.relay_idle_secs must be a whole number from 5 to 86400: a relay needs a few seconds to take the call that started it, so 0 cannot turn relays off (5 ends one soon after each call)"
                             .to_owned(),
-                    ));
+                    )),
                 }
                 continue;
             }
-            if !matches!(value.get_ref(), DeValue::String(_)) {
+            let DeValue::String(text) = value.get_ref() else {
                 return Err(self.error(key, format!("remote.{} must be a string", key.get_ref())));
+            };
+            let text = Some(text.to_string());
+            match key.get_ref().as_ref() {
+                "bridge_command" => remote.bridge_command = text,
+                _ => remote.bashc_path = text,
             }
         }
         Ok(())
@@ -1075,6 +1097,43 @@ impl Config {
             on_cancel(defaults.mcp.on_cancel),
         );
 
+        // bashc's, shown so that every section of the file is; `None` is bashc's
+        // default, which is not a TOML value of its own.
+        let r = &self.remote;
+        out.push_str("\n[remote]\n");
+        match &r.bridge_command {
+            Some(command) => key(
+                &mut out,
+                "bridge_command",
+                quoted(command),
+                "none".to_owned(),
+            ),
+            None => out.push_str(
+                "# bridge_command: none (ssh ... HOST bashc bridge, over a control socket)\n",
+            ),
+        }
+        if let Some(command) = std::env::var("BASHD_BRIDGE_COMMAND")
+            .ok()
+            .filter(|c| !c.is_empty())
+        {
+            out.push_str(&format!(
+                "# $BASHD_BRIDGE_COMMAND overrides bridge_command here: {}\n",
+                quoted(&command)
+            ));
+        }
+        match &r.bashc_path {
+            Some(path) => key(&mut out, "bashc_path", quoted(path), "none".to_owned()),
+            None => out.push_str("# bashc_path: none (bashc on the host's PATH)\n"),
+        }
+        key(
+            &mut out,
+            "relay_idle_secs",
+            r.relay_idle_secs
+                .unwrap_or(DEFAULT_RELAY_IDLE_SECS)
+                .to_string(),
+            DEFAULT_RELAY_IDLE_SECS.to_string(),
+        );
+
         let policy = &self.policy_source;
         out.push_str("\n[policy]\n");
         for rule in BUILTIN_RULES {
@@ -1153,6 +1212,27 @@ mod tests {
         assert!(parse("[remote]\nrelay_idle_secs = 5\n").is_ok());
         let err = parse("[remote]\nrelay_idle = 5\n").unwrap_err();
         assert!(err.contains("relay_idle_secs"), "{err}");
+    }
+
+    /// Issue 33: `--check-config` shows `[remote]` too, and it loads back.
+    #[test]
+    fn the_effective_config_shows_remote() {
+        let defaults = parse("").unwrap().effective_toml();
+        assert!(
+            defaults.contains("\n[remote]\n# bridge_command: none")
+                && defaults.contains("# bashc_path: none")
+                && defaults.contains("relay_idle_secs = 600\n"),
+            "{defaults}"
+        );
+        let config =
+            parse("[remote]\nbashc_path = \"/opt/bashc\"\nrelay_idle_secs = 60\n").unwrap();
+        let effective = config.effective_toml();
+        assert!(
+            effective.contains("bashc_path = \"/opt/bashc\"  # default: none\n")
+                && effective.contains("relay_idle_secs = 60  # default: 600\n"),
+            "{effective}"
+        );
+        assert_eq!(parse(&effective).unwrap().remote, config.remote);
     }
 
     /// Issue 15: `[mcp]` bounds MCP calls; its values are checked like any other.

@@ -18,7 +18,7 @@ use std::time::Duration;
 use bashd_protocol::codec::DaemonCodec;
 use bashd_protocol::{
     ClientFrame, ErrorKind, ErrorReply, ExecResult, JobId, Owner, PROTOCOL_VERSION, PolicyVerdict,
-    Request, RequestId, Response, ServerFrame, Welcome,
+    Request, RequestId, Response, ServerFrame, Stopping, Welcome,
 };
 use futures::SinkExt;
 use tokio::net::UnixStream;
@@ -155,7 +155,10 @@ async fn serve_requests(
                 let (jobs, out) = (jobs.clone(), out.clone());
                 let task = async move {
                     match request {
-                        Request::Exec(params) => serve_exec(id, params, jobs, out, cancel).await,
+                        Request::Exec(params) => {
+                            serve_exec(id, params, jobs, out, cancel).await
+                        }
+                        Request::Shutdown => serve_shutdown(id, jobs, out).await,
                         // Dropping any other request's future is its cancel: a wait
                         // stops waiting, and nothing is answered.
                         request => tokio::select! {
@@ -286,8 +289,8 @@ async fn serve_request(
         Request::Grep(request) => answer(jobs.grep(request).await.map(Response::Page)),
         Request::Screen(request) => answer(jobs.screen(request).await.map(Response::Screen)),
         Request::Resize(request) => answer(jobs.resize(request).await.map(Response::Screen)),
-        // Served by `serve_exec`; a cancel has no answer.
-        Request::Exec(_) | Request::Cancel(_) => return,
+        // Served by `serve_exec` and `serve_shutdown`; a cancel has no answer.
+        Request::Exec(_) | Request::Shutdown | Request::Cancel(_) => return,
         Request::Output(request) => answer(jobs.output(request).await.map(Response::Page)),
         Request::CheckPolicy(command) => {
             Response::Policy(match jobs.policy_verdict(command, None).await {
@@ -319,6 +322,33 @@ async fn serve_request(
         ),
     };
     let _ = out.send(ServerFrame::Response(id, response)).await;
+}
+
+/// Answers `Shutdown` (`bashc stop`), then asks the daemon to stop. A client inside
+/// a sandboxed job is refused: stopping the daemon ends every session's jobs, which a
+/// confined command may not reach.
+async fn serve_shutdown(id: RequestId, jobs: JobsHandle, out: mpsc::Sender<ServerFrame>) {
+    let response = if jobs.origin().is_some() {
+        Response::Error(ErrorReply::new(
+            ErrorKind::InvalidRequest,
+            "a command in a sandboxed job cannot stop bashd, which would end every session's jobs; stop it from outside the sandbox (bashc stop)",
+        ))
+    } else {
+        match jobs.status().await {
+            Some(status) => Response::Stopping(Stopping {
+                daemon_pid: status.daemon_pid,
+                running_jobs: status.running_jobs,
+            }),
+            None => Response::Error(crate::jobs::shutting_down()),
+        }
+    };
+    let stopping = matches!(response, Response::Stopping(_));
+    // The answer is queued before the stop begins (pueue): the connection is wound
+    // down, not dropped, so the client reads it.
+    let _ = out.send(ServerFrame::Response(id, response)).await;
+    if stopping {
+        jobs.request_stop();
+    }
 }
 
 /// Forwards the responses of a request that has many (`Exec`, `Follow`) until its last.

@@ -116,8 +116,14 @@ pub async fn run(
     );
     notify(&[NotifyState::Ready]);
 
-    shutdown.await;
-    tracing::info!("shutting down: stopping every job");
+    // Cancelling either branch loses nothing: both only say that it is time to stop.
+    let stop_requested = jobs.stop_requested();
+    tokio::select! {
+        () = shutdown => tracing::info!("shutting down: stopping every job"),
+        () = stop_requested.cancelled() => {
+            tracing::info!("a client asked bashd to stop (bashc stop): stopping every job");
+        }
+    }
     notify(&[NotifyState::Stopping]);
     reload_task.abort();
     stop_accepting.cancel();

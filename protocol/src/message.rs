@@ -85,6 +85,10 @@ pub enum Request {
     Screen(JobRequest),
     /// Gives a terminal job a new size (the program gets SIGWINCH); answers `Screen`.
     Resize(ResizeRequest),
+    /// Stops the daemon (`bashc stop`) as SIGTERM does: it answers `Stopping` first,
+    /// then stops accepting, stops every job of every session and exits. Refused to a
+    /// client inside a sandboxed job, which may not end the jobs of others.
+    Shutdown,
 }
 
 impl Request {
@@ -109,7 +113,8 @@ impl Request {
             | Request::Status
             | Request::Sessions
             | Request::CloseSession(_)
-            | Request::Cancel(_) => None,
+            | Request::Cancel(_)
+            | Request::Shutdown => None,
         }
     }
 }
@@ -134,6 +139,8 @@ pub enum Response {
     Notice(Notice),
     Sent(SendReply),
     Screen(ScreenInfo),
+    /// The answer to `Shutdown`, sent before the daemon acts on it.
+    Stopping(Stopping),
 }
 
 /// On whose behalf a request acts: the session it names, re-adopted if it lingers, and
@@ -346,6 +353,14 @@ pub struct ScreenInfo {
     pub drawn: bool,
 }
 
+/// What a daemon asked to stop is about to do.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stopping {
+    pub daemon_pid: u32,
+    /// Jobs running, of every session, that it stops (TERM, grace, KILL) before it exits.
+    pub running_jobs: u32,
+}
+
 /// What `send` did.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SendReply {
@@ -407,6 +422,9 @@ pub struct JobInfo {
     pub pid: Option<u32>,
     pub state: JobState,
     pub exit_code: Option<i32>,
+    /// The signal that ended it (`signaled`, `killed`), as in its result: `bashc jobs`
+    /// shows 128+N, the status `kill` and `wait` report.
+    pub signal: Option<i32>,
     /// `foreground` or `background`: background once the job outlives its request.
     pub mode: String,
     /// The command, cut to its first 4 KiB.

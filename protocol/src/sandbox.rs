@@ -66,8 +66,11 @@ pub struct SandboxMechanism {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SandboxDenial {
-    /// A file access was refused (`Permission denied`, `Read-only file system`).
+    /// A file access was refused (`Permission denied`, `Read-only file system`) that
+    /// names no hidden path: most likely a write outside what the profile allows.
     Files,
+    /// A read of a path under `[sandbox] deny_read` was refused: the error names it.
+    Read,
     /// A connection failed with the network off.
     Network,
 }

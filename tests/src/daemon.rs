@@ -34,6 +34,24 @@ pub fn bin_path(name: &str) -> PathBuf {
     path
 }
 
+/// Copies of this workspace's programs (`bashd`, its `bashd-resident`, `bashc`) in a
+/// new directory `dir`, every one of them mode 0755, for a test that runs them as
+/// another user: the build's own may sit where only its owner can enter (a clone in
+/// a `mktemp -d` directory, `/root/src`). `dir`'s parents must let that user through;
+/// the copies go with `dir`.
+pub fn copy_bins(dir: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir(dir).unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
+    for name in ["bashd", "bashd-resident", "bashc"] {
+        let copy = dir.join(name);
+        std::fs::copy(bin_path(name), &copy)
+            .unwrap_or_else(|e| panic!("cannot copy {name} to {}: {e}", copy.display()));
+        std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    dir.to_owned()
+}
+
 pub struct Daemon {
     /// Holds the runtime directory; removed on drop.
     temp: tempfile::TempDir,
@@ -140,7 +158,13 @@ impl Daemon {
 
     /// A `bashd` command for this runtime directory, not started.
     pub fn bashd_command(&self) -> Command {
-        let mut command = Command::new(bin_path("bashd"));
+        self.bashd_command_from(&bin_path("bashd"))
+    }
+
+    /// As [`Daemon::bashd_command`], with the `bashd` at `program` (a copy from
+    /// [`copy_bins`]).
+    pub fn bashd_command_from(&self, program: &Path) -> Command {
+        let mut command = Command::new(program);
         command
             .env(runtime::RUNTIME_DIR_ENV, &self.runtime_dir)
             .env("XDG_CONFIG_HOME", self.config_home())
@@ -186,7 +210,12 @@ impl Daemon {
 
     /// A `bashc` command aimed at this daemon, with autostart off and a fixed session.
     pub fn bashc(&self) -> Command {
-        let mut command = Command::new(bin_path("bashc"));
+        self.bashc_from(&bin_path("bashc"))
+    }
+
+    /// As [`Daemon::bashc`], with the `bashc` at `program` (a copy from [`copy_bins`]).
+    pub fn bashc_from(&self, program: &Path) -> Command {
+        let mut command = Command::new(program);
         command
             .env(runtime::RUNTIME_DIR_ENV, &self.runtime_dir)
             .env("XDG_CONFIG_HOME", self.config_home())

@@ -210,6 +210,10 @@ pub struct JobsHandle {
     /// The sandboxed job whose channel this handle's connection came through; `None`
     /// for a connection on the daemon's socket.
     pub(super) origin: Option<Arc<Origin>>,
+    /// Cancelled by a `Shutdown` request (`bashc stop`); `bashd::run` then stops as
+    /// on SIGTERM. A token rather than a signal to itself, so that a daemon run by a
+    /// test with its own shutdown trigger stops the same way.
+    pub(super) stop: tokio_util::sync::CancellationToken,
 }
 
 impl JobsHandle {
@@ -220,6 +224,11 @@ impl JobsHandle {
             origin,
             ..self.clone()
         }
+    }
+
+    /// The sandboxed job whose channel this handle's connection came through.
+    pub fn origin(&self) -> Option<&Origin> {
+        self.origin.as_deref()
     }
 
     /// Who asks, for a request of this handle's connection.
@@ -490,6 +499,16 @@ impl JobsHandle {
         let mut status = self.ask(|reply| Cmd::Status { reply }).await.ok()?;
         status.open_files = open_files().await;
         Some(status)
+    }
+
+    /// Asks `bashd::run` to stop the daemon, as SIGTERM does.
+    pub fn request_stop(&self) {
+        self.stop.cancel();
+    }
+
+    /// Cancelled once a client asked the daemon to stop.
+    pub fn stop_requested(&self) -> tokio_util::sync::CancellationToken {
+        self.stop.clone()
     }
 
     /// Stops every job; returns when they are gone (or the actor already ended).

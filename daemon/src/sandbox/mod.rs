@@ -407,7 +407,7 @@ pub fn status(config: &SandboxConfig, support: &Support) -> SandboxStatus {
 /// connection with the network off, or both); none for a job that ran unconfined,
 /// succeeded, or failed for no reason it shows. The kernel does not tell a process
 /// which layer refused it, so this reads the output the job showed, as Codex does.
-pub fn refusal(result: &ExecResult) -> Vec<Notice> {
+pub fn refusal(result: &ExecResult, deny_read: &[PathBuf]) -> Vec<Notice> {
     const FILES: &[&str] = &[
         "Permission denied",
         "Read-only file system",
@@ -438,8 +438,21 @@ pub fn refusal(result: &ExecResult) -> Vec<Notice> {
     };
     let files = in_force.profile != SandboxProfile::Off && shown(FILES);
     let network = in_force.network == Network::Off && shown(NETWORK);
+    // A refused read of a hidden path is told apart from a refused write: its fix is
+    // `deny_read`, which no profile or `writable` path changes. A job that met both
+    // is told both.
+    let refused: Vec<&str> = [Some(&result.stdout), result.stderr.as_ref()]
+        .into_iter()
+        .flatten()
+        .flat_map(|stream| stream.text.lines())
+        .filter(|line| FILES.iter().any(|needle| line.contains(needle)))
+        .collect();
+    let (hidden, other): (Vec<&str>, Vec<&str>) = refused
+        .into_iter()
+        .partition(|line| names_hidden_path(line, deny_read));
     [
-        (files, SandboxDenial::Files),
+        (files && !other.is_empty(), SandboxDenial::Files),
+        (files && !hidden.is_empty(), SandboxDenial::Read),
         (network, SandboxDenial::Network),
     ]
     .into_iter()
@@ -450,6 +463,16 @@ pub fn refusal(result: &ExecResult) -> Vec<Notice> {
         denied,
     })
     .collect()
+}
+
+/// Whether an error line names a path at or beneath one of `hidden`: the absolute
+/// paths in it, as tools quote them (`cat: /home/me/.ssh/id_ed25519: Permission
+/// denied`, `cannot open '/home/me/.aws/credentials'`).
+fn names_hidden_path(line: &str, hidden: &[PathBuf]) -> bool {
+    line.split(|c: char| c.is_whitespace() || matches!(c, '\'' | '"' | '`' | ':' | '(' | ')'))
+        .filter(|word| word.starts_with('/'))
+        .map(|word| Path::new(word.trim_end_matches([',', ';', '.'])))
+        .any(|path| hidden.iter().any(|dir| path.starts_with(dir)))
 }
 
 #[cfg(test)]

@@ -210,22 +210,63 @@ fn a_failure_that_reads_like_a_refusal_gets_the_notice() {
         denied,
     };
     assert_eq!(
-        refusal(&result(workspace, 1, denied)),
+        refusal(&result(workspace, 1, denied), &[]),
         [notice(SandboxDenial::Files)]
     );
     let offline = "curl: (6) Could not resolve host: example.org\n";
     assert_eq!(
-        refusal(&result(workspace, 6, offline)),
+        refusal(&result(workspace, 6, offline), &[]),
         [notice(SandboxDenial::Network)]
     );
     assert_eq!(
-        refusal(&result(workspace, 1, &format!("{denied}{offline}"))).len(),
+        refusal(&result(workspace, 1, &format!("{denied}{offline}")), &[]).len(),
         2
     );
     // Unconfined, succeeded, or failed for a reason of its own: no notice.
-    assert_eq!(refusal(&result(None, 1, denied)), []);
-    assert_eq!(refusal(&result(workspace, 0, denied)), []);
-    assert_eq!(refusal(&result(workspace, 1, "no such file\n")), []);
+    assert_eq!(refusal(&result(None, 1, denied), &[]), []);
+    assert_eq!(refusal(&result(workspace, 0, denied), &[]), []);
+    assert_eq!(refusal(&result(workspace, 1, "no such file\n"), &[]), []);
+}
+
+/// Issue 33: a refused read of a hidden path is told as such, not as a write.
+#[test]
+fn a_refused_read_of_a_hidden_path_is_told_apart_from_a_write() {
+    let read_only = Some(SandboxInForce {
+        profile: SandboxProfile::ReadOnly,
+        network: Network::On,
+    });
+    let hidden = [
+        PathBuf::from("/home/me/.ssh"),
+        PathBuf::from("/home/me/.netrc"),
+    ];
+    let denial = |text: &str| match refusal(&result(read_only, 1, text), &hidden).as_slice() {
+        [Notice::SandboxDenied { denied, .. }] => *denied,
+        other => panic!("one sandbox notice expected for {text:?}, got {other:?}"),
+    };
+    for read in [
+        "cat: /home/me/.ssh/id_ed25519: Permission denied\n",
+        "ls: cannot open directory '/home/me/.ssh': Permission denied\n",
+        "curl: (26) Failed to open/read local data from file \"/home/me/.netrc\": Permission denied\n",
+    ] {
+        assert_eq!(denial(read), SandboxDenial::Read, "{read}");
+    }
+    // Both refused: both told.
+    let both = "cat: /home/me/.ssh/id_ed25519: Permission denied\ntouch: cannot touch '/x': Permission denied\n";
+    let denied: Vec<SandboxDenial> = refusal(&result(read_only, 1, both), &hidden)
+        .into_iter()
+        .map(|notice| match notice {
+            Notice::SandboxDenied { denied, .. } => denied,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(denied, [SandboxDenial::Files, SandboxDenial::Read]);
+    for write in [
+        "touch: cannot touch '/home/me/project/x': Permission denied\n",
+        "bash: line 1: /home/me/.sshx: Read-only file system\n",
+        "mkdir: cannot create directory '/home/me/out': Permission denied\n",
+    ] {
+        assert_eq!(denial(write), SandboxDenial::Files, "{write}");
+    }
 }
 
 #[test]

@@ -599,14 +599,21 @@ fn issue_23_an_unprivileged_daemon_confines_its_jobs_too() {
     let (ws, outside, home) = fresh_tree(&root);
     daemon.write_config("");
     daemon.make_runtime_dir();
+    // The build may sit where the other user cannot enter (issue 33: a clone in a
+    // `mktemp -d` directory): it runs copies, which go with the scratch dir.
+    let bin = bashd_tests::copy_bins(&daemon.scratch().join("bin"));
     let chown = Command::new("chown")
         .args(["-R", &format!("{NOBODY}:{NOBODY}")])
         .arg(daemon.scratch())
         .output()
         .unwrap();
     assert!(chown.status.success(), "{}", show(&chown));
-    let mut command = daemon.bashd_command();
-    command.env("HOME", &home).uid(NOBODY).gid(NOBODY);
+    let mut command = daemon.bashd_command_from(&bin.join("bashd"));
+    command
+        .env("HOME", &home)
+        .current_dir("/")
+        .uid(NOBODY)
+        .gid(NOBODY);
     daemon.start_with(command);
 
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -620,7 +627,8 @@ fn issue_23_an_unprivileged_daemon_confines_its_jobs_too() {
     );
     let before = snapshot(&outside);
     let output = daemon
-        .bashc()
+        .bashc_from(&bin.join("bashc"))
+        .current_dir("/")
         .uid(NOBODY)
         .gid(NOBODY)
         .env("HOME", &home)

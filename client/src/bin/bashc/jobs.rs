@@ -75,7 +75,7 @@ pub struct WaitArgs {
     #[arg(long)]
     any_session: bool,
     /// Give up waiting after this many seconds (fractions allowed); the job runs on.
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", value_parser = seconds)]
     timeout: Option<f64>,
     /// Return when a new whole line matches this regex (Rust regex syntax).
     #[arg(long, value_name = "REGEX")]
@@ -87,7 +87,7 @@ pub struct WaitArgs {
     #[arg(long, value_name = "N")]
     port: Option<u16>,
     /// Return when the job has printed nothing for this many seconds.
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", value_parser = seconds)]
     idle: Option<f64>,
     /// Print the result as JSON.
     #[arg(long)]
@@ -107,7 +107,7 @@ pub struct KillArgs {
     #[arg(long, value_name = "NAME")]
     signal: Option<String>,
     /// Seconds between the signal and SIGKILL (default: bashd's kill_grace_ms, 2 s).
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", value_parser = seconds)]
     grace: Option<f64>,
     /// Print the result as JSON.
     #[arg(long)]
@@ -267,6 +267,15 @@ pub async fn close(args: CloseArgs, target: &Target) -> anyhow::Result<u8> {
     );
     write_stdout(text.as_bytes())?;
     Ok(0)
+}
+
+/// `--timeout`, `--idle`, `--grace`: seconds, fractions allowed, none below 0; a bad
+/// one is a usage error (exit 2) and nothing is sent.
+fn seconds(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(secs) if secs.is_finite() && secs >= 0.0 => Ok(secs),
+        _ => Err(format!("a time in seconds must be 0 or more, not {text}")),
+    }
 }
 
 /// Seconds, as given on the command line, in milliseconds.

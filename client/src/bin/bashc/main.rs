@@ -10,6 +10,7 @@ mod live;
 mod mcp;
 mod options;
 mod render;
+mod stop;
 mod tables;
 mod terminal;
 
@@ -137,6 +138,9 @@ enum Command {
     /// about them (where the next page starts, a line cut, a file that stopped at its
     /// size cap) goes to stderr. --json adds the range and the totals. A job of
     /// another session is refused unless --session names it or --any-session is given.
+    ///
+    /// Exit status: 0; with --grep, 1 when no line matched, as grep; 255 if bashd
+    /// refused or could not be reached.
     Output(OutputArgs),
     /// The command policy: what bashd refuses to run.
     #[command(subcommand)]
@@ -145,10 +149,18 @@ enum Command {
     /// contained (cgroup PATH, subreaper or scan), its open files against the limit,
     /// and the sandbox: the default, the floor and which kernel mechanisms are there.
     Status(StatusArgs),
+    /// Stop bashd: every job of every session is stopped (TERM, grace, KILL), then the
+    /// daemon exits; waits until it has. Nothing to do when none is running.
+    ///
+    /// The next bashc starts a new daemon (unless BASHD_NO_AUTOSTART=1). Under
+    /// systemd's bashd.socket, the next connection starts it again: `systemctl --user
+    /// stop bashd.socket bashd` stops both. A command inside a sandboxed job cannot
+    /// stop bashd.
+    Stop(stop::StopArgs),
     /// Serve bashd to an MCP agent (Claude Code, Codex, OpenCode, ...) on stdin/stdout.
     ///
     /// An MCP server with the tools bash, bash_check, bash_wait, bash_kill, bash_jobs,
-    /// bash_output and bash_send. One server is one session (mcp-<agent pid> unless --session
+    /// bash_output, bash_send and bash_screen. One server is one session (mcp-<agent pid> unless --session
     /// or $BASHD_SESSION), owned by the agent that started it; it exits when its stdin
     /// closes. Commands run in the directory it was started in unless a call names
     /// another. Starts bashd when none is running.
@@ -181,8 +193,8 @@ struct ExecArgs {
     /// default (30 s timeout), slow (15 min) or background (returns at once).
     #[arg(long, value_enum, default_value = "default")]
     mode: ModeArg,
-    /// Timeout in seconds, overriding the mode's (1 s to 24 h; outside, refused).
-    #[arg(long, value_name = "SECS")]
+    /// Timeout in seconds, overriding the mode's (1 s to 24 h; outside, a usage error).
+    #[arg(long, value_name = "SECS", value_parser = timeout_secs)]
     timeout: Option<u64>,
     /// What happens at the timeout (default: background, unless bashd's config says).
     #[arg(long, value_enum)]
@@ -239,7 +251,10 @@ struct ExecArgs {
     #[arg(long)]
     stream: bool,
     /// The command's stdin: null (/dev/null, the default) or pipe, which `bashc send`
-    /// writes to. There is no terminal: programs that need one refuse or misbehave.
+    /// writes to. There is no terminal: programs that need one refuse or misbehave. A
+    /// job blocked reading the pipe is marked `waiting for input?`, with what it asks
+    /// (`It asks: "..."`, the line it left unended); bash's `read -p` prints its prompt
+    /// only on a terminal, so on a pipe there is none to show: --pty shows it.
     #[arg(long, value_enum, default_value = "null")]
     stdin: StdinArg,
     /// Run the command on a pseudo-terminal (for REPLs, editors, pagers, prompts read
@@ -305,7 +320,7 @@ struct OutputArgs {
     /// Print only the lines that match this regex (Rust regex syntax), as `grep -n`
     /// does: `12:line` for a match, `11-line` for context, `--` between groups. The
     /// search runs in bashd over the whole output, from --offset on; --limit counts
-    /// matching lines.
+    /// matching lines. Exit status, as grep's: 0 when a line matched, 1 when none did.
     #[arg(long, value_name = "REGEX")]
     grep: Option<String>,
     /// Lines of context before and after each match (with --grep).
@@ -408,6 +423,7 @@ async fn run(command: Command, target: &bashc::Target, parent: u32) -> anyhow::R
         Command::Session(jobs::SessionCommand::Close(args)) => jobs::close(args, target).await,
         Command::Policy(PolicyCommand::Check(args)) => policy_check(args, target).await,
         Command::Status(args) => status(args, target).await,
+        Command::Stop(args) => stop::stop(args, target).await,
         Command::Mcp(args) => mcp::mcp(args, target, parent).await,
         Command::Bridge => {
             bashc::bridge(target.runtime_dir()).await?;
@@ -418,6 +434,21 @@ async fn run(command: Command, target: &bashc::Target, parent: u32) -> anyhow::R
             Ok(0)
         }
     }
+}
+
+/// `exec --timeout`: whole seconds the daemon takes, so that a timeout it would refuse
+/// is a usage error (exit 2) and nothing is sent.
+fn timeout_secs(text: &str) -> Result<u64, String> {
+    use bashc::protocol::limits::{MAX_TIMEOUT_SECS, MIN_TIMEOUT_SECS};
+    let secs: u64 = text.parse().map_err(|_| {
+        format!("a whole number of seconds, {MIN_TIMEOUT_SECS} to {MAX_TIMEOUT_SECS}")
+    })?;
+    if !(MIN_TIMEOUT_SECS..=MAX_TIMEOUT_SECS).contains(&secs) {
+        return Err(format!(
+            "{secs} s is outside {MIN_TIMEOUT_SECS} s .. 24 h ({MAX_TIMEOUT_SECS} s); give a timeout in that range, or use --mode background for jobs that run up to 24 h"
+        ));
+    }
+    Ok(secs)
 }
 
 /// `--offset`: a line number, which counts from 1, said in the user's words.
@@ -560,7 +591,13 @@ async fn output(args: OutputArgs, target: &bashc::Target) -> anyhow::Result<u8> 
         notice,
     };
     print(args.json, &worded, |worded| render::page_text(worded.value))?;
-    Ok(0)
+    // As grep: a search that found nothing is told by the status, for `if bashc output
+    // J --grep E; then`.
+    Ok(if args.grep.is_some() && page.lines == 0 {
+        1
+    } else {
+        0
+    })
 }
 
 async fn policy_check(args: PolicyCheckArgs, target: &bashc::Target) -> anyhow::Result<u8> {

@@ -17,15 +17,22 @@ const EXIT_FAILED: u8 = 255;
 
 /// The exit status `bashc` ends with for a result.
 pub fn exit_status(result: &ExecResult) -> u8 {
-    let by_signal = result.signal.map(|n| 128u8.wrapping_add(n as u8));
-    match result.state {
+    status_of(result.state, result.exit_code, result.signal)
+}
+
+/// The exit status of a job in `state`: what `exec`, `check`, `wait` and `kill` end
+/// with and say, and what `bashc jobs` shows under EXIT, so that one job has one
+/// number everywhere (143 for a job killed with SIGTERM).
+pub fn status_of(state: JobState, exit_code: Option<i32>, signal: Option<i32>) -> u8 {
+    let by_signal = signal.map(|n| 128u8.wrapping_add(n as u8));
+    match state {
         // The shell's status, when processes it started run on.
-        JobState::Running => result.exit_code.map_or(0, |c| c as u8),
-        JobState::Exited => result.exit_code.map_or(EXIT_FAILED, |c| c as u8),
+        JobState::Running => exit_code.map_or(0, |c| c as u8),
+        JobState::Exited => exit_code.map_or(EXIT_FAILED, |c| c as u8),
         JobState::TimedOut => EXIT_TIMEOUT,
         JobState::Denied => EXIT_DENIED,
         JobState::Signaled | JobState::Killed => by_signal
-            .or(result.exit_code.map(|c| c as u8))
+            .or(exit_code.map(|c| c as u8))
             .unwrap_or(EXIT_FAILED),
         JobState::Failed | JobState::Lost => EXIT_FAILED,
     }
@@ -212,19 +219,24 @@ pub fn sandbox_denied_text(
     looser: [&str; 2],
     network_on: &str,
 ) -> String {
+    const LIKELY: &str = "so \"Permission denied\" or \"Read-only file system\" here is likely the sandbox, not a file permission";
     match denied {
-        SandboxDenial::Files => {
-            let (allows, ask) = match profile {
-                SandboxProfile::ReadOnly => ("writes only in $TMPDIR", looser[1]),
-                _ => (
-                    "writes only in the workdir, $TMPDIR and [sandbox] writable paths, never in .git",
-                    looser[0],
-                ),
-            };
-            format!(
-                "This job ran in the sandbox (profile {profile}: {allows}; credential stores in [sandbox] deny_read are hidden), so \"Permission denied\" or \"Read-only file system\" here is likely the sandbox, not a file permission. To allow more, run it with {ask} if bashd's [sandbox] floor allows, or add the path to [sandbox] writable in bashd's config."
-            )
-        }
+        // `writable` widens workspace-write only: read-only ignores it, so the way to
+        // write in the workdir is the next profile up.
+        SandboxDenial::Files if profile == SandboxProfile::ReadOnly => format!(
+            "This job ran in the sandbox (profile read-only: writes only in $TMPDIR; credential stores in [sandbox] deny_read are hidden), {LIKELY}. To let it write in its workdir, run it with {} if bashd's [sandbox] floor allows ({} to write elsewhere too); [sandbox] writable in bashd's config adds paths for workspace-write jobs only, never for read-only ones.",
+            looser[1], looser[0]
+        ),
+        SandboxDenial::Files => format!(
+            "This job ran in the sandbox (profile {profile}: writes only in the workdir, $TMPDIR and [sandbox] writable paths, never in .git; credential stores in [sandbox] deny_read are hidden), {LIKELY}. To allow more, run it with {} if bashd's [sandbox] floor allows, or add the path to [sandbox] writable in bashd's config.",
+            looser[0]
+        ),
+        // No profile but `off` and no `writable` path shows a hidden path: only
+        // `deny_read` does.
+        SandboxDenial::Read => format!(
+            "This job ran in the sandbox (profile {profile}), which hides the paths of bashd's [sandbox] deny_read (credential stores: ~/.ssh, ~/.aws, ...) from every confined job, so \"Permission denied\" reading one is the sandbox, not a file permission. To let confined jobs read it, set [sandbox] deny_read in bashd's config to a list without it (bashd --check-config prints the list in force), or run it with {} if bashd's [sandbox] floor allows.",
+            looser[0]
+        ),
         SandboxDenial::Network => format!(
             "This job ran with the network off (sandbox {profile}, network {network}): it reaches no other host, nor listeners on this host's loopback. To allow it, run it with {network_on} if bashd's config allows."
         ),

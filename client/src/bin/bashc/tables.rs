@@ -2,7 +2,7 @@
 //! their widest cell, so that long states and session names keep them aligned.
 
 use bashc::protocol::text::for_person;
-use bashc::protocol::{JobInfo, Network, SandboxInForce, SessionInfo};
+use bashc::protocol::{JobInfo, JobState, Network, SandboxInForce, SessionInfo};
 
 /// How a column's cells sit in its width.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,7 +92,13 @@ fn job_row(job: &JobInfo) -> Vec<String> {
         } else {
             job.state.to_string()
         },
-        job.exit_code.map_or("-".to_owned(), |c| c.to_string()),
+        match (job.state, job.exit_code) {
+            // Still running: no status yet, unless its shell has exited.
+            (JobState::Running, None) => "-".to_owned(),
+            (state, exit_code) => {
+                crate::render::status_of(state, exit_code, job.signal).to_string()
+            }
+        },
         job.mode.clone(),
         job.pid.map_or("-".to_owned(), |p| p.to_string()),
         format!("{}s", job.duration_ms / 1000),
@@ -221,6 +227,7 @@ mod tests {
             pid: Some(4000 + id as u32),
             state,
             exit_code,
+            signal: None,
             mode: "default".to_owned(),
             command: format!("sleep {id}"),
             description: None,
@@ -297,16 +304,19 @@ mod tests {
         server.ports = vec![port("tcp", 8000), port("udp", 5353)];
         let mut reader = job(8, "s", JobState::Running, None);
         reader.waiting_for_input = true;
+        // Issue 33: a job a signal ended shows 128+N, as `kill` and `wait` exit.
+        let mut signaled = job(1003, "s", JobState::Signaled, None);
+        signaled.signal = Some(15);
         let jobs = vec![
             job(1, "s", JobState::TimedOut, None),
             server,
             reader,
             described,
-            job(1003, "s", JobState::Signaled, Some(143)),
+            signaled,
         ];
         let expected = "\
 JOB    SESSION                                 STATE                         EXIT  MODE         PID   TIME  PORTS          COMMAND
-j1     s                                       timed_out                        -  default     4001     1s  -              sleep 1
+j1     s                                       timed_out                      124  default     4001     1s  -              sleep 1
 j7     s                                       running                          -  default     4007    10s  8000,5353/udp  sleep 7
 j8     s                                       running (waiting for input?)     -  default     4008    12s  -              sleep 8
 j12    a-rather-long-session-name-of-an-agent  exited                           0  background  4012    18s  -              sleep 12  # run the tests

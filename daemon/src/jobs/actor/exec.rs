@@ -238,6 +238,11 @@ impl JobsActor {
                         self.config.limits.max_total_spill_bytes,
                     )),
                     sandbox: plan.sandbox,
+                    deny_read: spec
+                        .sandbox
+                        .as_ref()
+                        .map(|sandbox| sandbox.deny_read.clone())
+                        .unwrap_or_default(),
                     // An MCP call returns by its budget; the job's timeout still holds.
                     answer_by: (params.mcp_call && params.mode != Mode::Background)
                         .then_some(self.config.mcp.max_call)

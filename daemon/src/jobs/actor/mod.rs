@@ -213,6 +213,7 @@ impl JobsActor {
                 cmds: cmd_tx,
                 config: config_updates,
                 origin: None,
+                stop: tokio_util::sync::CancellationToken::new(),
             },
         )
     }

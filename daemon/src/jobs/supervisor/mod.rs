@@ -75,6 +75,9 @@ pub struct Settings {
     pub spill_budget: Option<output::Charge>,
     /// The sandbox it runs in, when it is confined; named in its results.
     pub sandbox: Option<bashd_protocol::SandboxInForce>,
+    /// The paths hidden from it (`[sandbox] deny_read`, when confined): a failure
+    /// that names one is a refused read, whose fix is not a looser profile.
+    pub deny_read: Vec<PathBuf>,
     /// From the start; past it, a request still waiting is answered and the job moves
     /// to the background (an MCP call's budget). Its timeout still holds.
     pub answer_by: Option<Duration>,
@@ -740,7 +743,9 @@ impl<P: JobProcesses> Supervisor<P> {
             limit,
         };
         let mut result = self.result(state, notices, Some(record));
-        result.notices.extend(crate::sandbox::refusal(&result));
+        result
+            .notices
+            .extend(crate::sandbox::refusal(&result, &self.settings.deny_read));
         let on_pipes = self.inputs.out.screen.is_none();
         result
             .notices

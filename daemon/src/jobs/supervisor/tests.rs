@@ -131,6 +131,7 @@ fn settings(dir: &tempfile::TempDir) -> Settings {
         detached: false,
         spill_budget: None,
         sandbox: None,
+        deny_read: Vec::new(),
         answer_by: None,
     }
 }
