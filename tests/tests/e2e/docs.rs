@@ -1,7 +1,8 @@
 //! The README against what the binaries print (issue 33), so that the two cannot drift
 //! apart again: the MCP tools and their arguments (`tools/list` of a real `bashc mcp`),
 //! the keys of `--json` results and of `screen --json` (a real terminal job), the
-//! built-in policy rules and the config's sections and keys (`bashd --check-config`).
+//! built-in policy rules and the config's sections and keys (`bashd --check-config`),
+//! and `bashc`'s commands (`bashc --help`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -324,5 +325,35 @@ fn issue_33_the_readme_shows_every_section_and_key_check_config_prints() {
         named,
         printed.keys().cloned().collect::<BTreeSet<_>>(),
         "the README's words on --check-config (left) name other sections than it prints (right)"
+    );
+}
+
+#[test]
+fn issue_33_the_readme_lists_every_command_of_bashc() {
+    let daemon = Daemon::unstarted();
+    let help = daemon.run_bashc(&["--help"]);
+    let help = stdout(&help);
+    let commands: BTreeSet<&str> = help
+        .lines()
+        .skip_while(|line| !line.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|line| line.starts_with("  "))
+        .filter_map(|line| line.split_whitespace().next())
+        .filter(|name| *name != "help")
+        .collect();
+    assert!(commands.contains("exec"), "{help}");
+    let readme = readme();
+    let using = section(&readme, "## Using it");
+    let listed: BTreeSet<&str> = block(
+        using,
+        "    bashc exec [--timeout SECS] [--mode default|slow|background]",
+    )
+    .into_iter()
+    .filter_map(|line| line.trim_start().strip_prefix("bashc "))
+    .filter_map(|rest| rest.split_whitespace().next())
+    .collect();
+    assert_eq!(
+        listed, commands,
+        "the README's command list (left) is not what bashc --help lists (right)"
     );
 }
