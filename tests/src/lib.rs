@@ -9,5 +9,6 @@ pub mod sshd;
 
 pub use daemon::{Daemon, bin_path};
 pub use procs::{
-    KillOnDrop, alive, output_of_new_file, pids_running, wait_for_running, wait_until,
+    KillOnDrop, alive, descendants, output_of_new_file, pids_running, wait_for_running,
+    wait_until,
 };

@@ -16,6 +16,7 @@ mod jobs;
 mod live;
 mod mcp;
 mod mcp_calls;
+mod mcp_clients;
 mod output;
 mod policy;
 mod protocol;
