@@ -7,11 +7,16 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use bashd_tests::{Daemon, alive, descendants, wait_until};
-use rmcp::ServiceExt;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation,
+};
+use rmcp::service::RunningService;
 use rmcp::transport::TokioChildProcess;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{Value, json};
 
 use crate::json;
-use crate::mcp::mcp_command;
+use crate::mcp::{is_error, job_in, mcp_command, text_of};
 
 /// OpenCode ends an MCP server by SIGTERMing every descendant of it that /proc shows.
 /// A daemon the server started must not be one of them: it serves every session, and
@@ -67,4 +72,276 @@ async fn issue_34_an_autostarted_daemon_outlives_a_client_that_ends_its_servers_
     let jobs = json(&out);
     assert_eq!(jobs[0]["state"], "running", "{jobs}");
     assert_eq!(jobs[0]["session"], "other-agent", "{jobs}");
+}
+
+/// `bashc mcp` on this daemon, introduced as the client `name` (`clientInfo.name`),
+/// with `env` added to its environment.
+async fn connect_as(
+    daemon: &Daemon,
+    name: &str,
+    env: &[(&str, &str)],
+) -> RunningService<RoleClient, ClientConfig> {
+    let mut command = mcp_command(daemon, daemon.scratch());
+    command.env("BASHD_NO_AUTOSTART", "1");
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let (transport, _) = TokioChildProcess::builder(command)
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("cannot start bashc mcp");
+    ClientConfig::new(ClientCapabilities::default(), Implementation::new(name, "1.0"))
+        .serve(transport)
+        .await
+        .expect("MCP initialization failed")
+}
+
+async fn call_as(
+    client: &RunningService<RoleClient, ClientConfig>,
+    tool: &str,
+    args: Value,
+) -> CallToolResult {
+    let Value::Object(args) = args else {
+        panic!("arguments must be an object")
+    };
+    client
+        .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(args))
+        .await
+        .unwrap_or_else(|e| panic!("{tool} failed as a protocol error: {e}"))
+}
+
+/// Gemini CLI adds `wait_for_previous` to every call; it is taken and ignored on every
+/// tool, while a model's typo is still refused with the names there are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_34_gemini_s_wait_for_previous_is_taken_by_every_tool() {
+    let daemon = Daemon::start();
+    let client = connect_as(&daemon, "gemini-cli-mcp-client", &[]).await;
+    let ran = call_as(
+        &client,
+        "bash",
+        json!({"command": "echo ran", "wait_for_previous": true}),
+    )
+    .await;
+    let text = text_of(&ran);
+    assert!(!is_error(&ran) && text.contains("ran\n"), "{text}");
+    let job = job_in(
+        &text_of(
+            &call_as(
+                &client,
+                "bash",
+                json!({"command": "sleep 30", "mode": "background", "wait_for_previous": false}),
+            )
+            .await,
+        ),
+    );
+    for (tool, args) in [
+        ("bash_jobs", json!({"wait_for_previous": true})),
+        ("bash_check", json!({"job": job, "wait_for_previous": true})),
+        ("bash_output", json!({"job": job, "wait_for_previous": true})),
+        ("bash_screen", json!({"job": job, "wait_for_previous": true})),
+        (
+            "bash_wait",
+            json!({"job": job, "timeout_secs": 0.2, "wait_for_previous": true}),
+        ),
+        (
+            "bash_send",
+            json!({"job": job, "text": "x", "wait_for_previous": true}),
+        ),
+        ("bash_kill", json!({"job": job, "wait_for_previous": true})),
+    ] {
+        let result = call_as(&client, tool, args).await;
+        let text = text_of(&result);
+        assert!(
+            !text.contains("wait_for_previous"),
+            "{tool} refused the argument Gemini adds: {text}"
+        );
+    }
+    let typo = call_as(&client, "bash", json!({"command": "echo no", "comand": "x"})).await;
+    let text = text_of(&typo);
+    assert!(is_error(&typo), "{text}");
+    assert!(
+        text.contains("unknown field `comand`") && text.contains("`command`, `mode`"),
+        "{text}"
+    );
+    client.cancel().await.unwrap();
+}
+
+/// The budgets `bashc mcp` fits results to: (client, bytes of a success, bytes of an
+/// error, lines), as the README's table says.
+const BUDGETS: &[(&str, usize, usize, usize)] = &[
+    ("claude-code", 45_000, 9_000, 4_000),
+    ("codex-mcp-client", 10_000, 10_000, 4_000),
+    ("gemini-cli-mcp-client", 36_000, 36_000, 4_000),
+    ("opencode", 45_000, 45_000, 1_900),
+];
+
+/// The exact `bash_output` call a result names for what it left out, and its offset
+/// and limit.
+fn rest_call(text: &str) -> (String, u64, u64) {
+    let at = text
+        .find("bash_output(job=")
+        .unwrap_or_else(|| panic!("no bash_output call in {text}"));
+    let call = &text[at..at + text[at..].find(')').unwrap() + 1];
+    let number = |key: &str| -> u64 {
+        let from = call.find(key).unwrap_or_else(|| panic!("no {key} in {call}")) + key.len();
+        call[from..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect::<String>()
+            .parse()
+            .unwrap()
+    };
+    (call.to_owned(), number("offset="), number("limit="))
+}
+
+/// Each client gets the whole result within what it shows (success and error), its
+/// status first and last, and the exact call for the lines it does not show.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_34_each_client_gets_a_result_it_shows_whole() {
+    let daemon = Daemon::start();
+    for &(name, success, error, lines) in BUDGETS {
+        let client = connect_as(&daemon, name, &[]).await;
+        for (command, failed) in [("seq 1 100000", false), ("seq 1 100000; exit 3", true)] {
+            let result = call_as(&client, "bash", json!({"command": command})).await;
+            assert_eq!(is_error(&result), failed, "{name}: {command}");
+            let text = text_of(&result);
+            let budget = if failed { error } else { success };
+            assert!(
+                text.len() <= budget && text.lines().count() <= lines,
+                "{name}: `{command}` gave {} bytes, {} lines; it shows {budget} bytes, {lines} lines",
+                text.len(),
+                text.lines().count()
+            );
+            let status = if failed { "exit code: 3" } else { "exit code: 0" };
+            assert_eq!(text.lines().next(), Some(status), "{name}: {text}");
+            assert_eq!(text.lines().last(), Some(status), "{name}: {text}");
+            // What it left out is exactly what the call it names reads.
+            let (call, offset, limit) = rest_call(&text);
+            assert_eq!(offset, 1, "{call}");
+            let first_shown: u64 = text.lines().nth(2).unwrap().parse().unwrap();
+            assert_eq!(first_shown, limit + 1, "{name}: {call} then {first_shown}");
+            let page = call_as(
+                &client,
+                "bash_output",
+                json!({"job": job_in(&call), "offset": offset, "limit": 1}),
+            )
+            .await;
+            assert!(text_of(&page).starts_with("1\n"), "{}", text_of(&page));
+        }
+        // Both streams share it.
+        let both = call_as(
+            &client,
+            "bash",
+            json!({"command": "seq 1 50000; seq 1 50000 >&2"}),
+        )
+        .await;
+        let text = text_of(&both);
+        assert!(
+            text.len() <= success && text.contains("stderr:\n") && text.contains("stdout:\n"),
+            "{name}: {} bytes",
+            text.len()
+        );
+        // A page is no longer than the client shows.
+        let job = job_in(&text);
+        let page = text_of(&call_as(&client, "bash_output", json!({"job": job})).await);
+        assert!(page.len() <= success, "{name}: a page of {} bytes", page.len());
+        assert!(page.contains("bash_output(job="), "{page}");
+        // A call's own limits win.
+        let own = call_as(
+            &client,
+            "bash",
+            json!({"command": "seq 1 100000", "max_lines": 20000, "max_bytes": 200000}),
+        )
+        .await;
+        assert!(
+            text_of(&own).lines().count() > 20_000,
+            "{name}: max_lines=20000 with max_bytes=200000 was not taken"
+        );
+        client.cancel().await.unwrap();
+    }
+}
+
+/// A check of a job that printed more than Codex shows names the new lines it leaves
+/// out, and reading them from there gives what was cut.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_34_a_check_cut_to_the_client_names_the_lines_it_leaves_out() {
+    let daemon = Daemon::start();
+    let client = connect_as(&daemon, "codex-mcp-client", &[]).await;
+    let started = call_as(
+        &client,
+        "bash",
+        json!({"command": "sleep 1; seq 1 3000; sleep 30", "mode": "background"}),
+    )
+    .await;
+    let job = job_in(&text_of(&started));
+    let waited = call_as(
+        &client,
+        "bash_wait",
+        json!({"job": job, "until": "^3000$", "timeout_secs": 20}),
+    )
+    .await;
+    assert!(text_of(&waited).len() <= 10_000, "{}", text_of(&waited));
+    let check = call_as(&client, "bash_check", json!({"job": job})).await;
+    let text = text_of(&check);
+    assert!(text.len() <= 10_000, "a check of {} bytes", text.len());
+    let (call, offset, limit) = rest_call(&text);
+    assert_eq!(offset, 1, "{call}");
+    let first_shown: u64 = text
+        .lines()
+        .find(|l| l.parse::<u64>().is_ok())
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(first_shown, limit + 1, "{call} then {first_shown}\n{text}");
+    call_as(&client, "bash_kill", json!({"job": job})).await;
+    client.cancel().await.unwrap();
+}
+
+/// The variables the agent uses to reach its model stay out of its jobs, unless
+/// `[env] pass` names them; the rest of its environment is the job's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_34_the_agents_credentials_stay_out_of_jobs() {
+    let secrets = [
+        ("ANTHROPIC_API_KEY", "sk-ant-secret"),
+        ("CLAUDE_CODE_OAUTH_TOKEN", "oauth-secret"),
+        ("OPENAI_API_KEY", "sk-openai-secret"),
+        ("GEMINI_API_KEY", "gemini-secret"),
+        ("PROJECT_SETTING", "kept"),
+    ];
+    let env_of = |text: &str, name: &str| -> Option<String> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}=")).map(str::to_owned))
+    };
+    let daemon = Daemon::start();
+    // A client not known: no provider's key.
+    let client = connect_as(&daemon, "some-agent", &secrets).await;
+    let text = text_of(&call_as(&client, "bash", json!({"command": "env"})).await);
+    assert_eq!(env_of(&text, "PROJECT_SETTING").as_deref(), Some("kept"), "{text}");
+    for (name, _) in &secrets[..4] {
+        assert_eq!(env_of(&text, name), None, "{name} reached a job of some-agent");
+    }
+    client.cancel().await.unwrap();
+    // Claude Code: its own keys go, another provider's (the project's) stay.
+    let client = connect_as(&daemon, "claude-code", &secrets).await;
+    let text = text_of(&call_as(&client, "bash", json!({"command": "env"})).await);
+    assert_eq!(env_of(&text, "ANTHROPIC_API_KEY"), None, "{text}");
+    assert_eq!(env_of(&text, "CLAUDE_CODE_OAUTH_TOKEN"), None, "{text}");
+    assert_eq!(
+        env_of(&text, "OPENAI_API_KEY").as_deref(),
+        Some("sk-openai-secret")
+    );
+    client.cancel().await.unwrap();
+    drop(daemon);
+
+    // `[env] pass` lets one through.
+    let daemon = Daemon::start_with_config("[env]\npass = [\"ANTHROPIC_API_KEY\"]\n");
+    let client = connect_as(&daemon, "claude-code", &secrets).await;
+    let text = text_of(&call_as(&client, "bash", json!({"command": "env"})).await);
+    assert_eq!(
+        env_of(&text, "ANTHROPIC_API_KEY").as_deref(),
+        Some("sk-ant-secret"),
+        "{text}"
+    );
+    assert_eq!(env_of(&text, "CLAUDE_CODE_OAUTH_TOKEN"), None, "{text}");
+    client.cancel().await.unwrap();
 }

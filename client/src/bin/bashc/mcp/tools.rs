@@ -27,6 +27,7 @@ use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
 use serde::Deserialize;
 use tokio::sync::Mutex;
 
+use super::clients::{Budget, Settings};
 use super::{schema, words};
 use crate::options::{
     DirectionArg, ModeArg, NetArg, OnTimeoutArg, SandboxArg, StdinArg, StreamArg,
@@ -51,7 +52,13 @@ pub struct BashTools {
     target: bashc::Target,
     /// The connection to bashd, made again after it is lost (a daemon restart).
     client: Arc<Mutex<Option<Client>>>,
+    /// What the config file says of clients' budgets and credentials.
+    settings: Arc<Settings>,
 }
+
+/// Arguments some clients add to every call of every tool, taken and ignored: Gemini
+/// CLI adds `wait_for_previous` (its system prompt tells the model to set it).
+const ADDED_BY_CLIENTS: &[&str] = &["wait_for_previous"];
 
 const INSTRUCTIONS: &str = "bashd runs shell commands for you and owns every process they start. \
 Use the `bash` tool for every shell command. A command that passes its timeout, or a call that reaches its time budget (50 s by default), is not killed: \
@@ -300,7 +307,11 @@ impl ServerHandler for BashTools {
             ));
         };
         let mut arguments = request.arguments.unwrap_or_default();
-        schema::coerce(&mut arguments, schema);
+        prepare(&mut arguments, schema);
+        let client = context
+            .peer
+            .peer_info()
+            .map(|info| info.client_info.name.clone());
         let arguments = serde_json::Value::Object(arguments);
         let call = Call {
             progress: context
@@ -308,6 +319,8 @@ impl ServerHandler for BashTools {
                 .get_progress_token()
                 .map(|token| (token, context.peer.clone())),
             cancelled: context.ct.clone(),
+            budget: self.settings.budget(client.as_deref()),
+            client,
         };
         let outcome = match name {
             "bash" => match parse(arguments) {
@@ -315,7 +328,7 @@ impl ServerHandler for BashTools {
                 Err(e) => Err(e),
             },
             "bash_check" => match parse::<JobArgs>(arguments) {
-                Ok(args) => self.check(args).await,
+                Ok(args) => self.check(args, call).await,
                 Err(e) => Err(e),
             },
             "bash_wait" => match parse(arguments) {
@@ -323,7 +336,7 @@ impl ServerHandler for BashTools {
                 Err(e) => Err(e),
             },
             "bash_kill" => match parse(arguments) {
-                Ok(args) => self.kill(args).await,
+                Ok(args) => self.kill(args, call).await,
                 Err(e) => Err(e),
             },
             "bash_jobs" => match parse::<NoArgs>(arguments) {
@@ -340,7 +353,7 @@ impl ServerHandler for BashTools {
             },
             // `schema_of` let only the tools' names through.
             _ => match parse(arguments) {
-                Ok(args) => self.output(args).await,
+                Ok(args) => self.output(args, call).await,
                 Err(e) => Err(e),
             },
         };
@@ -358,6 +371,19 @@ impl ServerHandler for BashTools {
 struct Call {
     progress: Option<(ProgressToken, Peer<RoleServer>)>,
     cancelled: tokio_util::sync::CancellationToken,
+    /// The client's name, as `initialize` gave it.
+    client: Option<String>,
+    /// How much of a result the client shows whole, when it is one that cuts.
+    budget: Option<Budget>,
+}
+
+/// A call's arguments as the tool's schema reads them: without those clients add, and
+/// numbers and booleans in the forms clients write taken as the schema says.
+fn prepare(arguments: &mut JsonObject, schema: &JsonObject) {
+    for added in ADDED_BY_CLIENTS {
+        arguments.remove(*added);
+    }
+    schema::coerce(arguments, schema);
 }
 
 /// The arguments of a call, or a tool error that names the one that is wrong.
@@ -388,6 +414,7 @@ impl BashTools {
         workdir: PathBuf,
         env: Arc<Vec<(Vec<u8>, Vec<u8>)>>,
         target: bashc::Target,
+        settings: Arc<Settings>,
     ) -> BashTools {
         BashTools {
             caller,
@@ -395,6 +422,7 @@ impl BashTools {
             env,
             target,
             client: Arc::new(Mutex::new(None)),
+            settings,
         }
     }
 
@@ -442,6 +470,9 @@ impl BashTools {
                 return Err(bad(name, "0 would show nothing; give 1 or more"));
             }
         }
+        // A call's own limits win: what it asked for is shown, uncut.
+        let own_limits = args.max_lines.is_some() || args.max_bytes.is_some();
+        let stream_budget = call.budget.filter(|_| !own_limits);
         let options = ExecOptions {
             mode: args.mode.map(Into::into),
             timeout_secs: args.timeout_secs,
@@ -450,13 +481,20 @@ impl BashTools {
             description: args.description,
             merge_stderr: args.merge_stderr.unwrap_or(false),
             output: OutputOptions {
-                max_lines: args.max_lines,
-                max_bytes: args.max_bytes,
+                max_lines: args.max_lines.or(stream_budget.map(|b| b.stream_lines())),
+                max_bytes: args.max_bytes.or(stream_budget.map(|b| b.stream_bytes())),
                 direction: args.direction.map(Into::into),
                 head: args.head,
                 tail: args.tail,
             },
-            env: self.env.as_ref().clone(),
+            // The agent's own credentials stay out of its jobs, unless `[env] pass`
+            // names them.
+            env: self
+                .env
+                .iter()
+                .filter(|(name, _)| !self.settings.withheld(call.client.as_deref(), name))
+                .cloned()
+                .collect(),
             limits: JobLimits {
                 memory_bytes: args
                     .memory
@@ -500,12 +538,16 @@ impl BashTools {
         let result = self
             .follow(&client, responses, None, &call, "command")
             .await?;
+        let whole = |result: ExecResult| {
+            let failed = is_failure(&result);
+            words::exec_result(result, failed, true, stream_budget, &|_| None)
+        };
         let Some(until) = wait_until else {
-            return Ok(words::exec_result(&result, is_failure(&result), true));
+            return Ok(whole(result));
         };
         if result.state != JobState::Running {
             // Denied, or could not start.
-            return Ok(words::exec_result(&result, is_failure(&result), true));
+            return Ok(whole(result));
         }
         let request = WaitRequest {
             caller: self.caller.clone(),
@@ -527,7 +569,7 @@ impl BashTools {
         let mut notices = result.notices;
         notices.append(&mut waited.notices);
         waited.notices = notices;
-        Ok(words::exec_result(&waited, is_failure(&waited), true))
+        Ok(whole(waited))
     }
 
     async fn send(&self, args: SendArgs) -> Result<CallToolResult, CallError> {
@@ -658,15 +700,54 @@ impl BashTools {
         ))
     }
 
-    async fn check(&self, args: JobArgs) -> Result<CallToolResult, CallError> {
+    async fn check(&self, args: JobArgs, call: Call) -> Result<CallToolResult, CallError> {
         let request = JobRequest {
             caller: self.caller.clone(),
             job: JobRef::Id(args.job),
             any_session: false,
         };
-        let result = self.client().await?.check(request).await;
+        let client = self.client().await?;
+        let result = client.check(request).await;
         let result = self.answer(result, "job").await?;
-        Ok(words::exec_result(&result, job_failure(&result), false))
+        let failed = job_failure(&result);
+        // A check's lines start at its cursor, which its result does not say: a check
+        // cut to fit names the lines it leaves out from the stream's total.
+        let mut first_lines = [None, None];
+        if let Some(budget) = call.budget
+            && words::over_budget(&result, failed, false, budget)
+        {
+            for (i, stream) in [StreamName::Stdout, StreamName::Stderr].into_iter().enumerate() {
+                let shown = match stream {
+                    StreamName::Stdout => Some(&result.stdout),
+                    StreamName::Stderr => result.stderr.as_ref(),
+                };
+                let Some(shown) = shown.filter(|s| s.total_lines > 0) else {
+                    continue;
+                };
+                let request = OutputRequest {
+                    job: JobRef::Id(result.job.to_string()),
+                    stream,
+                    offset: 1,
+                    limit: Some(1),
+                    caller: self.caller.clone(),
+                    any_session: false,
+                    max_bytes: Some(1),
+                    from_end: false,
+                };
+                // FIXME: of a job still running, lines written since the check make
+                // this later than the check's first line; a first line in the check's
+                // figures would make it exact, and takes a protocol version.
+                if let Ok(page) = client.output(request).await {
+                    first_lines[i] =
+                        Some((page.total_lines + 1).saturating_sub(shown.total_lines).max(1));
+                }
+            }
+        }
+        let first_line = |stream| match stream {
+            StreamName::Stdout => first_lines[0],
+            StreamName::Stderr => first_lines[1],
+        };
+        Ok(words::exec_result(result, failed, false, call.budget, &first_line))
     }
 
     async fn wait(&self, args: WaitArgs, call: Call) -> Result<CallToolResult, CallError> {
@@ -707,10 +788,11 @@ impl BashTools {
         let responses = client.request(Request::Wait(request)).await;
         let responses = self.answer(responses, "job").await?;
         let result = self.follow(&client, responses, job, &call, "job").await?;
-        Ok(words::exec_result(&result, job_failure(&result), true))
+        let failed = job_failure(&result);
+        Ok(words::exec_result(result, failed, true, call.budget, &|_| None))
     }
 
-    async fn kill(&self, args: KillArgs) -> Result<CallToolResult, CallError> {
+    async fn kill(&self, args: KillArgs, call: Call) -> Result<CallToolResult, CallError> {
         let request = KillRequest {
             caller: self.caller.clone(),
             job: JobRef::Id(args.job),
@@ -720,7 +802,8 @@ impl BashTools {
         };
         let result = self.client().await?.kill(request).await;
         let result = self.answer(result, "job").await?;
-        Ok(words::exec_result(&result, job_failure(&result), true))
+        let failed = job_failure(&result);
+        Ok(words::exec_result(result, failed, true, call.budget, &|_| None))
     }
 
     async fn jobs(&self) -> Result<CallToolResult, CallError> {
@@ -738,7 +821,7 @@ impl BashTools {
         Ok(words::tool_result(text, false))
     }
 
-    async fn output(&self, args: OutputArgs) -> Result<CallToolResult, CallError> {
+    async fn output(&self, args: OutputArgs, call: Call) -> Result<CallToolResult, CallError> {
         if args.offset == Some(0) {
             return Err(bad("offset", "lines count from 1"));
         }
@@ -759,6 +842,13 @@ impl BashTools {
             _ => {}
         }
         let stream: StreamName = args.stream.unwrap_or(StreamArg::Stdout).into();
+        // A page the client would cut holds no more than it shows whole.
+        let limit = args
+            .limit
+            .or(call.budget.map(|b| u64::from(b.stream_lines())));
+        let max_bytes = args.max_bytes.or(call
+            .budget
+            .map(|b| u64::from(b.stream_bytes()).min(limits::MAX_PAGE_BYTES)));
         let request = |stream, offset, limit, max_bytes| OutputRequest {
             job: JobRef::Id(args.job.clone()),
             stream,
@@ -780,18 +870,13 @@ impl BashTools {
                         pattern,
                         context: args.context.unwrap_or(0),
                         offset: args.offset.unwrap_or(1),
-                        limit: args.limit,
+                        limit,
                     })
                     .await
             }
             None => {
                 client
-                    .output(request(
-                        stream,
-                        args.offset.unwrap_or(1),
-                        args.limit,
-                        args.max_bytes,
-                    ))
+                    .output(request(stream, args.offset.unwrap_or(1), limit, max_bytes))
                     .await
             }
         };
@@ -894,8 +979,51 @@ mod tests {
         let serde_json::Value::Object(mut arguments) = arguments else {
             panic!("arguments are an object")
         };
-        schema::coerce(&mut arguments, schema_of(tool).unwrap());
+        prepare(&mut arguments, schema_of(tool).unwrap());
         parse(serde_json::Value::Object(arguments))
+    }
+
+    /// Issue 34: Gemini CLI adds `wait_for_previous` to every call of every tool; a
+    /// model's own typo is still refused, naming the arguments there are.
+    #[test]
+    fn arguments_clients_add_are_taken_and_typos_refused() {
+        let calls = [
+            ("bash", serde_json::json!({"command": "ls"})),
+            ("bash_check", serde_json::json!({"job": "j1"})),
+            ("bash_wait", serde_json::json!({"job": "j1"})),
+            ("bash_kill", serde_json::json!({"job": "j1"})),
+            ("bash_jobs", serde_json::json!({})),
+            ("bash_output", serde_json::json!({"job": "j1"})),
+            ("bash_send", serde_json::json!({"job": "j1", "text": "y\n"})),
+            ("bash_screen", serde_json::json!({"job": "j1"})),
+        ];
+        for (tool, mut arguments) in calls {
+            arguments["wait_for_previous"] = serde_json::json!(true);
+            let parsed = match tool {
+                "bash" => parse_as::<BashArgs>(tool, arguments).map(drop),
+                "bash_wait" => parse_as::<WaitArgs>(tool, arguments).map(drop),
+                "bash_kill" => parse_as::<KillArgs>(tool, arguments).map(drop),
+                "bash_jobs" => parse_as::<NoArgs>(tool, arguments).map(drop),
+                "bash_output" => parse_as::<OutputArgs>(tool, arguments).map(drop),
+                "bash_send" => parse_as::<SendArgs>(tool, arguments).map(drop),
+                _ => parse_as::<JobArgs>(tool, arguments).map(drop),
+            };
+            if let Err(e) = parsed {
+                panic!("{tool}: {}", e.0);
+            }
+        }
+        let err = parse_as::<BashArgs>(
+            "bash",
+            serde_json::json!({"command": "ls", "wait_for_previus": true}),
+        )
+        .unwrap_err();
+        assert!(
+            err.0.contains("unknown field `wait_for_previus`")
+                && err.0.contains("`command`")
+                && err.0.contains("`timeout_secs`"),
+            "{}",
+            err.0
+        );
     }
 
     #[test]
