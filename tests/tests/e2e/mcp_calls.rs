@@ -18,17 +18,17 @@ use super::{show, stderr};
 const WITHIN: Duration = Duration::from_secs(20);
 
 /// `bashc mcp` spoken to in raw JSON-RPC lines.
-struct Raw {
+pub struct Raw {
     _child: tokio::process::Child,
     stdin: tokio::process::ChildStdin,
     lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
     /// Notifications read while waiting for responses.
-    notifications: Vec<(Instant, Value)>,
+    pub notifications: Vec<(Instant, Value)>,
 }
 
 impl Raw {
     /// A server for `daemon`, initialized with MCP `version`.
-    async fn start(daemon: &Daemon, version: &str) -> Raw {
+    pub async fn start(daemon: &Daemon, version: &str) -> Raw {
         let mut child = mcp_command(daemon, daemon.scratch())
             .env("BASHD_NO_AUTOSTART", "1")
             .stdin(Stdio::piped())
@@ -61,7 +61,7 @@ impl Raw {
         raw
     }
 
-    async fn send(&mut self, message: Value) {
+    pub async fn send(&mut self, message: Value) {
         let mut line = message.to_string().into_bytes();
         line.push(b'\n');
         self.stdin.write_all(&line).await.unwrap();
@@ -79,7 +79,7 @@ impl Raw {
     }
 
     /// Reads until the response to `id`; notifications meanwhile are kept.
-    async fn response(&mut self, id: i64) -> (Value, usize) {
+    pub async fn response(&mut self, id: i64) -> (Value, usize) {
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -97,7 +97,7 @@ impl Raw {
     }
 
     /// A `tools/call` and its response, with the length of the response's line.
-    async fn call(&mut self, id: i64, tool: &str, arguments: Value) -> (Value, usize) {
+    pub async fn call(&mut self, id: i64, tool: &str, arguments: Value) -> (Value, usize) {
         self.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
             "params": {"name": tool, "arguments": arguments}}))
             .await;
@@ -106,7 +106,7 @@ impl Raw {
 }
 
 /// The text of a raw result, checked to be the one thing sent.
-fn raw_text(response: &Value) -> String {
+pub fn raw_text(response: &Value) -> String {
     let result = &response["result"];
     assert!(result.get("structuredContent").is_none(), "{response}");
     let content = result["content"].as_array().unwrap();

@@ -16,6 +16,7 @@ use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
 use crate::json;
+use crate::mcp_calls::{Raw, raw_text};
 use crate::mcp::{is_error, job_in, mcp_command, text_of};
 
 /// OpenCode ends an MCP server by SIGTERMing every descendant of it that /proc shows.
@@ -344,4 +345,84 @@ async fn issue_34_the_agents_credentials_stay_out_of_jobs() {
     );
     assert_eq!(env_of(&text, "CLAUDE_CODE_OAUTH_TOKEN"), None, "{text}");
     client.cancel().await.unwrap();
+}
+
+/// Issue 34.4: a page of `grep` matches says how many matched, from where, and its
+/// next-page call searches on (it kept `grep=`, which the CLI's hint keeps too).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_34_a_grep_page_says_its_matches_and_its_next_page_greps_on() {
+    let daemon = Daemon::start();
+    let client = connect_as(&daemon, "some-agent", &[]).await;
+    let ran = call_as(&client, "bash", json!({"command": "seq 1 5001"})).await;
+    let job = job_in(&text_of(&ran));
+    let page = call_as(
+        &client,
+        "bash_output",
+        json!({"job": job, "grep": "^500[01]$", "limit": 1}),
+    )
+    .await;
+    let text = text_of(&page);
+    assert!(text.starts_with("5000:5000\n"), "{text}");
+    assert!(!text.contains("5001:5001"), "{text}");
+    assert!(
+        text.contains(&format!("1 line of {job}'s stdout match from line 1 on (5001 lines)")),
+        "{text}"
+    );
+    let (call, offset, _) = {
+        let at = text.find("bash_output(").expect("a next-page call");
+        let call = text[at..at + text[at..].find(')').unwrap() + 1].to_owned();
+        let offset: u64 = call[call.find("offset=").unwrap() + 7..call.len() - 1]
+            .parse()
+            .unwrap();
+        (call, offset, ())
+    };
+    assert!(call.contains("grep=\"^500[01]$\""), "{call}");
+    let next = call_as(
+        &client,
+        "bash_output",
+        json!({"job": job, "grep": "^500[01]$", "offset": offset}),
+    )
+    .await;
+    let text = text_of(&next);
+    assert!(text.starts_with("5001:5001\n"), "{call} gave {text}");
+    assert!(text.contains("the end of the stream"), "{text}");
+    client.cancel().await.unwrap();
+}
+
+/// Issue 34.5: a wait's progress says how long the job has run, not the wait.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_34_a_waits_progress_says_the_jobs_age() {
+    let daemon = Daemon::start();
+    let mut raw = Raw::start(&daemon, "2025-06-18").await;
+    let (started, _) = raw
+        .call(
+            1,
+            "bash",
+            json!({"command": "while true; do echo tick; sleep 1; done", "mode": "background"}),
+        )
+        .await;
+    let job = job_in(&raw_text(&started));
+    let old_enough = wait_until(Duration::from_secs(30), || {
+        let listed = json(&daemon.run_bashc(&["jobs", "--all", "--json"]));
+        listed[0]["duration_ms"].as_u64().unwrap_or(0) >= 8_000
+    });
+    assert!(old_enough, "the job did not run 8 s");
+    raw.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "bash_wait", "arguments": {"job": job, "timeout_secs": 4},
+        "_meta": {"progressToken": "p-i34"}}}))
+        .await;
+    raw.response(2).await;
+    let message = raw
+        .notifications
+        .iter()
+        .find(|(_, n)| n["method"] == "notifications/progress")
+        .map(|(_, n)| n["params"]["message"].as_str().unwrap().to_owned())
+        .expect("no progress during a 4 s wait");
+    let secs: u64 = message
+        .strip_prefix(&format!("{job} running for "))
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{message}"));
+    assert!(secs >= 10, "a job of 11 s and more said to run for {secs} s: {message}");
+    raw.call(3, "bash_kill", json!({"job": job})).await;
 }

@@ -661,9 +661,21 @@ impl BashTools {
         }
     }
 
-    /// `j12 running for 15 s: <its last line>`.
+    /// `j12 running for 15 s: <its last line>`: the job's age, which a wait for a job
+    /// started long before the call has beyond the call's `elapsed`.
     async fn progress_message(&self, client: &Client, job: JobId, elapsed: Duration) -> String {
-        let mut message = format!("{job} running for {} s", elapsed.as_secs());
+        let request = JobsRequest {
+            caller: self.caller.clone(),
+            session: Some(self.caller.session.clone()),
+        };
+        let age = match client.jobs(request).await {
+            Ok(jobs) => jobs
+                .iter()
+                .find(|info| info.job == job)
+                .map_or(elapsed, |info| Duration::from_millis(info.duration_ms)),
+            Err(_) => elapsed,
+        };
+        let mut message = format!("{job} running for {} s", age.as_secs());
         for stream in [StreamName::Stdout, StreamName::Stderr] {
             let request = OutputRequest {
                 job: JobRef::Id(job.to_string()),
@@ -860,6 +872,7 @@ impl BashTools {
             from_end: false,
         };
         let client = self.client().await?;
+        let grep = args.grep.clone();
         let page = match args.grep {
             Some(pattern) => {
                 client
@@ -882,7 +895,7 @@ impl BashTools {
         };
         let page = self.answer(page, "job").await?;
         // An empty stream says where the output is: the other stream's totals.
-        let other: Option<OutputPage> = if page.lines == 0 && page.total_lines == 0 {
+        let other: Option<OutputPage> = if grep.is_none() && page.lines == 0 && page.total_lines == 0 {
             let other = match stream {
                 StreamName::Stdout => StreamName::Stderr,
                 StreamName::Stderr => StreamName::Stdout,
@@ -894,7 +907,8 @@ impl BashTools {
         } else {
             None
         };
-        Ok(words::page_result(&page, other.as_ref()))
+        let grep = grep.as_deref().map(|pattern| (pattern, args.context.unwrap_or(0)));
+        Ok(words::page_result(&page, other.as_ref(), grep))
     }
 
     /// The daemon's answer, or the tool error for it: a thing the daemon did not find

@@ -81,7 +81,16 @@ fn exec_text(result: &ExecResult, whole: bool) -> String {
 /// A page of output: its lines, then in brackets its notices, the range shown and
 /// the call for the next page; or, for a page without lines, why it has none.
 /// `other` is the other stream's page, asked for when this stream is empty.
-pub fn page_result(page: &OutputPage, other: Option<&OutputPage>) -> CallToolResult {
+/// `grep` is the search a page of matches came from (its pattern and context): its
+/// range counts matches, and its next page searches on.
+pub fn page_result(
+    page: &OutputPage,
+    other: Option<&OutputPage>,
+    grep: Option<(&str, u32)>,
+) -> CallToolResult {
+    if let Some((pattern, context)) = grep {
+        return grep_result(page, pattern, context);
+    }
     let mut text = render::page_text(page);
     let mut said = Vec::new();
     if page.lines == 0 {
@@ -107,6 +116,48 @@ pub fn page_result(page: &OutputPage, other: Option<&OutputPage>) -> CallToolRes
         }
         text.push_str(&format!("[{}]\n", said.join("\n")));
     }
+    tool_result(text, false)
+}
+
+/// A page of matches: the matching lines numbered as `grep -n` does, then what was
+/// searched and the call for the next page, which searches on with the same pattern.
+fn grep_result(page: &OutputPage, pattern: &str, context: u32) -> CallToolResult {
+    let mut text = render::page_text(page);
+    let mut said: Vec<String> = page.notices.iter().map(notice).collect();
+    let (job, name) = (page.job, render::stream_name(page.stream));
+    let matches = match page.lines {
+        0 => "no line".to_owned(),
+        1 => "1 line".to_owned(),
+        n => format!("{n} lines"),
+    };
+    let so_far = if page.complete { "" } else { " so far" };
+    let searched = format!(
+        "{matches} of {job}'s {name} match from line {} on ({} lines{so_far})",
+        page.offset, page.total_lines
+    );
+    said.push(match page.next_offset {
+        Some(next) => {
+            let stream_argument = match page.stream {
+                StreamName::Stdout => "",
+                StreamName::Stderr => ", stream=\"stderr\"",
+            };
+            let context_argument = if context > 0 {
+                format!(", context={context}")
+            } else {
+                String::new()
+            };
+            format!(
+                "{searched}; more may follow: bash_output(job=\"{job}\"{stream_argument}, grep={}{context_argument}, offset={next})",
+                serde_json::Value::String(pattern.to_owned())
+            )
+        }
+        None if page.complete => format!("{searched}: the end of the stream"),
+        None => format!("{searched}: all there are so far; the job is still running"),
+    });
+    if !text.is_empty() {
+        text.push('\n');
+    }
+    text.push_str(&format!("[{}]\n", said.join("\n")));
     tool_result(text, false)
 }
 
