@@ -372,6 +372,8 @@ pub struct JobInfo {
     pub pid: Option<u32>,
     pub state: JobState,
     pub exit_code: Option<i32>,
+    /// The signal that ended its shell, for a job ended by one (as in `check --json`).
+    pub signal: Option<i32>,
     /// `foreground` or `background`: background once the job outlives its request.
     pub mode: String,
     /// The command, cut to its first 4 KiB.

@@ -426,3 +426,37 @@ async fn issue_34_a_waits_progress_says_the_jobs_age() {
     assert!(secs >= 10, "a job of 11 s and more said to run for {secs} s: {message}");
     raw.call(3, "bash_kill", json!({"job": job})).await;
 }
+
+/// Found beside issue 34: `jobs --json` says the signal that ended a job, as
+/// `check --json` does.
+#[test]
+fn issue_34_jobs_json_has_the_signal_of_a_signaled_job() {
+    let daemon = Daemon::start();
+    let out = daemon.run_bashc(&["exec", "--", "kill -TERM $$"]);
+    assert_eq!(out.status.code(), Some(128 + 15), "{}", crate::show(&out));
+    let jobs = json(&daemon.run_bashc(&["jobs", "--json"]));
+    assert_eq!(jobs[0]["state"], "signaled", "{jobs}");
+    assert_eq!(jobs[0]["signal"], 15, "{jobs}");
+}
+
+/// Found beside issue 34: vim on a stdin pipe warns that its input is not a terminal
+/// and then waits; the result of the call that reaches its timeout says to run it on
+/// a terminal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_34_vim_on_pipes_is_told_to_run_on_a_terminal() {
+    let daemon = Daemon::start();
+    let client = connect_as(&daemon, "some-agent", &[]).await;
+    let file = daemon.scratch().join("notes.txt");
+    let result = call_as(
+        &client,
+        "bash",
+        json!({"command": format!("vim {}", file.display()), "stdin": "pipe", "timeout_secs": 3}),
+    )
+    .await;
+    let text = text_of(&result);
+    assert!(text.contains("Input is not from a terminal"), "{text}");
+    assert!(text.contains("bash(pty=true)"), "{text}");
+    let job = job_in(&text);
+    call_as(&client, "bash_kill", json!({"job": job})).await;
+    client.cancel().await.unwrap();
+}

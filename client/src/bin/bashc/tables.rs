@@ -218,6 +218,7 @@ mod tests {
             pid: Some(4000 + id as u32),
             state,
             exit_code,
+            signal: None,
             mode: "default".to_owned(),
             command: format!("sleep {id}"),
             description: None,

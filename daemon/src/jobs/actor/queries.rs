@@ -297,15 +297,17 @@ impl JobsActor {
     }
 
     pub(super) fn info(&self, job: &Job) -> JobInfo {
-        let (state, exit_code, duration_ms, record) = match &job.status {
+        let (state, exit_code, signal, duration_ms, record) = match &job.status {
             Status::Ended(ended) => (
                 ended.result.state,
                 ended.result.exit_code,
+                ended.result.signal,
                 ended.result.duration_ms,
                 ended.result.record.clone(),
             ),
             Status::Starting { .. } | Status::Running { .. } => (
                 JobState::Running,
+                None,
                 None,
                 job.started.elapsed().as_millis() as u64,
                 None,
@@ -322,6 +324,7 @@ impl JobsActor {
             pid: job.pid,
             state,
             exit_code,
+            signal,
             mode: mode.to_owned(),
             command: job.command.clone(),
             description: job.description.clone(),
