@@ -60,14 +60,18 @@ pub struct BashTools {
 /// CLI adds `wait_for_previous` (its system prompt tells the model to set it).
 const ADDED_BY_CLIENTS: &[&str] = &["wait_for_previous"];
 
-const INSTRUCTIONS: &str = "bashd runs shell commands for you and owns every process they start. \
-Use the `bash` tool for every shell command. A command that passes its timeout, or a call that reaches its time budget (50 s by default), is not killed: \
+const INSTRUCTIONS: &str = "bashd runs shell commands for you and owns every process they start: \
+run a shell command, start a dev server or watcher in the background, wait for output, \
+type into a program that prompts. Use the `bash` tool for every shell command. A command that passes its timeout, or a call that reaches its time budget (50 s by default), is not killed: \
 it goes on as a background job, and bash_check, bash_wait and bash_kill reach it by its job id. \
 Start servers and watchers with mode=background. Nothing persists between calls but files: \
 pass `workdir` to run somewhere else. When output is cut, bash_output pages through the whole \
-of it. A denied command did not run: do what the denial says instead.";
+of it. A denied command did not run: do what the denial says instead. \
+To start a dev server: bash(command, wait_until=\"Listening|ready\"). To wait for output \
+of a running job: bash_wait(job, until=REGEX). To type into a program: bash_send(job, text) \
+on a job started with stdin=\"pipe\" or pty=true.";
 
-const BASH: &str = "Run a shell command (`bash -c COMMAND`) through bashd, which owns every process it starts.
+const BASH: &str = "Run a shell command (`bash -c COMMAND`) through bashd, which owns every process it starts: a terminal command, a build, a test suite, a script, or start a dev server in the background.
 
 Each call is a fresh shell: the working directory, variables and `cd` do not persist between calls. Pass `workdir` (absolute, or relative to the directory the MCP server started in, which is the default). stdin is /dev/null and pagers and editors are disabled: never run anything interactive. With stdin=\"pipe\" the job reads a pipe instead, which bash_send writes to (for a prompt you cannot avoid); there is no terminal.
 
@@ -81,11 +85,11 @@ Policy: bashd refuses, before anything runs, the dangerous commands agents are k
 
 Result: the output, then what happened (notices, the job id when it runs on), then the exit code. The result is an error (isError) when the command exited non-zero, was ended by a signal, was killed, or was denied.";
 
-const BASH_CHECK: &str = "New output of a job since this session last checked it, and its state: whole lines only (a line still being written waits for the next check), so two checks never repeat or lose a line. Returns at once; use it to follow a background job or a command that went on past its timeout. When more new lines came than the limits show, the last ones are shown and the result says how to read the others with bash_output. Only this session's jobs.";
+const BASH_CHECK: &str = "Read the new output of a running or background job (a dev server, a watcher, a long build) since this session last checked it, and its state: whole lines only (a line still being written waits for the next check), so two checks never repeat or lose a line. Returns at once; use it to follow a background job or a command that went on past its timeout. When more new lines came than the limits show, the last ones are shown and the result says how to read the others with bash_output. Only this session's jobs.";
 
-const BASH_WAIT: &str = "Wait for a job to end and return its result (its output as for `bash`). With `timeout_secs`, give up waiting after that long; a wait also returns within the call budget (50 s by default). Either way the job keeps running, the result has state `running`, and you may wait again. With `until` (a regex a new output line must match), `port` (a TCP port a process of the job listens on) or `idle_secs` (no output for that long), return as soon as one of them is met, saying which (and the matching line with the lines around it); the job keeps running. Use it instead of sleeping: start a server with mode=\"background\", then bash_wait(job, until=\"Listening\", timeout_secs=45). Only this session's jobs.";
+const BASH_WAIT: &str = "Wait for output of a job, or for it to end (a server to be ready, a build to finish, a line to appear), and return its result (its output as for `bash`). With `timeout_secs`, give up waiting after that long; a wait also returns within the call budget (50 s by default). Either way the job keeps running, the result has state `running`, and you may wait again. With `until` (a regex a new output line must match), `port` (a TCP port a process of the job listens on) or `idle_secs` (no output for that long), return as soon as one of them is met, saying which (and the matching line with the lines around it); the job keeps running. Use it instead of sleeping: start a server with mode=\"background\", then bash_wait(job, until=\"Listening\", timeout_secs=45). Only this session's jobs.";
 
-const BASH_SEND: &str = "Write text to the stdin of a job started with stdin=\"pipe\" or pty=true (for a prompt that cannot be avoided, or a REPL): `text` goes as is (end it with \"\\n\" to press Enter), `keys` presses keys on a terminal job as tmux names them ([\"6*7\", \"Enter\"], [\"C-c\"], [\"Esc\", \":wq\", \"Enter\"]), `eof`=true closes the job's stdin afterwards. A terminal job answers with its screen once its output settles. Then bash_check or bash_wait shows what the job did. A job marked `waiting for input?` is blocked reading its stdin.";
+const BASH_SEND: &str = "Type into a program: answer a prompt, drive a REPL or an editor. Writes text to the stdin of a job started with stdin=\"pipe\" or pty=true (for a prompt that cannot be avoided, or a REPL): `text` goes as is (end it with \"\\n\" to press Enter), `keys` presses keys on a terminal job as tmux names them ([\"6*7\", \"Enter\"], [\"C-c\"], [\"Esc\", \":wq\", \"Enter\"]), `eof`=true closes the job's stdin afterwards. A terminal job answers with its screen once its output settles. Then bash_check or bash_wait shows what the job did. A job marked `waiting for input?` is blocked reading its stdin.";
 
 const BASH_SCREEN: &str = "The screen of a job started with pty=true, as a terminal shows it: its rows as text, then its size, the cursor and whether a process of the job waits for input (blocked reading the terminal). Use it for REPLs, editors (vim), pagers (less), top, prompts: what scrolled off the screen is the job's output (bash_check, bash_output).";
 
@@ -1096,6 +1100,31 @@ mod tests {
             "{}",
             err.0
         );
+    }
+
+    /// Issue 34: a client that hides tools behind a search (Claude Code) finds each
+    /// tool by what an agent asks for, in its name and description, and the server's
+    /// instructions say them all.
+    #[test]
+    fn tools_are_found_by_what_an_agent_searches_for() {
+        let searches = [
+            ("run a shell command", "bash"),
+            ("start a dev server", "bash"),
+            ("wait for output", "bash_wait"),
+            ("type into a program", "bash_send"),
+        ];
+        for (search, tool) in searches {
+            let found = TOOLS
+                .iter()
+                .find(|t| t.name == tool)
+                .and_then(|t| t.description.as_deref())
+                .is_some_and(|d| d.to_lowercase().contains(search));
+            assert!(found, "{tool}'s description does not say {search:?}");
+            assert!(
+                INSTRUCTIONS.to_lowercase().contains(search),
+                "the instructions do not say {search:?}"
+            );
+        }
     }
 
     /// Issue 15: every tool's schema is flat.
