@@ -199,15 +199,13 @@ fn spawn_daemon(
     // SAFETY: fork, write and _exit are async-signal-safe; the child of the fork is
     // the only process that goes on to exec.
     unsafe {
-        command.pre_exec(move || {
-            match libc::fork() {
-                -1 => Err(std::io::Error::last_os_error()),
-                0 => Ok(()),
-                daemon => {
-                    let bytes = daemon.to_ne_bytes();
-                    libc::write(pid_fd, bytes.as_ptr().cast(), bytes.len());
-                    libc::_exit(0)
-                }
+        command.pre_exec(move || match libc::fork() {
+            -1 => Err(std::io::Error::last_os_error()),
+            0 => Ok(()),
+            daemon => {
+                let bytes = daemon.to_ne_bytes();
+                libc::write(pid_fd, bytes.as_ptr().cast(), bytes.len());
+                libc::_exit(0)
             }
         });
     }

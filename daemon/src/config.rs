@@ -1255,7 +1255,10 @@ mod tests {
         assert_eq!(effective.mcp_clients, config.mcp_clients);
         assert_eq!(effective.env_pass, config.env_pass);
         let err = parse("[mcp.clients.x]\nresult_byte = 5000\n").unwrap_err();
-        assert!(err.contains("unknown key") && err.contains("result_bytes"), "{err}");
+        assert!(
+            err.contains("unknown key") && err.contains("result_bytes"),
+            "{err}"
+        );
         let err = parse("[mcp.clients.x]\nresult_bytes = 5\n").unwrap_err();
         assert!(err.contains("must be a whole number from 1000"), "{err}");
         assert!(parse("[env]\npass = \"OPENAI_API_KEY\"\n").is_err());

@@ -9,6 +9,5 @@ pub mod sshd;
 
 pub use daemon::{Daemon, bin_path};
 pub use procs::{
-    KillOnDrop, alive, descendants, output_of_new_file, pids_running, wait_for_running,
-    wait_until,
+    KillOnDrop, alive, descendants, output_of_new_file, pids_running, wait_for_running, wait_until,
 };

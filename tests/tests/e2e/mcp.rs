@@ -196,7 +196,10 @@ async fn an_agent_runs_follows_pages_and_kills_jobs_through_the_tools() {
     );
     let pwd = call(&client, "bash", json!({"command": "pwd"})).await;
     assert!(
-        text_of(&pwd).starts_with(&format!("exit code: 0\nstdout:\n{}\n", daemon.scratch().display())),
+        text_of(&pwd).starts_with(&format!(
+            "exit code: 0\nstdout:\n{}\n",
+            daemon.scratch().display()
+        )),
         "{}",
         text(&pwd)
     );
@@ -430,14 +433,20 @@ async fn the_server_reconnects_to_a_restarted_daemon() {
     let mut daemon = Daemon::start();
     let client = connect(&daemon).await;
     let result = call(&client, "bash", json!({"command": "echo before"})).await;
-    assert_eq!(text_of(&result), "exit code: 0\nstdout:\nbefore\n\nexit code: 0\n");
+    assert_eq!(
+        text_of(&result),
+        "exit code: 0\nstdout:\nbefore\n\nexit code: 0\n"
+    );
     let first = job_of_last(&daemon);
 
     daemon.kill_daemon();
     daemon.restart();
     let result = call(&client, "bash", json!({"command": "echo after"})).await;
     assert!(!is_error(&result), "{}", text(&result));
-    assert_eq!(text_of(&result), "exit code: 0\nstdout:\nafter\n\nexit code: 0\n");
+    assert_eq!(
+        text_of(&result),
+        "exit code: 0\nstdout:\nafter\n\nexit code: 0\n"
+    );
     assert_ne!(job_of_last(&daemon), first, "a job id was reused");
     // A job of the daemon that died is said to be lost in the restart.
     let gone = call(&client, "bash_check", json!({"job": first})).await;

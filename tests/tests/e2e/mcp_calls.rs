@@ -165,7 +165,10 @@ async fn issue_15_a_cancelled_call_kills_its_job_and_a_cancelled_wait_only_stops
     assert_eq!(record.unwrap()["ended_by"], "cancel");
     // The server goes on.
     let after = call(&client, "bash", json!({"command": "echo after"})).await;
-    assert_eq!(text_of(&after), "exit code: 0\nstdout:\nafter\n\nexit code: 0\n");
+    assert_eq!(
+        text_of(&after),
+        "exit code: 0\nstdout:\nafter\n\nexit code: 0\n"
+    );
     client.cancel().await.unwrap();
 
     // In raw JSON-RPC: the cancel of a wait leaves the job running.
@@ -599,5 +602,8 @@ async fn issue_15_a_batch_is_answered_as_the_negotiated_version_says() {
     assert_eq!(by_id(9)["error"]["code"], -32600);
     // And the server goes on, one message a line.
     let (result, _) = older.call(10, "bash", json!({"command": "echo on"})).await;
-    assert_eq!(raw_text(&result), "exit code: 0\nstdout:\non\n\nexit code: 0\n");
+    assert_eq!(
+        raw_text(&result),
+        "exit code: 0\nstdout:\non\n\nexit code: 0\n"
+    );
 }

@@ -16,8 +16,8 @@ use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
 use crate::json;
-use crate::mcp_calls::{Raw, raw_text};
 use crate::mcp::{is_error, job_in, mcp_command, text_of};
+use crate::mcp_calls::{Raw, raw_text};
 
 /// OpenCode ends an MCP server by SIGTERMing every descendant of it that /proc shows.
 /// A daemon the server started must not be one of them: it serves every session, and
@@ -91,10 +91,13 @@ async fn connect_as(
         .stderr(Stdio::null())
         .spawn()
         .expect("cannot start bashc mcp");
-    ClientConfig::new(ClientCapabilities::default(), Implementation::new(name, "1.0"))
-        .serve(transport)
-        .await
-        .expect("MCP initialization failed")
+    ClientConfig::new(
+        ClientCapabilities::default(),
+        Implementation::new(name, "1.0"),
+    )
+    .serve(transport)
+    .await
+    .expect("MCP initialization failed")
 }
 
 async fn call_as(
@@ -125,21 +128,25 @@ async fn issue_34_gemini_s_wait_for_previous_is_taken_by_every_tool() {
     .await;
     let text = text_of(&ran);
     assert!(!is_error(&ran) && text.contains("ran\n"), "{text}");
-    let job = job_in(
-        &text_of(
-            &call_as(
-                &client,
-                "bash",
-                json!({"command": "sleep 30", "mode": "background", "wait_for_previous": false}),
-            )
-            .await,
-        ),
-    );
+    let job = job_in(&text_of(
+        &call_as(
+            &client,
+            "bash",
+            json!({"command": "sleep 30", "mode": "background", "wait_for_previous": false}),
+        )
+        .await,
+    ));
     for (tool, args) in [
         ("bash_jobs", json!({"wait_for_previous": true})),
         ("bash_check", json!({"job": job, "wait_for_previous": true})),
-        ("bash_output", json!({"job": job, "wait_for_previous": true})),
-        ("bash_screen", json!({"job": job, "wait_for_previous": true})),
+        (
+            "bash_output",
+            json!({"job": job, "wait_for_previous": true}),
+        ),
+        (
+            "bash_screen",
+            json!({"job": job, "wait_for_previous": true}),
+        ),
         (
             "bash_wait",
             json!({"job": job, "timeout_secs": 0.2, "wait_for_previous": true}),
@@ -157,7 +164,12 @@ async fn issue_34_gemini_s_wait_for_previous_is_taken_by_every_tool() {
             "{tool} refused the argument Gemini adds: {text}"
         );
     }
-    let typo = call_as(&client, "bash", json!({"command": "echo no", "comand": "x"})).await;
+    let typo = call_as(
+        &client,
+        "bash",
+        json!({"command": "echo no", "comand": "x"}),
+    )
+    .await;
     let text = text_of(&typo);
     assert!(is_error(&typo), "{text}");
     assert!(
@@ -184,7 +196,10 @@ fn rest_call(text: &str) -> (String, u64, u64) {
         .unwrap_or_else(|| panic!("no bash_output call in {text}"));
     let call = &text[at..at + text[at..].find(')').unwrap() + 1];
     let number = |key: &str| -> u64 {
-        let from = call.find(key).unwrap_or_else(|| panic!("no {key} in {call}")) + key.len();
+        let from = call
+            .find(key)
+            .unwrap_or_else(|| panic!("no {key} in {call}"))
+            + key.len();
         call[from..]
             .chars()
             .take_while(char::is_ascii_digit)
@@ -213,7 +228,11 @@ async fn issue_34_each_client_gets_a_result_it_shows_whole() {
                 text.len(),
                 text.lines().count()
             );
-            let status = if failed { "exit code: 3" } else { "exit code: 0" };
+            let status = if failed {
+                "exit code: 3"
+            } else {
+                "exit code: 0"
+            };
             assert_eq!(text.lines().next(), Some(status), "{name}: {text}");
             assert_eq!(text.lines().last(), Some(status), "{name}: {text}");
             // What it left out is exactly what the call it names reads.
@@ -245,7 +264,11 @@ async fn issue_34_each_client_gets_a_result_it_shows_whole() {
         // A page is no longer than the client shows.
         let job = job_in(&text);
         let page = text_of(&call_as(&client, "bash_output", json!({"job": job})).await);
-        assert!(page.len() <= success, "{name}: a page of {} bytes", page.len());
+        assert!(
+            page.len() <= success,
+            "{name}: a page of {} bytes",
+            page.len()
+        );
         assert!(page.contains("bash_output(job="), "{page}");
         // A call's own limits win.
         let own = call_as(
@@ -317,9 +340,17 @@ async fn issue_34_the_agents_credentials_stay_out_of_jobs() {
     // A client not known: no provider's key.
     let client = connect_as(&daemon, "some-agent", &secrets).await;
     let text = text_of(&call_as(&client, "bash", json!({"command": "env"})).await);
-    assert_eq!(env_of(&text, "PROJECT_SETTING").as_deref(), Some("kept"), "{text}");
+    assert_eq!(
+        env_of(&text, "PROJECT_SETTING").as_deref(),
+        Some("kept"),
+        "{text}"
+    );
     for (name, _) in &secrets[..4] {
-        assert_eq!(env_of(&text, name), None, "{name} reached a job of some-agent");
+        assert_eq!(
+            env_of(&text, name),
+            None,
+            "{name} reached a job of some-agent"
+        );
     }
     client.cancel().await.unwrap();
     // Claude Code: its own keys go, another provider's (the project's) stay.
@@ -365,7 +396,9 @@ async fn issue_34_a_grep_page_says_its_matches_and_its_next_page_greps_on() {
     assert!(text.starts_with("5000:5000\n"), "{text}");
     assert!(!text.contains("5001:5001"), "{text}");
     assert!(
-        text.contains(&format!("1 line of {job}'s stdout match from line 1 on (5001 lines)")),
+        text.contains(&format!(
+            "1 line of {job}'s stdout match from line 1 on (5001 lines)"
+        )),
         "{text}"
     );
     let (call, offset, _) = {
@@ -407,10 +440,12 @@ async fn issue_34_a_waits_progress_says_the_jobs_age() {
         listed[0]["duration_ms"].as_u64().unwrap_or(0) >= 8_000
     });
     assert!(old_enough, "the job did not run 8 s");
-    raw.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+    raw.send(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
         "name": "bash_wait", "arguments": {"job": job, "timeout_secs": 4},
-        "_meta": {"progressToken": "p-i34"}}}))
-        .await;
+        "_meta": {"progressToken": "p-i34"}}}),
+    )
+    .await;
     raw.response(2).await;
     let message = raw
         .notifications
@@ -423,7 +458,10 @@ async fn issue_34_a_waits_progress_says_the_jobs_age() {
         .and_then(|rest| rest.split(' ').next())
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("{message}"));
-    assert!(secs >= 10, "a job of 11 s and more said to run for {secs} s: {message}");
+    assert!(
+        secs >= 10,
+        "a job of 11 s and more said to run for {secs} s: {message}"
+    );
     raw.call(3, "bash_kill", json!({"job": job})).await;
 }
 

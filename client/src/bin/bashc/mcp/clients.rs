@@ -202,7 +202,11 @@ impl Settings {
     pub fn budget(&self, name: Option<&str>) -> Option<Budget> {
         let name = name?;
         let known = known(name).map(|k| k.budget);
-        let configured = self.clients.iter().find(|(n, _)| n == name).map(|(_, k)| *k);
+        let configured = self
+            .clients
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, k)| *k);
         match (known, configured) {
             (known, Some(keys)) => {
                 let base = known.unwrap_or(CONFIGURED_DEFAULT);
@@ -259,7 +263,8 @@ pub fn fit(
             break;
         }
         // The hint a newly cut stream gets takes a line of its own.
-        let excess_bytes = bytes.saturating_sub(max_bytes) + if bytes > max_bytes { 256 } else { 0 };
+        let excess_bytes =
+            bytes.saturating_sub(max_bytes) + if bytes > max_bytes { 256 } else { 0 };
         let excess_lines = lines.saturating_sub(max_lines) + if lines > max_lines { 2 } else { 0 };
         let stderr_bytes = result.stderr.as_ref().map_or(0, |s| s.text.len());
         // A screen stands in for stdout: only stderr can be cut then.
@@ -419,5 +424,160 @@ fn note_check_cut(
             }
         }
         None => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bashc::protocol::{JobId, JobState};
+
+    use super::*;
+
+    fn stream(lines: std::ops::RangeInclusive<u64>, direction: Direction) -> StreamResult {
+        let text: String = lines.clone().map(|n| format!("{n}\n")).collect();
+        let count = lines.count() as u64;
+        StreamResult {
+            shown_bytes: text.len() as u64,
+            text,
+            truncated: false,
+            truncated_by: None,
+            direction,
+            total_lines: count,
+            total_bytes: 0,
+            shown_lines: count,
+            partial: false,
+            full_output: None,
+        }
+    }
+
+    fn result(stdout: StreamResult) -> ExecResult {
+        ExecResult {
+            job: JobId(1),
+            session: "s".into(),
+            pid: Some(1),
+            state: JobState::Exited,
+            exit_code: Some(0),
+            signal: None,
+            duration_ms: 1,
+            backgrounded: false,
+            description: None,
+            workdir: "/".into(),
+            stdout,
+            stderr: None,
+            notices: Vec::new(),
+            record: None,
+            sandbox: None,
+            screen: None,
+        }
+    }
+
+    fn text_of(result: &ExecResult) -> String {
+        result.stdout.text.clone()
+    }
+
+    #[test]
+    fn a_tail_loses_its_first_lines_and_says_so_in_its_figures() {
+        let mut cut = result(stream(1..=1000, Direction::Tail));
+        let text = fit(&mut cut, true, 500, 10_000, &|_| None, &text_of);
+        assert!(text.len() <= 500, "{}", text.len());
+        let first: u64 = text.lines().next().unwrap().parse().unwrap();
+        assert!(text.ends_with("1000\n"));
+        assert!(cut.stdout.truncated);
+        assert_eq!(cut.stdout.shown_lines, 1000 - first + 1);
+        assert_eq!(cut.stdout.shown_bytes, text.len() as u64);
+    }
+
+    #[test]
+    fn a_head_loses_its_last_lines() {
+        let mut cut = result(stream(1..=1000, Direction::Head));
+        let text = fit(&mut cut, true, 10_000, 100, &|_| None, &text_of);
+        assert!(text.starts_with("1\n") && text.lines().count() <= 100);
+        assert_eq!(cut.stdout.shown_lines, text.lines().count() as u64);
+    }
+
+    #[test]
+    fn a_head_tail_loses_the_lines_after_its_marker() {
+        let mut whole = stream(1..=10, Direction::HeadTail);
+        whole.text = "1\n2\n... [990 lines omitted] ...\n993\n994\n995\n996\n997\n998\n999\n1000\n"
+            .to_owned();
+        whole.total_lines = 1000;
+        whole.shown_lines = 10;
+        whole.truncated = true;
+        let mut cut = result(whole);
+        let text = fit(&mut cut, true, 10_000, 6, &|_| None, &text_of);
+        assert!(text.starts_with("1\n2\n... [99"), "{text}");
+        assert!(text.ends_with("1000\n"), "{text}");
+        let hidden = cut.stdout.total_lines - cut.stdout.shown_lines;
+        assert!(
+            text.contains(&format!("... [{hidden} lines omitted] ...")),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn one_long_line_is_cut_on_a_char_boundary() {
+        let mut long = stream(1..=1, Direction::Tail);
+        long.text = format!("{}\n", "é".repeat(1000));
+        long.shown_bytes = long.text.len() as u64;
+        let mut cut = result(long);
+        let text = fit(&mut cut, true, 301, 100, &|_| None, &text_of);
+        assert!(text.len() <= 301 && text.ends_with("é\n"), "{}", text.len());
+        assert!(cut.stdout.partial && cut.stdout.shown_lines == 1);
+    }
+
+    #[test]
+    fn a_checks_cut_lines_join_its_notice_or_make_one() {
+        let mut check = result(stream(501..=1000, Direction::Tail));
+        let text = fit(&mut check, false, 1_000, 10_000, &|_| Some(501), &text_of);
+        let first: u64 = text.lines().next().unwrap().parse().unwrap();
+        assert_eq!(
+            check.notices,
+            [Notice::LinesNotShown {
+                job: JobId(1),
+                stream: StreamName::Stdout,
+                offset: 501,
+                lines: first - 501,
+            }]
+        );
+        let mut check = result(stream(501..=1000, Direction::Tail));
+        check.stdout.truncated = true;
+        check.notices.push(Notice::LinesNotShown {
+            job: JobId(1),
+            stream: StreamName::Stdout,
+            offset: 1,
+            lines: 500,
+        });
+        let text = fit(&mut check, false, 1_000, 10_000, &|_| None, &text_of);
+        let first: u64 = text.lines().next().unwrap().parse().unwrap();
+        assert!(matches!(
+            check.notices[..],
+            [Notice::LinesNotShown { offset: 1, lines, .. }] if lines == first - 1
+        ));
+    }
+
+    #[test]
+    fn budgets_come_from_the_name_and_the_config() {
+        let settings = Settings::from_table(
+            &"[mcp.clients.\"codex-mcp-client\"]\nresult_bytes = 20000\n[mcp.clients.cursor]\nresult_lines = 50\n[env]\npass = [\"OPENAI_API_KEY\"]\n"
+                .parse()
+                .unwrap(),
+        );
+        assert_eq!(settings.budget(None), None);
+        assert_eq!(settings.budget(Some("some-agent")), None);
+        let gemini = settings
+            .budget(Some("gemini-cli-mcp-client-bashd"))
+            .unwrap();
+        assert_eq!(gemini.result_bytes, 36_000);
+        let codex = settings.budget(Some("codex-mcp-client")).unwrap();
+        assert_eq!(
+            (codex.result_bytes, codex.error_result_bytes),
+            (20_000, 20_000)
+        );
+        assert_eq!(settings.budget(Some("cursor")).unwrap().result_lines, 50);
+        assert!(settings.withheld(Some("claude-code"), b"ANTHROPIC_API_KEY"));
+        assert!(!settings.withheld(Some("claude-code"), b"OPENAI_API_KEY"));
+        assert!(!settings.withheld(None, b"OPENAI_API_KEY"));
+        assert!(settings.withheld(None, b"GEMINI_API_KEY"));
+        assert!(!settings.withheld(None, b"PATH"));
     }
 }

@@ -732,7 +732,10 @@ impl BashTools {
         if let Some(budget) = call.budget
             && words::over_budget(&result, failed, false, budget)
         {
-            for (i, stream) in [StreamName::Stdout, StreamName::Stderr].into_iter().enumerate() {
+            for (i, stream) in [StreamName::Stdout, StreamName::Stderr]
+                .into_iter()
+                .enumerate()
+            {
                 let shown = match stream {
                     StreamName::Stdout => Some(&result.stdout),
                     StreamName::Stderr => result.stderr.as_ref(),
@@ -754,8 +757,11 @@ impl BashTools {
                 // this later than the check's first line; a first line in the check's
                 // figures would make it exact, and takes a protocol version.
                 if let Ok(page) = client.output(request).await {
-                    first_lines[i] =
-                        Some((page.total_lines + 1).saturating_sub(shown.total_lines).max(1));
+                    first_lines[i] = Some(
+                        (page.total_lines + 1)
+                            .saturating_sub(shown.total_lines)
+                            .max(1),
+                    );
                 }
             }
         }
@@ -763,7 +769,13 @@ impl BashTools {
             StreamName::Stdout => first_lines[0],
             StreamName::Stderr => first_lines[1],
         };
-        Ok(words::exec_result(result, failed, false, call.budget, &first_line))
+        Ok(words::exec_result(
+            result,
+            failed,
+            false,
+            call.budget,
+            &first_line,
+        ))
     }
 
     async fn wait(&self, args: WaitArgs, call: Call) -> Result<CallToolResult, CallError> {
@@ -805,7 +817,13 @@ impl BashTools {
         let responses = self.answer(responses, "job").await?;
         let result = self.follow(&client, responses, job, &call, "job").await?;
         let failed = job_failure(&result);
-        Ok(words::exec_result(result, failed, true, call.budget, &|_| None))
+        Ok(words::exec_result(
+            result,
+            failed,
+            true,
+            call.budget,
+            &|_| None,
+        ))
     }
 
     async fn kill(&self, args: KillArgs, call: Call) -> Result<CallToolResult, CallError> {
@@ -819,7 +837,13 @@ impl BashTools {
         let result = self.client().await?.kill(request).await;
         let result = self.answer(result, "job").await?;
         let failed = job_failure(&result);
-        Ok(words::exec_result(result, failed, true, call.budget, &|_| None))
+        Ok(words::exec_result(
+            result,
+            failed,
+            true,
+            call.budget,
+            &|_| None,
+        ))
     }
 
     async fn jobs(&self) -> Result<CallToolResult, CallError> {
@@ -899,19 +923,22 @@ impl BashTools {
         };
         let page = self.answer(page, "job").await?;
         // An empty stream says where the output is: the other stream's totals.
-        let other: Option<OutputPage> = if grep.is_none() && page.lines == 0 && page.total_lines == 0 {
-            let other = match stream {
-                StreamName::Stdout => StreamName::Stderr,
-                StreamName::Stderr => StreamName::Stdout,
+        let other: Option<OutputPage> =
+            if grep.is_none() && page.lines == 0 && page.total_lines == 0 {
+                let other = match stream {
+                    StreamName::Stdout => StreamName::Stderr,
+                    StreamName::Stderr => StreamName::Stdout,
+                };
+                client
+                    .output(request(other, 1, Some(1), Some(1)))
+                    .await
+                    .ok()
+            } else {
+                None
             };
-            client
-                .output(request(other, 1, Some(1), Some(1)))
-                .await
-                .ok()
-        } else {
-            None
-        };
-        let grep = grep.as_deref().map(|pattern| (pattern, args.context.unwrap_or(0)));
+        let grep = grep
+            .as_deref()
+            .map(|pattern| (pattern, args.context.unwrap_or(0)));
         Ok(words::page_result(&page, other.as_ref(), grep))
     }
 
