@@ -83,21 +83,17 @@ async fn start_daemon(
     let mut error = None;
     for scope in [delegated_scope(), None] {
         let scoped = scope.is_some();
-        let mut child = match spawn_daemon(&binary, runtime_dir, &log_path, scope) {
-            Ok(child) => child,
+        let daemon = match spawn_daemon(&binary, runtime_dir, &log_path, scope) {
+            Ok(daemon) => daemon,
             Err(e) if scoped => {
                 error = Some(e);
                 continue;
             }
             Err(e) => return Err(e),
         };
-        match wait_for_daemon(&mut child, &binary, socket, &log_path).await {
-            Ok(client) => {
-                // Reap the daemon if this process outlives it, without blocking here.
-                std::thread::spawn(move || child.wait());
-                return Ok(client);
-            }
-            Err(e) if scoped && child.try_wait().is_ok_and(|s| s.is_some()) => {
+        match wait_for_daemon(&daemon, &binary, socket, &log_path).await {
+            Ok(client) => return Ok(client),
+            Err(e) if scoped && daemon.exited() => {
                 // systemd-run could not make the scope (no bus, no user manager): it
                 // exited without running bashd.
                 let _ = writeln!(
@@ -138,14 +134,43 @@ fn delegated_scope() -> Option<Command> {
     Some(command)
 }
 
-/// Starts `binary` (after `scope`'s command, if any) as a daemon: its own session, no
-/// descriptor of bashc's but its log as stderr.
+/// A daemon just started: not a child of this process (see [`spawn_daemon`]), watched
+/// through a pidfd so that a daemon that dies before it answers is told at once.
+struct Daemon {
+    pid: u32,
+    /// `None` when the daemon was gone before it could be opened.
+    pidfd: Option<std::os::fd::OwnedFd>,
+}
+
+impl Daemon {
+    /// Whether the daemon has exited (a pidfd reads ready once its process has).
+    fn exited(&self) -> bool {
+        let Some(pidfd) = &self.pidfd else {
+            return true;
+        };
+        let mut poll = libc::pollfd {
+            fd: std::os::fd::AsRawFd::as_raw_fd(pidfd),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd, no wait.
+        unsafe { libc::poll(&mut poll, 1, 0) > 0 }
+    }
+}
+
+/// Starts `binary` (after `scope`'s command, if any) as a daemon that belongs to no
+/// client: its own session, no descriptor of bashc's but its log as stderr, and no
+/// longer a descendant of bashc. A double fork (bashc's child makes a new session,
+/// forks the daemon and exits) reparents it to init, or to the nearest subreaper:
+/// agents end their MCP server by signalling the server's whole process tree as
+/// /proc shows it (OpenCode does), which would otherwise stop the daemon and every
+/// session's jobs with it.
 fn spawn_daemon(
     binary: &Path,
     runtime_dir: &Path,
     log_path: &Path,
     scope: Option<Command>,
-) -> Result<std::process::Child, ClientError> {
+) -> Result<Daemon, ClientError> {
     let log = OpenOptions::new()
         .create(true)
         .append(true)
@@ -166,11 +191,48 @@ fn spawn_daemon(
         .stdout(Stdio::null())
         .stderr(log);
     detach(&mut command);
-    command.spawn().map_err(|e| {
+    // The intermediate process writes the daemon's pid here before it exits; the
+    // daemon's copy of the write end closes at its exec.
+    let (pid_read, pid_write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+        .map_err(|e| ClientError::Autostart(format!("cannot make a pipe: {e}")))?;
+    let pid_fd = std::os::fd::AsRawFd::as_raw_fd(&pid_write);
+    // SAFETY: fork, write and _exit are async-signal-safe; the child of the fork is
+    // the only process that goes on to exec.
+    unsafe {
+        command.pre_exec(move || match libc::fork() {
+            -1 => Err(std::io::Error::last_os_error()),
+            0 => Ok(()),
+            daemon => {
+                let bytes = daemon.to_ne_bytes();
+                libc::write(pid_fd, bytes.as_ptr().cast(), bytes.len());
+                libc::_exit(0)
+            }
+        });
+    }
+    let mut intermediate = command.spawn().map_err(|e| {
         ClientError::Autostart(format!(
             "cannot run {}: {e} (bashc starts the bashd beside it, else the first on PATH: install it with `cargo install --locked --path daemon` in a bashd checkout, or build it with `cargo build --release`)",
             command.get_program().to_string_lossy()
         ))
+    })?;
+    drop(pid_write);
+    // It exits right after its fork: this wait is short, and leaves no zombie.
+    let _ = intermediate.wait();
+    let mut bytes = [0u8; 4];
+    let pid = std::io::Read::read_exact(&mut std::fs::File::from(pid_read), &mut bytes)
+        .map(|()| i32::from_ne_bytes(bytes))
+        .map_err(|e| {
+            ClientError::Autostart(format!(
+                "cannot start {}: the process that forks it said nothing ({e})",
+                binary.display()
+            ))
+        })?;
+    let pidfd = rustix::process::Pid::from_raw(pid).and_then(|pid| {
+        rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
+    });
+    Ok(Daemon {
+        pid: pid as u32,
+        pidfd,
     })
 }
 
@@ -218,7 +280,7 @@ pub(crate) async fn lock_exclusive(path: PathBuf) -> Result<std::fs::File, Strin
 
 /// Waits until the daemon just started answers on `socket`.
 async fn wait_for_daemon(
-    child: &mut std::process::Child,
+    daemon: &Daemon,
     binary: &Path,
     socket: &Path,
     log_path: &Path,
@@ -230,10 +292,11 @@ async fn wait_for_daemon(
             Err(e) if !e.is_not_running() => return Err(e),
             Err(_) => {}
         }
-        if let Ok(Some(status)) = child.try_wait() {
+        if daemon.exited() {
             return Err(ClientError::Autostart(format!(
-                "{} exited with {status} before it answered; see {}",
+                "{} (pid {}) exited before it answered; see {}",
                 binary.display(),
+                daemon.pid,
                 log_path.display()
             )));
         }

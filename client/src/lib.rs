@@ -25,5 +25,5 @@ pub use client::{Client, ClientError, Responses};
 pub use options::{ExecOptions, parse_cpu, parse_size};
 pub use others::{OtherDaemon, describe as describe_others, other_daemons};
 pub use relay::relay;
-pub use remote::{BRIDGE_COMMAND_ENV, RemoteConfig, hostname};
+pub use remote::{BRIDGE_COMMAND_ENV, RemoteConfig, config_path, hostname};
 pub use target::{Target, connect};

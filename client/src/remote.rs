@@ -274,7 +274,9 @@ pub(crate) async fn keep_tail(
     }
 }
 
-fn config_path() -> Option<PathBuf> {
+/// The config file every bashd program reads: `$XDG_CONFIG_HOME/bashd/config.toml`, else
+/// `~/.config/bashd/config.toml`.
+pub fn config_path() -> Option<PathBuf> {
     let non_empty = |name| std::env::var_os(name).filter(|v| !v.is_empty());
     let base = non_empty("XDG_CONFIG_HOME")
         .map(PathBuf::from)

@@ -36,6 +36,22 @@ pub struct Config {
     /// `[remote]` as written: bashc reads it (DESIGN §14), the daemon only checks it
     /// and shows it in `bashd --check-config`.
     pub remote: RemoteSource,
+    /// `[mcp.clients."NAME"]`: how much of a result each MCP client shows whole
+    /// (`result_lines`, `result_bytes`, `error_result_bytes`). Read by `bashc mcp`,
+    /// which fits results to it; checked here, with the rest of the file.
+    pub mcp_clients: Vec<(String, ClientBudget)>,
+    /// `[env] pass`: the agent's own credentials that `bashc mcp` passes into jobs all
+    /// the same (it keeps them out by default). Read by `bashc mcp`; checked here.
+    pub env_pass: Vec<String>,
+}
+
+/// One `[mcp.clients."NAME"]`; a key not given keeps `bashc mcp`'s figure for the
+/// client.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClientBudget {
+    pub result_lines: Option<u64>,
+    pub result_bytes: Option<u64>,
+    pub error_result_bytes: Option<u64>,
 }
 
 /// `[remote]` as the file gave it; `None` is bashc's default.
@@ -211,6 +227,8 @@ impl Default for Config {
                 on_cancel: OnCancel::Kill,
             },
             remote: RemoteSource::default(),
+            mcp_clients: Vec::new(),
+            env_pass: Vec::new(),
         }
     }
 }
@@ -274,9 +292,9 @@ impl Config {
                 "timeouts" => file.timeouts(table, &mut config.timeouts)?,
                 "sessions" => file.sessions(table, &mut config.sessions)?,
                 "containment" => file.containment(table, &mut config.containment)?,
-                "env" => file.env(table, &mut config.env)?,
+                "env" => file.env(table, &mut config.env, &mut config.env_pass)?,
                 "sandbox" => file.sandbox(key, table, &mut config.sandbox)?,
-                "mcp" => file.mcp(table, &mut config.mcp)?,
+                "mcp" => file.mcp(table, &mut config.mcp, &mut config.mcp_clients)?,
                 "policy" => {
                     let source = file.policy(table)?;
                     config.policy = Policy::new(source.disabled.clone(), source.custom.clone());
@@ -652,10 +670,16 @@ impl File<'_> {
         Ok(())
     }
 
-    fn mcp(&self, table: &DeTable<'_>, mcp: &mut McpConfig) -> Result<(), ConfigError> {
-        const KNOWN: &[&str] = &["max_call_secs", "on_cancel"];
+    fn mcp(
+        &self,
+        table: &DeTable<'_>,
+        mcp: &mut McpConfig,
+        clients: &mut Vec<(String, ClientBudget)>,
+    ) -> Result<(), ConfigError> {
+        const KNOWN: &[&str] = &["max_call_secs", "on_cancel", "clients"];
         for (key, value) in table {
             match key.get_ref().as_ref() {
+                "clients" => *clients = self.mcp_clients(key, value)?,
                 "max_call_secs" => {
                     mcp.max_call = Duration::from_secs(self.integer(
                         "mcp",
@@ -675,6 +699,48 @@ impl File<'_> {
             }
         }
         Ok(())
+    }
+
+    /// `[mcp.clients]`: a table per client name, each with the parts of a budget.
+    fn mcp_clients(
+        &self,
+        key: &Key<'_>,
+        value: &Value<'_>,
+    ) -> Result<Vec<(String, ClientBudget)>, ConfigError> {
+        const KNOWN: &[&str] = &["result_lines", "result_bytes", "error_result_bytes"];
+        let DeValue::Table(table) = value.get_ref() else {
+            return Err(self.error(
+                key,
+                "mcp.clients must be a table of clients, like [mcp.clients.\"codex-mcp-client\"]"
+                    .to_owned(),
+            ));
+        };
+        let mut clients = Vec::new();
+        for (name, client) in table {
+            let section = format!("mcp.clients.\"{}\"", name.get_ref());
+            let DeValue::Table(keys) = client.get_ref() else {
+                return Err(self.error(
+                    name,
+                    format!("{section} must be a table with {}", KNOWN.join(", ")),
+                ));
+            };
+            let mut budget = ClientBudget::default();
+            for (key, value) in keys {
+                let (min, max) = match key.get_ref().as_ref() {
+                    "result_lines" => (10, 1_000_000),
+                    _ => (1_000, 100_000_000),
+                };
+                let n = Some(self.integer(&section, key, value, min, max)?);
+                match key.get_ref().as_ref() {
+                    "result_lines" => budget.result_lines = n,
+                    "result_bytes" => budget.result_bytes = n,
+                    "error_result_bytes" => budget.error_result_bytes = n,
+                    _ => return Err(self.unknown(&section, key, KNOWN)),
+                }
+            }
+            clients.push((name.get_ref().to_string(), budget));
+        }
+        Ok(clients)
     }
 
     /// One of `choices`, for the key `section.key`.
@@ -804,13 +870,22 @@ impl File<'_> {
     /// overrides one, and `unset = ["NAME", ...]` removes variables, which is the only
     /// way to loosen the set (a copied example that names a few variables must not
     /// drop the others). A removed variable is the client's again, if it has one.
-    fn env(&self, table: &DeTable<'_>, env: &mut Vec<(String, String)>) -> Result<(), ConfigError> {
+    fn env(
+        &self,
+        table: &DeTable<'_>,
+        env: &mut Vec<(String, String)>,
+        pass: &mut Vec<String>,
+    ) -> Result<(), ConfigError> {
         let mut set = Vec::new();
         let mut unset = Vec::new();
         for (key, value) in table {
             let name = key.get_ref().to_string();
             if name == "unset" {
                 unset = self.strings("env.unset", key, value)?;
+                continue;
+            }
+            if name == "pass" {
+                *pass = self.strings("env.pass", key, value)?;
                 continue;
             }
             let DeValue::String(s) = value.get_ref() else {
@@ -1075,6 +1150,13 @@ impl Config {
                 list.join(", ")
             ));
         }
+        if !self.env_pass.is_empty() {
+            let list: Vec<String> = self.env_pass.iter().map(|name| quoted(name)).collect();
+            out.push_str(&format!(
+                "pass = [{}]  # the agent's credentials bashc mcp passes into jobs\n",
+                list.join(", ")
+            ));
+        }
 
         let on_cancel = |o: OnCancel| {
             quoted(if o == OnCancel::Kill {
@@ -1096,6 +1178,18 @@ impl Config {
             on_cancel(self.mcp.on_cancel),
             on_cancel(defaults.mcp.on_cancel),
         );
+        for (name, budget) in &self.mcp_clients {
+            out.push_str(&format!("\n[mcp.clients.{}]\n", quoted(name)));
+            for (key, value) in [
+                ("result_lines", budget.result_lines),
+                ("result_bytes", budget.result_bytes),
+                ("error_result_bytes", budget.error_result_bytes),
+            ] {
+                if let Some(value) = value {
+                    out.push_str(&format!("{key} = {value}\n"));
+                }
+            }
+        }
 
         // bashc's, shown so that every section of the file is; `None` is bashc's
         // default, which is not a TOML value of its own.
@@ -1233,6 +1327,36 @@ mod tests {
             "{effective}"
         );
         assert_eq!(parse(&effective).unwrap().remote, config.remote);
+    }
+
+    /// Issue 34: the budgets of MCP clients and the credentials passed into jobs,
+    /// read by `bashc mcp`, are checked here like every other key.
+    #[test]
+    fn mcp_clients_and_env_pass_are_checked() {
+        let text = "[env]\npass = [\"OPENAI_API_KEY\"]\n\n[mcp.clients.\"codex-mcp-client\"]\nresult_bytes = 20000\n";
+        let config = parse(text).unwrap();
+        assert_eq!(config.env_pass, ["OPENAI_API_KEY"]);
+        assert_eq!(
+            config.mcp_clients,
+            [(
+                "codex-mcp-client".to_owned(),
+                ClientBudget {
+                    result_bytes: Some(20_000),
+                    ..ClientBudget::default()
+                }
+            )]
+        );
+        let effective = parse(&config.effective_toml()).unwrap();
+        assert_eq!(effective.mcp_clients, config.mcp_clients);
+        assert_eq!(effective.env_pass, config.env_pass);
+        let err = parse("[mcp.clients.x]\nresult_byte = 5000\n").unwrap_err();
+        assert!(
+            err.contains("unknown key") && err.contains("result_bytes"),
+            "{err}"
+        );
+        let err = parse("[mcp.clients.x]\nresult_bytes = 5\n").unwrap_err();
+        assert!(err.contains("must be a whole number from 1000"), "{err}");
+        assert!(parse("[env]\npass = \"OPENAI_API_KEY\"\n").is_err());
     }
 
     /// Issue 15: `[mcp]` bounds MCP calls; its values are checked like any other.

@@ -9,5 +9,5 @@ pub mod sshd;
 
 pub use daemon::{Daemon, bin_path, copy_bins};
 pub use procs::{
-    KillOnDrop, alive, output_of_new_file, pids_running, wait_for_running, wait_until,
+    KillOnDrop, alive, descendants, output_of_new_file, pids_running, wait_for_running, wait_until,
 };

@@ -52,6 +52,27 @@ pub fn parent_pid(pid: u32) -> Option<u32> {
         .ok()
 }
 
+/// Every live descendant of `pid` (children, their children, ...), found by the
+/// parent pids /proc shows, as an agent that ends its MCP server's tree finds them.
+pub fn descendants(pid: u32) -> Vec<u32> {
+    let parents: Vec<(u32, u32)> = all_pids()
+        .into_iter()
+        .filter(|&p| alive(p))
+        .filter_map(|p| Some((p, parent_pid(p)?)))
+        .collect();
+    let mut found = Vec::new();
+    let mut next = vec![pid];
+    while let Some(parent) = next.pop() {
+        for &(child, _) in parents.iter().filter(|(_, ppid)| *ppid == parent) {
+            if !found.contains(&child) {
+                found.push(child);
+                next.push(child);
+            }
+        }
+    }
+    found
+}
+
 /// The command line of a process, joined with spaces.
 pub fn cmdline(pid: u32) -> String {
     nul_separated(format!("/proc/{pid}/cmdline")).join(" ")

@@ -20,6 +20,7 @@ mod live;
 mod manners;
 mod mcp;
 mod mcp_calls;
+mod mcp_clients;
 mod output;
 mod policy;
 mod protocol;

@@ -184,7 +184,7 @@ async fn an_agent_runs_follows_pages_and_kills_jobs_through_the_tools() {
     assert!(!is_error(&result), "{}", text(&result));
     assert_eq!(
         text_of(&result),
-        "stdout:\nhello\n\nstderr:\noops\n\nexit code: 0\n"
+        "exit code: 0\nstdout:\nhello\n\nstderr:\noops\n\nexit code: 0\n"
     );
     // The job ran in the server's session, in its directory.
     let listing = daemon.run_bashc(&["jobs", "--all", "--json"]);
@@ -196,7 +196,10 @@ async fn an_agent_runs_follows_pages_and_kills_jobs_through_the_tools() {
     );
     let pwd = call(&client, "bash", json!({"command": "pwd"})).await;
     assert!(
-        text_of(&pwd).starts_with(&format!("stdout:\n{}\n", daemon.scratch().display())),
+        text_of(&pwd).starts_with(&format!(
+            "exit code: 0\nstdout:\n{}\n",
+            daemon.scratch().display()
+        )),
         "{}",
         text(&pwd)
     );
@@ -254,7 +257,9 @@ async fn an_agent_runs_follows_pages_and_kills_jobs_through_the_tools() {
             let result = call(&client, "bash_check", json!({"job": job})).await;
             assert!(!is_error(&result), "{}", text(&result));
             let text = text_of(&result);
-            let new = match text.strip_prefix("stdout:\n") {
+            // After the status line a result starts with (issue 34).
+            let body = text.split_once('\n').map_or("", |(_, body)| body);
+            let new = match body.strip_prefix("stdout:\n") {
                 Some(rest) => rest[..rest.find("\n\n").unwrap() + 1].to_owned(),
                 None => String::new(),
             };
@@ -428,14 +433,20 @@ async fn the_server_reconnects_to_a_restarted_daemon() {
     let mut daemon = Daemon::start();
     let client = connect(&daemon).await;
     let result = call(&client, "bash", json!({"command": "echo before"})).await;
-    assert_eq!(text_of(&result), "stdout:\nbefore\n\nexit code: 0\n");
+    assert_eq!(
+        text_of(&result),
+        "exit code: 0\nstdout:\nbefore\n\nexit code: 0\n"
+    );
     let first = job_of_last(&daemon);
 
     daemon.kill_daemon();
     daemon.restart();
     let result = call(&client, "bash", json!({"command": "echo after"})).await;
     assert!(!is_error(&result), "{}", text(&result));
-    assert_eq!(text_of(&result), "stdout:\nafter\n\nexit code: 0\n");
+    assert_eq!(
+        text_of(&result),
+        "exit code: 0\nstdout:\nafter\n\nexit code: 0\n"
+    );
     assert_ne!(job_of_last(&daemon), first, "a job id was reused");
     // A job of the daemon that died is said to be lost in the restart.
     let gone = call(&client, "bash_check", json!({"job": first})).await;
@@ -535,7 +546,7 @@ async fn malformed_json_rpc_gets_an_error_and_the_server_starts_bashd_and_goes_o
         .unwrap();
     let served = response(&mut lines, 3).await;
     assert_eq!(
-        served["result"]["content"][0]["text"], "stdout:\nserved\n\nexit code: 0\n",
+        served["result"]["content"][0]["text"], "exit code: 0\nstdout:\nserved\n\nexit code: 0\n",
         "{served}"
     );
     assert!(

@@ -18,17 +18,17 @@ use super::{show, stderr};
 const WITHIN: Duration = Duration::from_secs(20);
 
 /// `bashc mcp` spoken to in raw JSON-RPC lines.
-struct Raw {
+pub struct Raw {
     _child: tokio::process::Child,
     stdin: tokio::process::ChildStdin,
     lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
     /// Notifications read while waiting for responses.
-    notifications: Vec<(Instant, Value)>,
+    pub notifications: Vec<(Instant, Value)>,
 }
 
 impl Raw {
     /// A server for `daemon`, initialized with MCP `version`.
-    async fn start(daemon: &Daemon, version: &str) -> Raw {
+    pub async fn start(daemon: &Daemon, version: &str) -> Raw {
         let mut child = mcp_command(daemon, daemon.scratch())
             .env("BASHD_NO_AUTOSTART", "1")
             .stdin(Stdio::piped())
@@ -61,7 +61,7 @@ impl Raw {
         raw
     }
 
-    async fn send(&mut self, message: Value) {
+    pub async fn send(&mut self, message: Value) {
         let mut line = message.to_string().into_bytes();
         line.push(b'\n');
         self.stdin.write_all(&line).await.unwrap();
@@ -79,7 +79,7 @@ impl Raw {
     }
 
     /// Reads until the response to `id`; notifications meanwhile are kept.
-    async fn response(&mut self, id: i64) -> (Value, usize) {
+    pub async fn response(&mut self, id: i64) -> (Value, usize) {
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -97,7 +97,7 @@ impl Raw {
     }
 
     /// A `tools/call` and its response, with the length of the response's line.
-    async fn call(&mut self, id: i64, tool: &str, arguments: Value) -> (Value, usize) {
+    pub async fn call(&mut self, id: i64, tool: &str, arguments: Value) -> (Value, usize) {
         self.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
             "params": {"name": tool, "arguments": arguments}}))
             .await;
@@ -106,7 +106,7 @@ impl Raw {
 }
 
 /// The text of a raw result, checked to be the one thing sent.
-fn raw_text(response: &Value) -> String {
+pub fn raw_text(response: &Value) -> String {
     let result = &response["result"];
     assert!(result.get("structuredContent").is_none(), "{response}");
     let content = result["content"].as_array().unwrap();
@@ -165,7 +165,10 @@ async fn issue_15_a_cancelled_call_kills_its_job_and_a_cancelled_wait_only_stops
     assert_eq!(record.unwrap()["ended_by"], "cancel");
     // The server goes on.
     let after = call(&client, "bash", json!({"command": "echo after"})).await;
-    assert_eq!(text_of(&after), "stdout:\nafter\n\nexit code: 0\n");
+    assert_eq!(
+        text_of(&after),
+        "exit code: 0\nstdout:\nafter\n\nexit code: 0\n"
+    );
     client.cancel().await.unwrap();
 
     // In raw JSON-RPC: the cancel of a wait leaves the job running.
@@ -599,5 +602,8 @@ async fn issue_15_a_batch_is_answered_as_the_negotiated_version_says() {
     assert_eq!(by_id(9)["error"]["code"], -32600);
     // And the server goes on, one message a line.
     let (result, _) = older.call(10, "bash", json!({"command": "echo on"})).await;
-    assert_eq!(raw_text(&result), "stdout:\non\n\nexit code: 0\n");
+    assert_eq!(
+        raw_text(&result),
+        "exit code: 0\nstdout:\non\n\nexit code: 0\n"
+    );
 }

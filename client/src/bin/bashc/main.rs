@@ -157,19 +157,27 @@ enum Command {
     /// stop bashd.socket bashd` stops both. A command inside a sandboxed job cannot
     /// stop bashd.
     Stop(stop::StopArgs),
-    /// Serve bashd to an MCP agent (Claude Code, Codex, OpenCode, ...) on stdin/stdout.
+    /// Serve bashd to an MCP agent (Claude Code, Codex, Gemini CLI, OpenCode, ...) on
+    /// stdin/stdout.
     ///
     /// An MCP server with the tools bash, bash_check, bash_wait, bash_kill, bash_jobs,
     /// bash_output, bash_send and bash_screen. One server is one session (mcp-<agent pid> unless --session
     /// or $BASHD_SESSION), owned by the agent that started it; it exits when its stdin
     /// closes. Commands run in the directory it was started in unless a call names
-    /// another. Starts bashd when none is running.
+    /// another. Starts bashd when none is running, as a daemon of its own that the
+    /// agent's exit does not reach.
     ///
     /// Every bash and bash_wait call returns within bashd's [mcp] max_call_secs (50 s
     /// by default; a command still running goes on in the background); a cancelled
     /// call kills its command ([mcp] on_cancel = "background" keeps it); a call with a
     /// progressToken gets progress notifications every 3 s. The job tools reach only
     /// this session's jobs.
+    ///
+    /// Results are fitted to what the client (its clientInfo.name) shows whole, cut on
+    /// lines with the call that reads the rest; [mcp.clients."NAME"] in the config sets
+    /// a client's budget. Jobs do not get the client's own model credentials
+    /// (ANTHROPIC_API_KEY, OPENAI_API_KEY, GEMINI_API_KEY, ...) unless [env] pass names
+    /// them.
     Mcp(mcp::McpArgs),
     /// The far end of `bashc --host`: joins stdin and stdout to this machine's bashd,
     /// started if none is running. `ssh HOST bashc bridge` runs it; nothing else should.

@@ -143,6 +143,18 @@ pub fn result_text(
     notice: Option<&str>,
     rest: Option<fn(&Unseen) -> String>,
 ) -> String {
+    let mut out = result_body(result, notice, rest);
+    let _ = writeln!(out, "{}", status_line(result));
+    out.push_str(&record_lines(result));
+    out
+}
+
+/// What a result shows before its status line: its streams (or screen) and notice.
+pub fn result_body(
+    result: &ExecResult,
+    notice: Option<&str>,
+    rest: Option<fn(&Unseen) -> String>,
+) -> String {
     let mut out = String::new();
     let streams = [
         (StreamName::Stdout, Some(&result.stdout)),
@@ -166,32 +178,12 @@ pub fn result_text(
     if let Some(notice) = notice {
         let _ = writeln!(out, "{notice}\n");
     }
-    let code = exit_status(result);
-    let pid = result
-        .pid
-        .map_or(String::new(), |pid| format!(" (pid {pid})"));
-    let _ = match (result.state, result.signal) {
-        (JobState::Running, _) if result.exit_code.is_some() => writeln!(
-            out,
-            "exit code: {code} (of the shell; {}{pid} runs on in the background)",
-            result.job
-        ),
-        (JobState::Running, _) => writeln!(
-            out,
-            "running: {}{pid}, {} s so far",
-            result.job,
-            result.duration_ms / 1000
-        ),
-        (JobState::Exited, _) => writeln!(out, "exit code: {code}"),
-        (JobState::TimedOut, _) => writeln!(out, "exit code: {code} (timed out)"),
-        (_, Some(signal)) => writeln!(
-            out,
-            "exit code: {code} ({}, {})",
-            result.state,
-            signal_name(signal)
-        ),
-        (state, None) => writeln!(out, "exit code: {code} ({state})"),
-    };
+    out
+}
+
+/// What follows a result's status line: its exit record and its sandbox, a line each.
+pub fn record_lines(result: &ExecResult) -> String {
+    let mut out = String::new();
     if let Some(line) = result
         .record
         .as_ref()
@@ -207,6 +199,34 @@ pub fn result_text(
         );
     }
     out
+}
+
+/// The line that says how a job ended, or that it runs on: `exit code: 0`,
+/// `running: j4 (pid 77), 3 s so far`.
+pub fn status_line(result: &ExecResult) -> String {
+    let code = exit_status(result);
+    let pid = result
+        .pid
+        .map_or(String::new(), |pid| format!(" (pid {pid})"));
+    match (result.state, result.signal) {
+        (JobState::Running, _) if result.exit_code.is_some() => format!(
+            "exit code: {code} (of the shell; {}{pid} runs on in the background)",
+            result.job
+        ),
+        (JobState::Running, _) => format!(
+            "running: {}{pid}, {} s so far",
+            result.job,
+            result.duration_ms / 1000
+        ),
+        (JobState::Exited, _) => format!("exit code: {code}"),
+        (JobState::TimedOut, _) => format!("exit code: {code} (timed out)"),
+        (_, Some(signal)) => format!(
+            "exit code: {code} ({}, {})",
+            result.state,
+            signal_name(signal)
+        ),
+        (state, None) => format!("exit code: {code} ({state})"),
+    }
 }
 
 /// What a failure that reads like a sandbox refusal means, and how to ask for more:

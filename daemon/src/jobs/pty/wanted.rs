@@ -27,10 +27,15 @@ const SAYS: &[&str] = &[
 const NO_TTY_ERROR: &str = "no such device or address";
 
 /// The notice that a job's program wanted a terminal: for a job on pipes (`on_pipes`)
-/// that failed with output that says so; none otherwise.
+/// whose output says so and that failed, or has not ended (vim on a stdin pipe warns
+/// and then waits, until its timeout), or was ended; none for a success.
 pub fn terminal_wanted(result: &ExecResult, on_pipes: bool) -> Option<Notice> {
-    let failed = result.state == JobState::Exited && result.exit_code != Some(0);
-    if !on_pipes || !failed {
+    let unfinished = match result.state {
+        JobState::Exited => result.exit_code != Some(0),
+        JobState::Running | JobState::TimedOut | JobState::Killed | JobState::Signaled => true,
+        JobState::Denied | JobState::Failed | JobState::Lost => false,
+    };
+    if !on_pipes || !unfinished {
         return None;
     }
     let says = |text: &str| {
@@ -91,6 +96,22 @@ mod tests {
                 terminal_wanted(&result(1, said), true),
                 Some(Notice::TerminalWanted {}),
                 "{said}"
+            );
+        }
+    }
+
+    /// Issue 34: vim on a stdin pipe warns and then waits: a job still running, or
+    /// ended at its timeout, that said so gets the notice too.
+    #[test]
+    fn a_job_still_running_that_said_it_wants_a_terminal_gets_it() {
+        for state in [JobState::Running, JobState::TimedOut] {
+            let mut running = result(0, "Vim: Warning: Input is not from a terminal\n");
+            running.state = state;
+            running.exit_code = None;
+            assert_eq!(
+                terminal_wanted(&running, true),
+                Some(Notice::TerminalWanted {}),
+                "{state:?}"
             );
         }
     }

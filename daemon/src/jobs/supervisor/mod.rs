@@ -639,7 +639,7 @@ impl<P: JobProcesses> Supervisor<P> {
     ) -> ExecResult {
         let status = self.inputs.shell.status();
         let inputs = &self.inputs;
-        ExecResult {
+        let mut result = ExecResult {
             job: self.meta.job,
             session: self.meta.session.clone(),
             pid: Some(self.pid),
@@ -666,7 +666,14 @@ impl<P: JobProcesses> Supervisor<P> {
                 // An ended job's primary screen is the end of its stdout already
                 // (`Screen::finish`); only one left on the alternate screen is not.
                 .filter(|screen| screen.drawn && (state == JobState::Running || screen.alternate)),
-        }
+        };
+        // Every result, a running job's too: a program on pipes that asked for a
+        // terminal may wait rather than fail.
+        let on_pipes = inputs.out.screen.is_none();
+        result
+            .notices
+            .extend(crate::jobs::pty::wanted::terminal_wanted(&result, on_pipes));
+        result
     }
 
     /// The job's result, from how it was stopped (if it was) and the leader's status.
@@ -746,10 +753,6 @@ impl<P: JobProcesses> Supervisor<P> {
         result
             .notices
             .extend(crate::sandbox::refusal(&result, &self.settings.deny_read));
-        let on_pipes = self.inputs.out.screen.is_none();
-        result
-            .notices
-            .extend(crate::jobs::pty::wanted::terminal_wanted(&result, on_pipes));
         let ended = Ended {
             result,
             streams: self.inputs.streams(),

@@ -7,6 +7,7 @@
 //! `gate.rs` stands between stdio and rmcp; `tools.rs` defines the tools and makes their
 //! calls; `words.rs` says results, notices and errors in the words of tool calls.
 
+mod clients;
 mod gate;
 mod schema;
 mod tools;
@@ -48,7 +49,8 @@ pub async fn mcp(args: McpArgs, target: &bashc::Target, agent: u32) -> anyhow::R
     };
     let workdir = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
     let env = Arc::new(crate::common::environment(target));
-    let tools = BashTools::new(caller, workdir, env, target.clone());
+    let settings = Arc::new(clients::Settings::load());
+    let tools = BashTools::new(caller, workdir, env, target.clone(), settings);
     // Start the daemon now, not at the first call; a failure is told then. stderr is
     // the MCP host's log of this server.
     match tools.client().await {

@@ -27,6 +27,7 @@ use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
 use serde::Deserialize;
 use tokio::sync::Mutex;
 
+use super::clients::{Budget, Settings};
 use super::{schema, words};
 use crate::options::{
     DirectionArg, ModeArg, NetArg, OnTimeoutArg, SandboxArg, StdinArg, StreamArg,
@@ -51,16 +52,26 @@ pub struct BashTools {
     target: bashc::Target,
     /// The connection to bashd, made again after it is lost (a daemon restart).
     client: Arc<Mutex<Option<Client>>>,
+    /// What the config file says of clients' budgets and credentials.
+    settings: Arc<Settings>,
 }
 
-const INSTRUCTIONS: &str = "bashd runs shell commands for you and owns every process they start. \
-Use the `bash` tool for every shell command. A command that passes its timeout, or a call that reaches its time budget (50 s by default), is not killed: \
+/// Arguments some clients add to every call of every tool, taken and ignored: Gemini
+/// CLI adds `wait_for_previous` (its system prompt tells the model to set it).
+const ADDED_BY_CLIENTS: &[&str] = &["wait_for_previous"];
+
+const INSTRUCTIONS: &str = "bashd runs shell commands for you and owns every process they start: \
+run a shell command, start a dev server or watcher in the background, wait for output, \
+type into a program that prompts. Use the `bash` tool for every shell command. A command that passes its timeout, or a call that reaches its time budget (50 s by default), is not killed: \
 it goes on as a background job, and bash_check, bash_wait and bash_kill reach it by its job id. \
 Start servers and watchers with mode=background. Nothing persists between calls but files: \
 pass `workdir` to run somewhere else. When output is cut, bash_output pages through the whole \
-of it. A denied command did not run: do what the denial says instead.";
+of it. A denied command did not run: do what the denial says instead. \
+To start a dev server: bash(command, wait_until=\"Listening|ready\"). To wait for output \
+of a running job: bash_wait(job, until=REGEX). To type into a program: bash_send(job, text) \
+on a job started with stdin=\"pipe\" or pty=true.";
 
-const BASH: &str = "Run a shell command (`bash -c COMMAND`) through bashd, which owns every process it starts.
+const BASH: &str = "Run a shell command (`bash -c COMMAND`) through bashd, which owns every process it starts: a terminal command, a build, a test suite, a script, or start a dev server in the background.
 
 Each call is a fresh shell: the working directory, variables and `cd` do not persist between calls. Pass `workdir` (absolute, or relative to the directory the MCP server started in, which is the default). stdin is /dev/null and pagers and editors are disabled: never run anything interactive. With stdin=\"pipe\" the job reads a pipe instead, which bash_send writes to (for a prompt you cannot avoid); there is no terminal.
 
@@ -74,11 +85,11 @@ Policy: bashd refuses, before anything runs, the dangerous commands agents are k
 
 Result: the output, then what happened (notices, the job id when it runs on), then the exit code. The result is an error (isError) when the command exited non-zero, was ended by a signal, was killed, or was denied.";
 
-const BASH_CHECK: &str = "New output of a job since this session last checked it, and its state: whole lines only (a line still being written waits for the next check), so two checks never repeat or lose a line. Returns at once; use it to follow a background job or a command that went on past its timeout. When more new lines came than the limits show, the last ones are shown and the result says how to read the others with bash_output. Only this session's jobs.";
+const BASH_CHECK: &str = "Read the new output of a running or background job (a dev server, a watcher, a long build) since this session last checked it, and its state: whole lines only (a line still being written waits for the next check), so two checks never repeat or lose a line. Returns at once; use it to follow a background job or a command that went on past its timeout. When more new lines came than the limits show, the last ones are shown and the result says how to read the others with bash_output. Only this session's jobs.";
 
-const BASH_WAIT: &str = "Wait for a job to end and return its result (its output as for `bash`). With `timeout_secs`, give up waiting after that long; a wait also returns within the call budget (50 s by default). Either way the job keeps running, the result has state `running`, and you may wait again. With `until` (a regex a new output line must match), `port` (a TCP port a process of the job listens on) or `idle_secs` (no output for that long), return as soon as one of them is met, saying which (and the matching line with the lines around it); the job keeps running. Use it instead of sleeping: start a server with mode=\"background\", then bash_wait(job, until=\"Listening\", timeout_secs=45). Only this session's jobs.";
+const BASH_WAIT: &str = "Wait for output of a job, or for it to end (a server to be ready, a build to finish, a line to appear), and return its result (its output as for `bash`). With `timeout_secs`, give up waiting after that long; a wait also returns within the call budget (50 s by default). Either way the job keeps running, the result has state `running`, and you may wait again. With `until` (a regex a new output line must match), `port` (a TCP port a process of the job listens on) or `idle_secs` (no output for that long), return as soon as one of them is met, saying which (and the matching line with the lines around it); the job keeps running. Use it instead of sleeping: start a server with mode=\"background\", then bash_wait(job, until=\"Listening\", timeout_secs=45). Only this session's jobs.";
 
-const BASH_SEND: &str = "Write text to the stdin of a job started with stdin=\"pipe\" or pty=true (for a prompt that cannot be avoided, or a REPL): `text` goes as is (end it with \"\\n\" to press Enter), `keys` presses keys on a terminal job as tmux names them ([\"6*7\", \"Enter\"], [\"C-c\"], [\"Esc\", \":wq\", \"Enter\"]), `eof`=true closes the job's stdin afterwards. A terminal job answers with its screen once its output settles. Then bash_check or bash_wait shows what the job did. A job marked `waiting for input?` is blocked reading its stdin.";
+const BASH_SEND: &str = "Type into a program: answer a prompt, drive a REPL or an editor. Writes text to the stdin of a job started with stdin=\"pipe\" or pty=true (for a prompt that cannot be avoided, or a REPL): `text` goes as is (end it with \"\\n\" to press Enter), `keys` presses keys on a terminal job as tmux names them ([\"6*7\", \"Enter\"], [\"C-c\"], [\"Esc\", \":wq\", \"Enter\"]), `eof`=true closes the job's stdin afterwards. A terminal job answers with its screen once its output settles. Then bash_check or bash_wait shows what the job did. A job marked `waiting for input?` is blocked reading its stdin.";
 
 const BASH_SCREEN: &str = "The screen of a job started with pty=true, as a terminal shows it: its rows as text, then its size, the cursor and whether a process of the job waits for input (blocked reading the terminal). Use it for REPLs, editors (vim), pagers (less), top, prompts: what scrolled off the screen is the job's output (bash_check, bash_output).";
 
@@ -300,7 +311,11 @@ impl ServerHandler for BashTools {
             ));
         };
         let mut arguments = request.arguments.unwrap_or_default();
-        schema::coerce(&mut arguments, schema);
+        prepare(&mut arguments, schema);
+        let client = context
+            .peer
+            .peer_info()
+            .map(|info| info.client_info.name.clone());
         let arguments = serde_json::Value::Object(arguments);
         let call = Call {
             progress: context
@@ -308,6 +323,8 @@ impl ServerHandler for BashTools {
                 .get_progress_token()
                 .map(|token| (token, context.peer.clone())),
             cancelled: context.ct.clone(),
+            budget: self.settings.budget(client.as_deref()),
+            client,
         };
         let outcome = match name {
             "bash" => match parse(arguments) {
@@ -315,7 +332,7 @@ impl ServerHandler for BashTools {
                 Err(e) => Err(e),
             },
             "bash_check" => match parse::<JobArgs>(arguments) {
-                Ok(args) => self.check(args).await,
+                Ok(args) => self.check(args, call).await,
                 Err(e) => Err(e),
             },
             "bash_wait" => match parse(arguments) {
@@ -323,7 +340,7 @@ impl ServerHandler for BashTools {
                 Err(e) => Err(e),
             },
             "bash_kill" => match parse(arguments) {
-                Ok(args) => self.kill(args).await,
+                Ok(args) => self.kill(args, call).await,
                 Err(e) => Err(e),
             },
             "bash_jobs" => match parse::<NoArgs>(arguments) {
@@ -340,7 +357,7 @@ impl ServerHandler for BashTools {
             },
             // `schema_of` let only the tools' names through.
             _ => match parse(arguments) {
-                Ok(args) => self.output(args).await,
+                Ok(args) => self.output(args, call).await,
                 Err(e) => Err(e),
             },
         };
@@ -358,6 +375,19 @@ impl ServerHandler for BashTools {
 struct Call {
     progress: Option<(ProgressToken, Peer<RoleServer>)>,
     cancelled: tokio_util::sync::CancellationToken,
+    /// The client's name, as `initialize` gave it.
+    client: Option<String>,
+    /// How much of a result the client shows whole, when it is one that cuts.
+    budget: Option<Budget>,
+}
+
+/// A call's arguments as the tool's schema reads them: without those clients add, and
+/// numbers and booleans in the forms clients write taken as the schema says.
+fn prepare(arguments: &mut JsonObject, schema: &JsonObject) {
+    for added in ADDED_BY_CLIENTS {
+        arguments.remove(*added);
+    }
+    schema::coerce(arguments, schema);
 }
 
 /// The arguments of a call, or a tool error that names the one that is wrong.
@@ -388,6 +418,7 @@ impl BashTools {
         workdir: PathBuf,
         env: Arc<Vec<(Vec<u8>, Vec<u8>)>>,
         target: bashc::Target,
+        settings: Arc<Settings>,
     ) -> BashTools {
         BashTools {
             caller,
@@ -395,6 +426,7 @@ impl BashTools {
             env,
             target,
             client: Arc::new(Mutex::new(None)),
+            settings,
         }
     }
 
@@ -442,6 +474,9 @@ impl BashTools {
                 return Err(bad(name, "0 would show nothing; give 1 or more"));
             }
         }
+        // A call's own limits win: what it asked for is shown, uncut.
+        let own_limits = args.max_lines.is_some() || args.max_bytes.is_some();
+        let stream_budget = call.budget.filter(|_| !own_limits);
         let options = ExecOptions {
             mode: args.mode.map(Into::into),
             timeout_secs: args.timeout_secs,
@@ -450,13 +485,20 @@ impl BashTools {
             description: args.description,
             merge_stderr: args.merge_stderr.unwrap_or(false),
             output: OutputOptions {
-                max_lines: args.max_lines,
-                max_bytes: args.max_bytes,
+                max_lines: args.max_lines.or(stream_budget.map(|b| b.stream_lines())),
+                max_bytes: args.max_bytes.or(stream_budget.map(|b| b.stream_bytes())),
                 direction: args.direction.map(Into::into),
                 head: args.head,
                 tail: args.tail,
             },
-            env: self.env.as_ref().clone(),
+            // The agent's own credentials stay out of its jobs, unless `[env] pass`
+            // names them.
+            env: self
+                .env
+                .iter()
+                .filter(|(name, _)| !self.settings.withheld(call.client.as_deref(), name))
+                .cloned()
+                .collect(),
             limits: JobLimits {
                 memory_bytes: args
                     .memory
@@ -500,12 +542,16 @@ impl BashTools {
         let result = self
             .follow(&client, responses, None, &call, "command")
             .await?;
+        let whole = |result: ExecResult| {
+            let failed = is_failure(&result);
+            words::exec_result(result, failed, true, stream_budget, &|_| None)
+        };
         let Some(until) = wait_until else {
-            return Ok(words::exec_result(&result, is_failure(&result), true));
+            return Ok(whole(result));
         };
         if result.state != JobState::Running {
             // Denied, or could not start.
-            return Ok(words::exec_result(&result, is_failure(&result), true));
+            return Ok(whole(result));
         }
         let request = WaitRequest {
             caller: self.caller.clone(),
@@ -527,7 +573,7 @@ impl BashTools {
         let mut notices = result.notices;
         notices.append(&mut waited.notices);
         waited.notices = notices;
-        Ok(words::exec_result(&waited, is_failure(&waited), true))
+        Ok(whole(waited))
     }
 
     async fn send(&self, args: SendArgs) -> Result<CallToolResult, CallError> {
@@ -620,9 +666,21 @@ impl BashTools {
         }
     }
 
-    /// `j12 running for 15 s: <its last line>`.
+    /// `j12 running for 15 s: <its last line>`: the job's age, which a wait for a job
+    /// started long before the call has beyond the call's `elapsed`.
     async fn progress_message(&self, client: &Client, job: JobId, elapsed: Duration) -> String {
-        let mut message = format!("{job} running for {} s", elapsed.as_secs());
+        let request = JobsRequest {
+            caller: self.caller.clone(),
+            session: Some(self.caller.session.clone()),
+        };
+        let age = match client.jobs(request).await {
+            Ok(jobs) => jobs
+                .iter()
+                .find(|info| info.job == job)
+                .map_or(elapsed, |info| Duration::from_millis(info.duration_ms)),
+            Err(_) => elapsed,
+        };
+        let mut message = format!("{job} running for {} s", age.as_secs());
         for stream in [StreamName::Stdout, StreamName::Stderr] {
             let request = OutputRequest {
                 job: JobRef::Id(job.to_string()),
@@ -659,15 +717,66 @@ impl BashTools {
         ))
     }
 
-    async fn check(&self, args: JobArgs) -> Result<CallToolResult, CallError> {
+    async fn check(&self, args: JobArgs, call: Call) -> Result<CallToolResult, CallError> {
         let request = JobRequest {
             caller: self.caller.clone(),
             job: JobRef::Id(args.job),
             any_session: false,
         };
-        let result = self.client().await?.check(request).await;
+        let client = self.client().await?;
+        let result = client.check(request).await;
         let result = self.answer(result, "job").await?;
-        Ok(words::exec_result(&result, job_failure(&result), false))
+        let failed = job_failure(&result);
+        // A check's lines start at its cursor, which its result does not say: a check
+        // cut to fit names the lines it leaves out from the stream's total.
+        let mut first_lines = [None, None];
+        if let Some(budget) = call.budget
+            && words::over_budget(&result, failed, false, budget)
+        {
+            for (i, stream) in [StreamName::Stdout, StreamName::Stderr]
+                .into_iter()
+                .enumerate()
+            {
+                let shown = match stream {
+                    StreamName::Stdout => Some(&result.stdout),
+                    StreamName::Stderr => result.stderr.as_ref(),
+                };
+                let Some(shown) = shown.filter(|s| s.total_lines > 0) else {
+                    continue;
+                };
+                let request = OutputRequest {
+                    job: JobRef::Id(result.job.to_string()),
+                    stream,
+                    offset: 1,
+                    limit: Some(1),
+                    caller: self.caller.clone(),
+                    any_session: false,
+                    max_bytes: Some(1),
+                    from_end: false,
+                };
+                // FIXME: of a job still running, lines written since the check make
+                // this later than the check's first line; a first line in the check's
+                // figures would make it exact, and takes a protocol version.
+                if let Ok(page) = client.output(request).await {
+                    first_lines[i] = Some(
+                        (page.total_lines + 1)
+                            .saturating_sub(shown.total_lines)
+                            .max(1),
+                    );
+                }
+            }
+        }
+        let first_line = |stream| match stream {
+            StreamName::Stdout => first_lines[0],
+            StreamName::Stderr => first_lines[1],
+        };
+        Ok(words::exec_result(
+            result,
+            failed,
+            false,
+            call.budget,
+            &first_line,
+        ))
     }
 
     async fn wait(&self, args: WaitArgs, call: Call) -> Result<CallToolResult, CallError> {
@@ -708,10 +817,17 @@ impl BashTools {
         let responses = client.request(Request::Wait(request)).await;
         let responses = self.answer(responses, "job").await?;
         let result = self.follow(&client, responses, job, &call, "job").await?;
-        Ok(words::exec_result(&result, job_failure(&result), true))
+        let failed = job_failure(&result);
+        Ok(words::exec_result(
+            result,
+            failed,
+            true,
+            call.budget,
+            &|_| None,
+        ))
     }
 
-    async fn kill(&self, args: KillArgs) -> Result<CallToolResult, CallError> {
+    async fn kill(&self, args: KillArgs, call: Call) -> Result<CallToolResult, CallError> {
         let request = KillRequest {
             caller: self.caller.clone(),
             job: JobRef::Id(args.job),
@@ -721,7 +837,14 @@ impl BashTools {
         };
         let result = self.client().await?.kill(request).await;
         let result = self.answer(result, "job").await?;
-        Ok(words::exec_result(&result, job_failure(&result), true))
+        let failed = job_failure(&result);
+        Ok(words::exec_result(
+            result,
+            failed,
+            true,
+            call.budget,
+            &|_| None,
+        ))
     }
 
     async fn jobs(&self) -> Result<CallToolResult, CallError> {
@@ -739,7 +862,7 @@ impl BashTools {
         Ok(words::tool_result(text, false))
     }
 
-    async fn output(&self, args: OutputArgs) -> Result<CallToolResult, CallError> {
+    async fn output(&self, args: OutputArgs, call: Call) -> Result<CallToolResult, CallError> {
         if args.offset == Some(0) {
             return Err(bad("offset", "lines count from 1"));
         }
@@ -760,6 +883,13 @@ impl BashTools {
             _ => {}
         }
         let stream: StreamName = args.stream.unwrap_or(StreamArg::Stdout).into();
+        // A page the client would cut holds no more than it shows whole.
+        let limit = args
+            .limit
+            .or(call.budget.map(|b| u64::from(b.stream_lines())));
+        let max_bytes = args.max_bytes.or(call
+            .budget
+            .map(|b| u64::from(b.stream_bytes()).min(limits::MAX_PAGE_BYTES)));
         let request = |stream, offset, limit, max_bytes| OutputRequest {
             job: JobRef::Id(args.job.clone()),
             stream,
@@ -771,6 +901,7 @@ impl BashTools {
             from_end: false,
         };
         let client = self.client().await?;
+        let grep = args.grep.clone();
         let page = match args.grep {
             Some(pattern) => {
                 client
@@ -781,37 +912,36 @@ impl BashTools {
                         pattern,
                         context: args.context.unwrap_or(0),
                         offset: args.offset.unwrap_or(1),
-                        limit: args.limit,
+                        limit,
                         any_session: false,
                     })
                     .await
             }
             None => {
                 client
-                    .output(request(
-                        stream,
-                        args.offset.unwrap_or(1),
-                        args.limit,
-                        args.max_bytes,
-                    ))
+                    .output(request(stream, args.offset.unwrap_or(1), limit, max_bytes))
                     .await
             }
         };
         let page = self.answer(page, "job").await?;
         // An empty stream says where the output is: the other stream's totals.
-        let other: Option<OutputPage> = if page.lines == 0 && page.total_lines == 0 {
-            let other = match stream {
-                StreamName::Stdout => StreamName::Stderr,
-                StreamName::Stderr => StreamName::Stdout,
+        let other: Option<OutputPage> =
+            if grep.is_none() && page.lines == 0 && page.total_lines == 0 {
+                let other = match stream {
+                    StreamName::Stdout => StreamName::Stderr,
+                    StreamName::Stderr => StreamName::Stdout,
+                };
+                client
+                    .output(request(other, 1, Some(1), Some(1)))
+                    .await
+                    .ok()
+            } else {
+                None
             };
-            client
-                .output(request(other, 1, Some(1), Some(1)))
-                .await
-                .ok()
-        } else {
-            None
-        };
-        Ok(words::page_result(&page, other.as_ref()))
+        let grep = grep
+            .as_deref()
+            .map(|pattern| (pattern, args.context.unwrap_or(0)));
+        Ok(words::page_result(&page, other.as_ref(), grep))
     }
 
     /// The daemon's answer, or the tool error for it: a thing the daemon did not find
@@ -896,8 +1026,51 @@ mod tests {
         let serde_json::Value::Object(mut arguments) = arguments else {
             panic!("arguments are an object")
         };
-        schema::coerce(&mut arguments, schema_of(tool).unwrap());
+        prepare(&mut arguments, schema_of(tool).unwrap());
         parse(serde_json::Value::Object(arguments))
+    }
+
+    /// Issue 34: Gemini CLI adds `wait_for_previous` to every call of every tool; a
+    /// model's own typo is still refused, naming the arguments there are.
+    #[test]
+    fn arguments_clients_add_are_taken_and_typos_refused() {
+        let calls = [
+            ("bash", serde_json::json!({"command": "ls"})),
+            ("bash_check", serde_json::json!({"job": "j1"})),
+            ("bash_wait", serde_json::json!({"job": "j1"})),
+            ("bash_kill", serde_json::json!({"job": "j1"})),
+            ("bash_jobs", serde_json::json!({})),
+            ("bash_output", serde_json::json!({"job": "j1"})),
+            ("bash_send", serde_json::json!({"job": "j1", "text": "y\n"})),
+            ("bash_screen", serde_json::json!({"job": "j1"})),
+        ];
+        for (tool, mut arguments) in calls {
+            arguments["wait_for_previous"] = serde_json::json!(true);
+            let parsed = match tool {
+                "bash" => parse_as::<BashArgs>(tool, arguments).map(drop),
+                "bash_wait" => parse_as::<WaitArgs>(tool, arguments).map(drop),
+                "bash_kill" => parse_as::<KillArgs>(tool, arguments).map(drop),
+                "bash_jobs" => parse_as::<NoArgs>(tool, arguments).map(drop),
+                "bash_output" => parse_as::<OutputArgs>(tool, arguments).map(drop),
+                "bash_send" => parse_as::<SendArgs>(tool, arguments).map(drop),
+                _ => parse_as::<JobArgs>(tool, arguments).map(drop),
+            };
+            if let Err(e) = parsed {
+                panic!("{tool}: {}", e.0);
+            }
+        }
+        let err = parse_as::<BashArgs>(
+            "bash",
+            serde_json::json!({"command": "ls", "wait_for_previus": true}),
+        )
+        .unwrap_err();
+        assert!(
+            err.0.contains("unknown field `wait_for_previus`")
+                && err.0.contains("`command`")
+                && err.0.contains("`timeout_secs`"),
+            "{}",
+            err.0
+        );
     }
 
     #[test]
@@ -956,6 +1129,31 @@ mod tests {
             "{}",
             err.0
         );
+    }
+
+    /// Issue 34: a client that hides tools behind a search (Claude Code) finds each
+    /// tool by what an agent asks for, in its name and description, and the server's
+    /// instructions say them all.
+    #[test]
+    fn tools_are_found_by_what_an_agent_searches_for() {
+        let searches = [
+            ("run a shell command", "bash"),
+            ("start a dev server", "bash"),
+            ("wait for output", "bash_wait"),
+            ("type into a program", "bash_send"),
+        ];
+        for (search, tool) in searches {
+            let found = TOOLS
+                .iter()
+                .find(|t| t.name == tool)
+                .and_then(|t| t.description.as_deref())
+                .is_some_and(|d| d.to_lowercase().contains(search));
+            assert!(found, "{tool}'s description does not say {search:?}");
+            assert!(
+                INSTRUCTIONS.to_lowercase().contains(search),
+                "the instructions do not say {search:?}"
+            );
+        }
     }
 
     /// Issue 15: every tool's schema is flat.

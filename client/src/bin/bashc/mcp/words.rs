@@ -14,6 +14,7 @@ use bashc::ClientError;
 use bashc::protocol::{ErrorHint, ErrorReply, ExecResult, JobId, Notice, OutputPage, StreamName};
 use rmcp::model::{CallToolResult, ContentBlock};
 
+use super::clients::{self, Budget};
 use super::tools::CallError;
 use crate::render::{self, Unseen};
 
@@ -21,17 +22,75 @@ use crate::render::{self, Unseen};
 /// stream, the `bash_output` call that shows the rest. `whole`: the result's streams
 /// count from their first line (not a check's, whose notices say where its unshown
 /// lines are).
-pub fn exec_result(result: &ExecResult, failed: bool, whole: bool) -> CallToolResult {
+///
+/// Its first line is its status, as its last is, for a client that keeps only the
+/// start of a long result. Fitted to the client's `budget`, when it has one: the
+/// streams are cut on lines until the whole text fits (`clients::fit`); `first_line`
+/// gives the first line number a check's stream shows, for its notice.
+pub fn exec_result(
+    mut result: ExecResult,
+    failed: bool,
+    whole: bool,
+    budget: Option<Budget>,
+    first_line: &dyn Fn(StreamName) -> Option<u64>,
+) -> CallToolResult {
+    let text = match budget {
+        Some(budget) => clients::fit(
+            &mut result,
+            whole,
+            budget_bytes(budget, failed),
+            budget.result_lines,
+            first_line,
+            &|result| exec_text(result, whole),
+        ),
+        None => exec_text(&result, whole),
+    };
+    tool_result(text, failed)
+}
+
+/// Whether `result`'s text is more than the client shows whole.
+pub fn over_budget(result: &ExecResult, failed: bool, whole: bool, budget: Budget) -> bool {
+    let text = exec_text(result, whole);
+    text.len() as u64 > budget_bytes(budget, failed)
+        || text.lines().count() as u64 > budget.result_lines
+}
+
+fn budget_bytes(budget: Budget, failed: bool) -> u64 {
+    if failed {
+        budget.error_result_bytes
+    } else {
+        budget.result_bytes
+    }
+}
+
+/// A job's result as text: its status line, its streams and notices in tool words,
+/// its exit record, and its status line again, last.
+fn exec_text(result: &ExecResult, whole: bool) -> String {
     let notice = notices(&result.notices);
     let rest = whole.then_some(output_call as fn(&Unseen) -> String);
-    let text = render::result_text(result, notice.as_deref(), rest);
-    tool_result(text, failed)
+    let body = render::result_body(result, notice.as_deref(), rest);
+    let status = render::status_line(result);
+    let record = render::record_lines(result);
+    if body.is_empty() {
+        // Nothing between the two: once is enough.
+        return format!("{record}{status}\n");
+    }
+    format!("{status}\n{body}{record}{status}\n")
 }
 
 /// A page of output: its lines, then in brackets its notices, the range shown and
 /// the call for the next page; or, for a page without lines, why it has none.
 /// `other` is the other stream's page, asked for when this stream is empty.
-pub fn page_result(page: &OutputPage, other: Option<&OutputPage>) -> CallToolResult {
+/// `grep` is the search a page of matches came from (its pattern and context): its
+/// range counts matches, and its next page searches on.
+pub fn page_result(
+    page: &OutputPage,
+    other: Option<&OutputPage>,
+    grep: Option<(&str, u32)>,
+) -> CallToolResult {
+    if let Some((pattern, context)) = grep {
+        return grep_result(page, pattern, context);
+    }
     let mut text = render::page_text(page);
     let mut said = Vec::new();
     if page.lines == 0 {
@@ -57,6 +116,48 @@ pub fn page_result(page: &OutputPage, other: Option<&OutputPage>) -> CallToolRes
         }
         text.push_str(&format!("[{}]\n", said.join("\n")));
     }
+    tool_result(text, false)
+}
+
+/// A page of matches: the matching lines numbered as `grep -n` does, then what was
+/// searched and the call for the next page, which searches on with the same pattern.
+fn grep_result(page: &OutputPage, pattern: &str, context: u32) -> CallToolResult {
+    let mut text = render::page_text(page);
+    let mut said: Vec<String> = page.notices.iter().map(notice).collect();
+    let (job, name) = (page.job, render::stream_name(page.stream));
+    let matches = match page.lines {
+        0 => "no line".to_owned(),
+        1 => "1 line".to_owned(),
+        n => format!("{n} lines"),
+    };
+    let so_far = if page.complete { "" } else { " so far" };
+    let searched = format!(
+        "{matches} of {job}'s {name} match from line {} on ({} lines{so_far})",
+        page.offset, page.total_lines
+    );
+    said.push(match page.next_offset {
+        Some(next) => {
+            let stream_argument = match page.stream {
+                StreamName::Stdout => "",
+                StreamName::Stderr => ", stream=\"stderr\"",
+            };
+            let context_argument = if context > 0 {
+                format!(", context={context}")
+            } else {
+                String::new()
+            };
+            format!(
+                "{searched}; more may follow: bash_output(job=\"{job}\"{stream_argument}, grep={}{context_argument}, offset={next})",
+                serde_json::Value::String(pattern.to_owned())
+            )
+        }
+        None if page.complete => format!("{searched}: the end of the stream"),
+        None => format!("{searched}: all there are so far; the job is still running"),
+    });
+    if !text.is_empty() {
+        text.push('\n');
+    }
+    text.push_str(&format!("[{}]\n", said.join("\n")));
     tool_result(text, false)
 }
 
