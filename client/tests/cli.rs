@@ -111,6 +111,7 @@ const OTHER_PROGRAMS: &[&str] = &[
     "--force-if-includes",
     "--no-preserve-root",
     "--path",
+    "--locked",
     "--scope",
     "--user",
     "--now",

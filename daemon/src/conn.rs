@@ -155,9 +155,7 @@ async fn serve_requests(
                 let (jobs, out) = (jobs.clone(), out.clone());
                 let task = async move {
                     match request {
-                        Request::Exec(params) => {
-                            serve_exec(id, params, jobs, out, cancel).await
-                        }
+                        Request::Exec(params) => serve_exec(id, params, jobs, out, cancel).await,
                         Request::Shutdown => serve_shutdown(id, jobs, out).await,
                         // Dropping any other request's future is its cancel: a wait
                         // stops waiting, and nothing is answered.

@@ -164,6 +164,7 @@ pub fn spec(
     config: &SandboxConfig,
     workspace: &Path,
     tmpdir: Option<&Path>,
+    runtime_dir: &Path,
 ) -> confine::Spec {
     let files = in_force.profile != SandboxProfile::Off;
     let mut writable = Vec::new();
@@ -184,6 +185,7 @@ pub fn spec(
         },
         network_off: in_force.network == Network::Off,
         unix_sockets: files && in_force.network == Network::On && !config.unix_sockets.is_empty(),
+        runtime_dir: files.then(|| runtime_dir.to_owned()),
     }
 }
 

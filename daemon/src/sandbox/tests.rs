@@ -109,6 +109,7 @@ fn each_profile_writes_where_it_says() {
         &config,
         workdir,
         Some(tmp),
+        Path::new("/r"),
     );
     assert!(workspace.files && !workspace.network_off);
     assert_eq!(
@@ -116,6 +117,7 @@ fn each_profile_writes_where_it_says() {
         [Path::new("/w"), Path::new("/cache"), tmp]
     );
     assert_eq!(workspace.deny_read, config.deny_read);
+    assert_eq!(workspace.runtime_dir.as_deref(), Some(Path::new("/r")));
 
     let read_only = spec(
         SandboxInForce {
@@ -125,6 +127,7 @@ fn each_profile_writes_where_it_says() {
         &config,
         workdir,
         Some(tmp),
+        Path::new("/r"),
     );
     assert_eq!(read_only.writable, [tmp]);
     assert!(read_only.network_off);
@@ -137,9 +140,10 @@ fn each_profile_writes_where_it_says() {
         &config,
         workdir,
         None,
+        Path::new("/r"),
     );
     assert!(!network_only.files && network_only.writable.is_empty());
-    assert!(network_only.deny_read.is_empty());
+    assert!(network_only.deny_read.is_empty() && network_only.runtime_dir.is_none());
     assert!(!workspace.unix_sockets && !read_only.unix_sockets && !network_only.unix_sockets);
 }
 
@@ -155,6 +159,7 @@ fn unix_sockets_in_the_config_open_them_only_to_a_file_sandbox_with_the_network_
             &config,
             Path::new("/w"),
             None,
+            Path::new("/r"),
         )
         .unix_sockets
     };

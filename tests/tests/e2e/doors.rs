@@ -341,3 +341,54 @@ fn issue_30_every_git_beneath_a_writable_root_is_read_only() {
     );
     assert!(shown.contains("proj: 0"), "the control: {shown}");
 }
+
+/// Issue 30, point 3: bashd's runtime dir holds the journal (every job's command),
+/// the relay's and ssh's sockets and every session's spill files: a secret another
+/// session's job printed was one `cat` away from a sandboxed job. The job sees an
+/// empty runtime dir but for its own session's temp dir, which it still writes. The
+/// control: an unsandboxed job reads the same files.
+#[test]
+fn issue_30_a_sandboxed_job_reads_nothing_of_the_runtime_dir_but_its_temp_dir() {
+    let doors = Doors::start("");
+    let runtime = doors.daemon.runtime_dir().display().to_string();
+    // A job of another session whose output spills to a file (background jobs spill
+    // from their first byte).
+    let victim = doors.exec(
+        "victim",
+        &["--mode", "background"],
+        "echo secret-i30-spill; sleep 3030.7",
+    );
+    let victim_job = json(&victim)["job"].as_str().unwrap().to_owned();
+    let spill = format!("{runtime}/sessions/victim/{victim_job}.stdout");
+    assert!(
+        wait_until(Duration::from_secs(30), || std::fs::read_to_string(&spill)
+            .is_ok_and(|text| text.contains("secret-i30-spill"))),
+        "{}",
+        show(&victim)
+    );
+    let look = format!(
+        "cat {spill}; cat {runtime}/journal | head -c 300; ls -A {runtime}; \
+         echo written > \"$TMPDIR/mine\" && cat \"$TMPDIR/mine\""
+    );
+    let confined = doors.run(&["--sandbox", "read-only", "--net", "off"], &look);
+    assert!(!confined.contains("secret-i30-spill"), "{confined}");
+    assert!(!confined.contains("sleep 3030.7"), "{confined}");
+    assert!(!confined.contains("bashd.sock"), "{confined}");
+    assert!(confined.contains("written"), "{confined}");
+    let workspace = doors.run(&["--sandbox", "workspace-write"], &look);
+    assert!(!workspace.contains("secret-i30-spill"), "{workspace}");
+    assert!(workspace.contains("written"), "{workspace}");
+    // The control: without a sandbox, the same command reads them.
+    let open = doors.run(&["--sandbox", "off"], &look);
+    assert!(
+        open.contains("secret-i30-spill") && open.contains("bashd.sock"),
+        "{open}"
+    );
+    let killed = doors
+        .daemon
+        .bashc()
+        .args(["kill", "--session", "victim", &victim_job])
+        .output()
+        .unwrap();
+    assert_eq!(killed.status.code(), Some(143), "{}", show(&killed));
+}

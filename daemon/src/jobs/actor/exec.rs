@@ -204,6 +204,7 @@ impl JobsActor {
                     &self.config.sandbox,
                     &plan.workspace,
                     tmpdir.as_deref(),
+                    &self.runtime_dir,
                 )
             }),
             pty: params.pty,

@@ -57,6 +57,10 @@ pub struct Spec {
     /// Let the job make unix sockets (`[sandbox] unix_sockets` names some, the network
     /// is on); otherwise `socket(AF_UNIX)` fails. `socketpair` is never refused.
     pub unix_sockets: bool,
+    /// bashd's runtime dir, hidden from the job but for the `writable` roots beneath it
+    /// (the session's temp dir): the journal, the relay's and ssh's sockets and other
+    /// sessions' output are not the job's to read (with `files`).
+    pub runtime_dir: Option<PathBuf>,
 }
 
 /// Why a job could not be confined: the step, the system's error and the fix.
@@ -107,7 +111,12 @@ impl Spec {
         if self.unix_sockets {
             out.extend_from_slice(b"unix-sockets\n");
         }
-        for (word, paths) in [("write", &self.writable), ("deny", &self.deny_read)] {
+        let runtime_dir = self.runtime_dir.iter().cloned().collect::<Vec<_>>();
+        for (word, paths) in [
+            ("write", &self.writable),
+            ("deny", &self.deny_read),
+            ("runtime", &runtime_dir),
+        ] {
             for path in paths {
                 out.extend_from_slice(word.as_bytes());
                 out.push(b' ');
@@ -146,6 +155,7 @@ impl Spec {
                     match word {
                         b"write" => spec.writable.push(path),
                         b"deny" => spec.deny_read.push(path),
+                        b"runtime" => spec.runtime_dir = Some(path),
                         _ => {
                             return Err(format!(
                                 "--sandbox: unknown item {:?}",
@@ -326,6 +336,7 @@ mod tests {
             deny_read: vec![PathBuf::from("/home/u/.ssh")],
             network_off: true,
             unix_sockets: true,
+            runtime_dir: Some(PathBuf::from("/run/user/1000/bashd")),
         };
         let text = spec.encode();
         assert_eq!(Spec::decode(text.as_bytes()), Ok(spec));

@@ -8,7 +8,7 @@
 use std::ffi::CString;
 use std::fs;
 use std::io;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -44,6 +44,9 @@ pub(super) struct Hidden {
     dirs: Vec<PathBuf>,
     /// `deny_read` files that exist: under an empty file nobody may read.
     files: Vec<PathBuf>,
+    /// bashd's runtime dir, when it exists: under an empty tmpfs, with only the
+    /// writable roots beneath it (the session's temp dir) bound back in.
+    runtime_dir: Option<PathBuf>,
 }
 
 impl Hidden {
@@ -65,6 +68,7 @@ impl Hidden {
             .then(|| fs::read_link("/proc/self/fd/0").ok())
             .flatten()
             .filter(|path| path.starts_with("/dev/pts/"));
+        hidden.runtime_dir = spec.runtime_dir.clone().filter(|dir| dir.is_dir());
         for path in &spec.deny_read {
             // Follows symlinks, as the mount does: what is hidden is what they name.
             match fs::metadata(path) {
@@ -88,8 +92,16 @@ impl Hidden {
         .map_err(|e| failure("keep the job's mounts to itself", e.into(), FIX_MOUNTS))?;
         set_read_only(Path::new("/"), true, true)
             .map_err(|e| failure("make the file system read-only", e, FIX_MOUNTS))?;
+        let kept = self.cover_runtime_dir()?;
         for root in &self.writable {
-            rustix::mount::mount_bind_recursive(root, root)
+            // A root beneath the covered runtime dir is bound from the descriptor
+            // opened before the cover: its path now names the empty directory made
+            // for it.
+            let source = match kept.iter().find(|(path, _)| path == root) {
+                Some((_, fd)) => PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd())),
+                None => root.clone(),
+            };
+            rustix::mount::mount_bind_recursive(&source, root)
                 .map_err(io::Error::from)
                 .and_then(|()| {
                     // A mount below the root that the host has read-only stays so.
@@ -107,6 +119,17 @@ impl Hidden {
                     failure(&format!("make {} read-only", git.display()), e, FIX_MOUNTS)
                 })?;
         }
+        if let Some(runtime_dir) = &self.runtime_dir {
+            // Not recursive: the roots bound into it stay writable.
+            set_read_only(runtime_dir, true, false).map_err(|e| {
+                failure(
+                    &format!("make the cover of {} read-only", runtime_dir.display()),
+                    e,
+                    FIX_MOUNTS,
+                )
+            })?;
+        }
+        drop(kept);
         for dir in &self.dirs {
             rustix::mount::mount(
                 "none",
@@ -136,6 +159,55 @@ impl Hidden {
 }
 
 impl Hidden {
+    /// Covers bashd's runtime dir with an empty tmpfs: its journal (every job's
+    /// command), the relay's and ssh's sockets and other sessions' spill files are not
+    /// the job's to read or reach. The writable roots beneath it are opened first and
+    /// an empty directory is made at each of their paths in the cover, for `mount` to
+    /// bind them back; their descriptors are returned for that.
+    fn cover_runtime_dir(&self) -> Result<Vec<(PathBuf, OwnedFd)>, Failure> {
+        let Some(runtime_dir) = &self.runtime_dir else {
+            return Ok(Vec::new());
+        };
+        let mut kept = Vec::new();
+        for root in self
+            .writable
+            .iter()
+            .filter(|root| root.starts_with(runtime_dir))
+        {
+            let fd = rustix::fs::open(
+                root,
+                OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+                Mode::empty(),
+            )
+            .map_err(|e| failure(&format!("open {}", root.display()), e.into(), FIX_MOUNTS))?;
+            kept.push((root.clone(), fd));
+        }
+        rustix::mount::mount(
+            "none",
+            runtime_dir,
+            "tmpfs",
+            MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC,
+            Some(c"mode=0700,size=64k"),
+        )
+        .map_err(|e| {
+            failure(
+                &format!("hide bashd's runtime dir {}", runtime_dir.display()),
+                e.into(),
+                FIX_MOUNTS,
+            )
+        })?;
+        for (root, _) in &kept {
+            fs::create_dir_all(root).map_err(|e| {
+                failure(
+                    &format!("make room for {} in the cover", root.display()),
+                    e,
+                    FIX_MOUNTS,
+                )
+            })?;
+        }
+        Ok(kept)
+    }
+
     /// A devpts instance of the job's own over `/dev/pts`: the host's terminals (other
     /// sessions' jobs, the person's own) have no name in the job's file system, and the
     /// terminals the job opens are its own. `/dev/ptmx` needs no mount: since Linux 4.7
