@@ -142,7 +142,9 @@ enum Command {
     Policy(PolicyCommand),
     /// Show the daemon's pid, version, uptime, runtime dir, running jobs, how jobs are
     /// contained (cgroup PATH, subreaper or scan), its open files against the limit,
-    /// and the sandbox: the default, the floor and which kernel mechanisms are there.
+    /// and the sandbox: the default, the floor, which kernel mechanisms are there and
+    /// the doors each closes to a sandboxed job (unix sockets, other terminals, IPC,
+    /// nested .git, signals to the job's resident).
     Status(StatusArgs),
     /// Serve bashd to an MCP agent (Claude Code, Codex, OpenCode, ...) on stdin/stdout.
     ///
