@@ -31,8 +31,10 @@ use tokio::sync::mpsc;
 use tokio_util::codec::{FramedRead, FramedWrite};
 
 use crate::autostart::connect_or_start;
-use crate::client::ClientError;
-use crate::mux::{MAGIC, MUX_VERSION, MuxCodec, MuxError, MuxFrame, Window, deliver, forward};
+use crate::client::{ClientError, connect_checked};
+use crate::mux::{
+    MAGIC, MUX_VERSION, MuxCodec, MuxError, MuxFrame, Unwritten, Window, deliver, forward,
+};
 
 /// Why a bridge ended before its caller was done.
 #[derive(Debug, thiserror::Error)]
@@ -170,8 +172,10 @@ where
 {
     let mut frames_in = FramedRead::new(from_relay, MuxCodec);
     let mut frames_out = FramedWrite::new(to_relay, MuxCodec);
-    let version = match frames_in.next().await {
-        Some(Ok(MuxFrame::Hello { version, .. })) => version,
+    let (version, relay) = match frames_in.next().await {
+        Some(Ok(MuxFrame::Hello { version, speaker })) => {
+            (version, format!("the relay ({speaker})"))
+        }
         Some(Ok(_)) | None => return Ok(()),
         Some(Err(e)) => return Err(e.into()),
     };
@@ -200,9 +204,10 @@ where
         Ok::<_, BridgeError>(())
     };
     let reader = async move {
-        // Each connection's queue of the relay's bytes for its bridge, and the window
-        // of what may be sent the relay.
-        let mut connections: HashMap<u32, (mpsc::UnboundedSender<Bytes>, Window)> = HashMap::new();
+        // Each connection's queue of the relay's bytes for its bridge, what of them is
+        // not written yet (at most a window, or the relay ignores it and the connection
+        // is cut off), the window of what may be sent the relay, and its two tasks.
+        let mut connections: HashMap<u32, Relayed> = HashMap::new();
         while let Some(frame) = frames_in.next().await {
             match frame? {
                 MuxFrame::Open(id) => {
@@ -218,29 +223,59 @@ where
                     });
                     let (near_read, near_write) = tokio::io::split(near);
                     let window = Window::new();
-                    tokio::spawn(forward(id, near_read, window.clone(), frames_tx.clone()));
+                    let reader =
+                        tokio::spawn(forward(id, near_read, window.clone(), frames_tx.clone()));
                     let (queue, chunks) = mpsc::unbounded_channel();
-                    tokio::spawn(deliver(id, near_write, chunks, frames_tx.clone()));
-                    connections.insert(id, (queue, window));
+                    let unwritten = Unwritten::new();
+                    let writer = tokio::spawn(deliver(
+                        id,
+                        near_write,
+                        chunks,
+                        unwritten.clone(),
+                        frames_tx.clone(),
+                    ));
+                    connections.insert(
+                        id,
+                        Relayed {
+                            queue,
+                            unwritten,
+                            window,
+                            tasks: [reader.abort_handle(), writer.abort_handle()],
+                        },
+                    );
                 }
                 MuxFrame::Data(id, bytes) => {
-                    if let Some((queue, _)) = connections.get(&id)
-                        && queue.send(bytes).is_err()
-                    {
+                    let Some(connection) = connections.get(&id) else {
+                        continue;
+                    };
+                    if let Err(e) = connection.unwritten.add(id, bytes.len(), &relay) {
+                        // Cut off: its bridge reads the end and closes its daemon
+                        // connection; the relay hears Close.
+                        eprintln!("bashc bridge: {e}");
+                        if let Some(connection) = connections.remove(&id) {
+                            connection.window.close();
+                            for task in connection.tasks {
+                                task.abort();
+                            }
+                        }
+                        if frames_tx.send(MuxFrame::Close(id)).await.is_err() {
+                            break;
+                        }
+                    } else if connection.queue.send(bytes).is_err() {
                         connections.remove(&id);
                     }
                 }
                 MuxFrame::Ack(id, count) => {
-                    if let Some((_, window)) = connections.get(&id) {
-                        window.give(id, count)?;
+                    if let Some(connection) = connections.get(&id) {
+                        connection.window.give(id, count)?;
                     }
                 }
                 MuxFrame::Close(id) => {
                     // Its queue ends: what is in it is written, then the connection's
                     // bridge reads the end and closes its daemon connection. Its
                     // forward may wait for a window no one will give back.
-                    if let Some((_, window)) = connections.remove(&id) {
-                        window.close();
+                    if let Some(connection) = connections.remove(&id) {
+                        connection.window.close();
                     }
                 }
                 MuxFrame::Hello { .. } => {}
@@ -254,6 +289,18 @@ where
         done = reader => done,
         done = writer => done,
     }
+}
+
+/// One relayed connection, as the channel's reader holds it.
+struct Relayed {
+    /// The relay's bytes for it, written on by its `deliver` task.
+    queue: mpsc::UnboundedSender<Bytes>,
+    /// What of those is not written yet.
+    unwritten: Unwritten,
+    /// What may still be sent the relay for it.
+    window: Window,
+    /// Its `forward` and `deliver` tasks.
+    tasks: [tokio::task::AbortHandle; 2],
 }
 
 /// The error a caller of another protocol version gets, naming both sides.
@@ -276,14 +323,10 @@ fn version_mismatch(client: &str, protocol: u32) -> ErrorReply {
 /// A connection to the daemon's socket, starting the daemon when none answers.
 async fn daemon_socket(runtime_dir: &Path) -> Result<UnixStream, ClientError> {
     let path = runtime::socket_path(runtime_dir);
-    let connect = || async {
-        UnixStream::connect(&path)
-            .await
-            .map_err(|source| ClientError::Connect {
-                path: path.clone(),
-                source,
-            })
-    };
+    // Checked as every client checks before it speaks: the caller's frames, with the
+    // environment the bridge adds, go to this socket.
+    let dirs = [runtime_dir];
+    let connect = || connect_checked(&path, &dirs);
     match connect().await {
         Err(e) if e.is_not_running() => {}
         other => return other,

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bashd_protocol::codec::ClientCodec;
+use bashd_protocol::runtime::{self, RuntimeDirError};
 use bashd_protocol::{
     ClientFrame, ErrorReply, ExecParams, ExecResult, FollowRequest, FrameError, GrepRequest, Hello,
     JobId, JobInfo, JobRequest, JobsRequest, KillRequest, OutputPage, OutputRequest,
@@ -38,6 +39,17 @@ pub enum ClientError {
     NotRunning { path: PathBuf },
     #[error("cannot start bashd: {0}")]
     Autostart(String),
+    /// The directory of the socket is not the caller's own (another user's, a symlink,
+    /// open to others): whoever made it may listen there, so nothing was sent.
+    #[error("{0}; bashc sent nothing there")]
+    UnsafeDir(RuntimeDirError),
+    /// What listens on the socket runs as another user: it is not this user's bashd
+    /// (or relay), so nothing was sent it.
+    #[error(
+        "the process listening on {path} runs as uid {uid}{}, not as you (uid {me}), so it is not your bashd; bashc sent it nothing (set BASHD_RUNTIME_DIR to a directory of your own, or have {path} removed)",
+        runtime::user_name(*.uid).map(|name| format!(" ({name})")).unwrap_or_default()
+    )]
+    NotYours { path: PathBuf, uid: u32, me: u32 },
     #[error("bashd refused the connection: {0}")]
     Refused(ErrorReply),
     #[error("{0}")]
@@ -60,6 +72,10 @@ pub enum ClientError {
     DiedDuring { doing: &'static str, job: String },
     #[error("host {host}: {message}")]
     Remote { host: String, message: String },
+    /// Inside a sandboxed job: its channel to bashd cannot be used (closed, not
+    /// inherited, the job ended); the daemon's socket would refuse such a process.
+    #[error("{0}")]
+    Channel(String),
     /// The connection to another host closed under a call: its ssh, or this machine's
     /// relay to it, ended. What ran in the foreground there (`job`) stopped with it;
     /// background jobs run on, and the next call reconnects.
@@ -79,6 +95,58 @@ impl ClientError {
     pub fn is_not_running(&self) -> bool {
         matches!(self, ClientError::Connect { source, .. }
             if matches!(source.kind(), io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused))
+    }
+}
+
+/// A connection to the socket at `path`, made only when each of `dirs` (the socket's
+/// directory and those above it that hold it) is a real directory of the caller's,
+/// mode 0700, and kept only when the process listening runs as the caller (its
+/// `SO_PEERCRED`); otherwise why not, with nothing sent. Whoever can make such a
+/// directory (`/tmp/bashd-$UID`, the last resort of DESIGN §2, is open to every user
+/// until it exists) would otherwise get the caller's environment with its first
+/// request, and choose what the command "printed". A directory that is missing is
+/// said as nothing listening ([`ClientError::is_not_running`]), so that autostart
+/// makes it.
+pub(crate) async fn connect_checked(
+    path: &Path,
+    dirs: &[&Path],
+) -> Result<UnixStream, ClientError> {
+    for dir in dirs {
+        match runtime::check_runtime_dir(dir) {
+            Ok(()) => {}
+            Err(RuntimeDirError::Inspect { source, .. })
+                if source.kind() == io::ErrorKind::NotFound =>
+            {
+                return Err(ClientError::Connect {
+                    path: path.to_owned(),
+                    source,
+                });
+            }
+            Err(e) => return Err(ClientError::UnsafeDir(e)),
+        }
+    }
+    let stream = UnixStream::connect(path)
+        .await
+        .map_err(|source| ClientError::Connect {
+            path: path.to_owned(),
+            source,
+        })?;
+    let me = rustix::process::getuid().as_raw();
+    match stream.peer_cred() {
+        Ok(cred) if cred.uid() == me => Ok(stream),
+        Ok(cred) => Err(ClientError::NotYours {
+            path: path.to_owned(),
+            uid: cred.uid(),
+            me,
+        }),
+        // Who listens cannot be told: not spoken to, as if another user did.
+        Err(source) => Err(ClientError::Connect {
+            path: path.to_owned(),
+            source: io::Error::new(
+                source.kind(),
+                format!("cannot tell who listens there ({source}), so bashc sent nothing"),
+            ),
+        }),
     }
 }
 
@@ -140,14 +208,11 @@ fn gone(host: &Option<std::sync::Arc<str>>) -> ClientError {
 }
 
 impl Client {
-    /// Connects to the socket at `path` and completes the handshake.
+    /// Connects to the socket at `path` and completes the handshake, once its directory
+    /// and its listener are found to be the caller's own (`connect_checked`).
     pub async fn connect(path: &Path) -> Result<Client, ClientError> {
-        let stream = UnixStream::connect(path)
-            .await
-            .map_err(|source| ClientError::Connect {
-                path: path.to_owned(),
-                source,
-            })?;
+        let dir = path.parent().unwrap_or(Path::new("/"));
+        let stream = connect_checked(path, &[dir]).await?;
         let (read, write) = stream.into_split();
         Client::handshake(read, write).await
     }

@@ -7,10 +7,12 @@
 mod agent;
 mod autostart;
 mod bridge;
+mod channel;
 mod client;
 mod mux;
 mod options;
 mod others;
+mod peer;
 mod relay;
 mod remote;
 mod target;

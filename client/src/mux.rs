@@ -21,6 +21,7 @@
 //! others share.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -71,6 +72,12 @@ pub enum MuxError {
         "an Ack of {count} bytes for connection {id}, which had {unacked} bytes unacknowledged"
     )]
     AckTooLarge { id: u32, count: u32, unacked: usize },
+    /// The other side sent a connection more than its window: this side would have to
+    /// hold it all (its end does not take it), so the connection is closed instead.
+    #[error(
+        "connection {id}: {far} sent {held} bytes that its end has not taken yet, over the window of {WINDOW} it may send unacknowledged; the connection is closed"
+    )]
+    Flooded { id: u32, far: String, held: usize },
 }
 
 /// Encodes and decodes [`MuxFrame`]s (after [`MAGIC`], which is read and written apart).
@@ -187,6 +194,40 @@ impl Window {
     }
 }
 
+/// What the other side sent one connection that this side has not written on to the
+/// connection's end yet. The other side may have at most [`WINDOW`] bytes
+/// unacknowledged, and this side acknowledges only what it wrote, so more than that
+/// held here means the other side ignores the window; counted, not trusted, so that
+/// a far side that floods a client that never reads cannot grow this process.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Unwritten(Arc<AtomicUsize>);
+
+impl Unwritten {
+    pub(crate) fn new() -> Unwritten {
+        Unwritten::default()
+    }
+
+    /// Counts `bytes` more received for connection `id` from `far`; an error, and
+    /// nothing counted, when they would pass the window.
+    pub(crate) fn add(&self, id: u32, bytes: usize, far: &str) -> Result<(), MuxError> {
+        let held = self.0.load(Ordering::Acquire) + bytes;
+        if held > WINDOW {
+            return Err(MuxError::Flooded {
+                id,
+                far: far.to_owned(),
+                held,
+            });
+        }
+        // Only the channel's one reader adds, so the load above is still true here.
+        self.0.fetch_add(bytes, Ordering::AcqRel);
+        Ok(())
+    }
+
+    fn written(&self, bytes: usize) {
+        self.0.fetch_sub(bytes, Ordering::AcqRel);
+    }
+}
+
 /// Sends what `from` yields as connection `id`'s `Data`, within its window, then its
 /// `Close` (at the end of `from`, or when the window is closed).
 pub(crate) async fn forward<R: AsyncRead + Unpin>(
@@ -209,17 +250,20 @@ pub(crate) async fn forward<R: AsyncRead + Unpin>(
 }
 
 /// Writes connection `id`'s chunks on to `to`, acknowledging each once written; shuts
-/// `to` down when the chunks end (the connection closed on the other side).
+/// `to` down when the chunks end (the connection closed on the other side). Each
+/// chunk written leaves `unwritten`.
 pub(crate) async fn deliver<W: AsyncWrite + Unpin>(
     id: u32,
     mut to: W,
     mut chunks: mpsc::UnboundedReceiver<Bytes>,
+    unwritten: Unwritten,
     frames: mpsc::Sender<MuxFrame>,
 ) {
     while let Some(chunk) = chunks.recv().await {
         if to.write_all(&chunk).await.is_err() {
             return;
         }
+        unwritten.written(chunk.len());
         if frames
             .send(MuxFrame::Ack(id, chunk.len() as u32))
             .await
@@ -329,6 +373,35 @@ mod tests {
         );
         window.give(3, 40).unwrap();
         assert_eq!(window.0.available_permits(), WINDOW);
+    }
+
+    /// Issue 30: a far side that sends past the window to an end that takes nothing
+    /// is told apart from one within it, and what was written makes room again.
+    #[tokio::test]
+    async fn more_than_a_window_unwritten_is_the_far_sides_error() {
+        let unwritten = Unwritten::new();
+        for _ in 0..WINDOW / MAX_CHUNK {
+            unwritten.add(4, MAX_CHUNK, "bashc 9 on far").unwrap();
+        }
+        let error = unwritten.add(4, 1, "bashc 9 on far").unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "connection 4: bashc 9 on far sent {} bytes that its end has not taken yet, over the window of {WINDOW} it may send unacknowledged; the connection is closed",
+                WINDOW + 1
+            )
+        );
+        // Written on, a chunk makes room for as much.
+        let (to, mut end) = tokio::io::duplex(4 * MAX_CHUNK);
+        let (queue, chunks) = mpsc::unbounded_channel();
+        let (frames, mut sent) = mpsc::channel(16);
+        tokio::spawn(deliver(4, to, chunks, unwritten.clone(), frames));
+        queue.send(Bytes::from(vec![1u8; MAX_CHUNK])).unwrap();
+        let mut taken = vec![0u8; MAX_CHUNK];
+        end.read_exact(&mut taken).await.unwrap();
+        assert_eq!(sent.recv().await, Some(MuxFrame::Ack(4, MAX_CHUNK as u32)));
+        unwritten.add(4, MAX_CHUNK, "bashc 9 on far").unwrap();
+        assert!(unwritten.add(4, 1, "bashc 9 on far").is_err());
     }
 
     #[test]

@@ -25,6 +25,10 @@
 //! The relay's main loop owns the table of connections; a task per client reads its
 //! socket into frames for the channel (`mux::forward`), another writes the channel's
 //! bytes for it (`mux::deliver`).
+//!
+//! It carries only clients of its uid outside any sandbox (`peer.rs`, issue 30): a
+//! call carried to the host runs there unconfined. And it counts what the bridge sends
+//! each client (`mux::Unwritten`): past a window unwritten, that client is cut off.
 
 use std::collections::HashMap;
 use std::fs::OpenOptions;
@@ -44,8 +48,10 @@ use tokio::sync::mpsc;
 use tokio_util::codec::{FramedRead, FramedWrite};
 
 use crate::autostart::{detach, lock_exclusive};
-use crate::client::ClientError;
-use crate::mux::{MAGIC, MUX_VERSION, MuxCodec, MuxError, MuxFrame, Window, deliver, forward};
+use crate::client::{ClientError, connect_checked};
+use crate::mux::{
+    MAGIC, MUX_VERSION, MuxCodec, MuxError, MuxFrame, Unwritten, Window, deliver, forward,
+};
 use crate::remote::{
     EXIT_WAIT, RemoteConfig, STDERR_WAIT, bridge_command, ensure_private_dir, explain, keep_tail,
     remote_error,
@@ -153,42 +159,48 @@ async fn connect_or_start(
     runtime_dir: &Path,
     paths: &RelayPaths,
 ) -> Result<UnixStream, ClientError> {
-    let unreachable = |e: std::io::Error| {
-        remote_error(
-            host,
-            format!(
-                "cannot connect to its relay at {}: {e}",
-                paths.socket.display()
-            ),
-        )
-    };
-    match UnixStream::connect(&paths.socket).await {
-        Ok(stream) => return Ok(stream),
-        Err(e) if not_running(&e) => {}
-        Err(e) => return Err(unreachable(e)),
-    }
-    runtime::ensure_runtime_dir(runtime_dir).map_err(|e| remote_error(host, e.to_string()))?;
     let dir = paths
         .socket
         .parent()
         .expect("a relay's socket is in remote/");
+    // The runtime dir and its remote/ must be the caller's, and the relay the caller's
+    // process, before a byte goes out: the relay sees every request, environment too.
+    let dirs = [runtime_dir, dir];
+    let connect = || connect_checked(&paths.socket, &dirs);
+    let unreachable = |e: ClientError| match e {
+        ClientError::Connect { source, .. } => remote_error(
+            host,
+            format!(
+                "cannot connect to its relay at {}: {source}",
+                paths.socket.display()
+            ),
+        ),
+        other => remote_error(host, other.to_string()),
+    };
+    match connect().await {
+        Ok(stream) => return Ok(stream),
+        Err(e) if e.is_not_running() => {}
+        Err(e) => return Err(unreachable(e)),
+    }
+    runtime::ensure_runtime_dir(runtime_dir).map_err(|e| remote_error(host, e.to_string()))?;
     ensure_private_dir(dir)
         .map_err(|e| remote_error(host, format!("cannot make {}: {e}", dir.display())))?;
     let lock = lock_exclusive(paths.lock.clone())
         .await
         .map_err(|e| remote_error(host, e))?;
     // Another client may have started it while this one waited for the lock.
-    match UnixStream::connect(&paths.socket).await {
+    match connect().await {
         Ok(stream) => return Ok(stream),
-        Err(e) if not_running(&e) => {}
+        Err(e) if e.is_not_running() => {}
         Err(e) => return Err(unreachable(e)),
     }
     let started = start_relay(host, runtime_dir, paths, &lock).await;
     drop(lock);
-    match UnixStream::connect(&paths.socket).await {
+    match connect().await {
         Ok(stream) => Ok(stream),
         // Why the relay did not start says more than the socket it did not make.
-        Err(e) => Err(started.err().unwrap_or_else(|| unreachable(e))),
+        Err(e) if e.is_not_running() => Err(started.err().unwrap_or_else(|| unreachable(e))),
+        Err(e) => Err(unreachable(e)),
     }
 }
 
@@ -392,7 +404,7 @@ pub async fn relay(host: &str, runtime_dir: &Path) -> Result<(), ClientError> {
         "bashc relay {host}: ready (pid {}), idle time {idle:?}",
         std::process::id()
     );
-    let ended = serve(listener, channel, idle, |listener| {
+    let ended = serve(host, listener, channel, idle, |listener| {
         // Gone from the directory before the listener and any client closes: the next
         // call starts a new relay instead of reaching this one. Under the start lock,
         // so as not to remove the socket a new relay has just made.
@@ -419,6 +431,8 @@ struct Channel {
     to_bridge: FramedWrite<tokio::process::ChildStdin, MuxCodec>,
     /// What ssh said on stderr, its last bytes.
     said: Arc<Mutex<Vec<u8>>>,
+    /// Who the bridge said it is in its `Hello` (`bashc 0.1.0 on box`).
+    far: String,
 }
 
 /// Runs the bridge command and greets the bridge; or says why not, in the user's words.
@@ -452,10 +466,14 @@ async fn open_channel(
         from_bridge: FramedRead::new(stdout, MuxCodec),
         to_bridge: FramedWrite::new(stdin, MuxCodec),
         said,
+        far: format!("the bridge on {host}"),
     };
     let greeting = tokio::time::timeout(HELLO_TIMEOUT, greet(&mut channel)).await;
     let failure = match greeting {
-        Ok(Ok((version, _))) if version == MUX_VERSION => return Ok((child, channel)),
+        Ok(Ok((version, speaker))) if version == MUX_VERSION => {
+            channel.far = speaker;
+            return Ok((child, channel));
+        }
         Ok(Ok((version, speaker))) => {
             let _ = child.start_kill();
             let upgrade = if version < MUX_VERSION {
@@ -635,9 +653,48 @@ fn turn_away(listener: UnixListener) {
     }
 }
 
+/// One client of the relay, as its main loop holds it.
+struct Caller {
+    /// The channel's bytes for it, written on to its socket by its `deliver` task.
+    queue: mpsc::UnboundedSender<Bytes>,
+    /// What of those is not written yet.
+    unwritten: Unwritten,
+    /// What may still be sent the bridge for it.
+    window: Window,
+    /// Its `forward` and `deliver` tasks.
+    tasks: [tokio::task::AbortHandle; 2],
+}
+
+impl Caller {
+    /// Ends the client at once: both tasks stop, so its socket closes with what was
+    /// queued for it unsent.
+    fn cut(self) {
+        self.window.close();
+        for task in self.tasks {
+            task.abort();
+        }
+    }
+}
+
+/// Answers a client the relay will not carry with why, as bashd answers a connection
+/// it refuses: its `Hello` read (so the reason is not lost to a reset), then a
+/// `Fatal` frame, then the end.
+async fn refuse(stream: UnixStream, words: String) {
+    use bashd_protocol::codec::DaemonCodec;
+    use bashd_protocol::{ErrorKind, ErrorReply, ServerFrame};
+    let wait = Duration::from_secs(2);
+    let (read, write) = stream.into_split();
+    let mut frames = FramedRead::new(read, DaemonCodec::new(64 * 1024));
+    let _ = tokio::time::timeout(wait, frames.next()).await;
+    let reply = ErrorReply::new(ErrorKind::InvalidRequest, words);
+    let mut sink = FramedWrite::new(write, DaemonCodec::default());
+    let _ = tokio::time::timeout(wait, sink.send(ServerFrame::Fatal(reply))).await;
+}
+
 /// Carries the clients' connections over the channel; answers why it ended. `leave`
 /// gets the listener when it ends, before any client's connection is closed.
 async fn serve(
+    host: &str,
     listener: UnixListener,
     channel: Channel,
     idle: Duration,
@@ -647,6 +704,7 @@ async fn serve(
         mut from_bridge,
         mut to_bridge,
         said,
+        far,
     } = channel;
     // One writer owns the channel's stdin; the main loop and the clients' readers
     // send it frames.
@@ -667,10 +725,10 @@ async fn serve(
         }
     });
     let (gone_tx, mut gone) = mpsc::unbounded_channel::<u32>();
-    // Each client's queue of the channel's bytes for it (unbounded here, since the
-    // bridge sends no more than a window that the client's writer acknowledges), and
-    // the window of what may be sent the bridge for it.
-    let mut clients: HashMap<u32, (mpsc::UnboundedSender<Bytes>, Window)> = HashMap::new();
+    // Each client's queue of the channel's bytes for it, with what of them is not yet
+    // written (at most a window, or the bridge ignores it and the client is cut off),
+    // the window of what may be sent the bridge for it, and its two tasks.
+    let mut clients: HashMap<u32, Caller> = HashMap::new();
     let mut next_id: u32 = 0;
     let idle_timer = tokio::time::sleep(idle);
     tokio::pin!(idle_timer);
@@ -688,6 +746,14 @@ async fn serve(
                         continue;
                     }
                 };
+                // Checked before the bridge hears of it: a call carried to the host
+                // runs there outside any sandbox of this machine.
+                if let Err(refusal) = crate::peer::check(&stream) {
+                    let words = refusal.words(host);
+                    eprintln!("bashc relay {host}: refused a client: {words}");
+                    tokio::spawn(refuse(stream, words));
+                    continue;
+                }
                 let id = next_id;
                 next_id = next_id.wrapping_add(1);
                 if frames.send(MuxFrame::Open(id)).await.is_err() {
@@ -696,26 +762,42 @@ async fn serve(
                 let (read, write) = stream.into_split();
                 let (queue, chunks) = mpsc::unbounded_channel();
                 let window = Window::new();
+                let unwritten = Unwritten::new();
                 let (frames_in, gone) = (frames.clone(), gone_tx.clone());
                 let upstream = window.clone();
-                tokio::spawn(async move {
+                let reader = tokio::spawn(async move {
                     forward(id, read, upstream, frames_in).await;
                     let _ = gone.send(id);
                 });
-                tokio::spawn(deliver(id, write, chunks, frames.clone()));
-                clients.insert(id, (queue, window));
+                let writer =
+                    tokio::spawn(deliver(id, write, chunks, unwritten.clone(), frames.clone()));
+                clients.insert(id, Caller {
+                    queue,
+                    unwritten,
+                    window,
+                    tasks: [reader.abort_handle(), writer.abort_handle()],
+                });
             }
             frame = from_bridge.next() => match frame {
                 Some(Ok(MuxFrame::Data(id, bytes))) => {
-                    if let Some((queue, _)) = clients.get(&id)
-                        && queue.send(bytes).is_err()
-                    {
+                    let Some(client) = clients.get(&id) else { continue };
+                    if let Err(e) = client.unwritten.add(id, bytes.len(), &far) {
+                        // Cut off: its socket closes, the bridge hears Close; the
+                        // bytes held for it go with its queue.
+                        eprintln!("bashc relay {host}: {e}");
+                        if let Some(client) = clients.remove(&id) {
+                            client.cut();
+                        }
+                        if frames.send(MuxFrame::Close(id)).await.is_err() {
+                            break "the channel closed".to_owned();
+                        }
+                    } else if client.queue.send(bytes).is_err() {
                         clients.remove(&id);
                     }
                 }
                 Some(Ok(MuxFrame::Ack(id, count))) => {
-                    if let Some((_, window)) = clients.get(&id)
-                        && let Err(e) = window.give(id, count)
+                    if let Some(client) = clients.get(&id)
+                        && let Err(e) = client.window.give(id, count)
                     {
                         break format!("bad frame from the bridge: {e}");
                     }
@@ -723,8 +805,8 @@ async fn serve(
                 Some(Ok(MuxFrame::Close(id))) => {
                     // Its writer sends what is queued, then closes the client's socket;
                     // what the client still sends has nowhere to go.
-                    if let Some((_, window)) = clients.remove(&id) {
-                        window.close();
+                    if let Some(client) = clients.remove(&id) {
+                        client.window.close();
                     }
                 }
                 Some(Ok(MuxFrame::Open(_) | MuxFrame::Hello { .. })) => {}

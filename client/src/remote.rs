@@ -12,10 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
 use std::time::Duration;
 
-use bashd_protocol::{
-    FollowRequest, GrepRequest, JobRequest, JobsRequest, KillRequest, Request, SendRequest,
-    WaitRequest,
-};
+use bashd_protocol::Request;
 use tokio::io::AsyncReadExt;
 use tokio::process::Command;
 
@@ -198,16 +195,8 @@ pub(crate) fn explain(
 /// another process), and the bridge, which the daemon there takes as the owner of a
 /// request that names none, is the one whose end should make the session linger.
 pub(crate) fn clear_owner(request: &mut Request) {
-    match request {
-        Request::Exec(params) => params.owner = None,
-        Request::Jobs(JobsRequest { caller, .. })
-        | Request::Check(JobRequest { caller, .. })
-        | Request::Wait(WaitRequest { caller, .. })
-        | Request::Kill(KillRequest { caller, .. })
-        | Request::Follow(FollowRequest { caller, .. })
-        | Request::Send(SendRequest { caller, .. })
-        | Request::Grep(GrepRequest { caller, .. }) => caller.owner = None,
-        _ => {}
+    if let Some(owner) = request.owner_mut() {
+        *owner = None;
     }
 }
 
@@ -296,6 +285,51 @@ fn config_path() -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_request_to_another_host_names_no_owner_of_this_one() {
+        use bashd_protocol::{
+            Caller, JobRef, JobRequest, OutputRequest, Owner, PtySize, ResizeRequest, StreamName,
+        };
+        let caller = Caller {
+            session: "s".into(),
+            owner: Some(Owner::of(std::process::id())),
+        };
+        let job = JobRef::Id("j1".into());
+        let requests = [
+            Request::Output(OutputRequest {
+                job: job.clone(),
+                stream: StreamName::Stdout,
+                offset: 1,
+                limit: None,
+                caller: caller.clone(),
+                any_session: false,
+                max_bytes: None,
+                from_end: false,
+            }),
+            Request::Screen(JobRequest {
+                caller: caller.clone(),
+                job: job.clone(),
+                any_session: false,
+            }),
+            Request::Resize(ResizeRequest {
+                caller: caller.clone(),
+                job: job.clone(),
+                size: PtySize::default(),
+                any_session: false,
+            }),
+            Request::Check(JobRequest {
+                caller,
+                job,
+                any_session: false,
+            }),
+        ];
+        for mut request in requests {
+            clear_owner(&mut request);
+            let shown = format!("{request:?}");
+            assert_eq!(request.owner_mut(), Some(&mut None), "{shown}");
+        }
+    }
 
     #[test]
     fn a_host_that_looks_like_an_option_is_refused() {

@@ -90,10 +90,15 @@ impl Target {
 /// A connection to `target`'s daemon, with the handshake done. A local daemon is
 /// started when none answers, unless `BASHD_NO_AUTOSTART=1`; then
 /// [`Client::other_daemons`] says which daemons of this user served other runtime
-/// directories, and the new daemon's log names them too.
+/// directories, and the new daemon's log names them too. Inside a sandboxed job
+/// (`$BASHD_CHANNEL`), the local daemon is the job's own, reached through the job's
+/// channel, whatever runtime directory is named.
 pub async fn connect(target: &Target) -> Result<Client, ClientError> {
     match target {
-        Target::Local { runtime_dir, .. } => connect_or_start(runtime_dir).await,
+        Target::Local { runtime_dir, .. } => match crate::channel::inherited() {
+            Some(channel) => crate::channel::connect(channel?).await,
+            None => connect_or_start(runtime_dir).await,
+        },
         Target::Remote { host, runtime_dir } => connect_remote(host, runtime_dir).await,
     }
 }

@@ -17,9 +17,8 @@ use std::time::Duration;
 
 use bashd_protocol::codec::DaemonCodec;
 use bashd_protocol::{
-    ClientFrame, ErrorKind, ErrorReply, ExecResult, FollowRequest, GrepRequest, JobId, JobRequest,
-    JobsRequest, KillRequest, OutputRequest, Owner, PROTOCOL_VERSION, PolicyVerdict, Request,
-    RequestId, Response, SendRequest, ServerFrame, WaitRequest, Welcome,
+    ClientFrame, ErrorKind, ErrorReply, ExecResult, JobId, Owner, PROTOCOL_VERSION, PolicyVerdict,
+    Request, RequestId, Response, ServerFrame, Welcome,
 };
 use futures::SinkExt;
 use tokio::net::UnixStream;
@@ -31,7 +30,6 @@ use tokio_util::sync::CancellationToken;
 use crate::config::OnCancel;
 use crate::inbound::{FrameReader, LargeFrames};
 use crate::jobs::JobsHandle;
-use crate::sandbox::peer::Peer;
 
 /// A client that connects and says nothing is dropped after this long.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
@@ -43,6 +41,8 @@ pub const MAX_EXECS_IN_FLIGHT: usize = 1024;
 /// Frames queued for the connection's writer.
 const WRITE_QUEUE_FRAMES: usize = 8;
 
+/// Serves one connection; `jobs` says whether it came through a sandboxed job's
+/// channel (`JobsHandle::from_job`), which bounds every request it makes.
 pub async fn serve_connection(
     stream: UnixStream,
     jobs: JobsHandle,
@@ -50,8 +50,6 @@ pub async fn serve_connection(
     max_frame_bytes: usize,
     large_frames: LargeFrames,
 ) {
-    // Read before anything else, while the process that connected surely still runs.
-    let peer = Peer::of(&stream);
     let (read, write) = stream.into_split();
     let mut frames = FrameReader::new(read, max_frame_bytes, large_frames);
     let (out, out_rx) = mpsc::channel::<ServerFrame>(WRITE_QUEUE_FRAMES);
@@ -61,7 +59,7 @@ pub async fn serve_connection(
     ));
 
     if let Some(client_pid) = handshake(&mut frames, &out).await {
-        serve_requests(&mut frames, &out, &jobs, &shutdown, client_pid, &peer).await;
+        serve_requests(&mut frames, &out, &jobs, &shutdown, client_pid).await;
     }
     // The writer ends once every sender is gone, after flushing what was queued.
     drop(out);
@@ -112,7 +110,6 @@ async fn serve_requests(
     jobs: &JobsHandle,
     shutdown: &CancellationToken,
     client_pid: u32,
-    peer: &Result<Peer, String>,
 ) {
     let mut execs = JoinSet::new();
     let mut queries = JoinSet::new();
@@ -155,12 +152,10 @@ async fn serve_requests(
                 };
                 let cancel = CancellationToken::new();
                 in_flight.insert(id, cancel.clone());
-                let (jobs, out, peer) = (jobs.clone(), out.clone(), peer.clone());
+                let (jobs, out) = (jobs.clone(), out.clone());
                 let task = async move {
                     match request {
-                        Request::Exec(params) => {
-                            serve_exec(id, params, jobs, out, cancel, peer).await
-                        }
+                        Request::Exec(params) => serve_exec(id, params, jobs, out, cancel).await,
                         // Dropping any other request's future is its cancel: a wait
                         // stops waiting, and nothing is answered.
                         request => tokio::select! {
@@ -212,24 +207,12 @@ enum TaskKind {
 
 /// A request that names no owner is owned by the process that connected.
 fn with_owner(mut request: Request, client_pid: u32) -> Request {
-    let owner = match &mut request {
-        Request::Exec(params) => &mut params.owner,
-        Request::Jobs(JobsRequest { caller, .. })
-        | Request::Check(JobRequest { caller, .. })
-        | Request::Wait(WaitRequest { caller, .. })
-        | Request::Kill(KillRequest { caller, .. })
-        | Request::Follow(FollowRequest { caller, .. })
-        | Request::Send(SendRequest { caller, .. })
-        | Request::Grep(GrepRequest { caller, .. })
-        | Request::Output(OutputRequest { caller, .. })
-        | Request::Screen(JobRequest { caller, .. })
-        | Request::Resize(bashd_protocol::ResizeRequest { caller, .. }) => &mut caller.owner,
-        _ => return request,
-    };
-    owner.get_or_insert(Owner {
-        pid: client_pid,
-        start_time: None,
-    });
+    if let Some(owner) = request.owner_mut() {
+        owner.get_or_insert(Owner {
+            pid: client_pid,
+            start_time: None,
+        });
+    }
     request
 }
 
@@ -244,10 +227,9 @@ async fn serve_exec(
     jobs: JobsHandle,
     out: mpsc::Sender<ServerFrame>,
     cancel: CancellationToken,
-    peer: Result<Peer, String>,
 ) {
     let to_background = params.mcp_call;
-    let mut events = jobs.exec(params, peer).await;
+    let mut events = jobs.exec(params).await;
     let mut job: Option<JobId> = None;
     let mut cancelled = false;
     loop {

@@ -83,6 +83,9 @@ pub async fn run(
     let instance = jobs::new_instance_id();
     let containment = plan.start(instance.clone(), scanner, reaper_handle);
     tracing::info!("containment: {}", containment.describe());
+    // Connections sent over sandboxed jobs' channels, to the server; bounded, so a
+    // job that floods its channel waits for the server rather than filling memory.
+    let (arrivals_tx, arrivals) = tokio::sync::mpsc::channel(64);
     let (mut actor, jobs) = JobsActor::new(
         config_rx,
         instance,
@@ -90,6 +93,7 @@ pub async fn run(
         process::find_shell(),
         runtime.dir.clone(),
         journal,
+        arrivals_tx,
     );
     actor.keep_lost(lost);
     let actor_task = tokio::spawn(actor.run());
@@ -99,6 +103,7 @@ pub async fn run(
     let connections = TaskTracker::new();
     let server = tokio::spawn(server::serve(
         listener,
+        arrivals,
         jobs.clone(),
         stop_accepting.clone(),
         connections.clone(),

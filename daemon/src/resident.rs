@@ -21,14 +21,8 @@ use std::fmt;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Report {
     /// The job's shell was forked with pid `pid`, which is also its process group;
-    /// `resident` is the resident's own pid, the root of the job's processes; `userns`
-    /// the inode of the shell's user namespace, for a sandboxed job (the resident is
-    /// outside it).
-    Started {
-        pid: i32,
-        resident: i32,
-        userns: Option<u64>,
-    },
+    /// `resident` is the resident's own pid, the root of the job's processes.
+    Started { pid: i32, resident: i32 },
     /// The job's shell exited; `status` is as `waitpid` gave it.
     Leader { status: i32 },
     /// The last process of the job is gone; the resident exits next.
@@ -60,16 +54,7 @@ pub enum Order {
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Report::Started {
-                pid,
-                resident,
-                userns: None,
-            } => writeln!(f, "started {pid} {resident}"),
-            Report::Started {
-                pid,
-                resident,
-                userns: Some(userns),
-            } => writeln!(f, "started {pid} {resident} {userns}"),
+            Report::Started { pid, resident } => writeln!(f, "started {pid} {resident}"),
             Report::Leader { status } => writeln!(f, "leader {status}"),
             Report::Done(u) => writeln!(
                 f,
@@ -93,10 +78,6 @@ impl Report {
             "started" => Report::Started {
                 pid: words.next()?.parse().ok()?,
                 resident: words.next()?.parse().ok()?,
-                userns: match words.next() {
-                    Some(word) => Some(word.parse().ok()?),
-                    None => None,
-                },
             },
             "leader" => Report::Leader {
                 status: words.next()?.parse().ok()?,
@@ -160,14 +141,23 @@ pub struct Spawn {
     /// The job's descriptors are the slave of a terminal (`exec --pty`): the shell
     /// leads a session of its own with that terminal as its controlling terminal.
     pub pty: bool,
+    /// One more descriptor comes last: the job's end of its channel to the daemon
+    /// (`sandbox/channel.rs`), which the shell inherits as [`CHANNEL_FD`].
+    pub channel: bool,
 }
+
+/// Where a job's shell finds its channel to the daemon; the daemon names it in the
+/// job's environment (`BASHD_CHANNEL`). High enough that a script's own redirections
+/// (3 to 9) and bash's saved descriptors (10 and up, lowest free first) leave it be.
+pub const CHANNEL_FD: i32 = 63;
 
 /// The descriptors that go with a [`Spawn`], in this order: the resident's end of its
 /// control socket, then the job's stdout and stderr pipes (the same pipe twice when
-/// stderr is merged), then, with `stdin_pipe`, the job's stdin pipe.
+/// stderr is merged), then, with `stdin_pipe`, the job's stdin pipe, then, with
+/// `channel`, the job's channel.
 pub const SPAWN_FDS: usize = 3;
 /// The most descriptors a spawn carries.
-pub const MAX_SPAWN_FDS: usize = SPAWN_FDS + 1;
+pub const MAX_SPAWN_FDS: usize = SPAWN_FDS + 2;
 
 /// The longest frame the zygote takes: a command and an environment of a few MiB.
 pub const MAX_SPAWN_BYTES: usize = 64 * 1024 * 1024;
@@ -184,6 +174,7 @@ const ENV: u8 = 7;
 const STDIN_PIPE: u8 = 8;
 const SANDBOX: u8 = 9;
 const PTY: u8 = 10;
+const CHANNEL: u8 = 11;
 
 impl Spawn {
     /// The frame: its length, then its fields.
@@ -221,6 +212,9 @@ impl Spawn {
         }
         if self.pty {
             field(PTY, &[]);
+        }
+        if self.channel {
+            field(CHANNEL, &[]);
         }
         let mut frame = (body.len() as u32).to_le_bytes().to_vec();
         frame.append(&mut body);
@@ -268,6 +262,7 @@ impl Spawn {
                 STDIN_PIPE => spawn.stdin_pipe = true,
                 SANDBOX => spawn.sandbox = Some(bytes.to_vec()),
                 PTY => spawn.pty = true,
+                CHANNEL => spawn.channel = true,
                 other => return Err(format!("unknown field {other}")),
             }
         }
@@ -299,6 +294,7 @@ mod tests {
             stdin_pipe: true,
             sandbox: Some(b"files=1".to_vec()),
             pty: true,
+            channel: true,
         };
         let frame = spawn.encode();
         let (len, body) = frame.split_first_chunk::<4>().unwrap();
@@ -326,12 +322,6 @@ mod tests {
             Report::Started {
                 pid: 42,
                 resident: 41,
-                userns: None,
-            },
-            Report::Started {
-                pid: 42,
-                resident: 41,
-                userns: Some(4026532000),
             },
             Report::Leader { status: 256 },
             Report::Done(Usage {

@@ -1,5 +1,6 @@
-//! The accept loop: admits peers of the daemon's own uid and gives each connection a
-//! task of its own.
+//! The accept loop: admits peers of the daemon's own uid from outside every sandbox,
+//! and the connections sandboxed jobs send over their channels, and gives each
+//! connection a task of its own.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -9,6 +10,7 @@ use bashd_protocol::codec::DaemonCodec;
 use bashd_protocol::{ErrorKind, ErrorReply, ServerFrame};
 use futures::{SinkExt, StreamExt};
 use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::mpsc;
 use tokio_util::codec::{FramedRead, FramedWrite};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -16,6 +18,8 @@ use tokio_util::task::TaskTracker;
 use crate::conn;
 use crate::inbound::LargeFrames;
 use crate::jobs::JobsHandle;
+use crate::sandbox::channel::Arrived;
+use crate::sandbox::peer;
 
 /// The frame limit for a peer that is being refused: a `Hello` fits in it.
 const REFUSED_FRAME_BYTES: usize = 64 * 1024;
@@ -24,6 +28,7 @@ const REFUSED_FRAME_BYTES: usize = 64 * 1024;
 /// so the caller can wait for them to wind down.
 pub async fn serve(
     listener: UnixListener,
+    mut arrivals: mpsc::Receiver<Arrived>,
     jobs: JobsHandle,
     shutdown: CancellationToken,
     tracker: TaskTracker,
@@ -35,39 +40,45 @@ pub async fn serve(
     let open = Arc::new(AtomicUsize::new(0));
     loop {
         // Cancelling accept loses no connection: an unaccepted one stays in the backlog
-        // and is refused when the listener is dropped.
-        let accepted = tokio::select! {
+        // and is refused when the listener is dropped; one sent over a channel stays in
+        // `arrivals`.
+        let (stream, arrived) = tokio::select! {
             () = shutdown.cancelled() => return,
-            accepted = listener.accept() => accepted,
-        };
-        let stream = match accepted {
-            Ok((stream, _)) => stream,
-            Err(e) => {
-                // Out of file descriptors, usually; back off instead of spinning.
-                tracing::warn!("cannot accept a connection: {e}");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => (stream, None),
+                Err(e) => {
+                    // Out of file descriptors, usually; back off instead of spinning.
+                    tracing::warn!("cannot accept a connection: {e}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            Some(arrived) = arrivals.recv() => {
+                let Arrived { stream, origin, ended } = arrived;
+                (stream, Some((origin, ended)))
             }
         };
-        match stream.peer_cred() {
-            Ok(cred) if cred.uid() == me => {}
-            Ok(cred) => {
-                tracing::warn!(
-                    "refused a connection from uid {} (pid {:?}): bashd serves uid {me} only",
-                    cred.uid(),
-                    cred.pid()
-                );
-                let reason = format!(
-                    "this bashd (pid {}) serves uid {me} only, and you are uid {}; use a bashd of your own (set BASHD_RUNTIME_DIR to a directory of yours, or unset it)",
-                    std::process::id(),
-                    cred.uid()
-                );
-                tracker.spawn(refuse(stream, ErrorKind::InvalidRequest, reason));
-                continue;
-            }
-            Err(e) => {
-                tracing::warn!("refused a connection whose peer cannot be identified: {e}");
-                continue;
+        if arrived.is_none() {
+            match stream.peer_cred() {
+                Ok(cred) if cred.uid() == me => {}
+                Ok(cred) => {
+                    tracing::warn!(
+                        "refused a connection from uid {} (pid {:?}): bashd serves uid {me} only",
+                        cred.uid(),
+                        cred.pid()
+                    );
+                    let reason = format!(
+                        "this bashd (pid {}) serves uid {me} only, and you are uid {}; use a bashd of your own (set BASHD_RUNTIME_DIR to a directory of yours, or unset it)",
+                        std::process::id(),
+                        cred.uid()
+                    );
+                    tracker.spawn(refuse(stream, ErrorKind::InvalidRequest, reason));
+                    continue;
+                }
+                Err(e) => {
+                    tracing::warn!("refused a connection whose peer cannot be identified: {e}");
+                    continue;
+                }
             }
         }
         let cap = jobs.max_connections();
@@ -83,17 +94,40 @@ pub async fn serve(
         open.fetch_add(1, Ordering::Relaxed);
         let counted = OpenConnection(Arc::clone(&open));
         // A reloaded limit applies to connections made after the reload.
-        let serve = conn::serve_connection(
-            stream,
-            jobs.clone(),
-            shutdown.clone(),
-            jobs.max_frame_bytes(),
-            large_frames.clone(),
-        );
-        tracker.spawn(async move {
-            serve.await;
-            drop(counted);
-        });
+        let (max_frame_bytes, large_frames) = (jobs.max_frame_bytes(), large_frames.clone());
+        let (jobs, shutdown) = (jobs.clone(), shutdown.clone());
+        match arrived {
+            Some((origin, ended)) => {
+                tracing::debug!(job = %origin.job, "a connection came through the job's channel");
+                let jobs = jobs.from_job(Some(origin));
+                let serve =
+                    conn::serve_connection(stream, jobs, shutdown, max_frame_bytes, large_frames);
+                tracker.spawn(async move {
+                    // The job has ended: what came through its channel ends with it,
+                    // requests in flight too.
+                    tokio::select! {
+                        () = serve => {}
+                        () = ended.cancelled() => {}
+                    }
+                    drop(counted);
+                });
+            }
+            None => {
+                tracker.spawn(async move {
+                    // Read before anything else, while the process that connected
+                    // surely still runs.
+                    if let Err(reason) = peer::outside_sandboxes(&stream) {
+                        tracing::warn!("refused a connection: {reason}");
+                        drop(counted);
+                        refuse(stream, ErrorKind::InvalidRequest, reason).await;
+                        return;
+                    }
+                    conn::serve_connection(stream, jobs, shutdown, max_frame_bytes, large_frames)
+                        .await;
+                    drop(counted);
+                });
+            }
+        }
     }
 }
 

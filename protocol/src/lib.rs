@@ -1,15 +1,18 @@
 //! The contract between `bashd` and its clients: message types, the frame codec,
-//! where the runtime directory and socket live, and the limits both sides share.
+//! where the runtime directory and socket live, the limits both sides share, and how
+//! text a job chose is made safe to show a person.
 //!
 //! This is the only crate that derives serde; the daemon and the client depend on it
 //! and on nothing of each other.
 
+pub mod channel;
 pub mod codec;
 pub mod limits;
 pub mod message;
 pub mod notice;
 pub mod runtime;
 pub mod sandbox;
+pub mod text;
 
 pub use codec::{FrameCodec, FrameError};
 pub use message::*;
@@ -19,4 +22,4 @@ pub use sandbox::{
 };
 
 /// Bumped on every incompatible change of the messages; `Hello` and `Welcome` carry it.
-pub const PROTOCOL_VERSION: u32 = 5;
+pub const PROTOCOL_VERSION: u32 = 6;

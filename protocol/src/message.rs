@@ -87,6 +87,33 @@ pub enum Request {
     Resize(ResizeRequest),
 }
 
+impl Request {
+    /// The owner a request names for the session it acts in, for every request that
+    /// names one: the one list both ends use. The daemon fills in the connecting
+    /// process for an owner left out; a client to another host clears it, since a pid
+    /// of this machine means nothing there (the bridge owns the session).
+    pub fn owner_mut(&mut self) -> Option<&mut Option<Owner>> {
+        match self {
+            Request::Exec(params) => Some(&mut params.owner),
+            Request::Jobs(JobsRequest { caller, .. })
+            | Request::Check(JobRequest { caller, .. })
+            | Request::Wait(WaitRequest { caller, .. })
+            | Request::Kill(KillRequest { caller, .. })
+            | Request::Follow(FollowRequest { caller, .. })
+            | Request::Send(SendRequest { caller, .. })
+            | Request::Grep(GrepRequest { caller, .. })
+            | Request::Output(OutputRequest { caller, .. })
+            | Request::Screen(JobRequest { caller, .. })
+            | Request::Resize(ResizeRequest { caller, .. }) => Some(&mut caller.owner),
+            Request::CheckPolicy(_)
+            | Request::Status
+            | Request::Sessions
+            | Request::CloseSession(_)
+            | Request::Cancel(_) => None,
+        }
+    }
+}
+
 /// The responses to one request, in order. `Exec` gets `Started`, any number of
 /// `Output`, then exactly one `Finished`; every other request gets one response.
 /// `Error` ends a request of any kind.
@@ -232,6 +259,8 @@ pub struct FollowRequest {
     /// `None`: both streams.
     pub stream: Option<StreamName>,
     pub from: FollowFrom,
+    /// Reach a job of another session too (`--any-session`).
+    pub any_session: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -251,6 +280,8 @@ pub struct SendRequest {
     /// Answer with the screen of a terminal job once its output has been quiet this
     /// many milliseconds (or after a few seconds at most).
     pub screen_settle_ms: Option<u64>,
+    /// Reach a job of another session too (`--any-session`).
+    pub any_session: bool,
 }
 
 /// A terminal job's size, in character cells.
@@ -290,6 +321,8 @@ pub struct ResizeRequest {
     pub caller: Caller,
     pub job: JobRef,
     pub size: PtySize,
+    /// Reach a job of another session too (`--any-session`).
+    pub any_session: bool,
 }
 
 /// The screen of a terminal job, as its emulator in the daemon keeps it.
@@ -338,6 +371,8 @@ pub struct GrepRequest {
     pub offset: u64,
     /// Most matching lines to return; `None`: the daemon's `max_lines`.
     pub limit: Option<u64>,
+    /// Reach a job of another session too (`--any-session`).
+    pub any_session: bool,
 }
 
 /// A TCP or UDP port a process of a job has open for others: a TCP socket that

@@ -104,6 +104,17 @@ pub fn sessions_dir(runtime_dir: &Path) -> PathBuf {
     runtime_dir.join("sessions")
 }
 
+/// The name of user `uid` in `/etc/passwd`, for messages: a directory or a listener
+/// of another user is named by who that is, where it can be told.
+pub fn user_name(uid: u32) -> Option<String> {
+    let passwd = fs::read_to_string("/etc/passwd").ok()?;
+    passwd.lines().find_map(|line| {
+        let mut fields = line.split(':');
+        let name = fields.next()?;
+        (fields.nth(1)?.parse::<u32>().ok()? == uid).then(|| name.to_owned())
+    })
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeDirError {
     #[error(
@@ -115,7 +126,8 @@ pub enum RuntimeDirError {
     )]
     NotADirectory(PathBuf),
     #[error(
-        "runtime dir {path} belongs to uid {owner}, not to you (uid {me}); set BASHD_RUNTIME_DIR to a directory of your own"
+        "runtime dir {path} belongs to uid {owner}{}, not to you (uid {me}); set BASHD_RUNTIME_DIR to a directory of your own, or have its owner or root remove it",
+        user_name(*.owner).map(|name| format!(" ({name})")).unwrap_or_default()
     )]
     WrongOwner { path: PathBuf, owner: u32, me: u32 },
     #[error(

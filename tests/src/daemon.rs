@@ -14,13 +14,18 @@ const START_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// The path of a binary of this workspace, in the target directory the running test
 /// executable was built into (`target/<profile>/deps/..`).
+///
+/// `$BASHD_TEST_BIN_DIR` names another directory: the tests then run against the
+/// binaries there (an older build, to see a test fail without its fix), as long as
+/// they speak this build's protocol where a test uses the library.
 pub fn bin_path(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("the test executable has a path");
     let mut dir = exe.parent().expect("the test executable is in a directory");
     if dir.ends_with("deps") {
         dir = dir.parent().expect("deps has a parent");
     }
-    let path = dir.join(name);
+    let chosen = std::env::var_os("BASHD_TEST_BIN_DIR").map(PathBuf::from);
+    let path = chosen.as_deref().unwrap_or(dir).join(name);
     assert!(
         path.is_file(),
         "{} is missing: build it with `cargo build --workspace --bins` (the README's test command `cargo test --workspace` builds it)",

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use bashd_protocol::{ErrorKind, ErrorReply};
 
 /// The most descriptors one job holds in the daemon: its two pipes, its resident's
-/// control socket, a pidfd, and its two spill files.
-pub const FDS_PER_JOB: u64 = 6;
+/// control socket, a pidfd, its two spill files, and a sandboxed job's channel.
+pub const FDS_PER_JOB: u64 = 7;
 /// Descriptors kept free for what serving needs besides jobs: accepting connections,
 /// the journal's compaction, reading a page of output.
 pub const RESERVED_FDS: u64 = 32;

@@ -20,7 +20,7 @@ use super::supervisor::{self, Control, Streams, Subscribed};
 use crate::config::Config;
 use crate::output;
 use crate::policy::Denial;
-use crate::sandbox::peer::Peer;
+use crate::sandbox::channel::Origin;
 
 /// Commands longer than this are checked on a blocking thread: parsing them takes long
 /// enough to hold up other requests on the same worker.
@@ -36,15 +36,14 @@ pub enum Cmd {
         /// The policy's refusal, checked before the actor sees the request.
         denial: Option<Denial>,
         events: mpsc::Sender<Response>,
-        /// Where the client connects from: a sandboxed job bounds what it may start.
-        peer: Result<Peer, String>,
+        /// The sandboxed job the request came from, through its channel: it bounds
+        /// what the request may start.
+        origin: Option<Arc<Origin>>,
     },
-    /// A job's state and a snapshot of its output, for `output` and `check`, for a
-    /// caller of its session (or of any, with `any_session`).
+    /// A job's state and a snapshot of its output, for `output` and `check`.
     Lookup {
-        caller: Caller,
+        asker: Asker,
         job: JobRef,
-        any_session: bool,
         reply: oneshot::Sender<Result<Lookup, ErrorReply>>,
     },
     /// Answer the job's request now and move it to the background (a cancelled MCP
@@ -59,22 +58,29 @@ pub enum Cmd {
         seen: [u64; 2],
     },
     Wait {
-        request: WaitRequest,
+        asker: Asker,
+        job: JobRef,
         reply: oneshot::Sender<Result<Waiting, ErrorReply>>,
     },
     Kill {
-        request: KillRequest,
+        asker: Asker,
+        job: JobRef,
+        signal: Option<String>,
+        grace_ms: Option<u64>,
         reply: oneshot::Sender<Result<Waiting, ErrorReply>>,
     },
     Jobs {
         request: JobsRequest,
+        origin: Option<Arc<Origin>>,
         reply: oneshot::Sender<Result<Listing, ErrorReply>>,
     },
     Sessions {
+        origin: Option<Arc<Origin>>,
         reply: oneshot::Sender<Vec<SessionInfo>>,
     },
     CloseSession {
         session: String,
+        origin: Option<Arc<Origin>>,
         reply: CloseReply,
     },
     Status {
@@ -86,7 +92,7 @@ pub enum Cmd {
     },
     /// A live reader of a job's output (`follow`, `wait` with conditions).
     Subscribe {
-        caller: Caller,
+        asker: Asker,
         job: JobRef,
         /// `None`: both streams.
         stream: Option<StreamName>,
@@ -95,7 +101,7 @@ pub enum Cmd {
     },
     /// A running job's stdin pipe, for `send`.
     Stdin {
-        caller: Caller,
+        asker: Asker,
         job: JobRef,
         reply: oneshot::Sender<Result<(JobId, StdinHandle), ErrorReply>>,
     },
@@ -105,8 +111,10 @@ pub enum Cmd {
     },
     /// A running job's supervisor, for `screen` and `resize`.
     Control {
-        caller: Caller,
+        asker: Asker,
         job: JobRef,
+        /// It changes the job (`resize`), so its caller's session is adopted.
+        acting: bool,
         reply: oneshot::Sender<Result<(JobId, mpsc::UnboundedSender<Control>), ErrorReply>>,
     },
 }
@@ -182,22 +190,50 @@ pub enum Waiting {
     },
 }
 
+/// Who asks, in a request that names a job: every such request goes through the
+/// actor's one rule (`actor/reach.rs`) with it.
+#[derive(Debug, Clone)]
+pub struct Asker {
+    /// The session it acts for, and its owner.
+    pub caller: Caller,
+    /// It asked to reach a job of another session too (`--any-session`).
+    pub any_session: bool,
+    /// The sandboxed job it comes from, when it came through that job's channel.
+    pub origin: Option<Arc<Origin>>,
+}
+
 #[derive(Debug, Clone)]
 pub struct JobsHandle {
     pub(super) cmds: mpsc::Sender<Cmd>,
     /// The config in force, replaced whole on a reload; the policy is part of it.
     pub(super) config: watch::Receiver<Arc<Config>>,
+    /// The sandboxed job whose channel this handle's connection came through; `None`
+    /// for a connection on the daemon's socket.
+    pub(super) origin: Option<Arc<Origin>>,
 }
 
 impl JobsHandle {
-    /// Starts a job for a client connected from `peer` (which sandboxed job, if any,
-    /// it runs in). Its responses arrive on the returned receiver; dropping it before
+    /// This handle, for a connection that came through the channel of job `origin`:
+    /// every request it makes is that job's.
+    pub fn from_job(&self, origin: Option<Arc<Origin>>) -> JobsHandle {
+        JobsHandle {
+            origin,
+            ..self.clone()
+        }
+    }
+
+    /// Who asks, for a request of this handle's connection.
+    pub(super) fn asker(&self, caller: Caller, any_session: bool) -> Asker {
+        Asker {
+            caller,
+            any_session,
+            origin: self.origin.clone(),
+        }
+    }
+
+    /// Starts a job. Its responses arrive on the returned receiver; dropping it before
     /// `Finished` stops a foreground job.
-    pub async fn exec(
-        &self,
-        params: ExecParams,
-        peer: Result<Peer, String>,
-    ) -> mpsc::Receiver<Response> {
+    pub async fn exec(&self, params: ExecParams) -> mpsc::Receiver<Response> {
         let (events, rx) = mpsc::channel(64);
         // The job's workdir, so that `$PWD`, `$(pwd)` and relative targets are judged
         // as where they will run.
@@ -209,7 +245,7 @@ impl JobsHandle {
             params: Box::new(params),
             denial,
             events: events.clone(),
-            peer,
+            origin: self.origin.clone(),
         };
         if self.cmds.send(cmd).await.is_err() {
             let _ = events.send(Response::Error(shutting_down())).await;
@@ -273,17 +309,11 @@ impl JobsHandle {
 
     pub(super) async fn lookup(
         &self,
-        caller: Caller,
+        asker: Asker,
         job: JobRef,
-        any_session: bool,
     ) -> Result<(Lookup, Streams), ErrorReply> {
         let mut lookup = self
-            .ask(|reply| Cmd::Lookup {
-                caller,
-                job,
-                any_session,
-                reply,
-            })
+            .ask(|reply| Cmd::Lookup { asker, job, reply })
             .await??;
         let streams = match std::mem::replace(&mut lookup.streams, StreamsAt::Closed) {
             StreamsAt::Ready(streams) => *streams,
@@ -304,9 +334,8 @@ impl JobsHandle {
     /// A page of a job's output. The file is read on a blocking thread, never on the
     /// actor or the job's supervisor.
     pub async fn output(&self, request: OutputRequest) -> Result<OutputPage, ErrorReply> {
-        let (lookup, streams) = self
-            .lookup(request.caller, request.job, request.any_session)
-            .await?;
+        let asker = self.asker(request.caller, request.any_session);
+        let (lookup, streams) = self.lookup(asker, request.job).await?;
         let job = lookup.summary.job;
         let source = match (request.stream, streams.stderr) {
             (StreamName::Stdout, _) => streams.stdout,
@@ -347,10 +376,8 @@ impl JobsHandle {
     /// The job's state and the output its caller's session has not seen yet.
     pub async fn new_output(&self, request: JobRequest) -> Result<ExecResult, ErrorReply> {
         let session = request.caller.session.clone();
-        let caller = request.caller.clone();
-        let (lookup, streams) = self
-            .lookup(request.caller, request.job, request.any_session)
-            .await?;
+        let asker = self.asker(request.caller, request.any_session);
+        let (lookup, streams) = self.lookup(asker.clone(), request.job).await?;
         let Lookup {
             summary,
             cursor,
@@ -372,15 +399,15 @@ impl JobsHandle {
         }
         let job = result.job;
         let _ = self.cmds.send(Cmd::Advance { job, session, seen }).await;
-        Ok(self.with_screen(caller, result).await)
+        Ok(self.with_screen(asker, result).await)
     }
 
     /// The job's result when it ends, or after `timeout_ms` its state as it stands; with
     /// conditions, earlier when one of them is met (`jobs/live.rs`).
     pub async fn wait(&self, request: WaitRequest) -> Result<ExecResult, ErrorReply> {
-        let caller = request.caller.clone();
+        let asker = self.asker(request.caller.clone(), request.any_session);
         let result = self.wait_as_asked(request).await?;
-        Ok(self.with_screen(caller, result).await)
+        Ok(self.with_screen(asker, result).await)
     }
 
     async fn wait_as_asked(&self, request: WaitRequest) -> Result<ExecResult, ErrorReply> {
@@ -393,7 +420,9 @@ impl JobsHandle {
             let budget = self.config.borrow().mcp.max_call;
             timeout = Some(timeout.map_or(budget, |t| t.min(budget)));
         }
-        match self.ask(|reply| Cmd::Wait { request, reply }).await?? {
+        let asker = self.asker(request.caller, request.any_session);
+        let job = request.job;
+        match self.ask(|reply| Cmd::Wait { asker, job, reply }).await?? {
             Waiting::Ended(result) => Ok(result),
             Waiting::Pending { summary, result } => {
                 let ended = match timeout {
@@ -410,7 +439,15 @@ impl JobsHandle {
 
     /// Stops a job and answers its result once every process of it is gone.
     pub async fn kill(&self, request: KillRequest) -> Result<ExecResult, ErrorReply> {
-        match self.ask(|reply| Cmd::Kill { request, reply }).await?? {
+        let asker = self.asker(request.caller, request.any_session);
+        let cmd = |reply| Cmd::Kill {
+            asker,
+            job: request.job,
+            signal: request.signal,
+            grace_ms: request.grace_ms,
+            reply,
+        };
+        match self.ask(cmd).await?? {
             Waiting::Ended(result) => Ok(result),
             Waiting::Pending { result, .. } => result.await.map_err(|_| shutting_down()),
         }
@@ -419,18 +456,31 @@ impl JobsHandle {
     /// The jobs asked for, with the ports the running ones listen on and whether they
     /// wait for input, read from /proc now on a blocking thread.
     pub async fn jobs(&self, request: JobsRequest) -> Result<Vec<JobInfo>, ErrorReply> {
-        let Listing { mut jobs, live } = self.ask(|reply| Cmd::Jobs { request, reply }).await??;
+        let origin = self.origin.clone();
+        let Listing { mut jobs, live } = self
+            .ask(|reply| Cmd::Jobs {
+                request,
+                origin,
+                reply,
+            })
+            .await??;
         super::live::look_at(&mut jobs, live).await;
         Ok(jobs)
     }
 
     pub async fn sessions(&self) -> Result<Vec<SessionInfo>, ErrorReply> {
-        self.ask(|reply| Cmd::Sessions { reply }).await
+        let origin = self.origin.clone();
+        self.ask(|reply| Cmd::Sessions { origin, reply }).await
     }
 
     pub async fn close_session(&self, session: String) -> Result<SessionClosed, ErrorReply> {
-        self.ask(|reply| Cmd::CloseSession { session, reply })
-            .await?
+        let origin = self.origin.clone();
+        self.ask(|reply| Cmd::CloseSession {
+            session,
+            origin,
+            reply,
+        })
+        .await?
     }
 
     /// The daemon's status. Its open files are counted here, not in the actor: a daemon

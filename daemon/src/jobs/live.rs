@@ -16,7 +16,9 @@ use regex::bytes::Regex;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use super::handle::{Cmd, JobsHandle, LiveJob, Watching, blocking, shutting_down, still_running};
+use super::handle::{
+    Asker, Cmd, JobsHandle, LiveJob, Watching, blocking, shutting_down, still_running,
+};
 use super::probe;
 use super::stdin::SendError;
 use super::supervisor::{Control, FOLLOW_QUEUE, Streams};
@@ -41,11 +43,11 @@ impl JobsHandle {
             .map(|pattern| compile(pattern, "until"))
             .transpose()?;
         let (sink, mut events) = mpsc::channel(FOLLOW_QUEUE);
-        let caller = request.caller.clone();
+        let asker = self.asker(request.caller.clone(), request.any_session);
         let job = request.job.clone();
         let watching = self
             .ask(|reply| Cmd::Subscribe {
-                caller,
+                asker: asker.clone(),
                 job,
                 stream: None,
                 sink,
@@ -113,7 +115,7 @@ impl JobsHandle {
                     }
                     Some(Response::Notice(Notice::OutputMissed { stream, offset, lines, .. })) => {
                         // The lines went by while this wait was busy: read them back.
-                        if let Some(met) = self.scan_missed(&mut watch, &request.caller, job, stream, offset, lines).await {
+                        if let Some(met) = self.scan_missed(&mut watch, &asker, job, stream, offset, lines).await {
                             break Some(met);
                         }
                     }
@@ -129,7 +131,7 @@ impl JobsHandle {
                         met = match events.try_recv() {
                             Ok(Response::Output(chunk)) => watch.scan(&chunk),
                             Ok(Response::Notice(Notice::OutputMissed { stream, offset, lines, .. })) => {
-                                self.scan_missed(&mut watch, &request.caller, job, stream, offset, lines).await
+                                self.scan_missed(&mut watch, &asker, job, stream, offset, lines).await
                             }
                             Ok(_) => None,
                             Err(_) => break,
@@ -169,12 +171,12 @@ impl JobsHandle {
         })
     }
 
-    /// Scans lines a wait missed, read back from the job's output.
-    #[allow(clippy::too_many_arguments)]
+    /// Scans lines a wait missed, read back from the job's output, as the wait's
+    /// asker may.
     async fn scan_missed(
         &self,
         watch: &mut LineWatch,
-        caller: &bashd_protocol::Caller,
+        asker: &Asker,
         job: JobId,
         stream: StreamName,
         offset: u64,
@@ -190,9 +192,8 @@ impl JobsHandle {
                     stream,
                     offset: at,
                     limit: Some(end - at),
-                    caller: caller.clone(),
-                    // The wait found the job; it may be another session's on purpose.
-                    any_session: true,
+                    caller: asker.caller.clone(),
+                    any_session: asker.any_session,
                     max_bytes: Some(bashd_protocol::limits::MAX_PAGE_BYTES),
                     from_end: false,
                 })
@@ -238,10 +239,12 @@ impl JobsHandle {
             job,
             stream,
             from,
+            any_session,
         } = request;
+        let asker = self.asker(caller, any_session);
         let watching = self
             .ask(|reply| Cmd::Subscribe {
-                caller,
+                asker,
                 job,
                 stream,
                 sink,
@@ -289,14 +292,16 @@ impl JobsHandle {
             keys,
             literal,
             screen_settle_ms,
+            any_session,
         } = request;
+        let asker = self.asker(caller, any_session);
         if !keys.is_empty() {
-            bytes.extend(self.key_bytes(&caller, &job_ref, &keys, literal).await?);
+            bytes.extend(self.key_bytes(&asker, &job_ref, &keys, literal).await?);
         }
-        let watcher = caller.clone();
+        let watcher = asker.clone();
         let (job, stdin) = self
             .ask(|reply| Cmd::Stdin {
-                caller,
+                asker,
                 job: job_ref.clone(),
                 reply,
             })
@@ -343,7 +348,8 @@ impl JobsHandle {
     /// The lines of a job's output that match a regex, on a blocking thread.
     pub async fn grep(&self, request: GrepRequest) -> Result<OutputPage, ErrorReply> {
         let regex = compile(&request.pattern, "grep")?;
-        let (lookup, streams) = self.lookup(request.caller, request.job, false).await?;
+        let asker = self.asker(request.caller, request.any_session);
+        let (lookup, streams) = self.lookup(asker, request.job).await?;
         let job = lookup.summary.job;
         let source = match (request.stream, streams.stderr) {
             (StreamName::Stdout, _) => streams.stdout,

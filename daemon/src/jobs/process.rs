@@ -51,6 +51,9 @@ pub struct SpawnSpec {
     /// Run the job on a new pseudo-terminal of this size (`exec --pty`) instead of
     /// pipes: `stdout` and `stdin` of [`Spawned`] are then its master.
     pub pty: Option<bashd_protocol::PtySize>,
+    /// The job's end of its channel to the daemon (`sandbox/channel.rs`), which its
+    /// shell inherits; the daemon's copy closes once the spawn is sent.
+    pub channel: Option<OwnedFd>,
 }
 
 /// A started job leader: the shell. Its pid is also its process group id (it called
@@ -69,9 +72,6 @@ pub struct Spawned {
     pub held: Option<Held>,
     /// The write end of the job's stdin pipe, when it has one.
     pub stdin: Option<OwnedFd>,
-    /// The user namespace (its inode) a sandboxed job's resident made, which every
-    /// process of the job is in or below: how a request from inside the job is known.
-    pub userns: Option<u64>,
     /// The job runs on a terminal of this size: `stdout` and `stdin` are its master.
     pub pty: Option<bashd_protocol::PtySize>,
 }
@@ -290,6 +290,7 @@ impl Reaper {
             pipes.stderr_write.as_fd(),
         ];
         fds.extend(stdin.as_ref().map(|(read, _)| read.as_fd()));
+        fds.extend(spec.channel.as_ref().map(|channel| channel.as_fd()));
         self.send_to_zygote(&how.binary, &frame, &fds)?;
         // The zygote has its own copies now; the pipes reach EOF when the job's last
         // process closes them.
@@ -318,7 +319,8 @@ impl Reaper {
         let mut spawn = self.spawn_frame(&spec, how, true);
         spawn.pty = true;
         let frame = spawn.encode();
-        let fds = [theirs.as_fd(), slave.as_fd(), slave.as_fd(), slave.as_fd()];
+        let mut fds = vec![theirs.as_fd(), slave.as_fd(), slave.as_fd(), slave.as_fd()];
+        fds.extend(spec.channel.as_ref().map(|channel| channel.as_fd()));
         self.send_to_zygote(&how.binary, &frame, &fds)?;
         // The daemon's slave closes here: the master reads EIO once the job's last
         // process has let go of the terminal.
@@ -358,6 +360,7 @@ impl Reaper {
                 .collect(),
             stdin_pipe,
             pty: false,
+            channel: spec.channel.is_some(),
             sandbox: how
                 .sandbox
                 .as_ref()
@@ -504,7 +507,6 @@ fn spawned_shell(
         start_time,
         held: None,
         stdin,
-        userns: None,
         pty,
     };
     (spawned, exit_tx)

@@ -5,12 +5,12 @@
 use std::time::{Duration, Instant};
 
 use bashd_protocol::{
-    Caller, ErrorKind, ErrorReply, ExecResult, JobId, JobRef, JobRequest, JobState, ResizeRequest,
+    ErrorKind, ErrorReply, ExecResult, JobId, JobRef, JobRequest, JobState, ResizeRequest,
     ScreenInfo,
 };
 use tokio::sync::{mpsc, oneshot};
 
-use super::handle::{Cmd, JobsHandle};
+use super::handle::{Asker, Cmd, JobsHandle};
 use super::supervisor::Control;
 
 /// The longest a `send --screen` waits for the output to settle.
@@ -21,13 +21,15 @@ const SETTLE_LOOK: Duration = Duration::from_millis(5);
 impl JobsHandle {
     /// The current screen of a terminal job.
     pub async fn screen(&self, request: JobRequest) -> Result<ScreenInfo, ErrorReply> {
-        let (job, control) = self.control(request.caller, request.job).await?;
+        let asker = self.asker(request.caller, request.any_session);
+        let (job, control) = self.control(asker, request.job, false).await?;
         Ok(look(job, &control).await?.0)
     }
 
     /// Gives a terminal job a new size, then answers its screen.
     pub async fn resize(&self, request: ResizeRequest) -> Result<ScreenInfo, ErrorReply> {
-        let (job, control) = self.control(request.caller, request.job).await?;
+        let asker = self.asker(request.caller, request.any_session);
+        let (job, control) = self.control(asker, request.job, true).await?;
         let (reply, answer) = oneshot::channel();
         control
             .send(Control::Resize {
@@ -46,12 +48,12 @@ impl JobsHandle {
     /// its terminal asked for them. A job on pipes gets the normal spelling.
     pub(super) async fn key_bytes(
         &self,
-        caller: &Caller,
+        asker: &Asker,
         job: &JobRef,
         keys: &[String],
         literal: bool,
     ) -> Result<Vec<u8>, ErrorReply> {
-        let application_cursor = match self.control(caller.clone(), job.clone()).await {
+        let application_cursor = match self.control(asker.clone(), job.clone(), false).await {
             Ok((id, control)) => look(id, &control).await.is_ok_and(|(_, app)| app),
             Err(_) => false,
         };
@@ -62,11 +64,11 @@ impl JobsHandle {
     /// `None` when the job has no terminal or has ended.
     pub(super) async fn settled_screen(
         &self,
-        caller: Caller,
+        asker: Asker,
         job: JobRef,
         settle: Duration,
     ) -> Option<ScreenInfo> {
-        let (id, control) = self.control(caller, job).await.ok()?;
+        let (id, control) = self.control(asker, job, false).await.ok()?;
         let started = Instant::now();
         let mut last = look(id, &control).await.ok()?.0;
         let mut same_since = Instant::now();
@@ -90,12 +92,12 @@ impl JobsHandle {
     /// `result` with its screen, when it is of a running terminal job whose program
     /// drew on it (the alternate screen or cursor addressing): `wait` and `check` show
     /// that screen in place of the output tail, as the job's `exec` result did.
-    pub(super) async fn with_screen(&self, caller: Caller, mut result: ExecResult) -> ExecResult {
+    pub(super) async fn with_screen(&self, asker: Asker, mut result: ExecResult) -> ExecResult {
         if result.state != JobState::Running || result.screen.is_some() {
             return result;
         }
         let job = JobRef::Id(result.job.to_string());
-        if let Ok((id, control)) = self.control(caller, job).await {
+        if let Ok((id, control)) = self.control(asker, job, false).await {
             result.screen = look(id, &control)
                 .await
                 .ok()
@@ -107,11 +109,17 @@ impl JobsHandle {
 
     async fn control(
         &self,
-        caller: Caller,
+        asker: Asker,
         job: JobRef,
+        acting: bool,
     ) -> Result<(JobId, mpsc::UnboundedSender<Control>), ErrorReply> {
-        self.ask(|reply| Cmd::Control { caller, job, reply })
-            .await?
+        self.ask(|reply| Cmd::Control {
+            asker,
+            job,
+            acting,
+            reply,
+        })
+        .await?
     }
 }
 

@@ -1,7 +1,8 @@
 //! The streaming sanitizer (DESIGN §5): raw pipe bytes in, plain UTF-8 text out, with
 //! the same result however the input is split into reads.
 //!
-//! The output holds no control character but `\t` and `\n`. Escape sequences (CSI,
+//! The output holds no control character but `\t` and `\n`, and no bidirectional
+//! control (`bashd_protocol::text`: they reorder what a terminal shows after them). Escape sequences (CSI,
 //! OSC, DCS and the rest) are parsed by `vte`, the parser of the Alacritty terminal, and
 //! dropped, except the few that edit the current line the way progress bars use them.
 //! The current line is kept as a terminal keeps its row, so `\r`, backspace and
@@ -13,6 +14,8 @@
 //! is back in its ground state.
 
 use std::ops::Range;
+
+use bashd_protocol::text::{is_bidi_control, is_c1_control};
 
 use super::store::utf8_len;
 
@@ -277,7 +280,7 @@ impl Screen {
     }
 
     fn put_str(&mut self, text: &str) {
-        if self.cursor_at_end() && !has_c1_control(text) {
+        if self.cursor_at_end() && !has_c1_or_bidi_control(text) {
             self.out.extend_from_slice(text.as_bytes());
             self.cursor = self.out.len();
         } else {
@@ -287,7 +290,7 @@ impl Screen {
 
     /// Writes a printable character at the cursor, over what is there.
     fn put_char(&mut self, c: char) {
-        if is_c1_control(c) {
+        if is_c1_control(c) || is_bidi_control(c) {
             return;
         }
         let mut buf = [0u8; 4];
@@ -369,13 +372,14 @@ impl Screen {
     }
 }
 
-fn is_c1_control(c: char) -> bool {
-    ('\u{80}'..='\u{9F}').contains(&c)
-}
-
-/// C1 controls are encoded as C2 80 ..= C2 9F.
-fn has_c1_control(text: &str) -> bool {
-    text.as_bytes()
+/// C1 controls are encoded as C2 80 ..= C2 9F; the bidirectional controls as E2 80 AA
+/// ..= E2 80 AE and E2 81 A6 ..= E2 81 A9.
+fn has_c1_or_bidi_control(text: &str) -> bool {
+    text.as_bytes().windows(3).any(|w| {
+        (w[0] == 0xE2 && w[1] == 0x80 && (0xAA..=0xAE).contains(&w[2]))
+            || (w[0] == 0xE2 && w[1] == 0x81 && (0xA6..=0xA9).contains(&w[2]))
+    }) || text
+        .as_bytes()
         .windows(2)
         .any(|w| w[0] == 0xC2 && (0x80..=0x9F).contains(&w[1]))
 }
@@ -466,6 +470,28 @@ pub(super) mod tests {
             "hello\n\tworld\nno newline"
         );
         assert_eq!(sanitize("grüße, 世界 🦀\n".as_bytes()), "grüße, 世界 🦀\n");
+    }
+
+    /// Issue 30: a bidirectional control would reorder what a person's terminal shows
+    /// (`\u{202e}` turns `exe.txt` into `txt.exe`); right-to-left text and its marks
+    /// stay, cut or whole, in the fast path and after an escape.
+    #[test]
+    fn bidi_controls_are_dropped_and_right_to_left_text_stays() {
+        let trojan = "ok \u{202e}txt.exe\u{202c} \u{2066}x\u{2069}\n";
+        assert_eq!(sanitize(trojan.as_bytes()), "ok txt.exe x\n");
+        let bytes = trojan.as_bytes();
+        for cut in 1..bytes.len() {
+            assert_eq!(
+                sanitize_in(&[&bytes[..cut], &bytes[cut..]]),
+                "ok txt.exe x\n"
+            );
+        }
+        assert_eq!(
+            sanitize("\u{1b}[1m\u{202b}a\u{1b}[0m\u{202a}b\n".as_bytes()),
+            "ab\n"
+        );
+        let hebrew = "שלום\u{200f} עולם\n";
+        assert_eq!(sanitize(hebrew.as_bytes()), hebrew);
     }
 
     #[test]
@@ -571,6 +597,8 @@ pub(super) mod tests {
             Just("é🦀".as_bytes().to_vec()),
             Just(b"\xf0\x9f".to_vec()),
             Just(b"\xc2\x85".to_vec()),
+            Just("\u{202e}".as_bytes().to_vec()),
+            Just("\u{2068}".as_bytes().to_vec()),
             "[a-z ]{0,12}".prop_map(String::into_bytes),
             proptest::collection::vec(any::<u8>(), 0..8),
         ];
@@ -607,6 +635,7 @@ pub(super) mod tests {
         fn output_is_text_without_controls(input in interesting_bytes()) {
             let text = sanitize(&input);
             prop_assert!(text.chars().all(|c| c == '\n' || c == '\t' || !c.is_control()), "{text:?}");
+            prop_assert!(!text.chars().any(is_bidi_control), "{text:?}");
         }
 
         #[test]

@@ -3,7 +3,7 @@
 
 use super::paths::{self, Places, Target};
 use super::scope::Scope;
-use super::words::{live_globs, matches_everything, plain, to_shell};
+use super::words::{has_glob, live_globs, plain, to_shell};
 use super::wrappers::{Next, Step};
 
 /// One `git` invocation, past its global options.
@@ -286,7 +286,8 @@ fn split<'a>(
 
 /// `git add` (or `stage`) that takes in the whole tree: `-A`/`--all` (or
 /// `--no-ignore-removal`) without a pathspec, a pathspec naming the working directory
-/// or one above it (`.`, `..`, `$PWD`, `:/`, `:(top)`, `*`, `**`), only excluding
+/// or one above it (`.`, `..`, `$PWD`, `:/`, `:(top)`, or a glob that can match every
+/// path there, as `*`, `**` and `[a-z]*` can), only excluding
 /// pathspecs, or pathspecs read from a file. Dry runs are allowed.
 pub fn add_blind(args: &[String], places: &Places, cwds: &[Target]) -> bool {
     let Some(git) = parse(args) else { return false };
@@ -367,12 +368,12 @@ fn pathspec(operand: &str) -> Pathspec {
     }
 }
 
-/// Whether a path, with trailing globs that match everything (`*`, `**`) left off,
+/// Whether a path, with trailing globs that can match everything ([`broad_glob`]) left off,
 /// names the working directory or one above it. With no `cwds`, it is read from the
 /// top of the tree, where only an empty path is the whole.
 fn whole_tree(path: &str, places: &Places, cwds: &[Target]) -> bool {
     let mut path = path.trim_end_matches('/');
-    while let Some(last) = path.rsplit('/').next().filter(|l| matches_everything(l)) {
+    while let Some(last) = path.rsplit('/').next().filter(|l| broad_glob(l)) {
         path = path[..path.len() - last.len()].trim_end_matches('/');
     }
     if path.is_empty() {
@@ -382,6 +383,41 @@ fn whole_tree(path: &str, places: &Places, cwds: &[Target]) -> bool {
         return path.split('/').all(|part| matches!(part, "" | "."));
     }
     paths::is_workdir_or_above(path, places, cwds)
+}
+
+/// Whether a glob component of a pathspec can match every path below it: nothing but
+/// wildcards, bracket expressions and dots (`*`, `**`, `?*`, `[a-z]*`, `[!.]*`, `.*`).
+/// git's wildcards match across `/` (a pathspec is not a shell glob), so `[a-z]*`
+/// takes in every path that starts with a lowercase letter, `src/` and all, which in
+/// most trees is all of them; a literal name or extension (`*.rs`, `test_*`) scopes it.
+fn broad_glob(component: &str) -> bool {
+    if !has_glob(component) {
+        return false;
+    }
+    let mut chars = component.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            // `]` too: the end of a class inside a bracket (`[[:alpha:]]`) is met here.
+            '*' | '?' | '.' | ']' => {}
+            // A bracket expression is one wildcard character; `]` first (after `!` or
+            // `^`) is a member. Unclosed, the rest is taken as one (closed: broad).
+            '[' => {
+                let (mut at_start, mut negated) = (true, false);
+                for inside in chars.by_ref() {
+                    if inside == ']' && !at_start {
+                        break;
+                    }
+                    if at_start && !negated && matches!(inside, '!' | '^') {
+                        negated = true;
+                        continue;
+                    }
+                    at_start = false;
+                }
+            }
+            _ => return false,
+        }
+    }
+    true
 }
 
 /// `git push` that force-updates the remote: `--force`/`-f`, `--mirror`, a `+refspec`,

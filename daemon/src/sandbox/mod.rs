@@ -5,6 +5,7 @@
 //!
 //! The confining itself is `confine/`, which the resident links on its own.
 
+pub mod channel;
 pub mod confine;
 pub mod peer;
 
@@ -15,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use bashd_protocol::{
-    ExecParams, ExecResult, JobId, JobState, Network, Notice, SandboxDenial, SandboxInForce,
+    ExecParams, ExecResult, JobState, Network, Notice, SandboxDenial, SandboxInForce,
     SandboxMechanism, SandboxProfile, SandboxStatus,
 };
 
@@ -97,28 +98,29 @@ pub fn expand_home(path: &str) -> Result<PathBuf, String> {
 }
 
 /// The sandbox job `params` gets under `config`, or why it is refused: asking for
-/// less than the floor, or than the sandboxed job `around` the client (a request from
-/// one of its processes), whose sandbox is also the default. `None` when nothing is
-/// confined.
+/// less than the floor, or than the sandboxed job `around` the client (a request that
+/// came through its channel), whose sandbox is also the default. `None` when nothing
+/// is confined.
 pub fn decide(
     config: &SandboxConfig,
     params: &ExecParams,
-    around: Option<(JobId, SandboxInForce)>,
+    around: Option<&channel::Origin>,
 ) -> Result<Option<SandboxInForce>, String> {
     let profile = params
         .sandbox
-        .or(around.map(|(_, s)| s.profile))
+        .or(around.map(|o| o.sandbox.profile))
         .unwrap_or(config.default);
     let network = params
         .network
-        .or(around.map(|(_, s)| s.network))
+        .or(around.map(|o| o.sandbox.network))
         .unwrap_or(config.network);
-    if let Some((job, outer)) = around {
-        let looser_network = network == Network::On && outer.network == Network::Off;
-        if profile.looseness() > outer.profile.looseness() || looser_network {
+    if let Some(origin) = around {
+        let asked = SandboxInForce { profile, network };
+        if !channel::at_most(asked, origin.sandbox) {
             return Err(format!(
-                "sandbox {profile}, network {network} is looser than job {job}, which this request comes from (sandbox {}, network {}): a job started from inside a sandbox gets no more than it; ask for that or tighter",
-                outer.profile, outer.network
+                "this job ({}) runs under {}; a job it starts can be as tight, not looser (asked for sandbox {profile}, network {network}): leave out --sandbox and --net to get the same",
+                origin.job,
+                origin.describe(),
             ));
         }
     }
@@ -154,18 +156,19 @@ fn allowed(floor: SandboxProfile) -> String {
     names.join(" or ")
 }
 
-/// What the job's resident applies: writes beneath the workdir (`workspace-write`),
-/// `tmpdir` and the config's `writable` paths; `deny_read` hidden.
+/// What the job's resident applies: writes beneath the workspace (`workspace-write`:
+/// its workdir, or the workspace of the job it was started from), `tmpdir` and the
+/// config's `writable` paths; `deny_read` hidden.
 pub fn spec(
     in_force: SandboxInForce,
     config: &SandboxConfig,
-    workdir: &Path,
+    workspace: &Path,
     tmpdir: Option<&Path>,
 ) -> confine::Spec {
     let files = in_force.profile != SandboxProfile::Off;
     let mut writable = Vec::new();
     if in_force.profile == SandboxProfile::WorkspaceWrite {
-        writable.push(workdir.to_owned());
+        writable.push(workspace.to_owned());
         writable.extend(config.writable.iter().cloned());
     }
     if files {

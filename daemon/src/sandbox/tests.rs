@@ -66,7 +66,13 @@ fn a_job_started_from_inside_a_sandbox_gets_no_more_than_it() {
         profile: WorkspaceWrite,
         network: NetOff,
     };
-    let around = Some((JobId(7), outer));
+    let origin = channel::Origin {
+        job: JobId(7),
+        session: "s".into(),
+        sandbox: outer,
+        workspace: PathBuf::from("/ws"),
+    };
+    let around = Some(&origin);
     // Its sandbox is the default, and anything tighter goes.
     assert_eq!(decide(&open, &params(None, None), around), Ok(Some(outer)));
     assert_eq!(
@@ -78,7 +84,12 @@ fn a_job_started_from_inside_a_sandbox_gets_no_more_than_it() {
     );
     // Looser is refused, naming the job, even where the floor would allow it.
     let error = decide(&open, &params(Some(Off), None), around).unwrap_err();
-    assert!(error.contains("job j7"), "{error}");
+    assert!(
+        error.contains(
+            "this job (j7) runs under workspace-write with the network off; a job it starts can be as tight, not looser"
+        ),
+        "{error}"
+    );
     assert!(decide(&open, &params(None, Some(On)), around).is_err());
 }
 

@@ -167,11 +167,14 @@ fn issue_24_another_uid_is_told_which_uid_the_daemon_serves() {
         )
     };
     assert_eq!(out.status.code(), Some(255), "{}", show(&out));
+    // Since issue 30 bashc checks the directory before it connects, so it is the
+    // client that names whose it is (the daemon still refuses another uid that
+    // connects without checking: `server.rs`).
     assert!(
         stderr(&out).starts_with(&format!(
-            "bashc: bashd refused the connection: this bashd (pid {}) serves uid 0 only, and you are uid {nobody}",
-            daemon.pid()
-        )),
+            "bashc: runtime dir {} belongs to uid 0 (root), not to you (uid {nobody}); set BASHD_RUNTIME_DIR to a directory of your own",
+            daemon.runtime_dir().display()
+        )) && stderr(&out).contains("bashc sent nothing there"),
         "{}",
         show(&out)
     );

@@ -321,14 +321,17 @@ fn a_session_named_again_within_its_linger_is_adopted_and_kept() {
     owned_background(&daemon, "own2", Some(owner.pid()), "sleep 303.2");
     let sleep = wait_for_running("sleep 303.2")[0];
     owner.kill();
+    // Acting for the session adopts it; looking (`jobs --session`) would not.
     let out = daemon.run_bashc(&[
-        "jobs",
+        "exec",
         "--session",
         "own2",
         "--owner-pid",
         &heir.pid().to_string(),
+        "--",
+        "echo heir-here",
     ]);
-    assert!(stdout(&out).contains("sleep 303.2"), "{}", show(&out));
+    assert!(stdout(&out).contains("heir-here"), "{}", show(&out));
     // Past the linger the job must still be alive: the heir owns the session now.
     std::thread::sleep(Duration::from_millis(3500));
     assert!(alive(sleep), "the adopted session's job was killed");

@@ -3,6 +3,7 @@
 //! afterwards is read from /proc.
 
 mod abuse;
+mod boundary;
 mod chaos;
 mod cli;
 mod contain;
@@ -25,6 +26,7 @@ mod runtime_dir;
 mod sandbox;
 mod systemd;
 mod terminal;
+mod trust;
 
 use std::process::{Output, Stdio};
 use std::time::Duration;

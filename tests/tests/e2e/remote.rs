@@ -969,3 +969,95 @@ fn issue19_a_far_bashd_that_dies_mid_call_is_named() {
     let out = remote.run(&["exec", "--", "echo back-i19"]);
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
 }
+
+/// Issue 33.1 and 33.2 over `--host`: `output`, `screen` and `resize` name no process
+/// of this machine as an owner there, so the far session lingers once the connection
+/// drops; a job of another session is refused there as here, and reached with
+/// `--any-session`.
+#[test]
+fn issue33_requests_over_host_name_no_local_owner_and_keep_the_session_rule() {
+    let Some(remote) = Remote::start() else {
+        return;
+    };
+    let out = remote.run(&[
+        "exec",
+        "--json",
+        "--mode",
+        "background",
+        "--pty",
+        "--",
+        "echo hi-i33; sleep 1933",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let job = job_id(&out);
+    let sleeper = wait_for_running("sleep 1933");
+    for args in [
+        vec!["output", &job],
+        vec!["screen", &job],
+        vec!["resize", &job, "100x30"],
+    ] {
+        let out = remote.run(&args);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", show(&out));
+    }
+    let sessions = json(&remote.far(&["sessions", "--json"]));
+    let owners: Vec<u64> = sessions[0]["owners"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|pid| pid.as_u64())
+        .collect();
+    assert!(
+        !owners.contains(&u64::from(std::process::id())),
+        "a pid of this machine owns the far session: {sessions}"
+    );
+
+    // The session rule holds there: another session's client is refused, and the
+    // way across is said and works.
+    for args in [
+        vec!["wait", &job, "--until", "hi", "--timeout", "5"],
+        vec!["screen", &job],
+        vec!["send", &job, "--keys", "x"],
+    ] {
+        let out = remote.run(&[&args[..], &["--session", "other-i33"]].concat());
+        assert_eq!(out.status.code(), Some(255), "{args:?}: {}", show(&out));
+        assert!(
+            super::stderr(&out).contains("not of this session (other-i33)"),
+            "{args:?}: {}",
+            show(&out)
+        );
+    }
+    // A terminal job's line is on its screen, not in its stdout: it goes quiet instead.
+    let out = remote.run(&[
+        "wait",
+        &job,
+        "--idle",
+        "0.3",
+        "--timeout",
+        "20",
+        "--session",
+        "other-i33",
+        "--any-session",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+
+    // The connection drops: with no owner left there, the session lingers.
+    for pid in remote.sshd.ssh_clients() {
+        let _ = rustix::process::kill_process(
+            rustix::process::Pid::from_raw(pid as i32).unwrap(),
+            rustix::process::Signal::KILL,
+        );
+    }
+    assert!(
+        wait_until(Duration::from_secs(30), || {
+            let sessions = json(&remote.far(&["sessions", "--json"]));
+            sessions
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|s| s["session"] == remote.session().as_str() && s["state"] == "lingering")
+        }),
+        "{}",
+        show(&remote.far(&["sessions", "--json"]))
+    );
+    assert!(sleeper.iter().all(|&pid| alive(pid)));
+}

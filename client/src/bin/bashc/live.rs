@@ -21,6 +21,9 @@ pub struct FollowArgs {
     job: JobArg,
     #[command(flatten)]
     session: SessionArgs,
+    /// Follow the job even if it belongs to another session than this one.
+    #[arg(long)]
+    any_session: bool,
     /// Which streams to show.
     #[arg(long, value_enum, default_value = "both")]
     stream: StreamsArg,
@@ -41,6 +44,9 @@ pub struct SendArgs {
     job: JobArg,
     #[command(flatten)]
     session: SessionArgs,
+    /// Act on the job even if it belongs to another session than this one.
+    #[arg(long)]
+    any_session: bool,
     /// What to write to the job's stdin; `-` reads it from bashc's own stdin. Leave it
     /// out with --eof to only close the job's stdin.
     #[arg(value_name = "TEXT", allow_hyphen_values = true)]
@@ -81,6 +87,7 @@ pub async fn follow(args: FollowArgs, target: &Target) -> anyhow::Result<u8> {
         job: args.job.job_ref()?,
         stream: args.stream.into(),
         from,
+        any_session: args.any_session,
     };
     // Held until the end: the connection lives as long as a `Client` does.
     let client = connect(target).await?;
@@ -116,6 +123,7 @@ pub async fn send(args: SendArgs, target: &Target) -> anyhow::Result<u8> {
         keys: args.keys,
         literal: args.literal,
         screen_settle_ms: args.screen.then_some(args.settle_ms),
+        any_session: args.any_session,
     };
     let sent = connect(target).await?.send(request).await?;
     if let Some(screen) = &sent.screen {

@@ -36,7 +36,8 @@ const EXIT_UNREACHABLE: u8 = 255;
 /// bashc starts bashd itself when nothing answers on its socket (unless
 /// BASHD_NO_AUTOSTART=1). The runtime directory is --runtime-dir, else
 /// $BASHD_RUNTIME_DIR, else $XDG_RUNTIME_DIR/bashd, else /run/user/$UID/bashd when
-/// that directory is yours, else /tmp/bashd-$UID.
+/// that directory is yours, else /tmp/bashd-$UID. bashc sends nothing unless that
+/// directory is yours, mode 0700 and no symlink, and bashd on its socket runs as you.
 #[derive(Debug, Parser)]
 #[command(
     version,
@@ -164,9 +165,9 @@ enum Command {
     /// started if none is running. `ssh HOST bashc bridge` runs it; nothing else should.
     Bridge,
     /// The local end of `bashc --host HOST`: keeps one SSH channel to HOST's bridge
-    /// open and carries the calls of every local client over it. bashc starts it when
-    /// a call finds none; it ends with its channel, or after `[remote]
-    /// relay_idle_secs` (600) with no client.
+    /// open and carries the calls of every local client over it (of this uid, and
+    /// none from inside a sandboxed job). bashc starts it when a call finds none; it
+    /// ends with its channel, or after `[remote] relay_idle_secs` (600) with no client.
     #[command(hide = true)]
     Relay {
         /// As `ssh HOST` takes it.
@@ -514,6 +515,7 @@ async fn output(args: OutputArgs, target: &bashc::Target) -> anyhow::Result<u8> 
                     context: args.context,
                     offset: args.offset,
                     limit: args.limit,
+                    any_session: args.any_session,
                 })
                 .await?
         }

@@ -1,6 +1,7 @@
 //! The tables of `bashc jobs` and `bashc sessions` (and `bash_jobs`): columns padded to
 //! their widest cell, so that long states and session names keep them aligned.
 
+use bashc::protocol::text::for_person;
 use bashc::protocol::{JobInfo, Network, SandboxInForce, SessionInfo};
 
 /// How a column's cells sit in its width.
@@ -73,10 +74,12 @@ pub fn jobs_text(jobs: &[JobInfo]) -> String {
 
 /// One job's cells under the header of [`jobs_text`].
 fn job_row(job: &JobInfo) -> Vec<String> {
-    let mut command = one_line(&job.command, 60);
+    // What the job was asked to run is the agent's text, shown to a person: made
+    // inert first, then cut, so an escape is never cut in half into something live.
+    let mut command = one_line(&for_person(&job.command), 60);
     if let Some(description) = &job.description {
         command.push_str("  # ");
-        command.push_str(&one_line(description, 60));
+        command.push_str(&one_line(&for_person(description), 60));
     }
     if let Some(sandbox) = job.sandbox {
         command.push_str(&sandbox_note(sandbox));
@@ -245,6 +248,31 @@ mod tests {
             ),
             "{text}"
         );
+    }
+
+    /// Issue 30: a command and description that hold escape sequences (the clipboard
+    /// by OSC 52, a clear screen) or bidirectional controls reach the person's
+    /// terminal, in `bashc jobs` and `bash_jobs` alike, as visible text only.
+    #[test]
+    fn a_jobs_command_and_description_drive_no_terminal() {
+        let mut sly = job(5, "s", JobState::Running, None);
+        sly.command = "printf '\u{1b}]52;c;cm0gLXJmIH4=\u{7}' \u{202e}# txt.exe".to_owned();
+        sly.description = Some("\u{1b}[2J\u{1b}]0;title\u{7}build \u{2067}x".to_owned());
+        let text = jobs_text(&[sly]);
+        assert!(
+            !text
+                .chars()
+                .any(bashc::protocol::text::is_unsafe_for_terminal),
+            "{text:?}"
+        );
+        assert!(
+            text.contains(
+                "printf '\\x1b]52;c;cm0gLXJmIH4=\\x07' \\u{202e}# txt.exe  # \\x1b[2J\\x1b]0;title\\x07build \\u{2067}x"
+            ),
+            "{text}"
+        );
+        // Positive control: a plain command is shown as it is.
+        assert!(jobs_text(&[job(6, "s", JobState::Running, None)]).contains("  sleep 6\n"));
     }
 
     /// Issue 24: `timed_out    - default` and the like; every column starts where its

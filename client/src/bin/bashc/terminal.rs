@@ -14,6 +14,9 @@ pub struct ScreenArgs {
     job: JobArg,
     #[command(flatten)]
     session: SessionArgs,
+    /// Show the screen of the job even if it belongs to another session than this one.
+    #[arg(long)]
+    any_session: bool,
     /// Print the screen as JSON: job, cols, rows, cursor, lines, alternate, title,
     /// waiting_for_input, state.
     #[arg(long)]
@@ -29,6 +32,9 @@ pub struct ResizeArgs {
     size: PtySize,
     #[command(flatten)]
     session: SessionArgs,
+    /// Act on the job even if it belongs to another session than this one.
+    #[arg(long)]
+    any_session: bool,
     /// Print the screen after the resize as JSON.
     #[arg(long)]
     json: bool,
@@ -38,7 +44,7 @@ pub async fn screen(args: ScreenArgs, target: &Target) -> anyhow::Result<u8> {
     let request = JobRequest {
         caller: args.session.caller(),
         job: args.job.job_ref()?,
-        any_session: false,
+        any_session: args.any_session,
     };
     let screen = connect(target).await?.screen(request).await?;
     print_screen(&screen, args.json)?;
@@ -50,6 +56,7 @@ pub async fn resize(args: ResizeArgs, target: &Target) -> anyhow::Result<u8> {
         caller: args.session.caller(),
         job: bashc::protocol::JobRef::Id(args.job),
         size: args.size,
+        any_session: args.any_session,
     };
     let screen = connect(target).await?.resize(request).await?;
     print_screen(&screen, args.json)?;

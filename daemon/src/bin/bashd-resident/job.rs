@@ -159,6 +159,8 @@ pub struct JobFds {
     pub stderr: OwnedFd,
     /// The read end of the job's stdin pipe; `None`: /dev/null.
     pub stdin: Option<OwnedFd>,
+    /// The job's end of its channel to the daemon, which the shell inherits.
+    pub channel: Option<OwnedFd>,
 }
 
 /// Sets the job up as `spawn` says, forks its shell with the job's pipes as its stdio,
@@ -169,6 +171,7 @@ pub fn run(spawn: Spawn, fds: JobFds) -> io::Result<Never> {
         stdout,
         stderr,
         stdin,
+        channel,
     } = fds;
     // The zygote's child is no group leader, so this cannot fail with EPERM.
     check(unsafe { libc::setsid() })?;
@@ -245,6 +248,7 @@ pub fn run(spawn: Spawn, fds: JobFds) -> io::Result<Never> {
         pointers
     };
     let (argv, envp) = (pointers(&program), pointers(&env));
+    let channel_fd = channel.as_ref().map(|fd| fd.as_raw_fd());
     let mut empty: libc::sigset_t = unsafe { std::mem::zeroed() };
     unsafe { libc::sigemptyset(&mut empty) };
     // SAFETY: the resident is single-threaded, so the child is a whole copy of it and
@@ -281,6 +285,16 @@ pub fn run(spawn: Spawn, fds: JobFds) -> io::Result<Never> {
                 libc::write(2, message.as_ptr().cast(), message.len());
                 libc::_exit(126);
             }
+            // The channel is the one descriptor beyond the stdio that the shell
+            // inherits: a copy at its number (dup2 clears close-on-exec), or the
+            // descriptor itself made inheritable where it landed there.
+            if let Some(fd) = channel_fd {
+                if fd == crate::wire::CHANNEL_FD {
+                    libc::fcntl(fd, libc::F_SETFD, 0);
+                } else {
+                    libc::dup2(fd, crate::wire::CHANNEL_FD);
+                }
+            }
             libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
             libc::execve(argv[0], argv.as_ptr(), envp.as_ptr());
             let message = b"bashd-resident: cannot run the job's shell\n";
@@ -288,25 +302,18 @@ pub fn run(spawn: Spawn, fds: JobFds) -> io::Result<Never> {
             libc::_exit(127);
         }
     }
-    // Nothing keeps the job's cgroup open but its processes.
+    // Nothing keeps the job's cgroup open but its processes, nor its channel.
     drop(cgroup);
-    let userns = match setup_pipe {
-        Some((read, write)) => {
-            drop(write);
-            let mut why = Vec::new();
-            let _ = fs::File::from(read).read_to_end(&mut why);
-            if !why.is_empty() {
-                unsafe { libc::waitpid(leader, std::ptr::null_mut(), 0) };
-                return Err(io::Error::other(String::from_utf8_lossy(&why).into_owned()));
-            }
-            // The shell has exec'd, confined, and is not reaped yet (this process is
-            // the only one that reaps it), so its namespace is still there to read.
-            fs::metadata(format!("/proc/{leader}/ns/user"))
-                .ok()
-                .map(|meta| std::os::unix::fs::MetadataExt::ino(&meta))
+    drop(channel);
+    if let Some((read, write)) = setup_pipe {
+        drop(write);
+        let mut why = Vec::new();
+        let _ = fs::File::from(read).read_to_end(&mut why);
+        if !why.is_empty() {
+            unsafe { libc::waitpid(leader, std::ptr::null_mut(), 0) };
+            return Err(io::Error::other(String::from_utf8_lossy(&why).into_owned()));
         }
-        None => None,
-    };
+    }
     // The job's pipes reach EOF when the job's last process closes them, not the
     // resident: it lets go of its copies now (the stdin pipe's too, so the job reads
     // end-of-file once the daemon closes its end).
@@ -327,7 +334,6 @@ pub fn run(spawn: Spawn, fds: JobFds) -> io::Result<Never> {
     resident.send(Report::Started {
         pid: leader,
         resident: std::process::id() as i32,
-        userns,
     });
     resident.serve(&sigfd)
 }

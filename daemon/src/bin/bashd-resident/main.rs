@@ -129,7 +129,7 @@ fn fork_resident(body: Vec<u8>, descriptors: Vec<OwnedFd>, socket: &OwnedFd, sig
         Ok(spawn) => spawn,
         Err(why) => return fail(format!("bashd-resident could not read the job: {why}")),
     };
-    if descriptors.len() != SPAWN_FDS + usize::from(spawn.stdin_pipe) {
+    if descriptors.len() != SPAWN_FDS + usize::from(spawn.stdin_pipe) + usize::from(spawn.channel) {
         return fail("bashd-resident got the wrong descriptors for the job".into());
     }
     let mut descriptors = descriptors.into_iter();
@@ -139,6 +139,7 @@ fn fork_resident(body: Vec<u8>, descriptors: Vec<OwnedFd>, socket: &OwnedFd, sig
         stdout: next(),
         stderr: next(),
         stdin: spawn.stdin_pipe.then(&mut next),
+        channel: spawn.channel.then(&mut next),
     };
     // SAFETY: the zygote is single-threaded, so the child is a whole copy of it.
     match unsafe { libc::fork() } {

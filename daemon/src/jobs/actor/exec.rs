@@ -5,8 +5,10 @@
 use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+use bashd_protocol::channel::CHANNEL_ENV;
 use bashd_protocol::{
     EndedBy, ErrorKind, ErrorReply, ExecParams, ExecResult, ExitRecord, JobId, JobLimits, JobState,
     Mode, Notice, Response, SandboxInForce, SandboxProfile, Started, StdinMode, StreamResult,
@@ -25,7 +27,7 @@ use crate::journal::{self, Leader};
 use crate::output::{self, OutputSource, Shape};
 use crate::policy::Denial;
 use crate::sandbox;
-use crate::sandbox::peer::Peer;
+use crate::sandbox::channel::{Channel, Origin};
 
 /// `bashc jobs` shows this much of a command.
 const LISTED_COMMAND_BYTES: usize = 4096;
@@ -39,27 +41,9 @@ impl JobsActor {
         params: ExecParams,
         denial: Option<Denial>,
         events: mpsc::Sender<Response>,
-        peer: Result<Peer, String>,
+        origin: Option<Arc<Origin>>,
     ) {
-        // From a namespace of no known job while a sandboxed job starts: the request may
-        // come from that job's first processes, which run before its spawn is reported.
-        if let Ok(inside) = &peer
-            && !inside.namespaces.is_empty()
-            && self.sandbox_around(&inside.namespaces).is_none()
-            && self
-                .jobs
-                .values()
-                .any(|job| job.confined_unknown() && matches!(job.status, Status::Starting { .. }))
-        {
-            self.parked.push(Parked {
-                params,
-                denial,
-                events,
-                peer,
-            });
-            return;
-        }
-        let plan = match self.plan(&params, &peer) {
+        let plan = match self.plan(&params, origin.as_deref()) {
             Ok(plan) => plan,
             Err(error) => {
                 let _ = events.try_send(Response::Error(error));
@@ -74,6 +58,23 @@ impl JobsActor {
             let _ = events.try_send(Response::Error(error));
             return;
         }
+        let unopened = match plan.sandbox.filter(|_| denial.is_none()) {
+            Some(_) => match Channel::make() {
+                Ok(unopened) => Some(unopened),
+                Err(e) => {
+                    let message = format!(
+                        "cannot make the sandboxed job's channel to bashd: {e}; try again (a sandboxed job reaches bashd through it)"
+                    );
+                    tracing::error!("{message}");
+                    let _ = events.try_send(Response::Error(ErrorReply::new(
+                        ErrorKind::Internal,
+                        message,
+                    )));
+                    return;
+                }
+            },
+            None => None,
+        };
         let session = params.session.clone();
         if !self.sessions.contains_key(&session) {
             let mut new = Session::default();
@@ -126,7 +127,7 @@ impl JobsActor {
             stdin: None,
             stdin_mode: params.stdin,
             sandbox: plan.sandbox,
-            userns: None,
+            channel: None,
         };
 
         if let Some(denial) = denial {
@@ -171,10 +172,22 @@ impl JobsActor {
             .sandbox
             .filter(|s| s.profile != SandboxProfile::Off)
             .map(|_| sandbox::tmpdir(&self.session_dir(&session)));
-        let mut env = self.job_env(&params, id);
+        // A sandboxed job's processes reach the daemon through a channel of its own,
+        // which says who they are; nothing they claim does.
+        let channel = unopened.zip(plan.sandbox).map(|(unopened, sandbox)| {
+            let origin = Origin {
+                job: id,
+                session: session.clone(),
+                sandbox,
+                workspace: plan.workspace.clone(),
+            };
+            unopened.open(Arc::new(origin), self.arrivals.clone())
+        });
+        let mut env = self.job_env(&params, id, channel.is_some());
         if let Some(dir) = &tmpdir {
             sandbox::set_tmpdir(&mut env, dir);
         }
+        let (channel, channel_fd) = channel.unzip();
         let spec = SpawnSpec {
             shell: self.shell.clone(),
             command: params.command.clone(),
@@ -189,18 +202,19 @@ impl JobsActor {
                 sandbox::spec(
                     in_force,
                     &self.config.sandbox,
-                    &plan.workdir,
+                    &plan.workspace,
                     tmpdir.as_deref(),
                 )
             }),
             pty: params.pty,
+            channel: channel_fd,
         };
         // Unbounded so that a stop is never dropped for want of room: it holds at most
         // a stop per reason and a snapshot per request in flight. Stops sent while the
         // shell is being spawned wait in it for the supervisor.
         let (control, control_rx) = mpsc::unbounded_channel();
         let events_for_stream = events.clone();
-        let job = new_job(Status::Starting {
+        let mut job = new_job(Status::Starting {
             control,
             waiters: Vec::new(),
             launch: Box::new(Launch {
@@ -237,6 +251,7 @@ impl JobsActor {
                     .then(|| Subscriber::new(events_for_stream.clone(), id, None)),
             }),
         });
+        job.channel = channel;
         self.jobs.insert(n, job);
         self.running += 1;
         if let Some(entry) = self.sessions.get_mut(&session) {
@@ -329,7 +344,6 @@ impl JobsActor {
             sample: None,
             tty: tty.clone(),
         });
-        let userns = spawned.userns;
         let run = JobRun {
             meta,
             processes: self.containment.job(&mut spawned, cookie),
@@ -348,7 +362,6 @@ impl JobsActor {
         job.pid = Some(pid);
         job.root = Some(root);
         job.stdin = stdin;
-        job.userns = userns;
         job.status = Status::Running { control, waiters };
         self.jobs.insert(n, job);
         self.by_pid.insert(pid, n);
@@ -393,9 +406,9 @@ impl JobsActor {
         }
     }
 
-    /// Checks a request from `peer` and works out how to run it, before anything is
-    /// spawned.
-    fn plan(&self, params: &ExecParams, peer: &Result<Peer, String>) -> Result<Plan, ErrorReply> {
+    /// Checks a request, from the sandboxed job `origin` when it came through that
+    /// job's channel, and works out how to run it, before anything is spawned.
+    fn plan(&self, params: &ExecParams, origin: Option<&Origin>) -> Result<Plan, ErrorReply> {
         let invalid = |message: String| ErrorReply::new(ErrorKind::InvalidRequest, message);
         let max_command = self.config.limits.max_command_bytes;
         if params.command.len() > max_command {
@@ -409,6 +422,9 @@ impl JobsActor {
                 "session id {:?} is not valid: use 1 to 64 of A-Z a-z 0-9 . _ - @",
                 params.session
             )));
+        }
+        if let Some(origin) = origin {
+            super::reach::from_job(origin, &params.session, false)?;
         }
         if self
             .sessions
@@ -435,28 +451,7 @@ impl JobsActor {
             .check_limits(&job_limits, LimitsFrom::Config)
             .map_err(invalid)?;
         // Never silently unconfined: a sandbox this daemon cannot hold refuses the job.
-        let unknown = || self.jobs.values().any(Job::confined_unknown);
-        let around = match peer {
-            Ok(peer) if peer.namespaces.is_empty() => None,
-            Ok(peer) => match self.sandbox_around(&peer.namespaces) {
-                Some(found) => Some(found),
-                // A namespace of no job: a client in a container of its own, unless a
-                // confined job's namespace could not be read.
-                None if unknown() => {
-                    return Err(invalid(
-                        "this request comes from a user namespace bashd cannot tie to a job, while a sandboxed job's is unknown; send the request again".to_owned(),
-                    ));
-                }
-                None => None,
-            },
-            // A client that cannot be told may be inside a sandboxed job only while one
-            // runs: then it is refused rather than let out.
-            Err(why) if self.jobs.values().any(Job::confined) => {
-                return Err(invalid(format!("{why}; send the request again")));
-            }
-            Err(_) => None,
-        };
-        let sandbox = sandbox::decide(&self.config.sandbox, params, around)
+        let sandbox = sandbox::decide(&self.config.sandbox, params, origin)
             .and_then(|in_force| match in_force {
                 Some(in_force) => self
                     .containment
@@ -494,6 +489,9 @@ impl JobsActor {
         let limits = &self.config.limits;
         let max_bytes = params.output.max_bytes.unwrap_or(limits.max_bytes);
         Ok(Plan {
+            // A job started from a sandboxed one writes where that one may, whatever
+            // workdir it names.
+            workspace: origin.map_or_else(|| workdir.clone(), |o| o.workspace.clone()),
             workdir,
             timeout: Duration::from_secs(timeout_secs),
             job_limits,
@@ -512,34 +510,20 @@ impl JobsActor {
         })
     }
 
-    /// Takes up the requests parked while sandboxed jobs started, now that one has
-    /// (each parks again if another still starts).
-    pub(super) fn unpark(&mut self) {
-        for parked in std::mem::take(&mut self.parked) {
-            self.exec(parked.params, parked.denial, parked.events, parked.peer);
-        }
-    }
-
-    /// The sandboxed job whose user namespace is one of `namespaces` (a client's,
-    /// innermost first), and its sandbox: a request from inside it.
-    fn sandbox_around(&self, namespaces: &[u64]) -> Option<(JobId, SandboxInForce)> {
-        if namespaces.is_empty() {
-            return None;
-        }
-        self.jobs.values().find_map(|job| {
-            let inside = job.userns.is_some_and(|ns| namespaces.contains(&ns));
-            inside.then_some((job.id, job.sandbox?))
-        })
-    }
-
-    /// The client's environment, then the hardening set over it, then bashd's own.
-    fn job_env(&self, params: &ExecParams, job: JobId) -> Vec<(Vec<u8>, Vec<u8>)> {
-        let ours: [(&str, String); 2] = [
+    /// The client's environment, then the hardening set over it, then bashd's own:
+    /// a sandboxed job's `channel` is named there, and any other job has none, whatever
+    /// the client's environment said.
+    fn job_env(&self, params: &ExecParams, job: JobId, channel: bool) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut ours: Vec<(&str, String)> = vec![
             (journal::COOKIE_VAR, format!("{}/{job}", self.instance)),
             ("BASHD_SESSION", params.session.clone()),
         ];
+        if channel {
+            ours.push((CHANNEL_ENV, crate::resident::CHANNEL_FD.to_string()));
+        }
         let overridden = |key: &[u8]| {
-            self.config.env.iter().any(|(k, _)| k.as_bytes() == key)
+            key == CHANNEL_ENV.as_bytes()
+                || self.config.env.iter().any(|(k, _)| k.as_bytes() == key)
                 || ours.iter().any(|(k, _)| k.as_bytes() == key)
         };
         let mut env: Vec<(Vec<u8>, Vec<u8>)> = params
@@ -562,23 +546,10 @@ impl JobsActor {
     }
 }
 
-/// A request to start a job, waiting for the spawns of sandboxed jobs (`unpark`).
-pub(super) struct Parked {
-    params: ExecParams,
-    denial: Option<Denial>,
-    events: mpsc::Sender<Response>,
-    peer: Result<Peer, String>,
-}
-
-impl Parked {
-    /// Answers the request with `error` instead (the daemon is stopping).
-    pub(super) fn refuse(self, error: ErrorReply) {
-        let _ = self.events.try_send(Response::Error(error));
-    }
-}
-
 struct Plan {
     workdir: PathBuf,
+    /// Where `workspace-write` lets it write.
+    workspace: PathBuf,
     timeout: Duration,
     /// The request's limits, with the config's defaults for those it did not set.
     job_limits: JobLimits,

@@ -2,13 +2,11 @@
 //! supervisor (`follow`, `wait --until/--port/--idle`), handing out a job's stdin for
 //! `send`, and what `jobs` needs to look at running jobs' processes.
 
-use bashd_protocol::{
-    Caller, ErrorKind, ErrorReply, JobId, JobRef, Response, StdinMode, StreamName,
-};
+use bashd_protocol::{ErrorKind, ErrorReply, JobId, JobRef, Response, StdinMode, StreamName};
 use tokio::sync::{mpsc, oneshot};
 
 use super::{JobsActor, Status};
-use crate::jobs::handle::{LiveJob, Watching};
+use crate::jobs::handle::{Asker, LiveJob, Watching};
 use crate::jobs::stdin::StdinHandle;
 use crate::jobs::supervisor::{Control, Subscriber};
 
@@ -17,13 +15,12 @@ impl JobsActor {
     /// and a waiter for its end.
     pub(super) fn subscribe(
         &mut self,
-        caller: &Caller,
+        asker: &Asker,
         job: &JobRef,
         stream: Option<StreamName>,
         sink: mpsc::Sender<Response>,
     ) -> Result<Watching, ErrorReply> {
-        self.adopt(&caller.session, caller.owner);
-        let n = self.find(job)?;
+        let n = self.reach(job, asker)?;
         if let Status::Running { control, .. } = &self.jobs[&n].status
             && control.is_closed()
         {
@@ -54,7 +51,7 @@ impl JobsActor {
                 };
                 let cursor = self.jobs[&n]
                     .cursors
-                    .get(&caller.session)
+                    .get(&asker.caller.session)
                     .copied()
                     .unwrap_or_default();
                 Ok(Watching::Running {
@@ -70,11 +67,11 @@ impl JobsActor {
     /// The stdin of `job`, for `send`.
     pub(super) fn stdin(
         &mut self,
-        caller: &Caller,
+        asker: &Asker,
         job: &JobRef,
     ) -> Result<(JobId, StdinHandle), ErrorReply> {
-        self.adopt(&caller.session, caller.owner);
-        let n = self.find(job)?;
+        let n = self.reach(job, asker)?;
+        self.acting(asker);
         let entry = &self.jobs[&n];
         let invalid = |message: String| ErrorReply::new(ErrorKind::InvalidRequest, message);
         match (&entry.status, &entry.stdin) {
@@ -100,14 +97,17 @@ impl JobsActor {
         }
     }
 
-    /// A running job's supervisor, for `screen` and `resize`.
+    /// A running job's supervisor, for `screen` and `resize` (`acting`).
     pub(super) fn control(
         &mut self,
-        caller: &Caller,
+        asker: &Asker,
         job: &JobRef,
+        acting: bool,
     ) -> Result<(JobId, mpsc::UnboundedSender<Control>), ErrorReply> {
-        self.adopt(&caller.session, caller.owner);
-        let n = self.find(job)?;
+        let n = self.reach(job, asker)?;
+        if acting {
+            self.acting(asker);
+        }
         let entry = &self.jobs[&n];
         let invalid = |message: String| ErrorReply::new(ErrorKind::InvalidRequest, message);
         match &entry.status {

@@ -177,7 +177,7 @@ impl JobsActor {
             stdin: None,
             stdin_mode: bashd_protocol::StdinMode::default(),
             sandbox: None,
-            userns: None,
+            channel: None,
         }
     }
 }

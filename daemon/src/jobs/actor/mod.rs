@@ -9,6 +9,7 @@ mod exec;
 mod live;
 mod lost;
 mod queries;
+mod reach;
 mod sessions;
 
 pub use lost::LostJob;
@@ -68,9 +69,9 @@ pub struct JobsActor {
     descriptors: DescriptorBudget,
     /// Bytes of spill files on disk, against the disk budgets.
     spill_ledger: output::SpillLedger,
-    /// Requests from inside a sandboxed job that has not said yet which namespace is
-    /// its own: they wait for the starting jobs' spawns (`exec.rs`).
-    parked: Vec<exec::Parked>,
+    /// Where sandboxed jobs' channels hand the connections sent over them: the
+    /// server, which serves them beside its socket's.
+    arrivals: mpsc::Sender<crate::sandbox::channel::Arrived>,
     /// The first job number this daemon gave out: lower ones are an earlier daemon's.
     first_job: u64,
 }
@@ -101,9 +102,10 @@ struct Job {
     stdin_mode: bashd_protocol::StdinMode,
     /// The sandbox it runs in, when it is confined.
     sandbox: Option<bashd_protocol::SandboxInForce>,
-    /// The user namespace its resident made, when it is confined: a request from a
-    /// process in it comes from inside the job.
-    userns: Option<u64>,
+    /// The daemon's end of its channel (`sandbox/channel.rs`), while a sandboxed job
+    /// runs: dropped when it ends, which closes the channel and the connections that
+    /// came through it.
+    channel: Option<crate::sandbox::channel::Channel>,
 }
 
 /// Where a job is in its life, as the table sees it.
@@ -158,17 +160,6 @@ impl Job {
             started: self.started,
         }
     }
-
-    /// Whether the job runs in a sandbox of its own, whose processes may connect.
-    fn confined(&self) -> bool {
-        self.sandbox.is_some() && !matches!(self.status, Status::Ended(_))
-    }
-
-    /// Whether the job is confined and its namespace is not known (yet): a request
-    /// from a namespace of no known job may come from it.
-    fn confined_unknown(&self) -> bool {
-        self.confined() && self.userns.is_none()
-    }
 }
 
 /// What the actor reacts to.
@@ -186,6 +177,7 @@ impl JobsActor {
         shell: PathBuf,
         runtime_dir: PathBuf,
         journal: Journal,
+        arrivals: mpsc::Sender<crate::sandbox::channel::Arrived>,
     ) -> (JobsActor, JobsHandle) {
         let (cmd_tx, cmds) = mpsc::channel(256);
         // Unbounded so a supervisor or a watcher never waits on the actor; there are at
@@ -213,13 +205,14 @@ impl JobsActor {
             started: Instant::now(),
             descriptors: DescriptorBudget::new(),
             spill_ledger: output::SpillLedger::default(),
-            parked: Vec::new(),
+            arrivals,
         };
         (
             actor,
             JobsHandle {
                 cmds: cmd_tx,
                 config: config_updates,
+                origin: None,
             },
         )
     }
@@ -268,16 +261,10 @@ impl JobsActor {
                 params,
                 denial,
                 events,
-                peer,
-            } => self.exec(*params, denial, events, peer),
-            Cmd::Lookup {
-                caller,
-                job,
-                any_session,
-                reply,
-            } => {
-                self.adopt(&caller.session, caller.owner);
-                let _ = reply.send(self.lookup(&job, &caller.session, any_session));
+                origin,
+            } => self.exec(*params, denial, events, origin),
+            Cmd::Lookup { asker, job, reply } => {
+                let _ = reply.send(self.lookup(&job, &asker));
             }
             Cmd::Detach { job } => self.detach(job),
             Cmd::Advance { job, session, seen } => {
@@ -287,42 +274,66 @@ impl JobsActor {
                     cursor[1] = cursor[1].max(seen[1]);
                 }
             }
-            Cmd::Wait { request, reply } => {
-                let _ = reply.send(self.wait(request));
+            Cmd::Wait { asker, job, reply } => {
+                let _ = reply.send(self.wait(&job, &asker));
             }
-            Cmd::Kill { request, reply } => {
-                let _ = reply.send(self.kill(request));
+            Cmd::Kill {
+                asker,
+                job,
+                signal,
+                grace_ms,
+                reply,
+            } => {
+                let _ = reply.send(self.kill(&job, &asker, signal, grace_ms));
             }
-            Cmd::Jobs { request, reply } => {
-                let listed = self.list(request).map(|jobs| {
+            Cmd::Jobs {
+                request,
+                origin,
+                reply,
+            } => {
+                let listed = self.list(request, origin.as_deref()).map(|jobs| {
                     let numbers: Vec<u64> = jobs.iter().map(|job| job.job.0).collect();
                     let live = self.live_jobs(&numbers);
                     super::handle::Listing { jobs, live }
                 });
                 let _ = reply.send(listed);
             }
-            Cmd::Sessions { reply } => {
-                let _ = reply.send(self.session_list());
+            Cmd::Sessions { origin, reply } => {
+                let _ = reply.send(self.session_list(origin.as_deref()));
             }
-            Cmd::CloseSession { session, reply } => self.close_session(&session, Some(reply)),
+            Cmd::CloseSession {
+                session,
+                origin,
+                reply,
+            } => match self.may_close(&session, origin.as_deref()) {
+                Ok(()) => self.close_session(&session, Some(reply)),
+                Err(error) => {
+                    let _ = reply.send(Err(error));
+                }
+            },
             Cmd::Status { reply } => {
                 let _ = reply.send(self.status());
             }
             Cmd::Subscribe {
-                caller,
+                asker,
                 job,
                 stream,
                 sink,
                 reply,
             } => {
-                let _ = reply.send(self.subscribe(&caller, &job, stream, sink));
+                let _ = reply.send(self.subscribe(&asker, &job, stream, sink));
             }
-            Cmd::Stdin { caller, job, reply } => {
-                let _ = reply.send(self.stdin(&caller, &job));
+            Cmd::Stdin { asker, job, reply } => {
+                let _ = reply.send(self.stdin(&asker, &job));
             }
             Cmd::StdinClosed { job } => self.stdin_closed(job),
-            Cmd::Control { caller, job, reply } => {
-                let _ = reply.send(self.control(&caller, &job));
+            Cmd::Control {
+                asker,
+                job,
+                acting,
+                reply,
+            } => {
+                let _ = reply.send(self.control(&asker, &job, acting));
             }
             // Handled by `run`, which ends the loop.
             Cmd::Shutdown { reply } => {
@@ -340,10 +351,7 @@ impl JobsActor {
                 }
             }
             Report::Ended(ended) => self.ended(*ended),
-            Report::Spawned { job, spawned } => {
-                self.spawned(job, spawned);
-                self.unpark();
-            }
+            Report::Spawned { job, spawned } => self.spawned(job, spawned),
         }
     }
 
@@ -375,8 +383,9 @@ impl JobsActor {
             ];
             job.cursors.insert(job.session.clone(), seen);
         }
-        // Its stdin pipe closes with it.
+        // Its stdin pipe closes with it, and its channel: nothing speaks for it now.
         job.stdin = None;
+        job.channel = None;
         let files = spill_files(&ended.streams);
         self.spill_ledger.finished(&job.session, n, files, None);
         let status = std::mem::replace(&mut job.status, Status::Ended(Box::new(ended)));
@@ -469,9 +478,6 @@ impl JobsActor {
     /// Stops every running job (a starting one as soon as it starts), waits until each
     /// supervisor has reported its end, and removes every session's directory.
     async fn stop_all(&mut self) {
-        for parked in std::mem::take(&mut self.parked) {
-            parked.refuse(shutting_down());
-        }
         let grace = self.config.timeouts.kill_grace;
         for control in self.jobs.values().filter_map(Job::control) {
             let _ = control.send(Control::Stop(Stop::term(StopReason::Shutdown, grace)));

@@ -4,15 +4,16 @@ use std::time::{Duration, SystemTime};
 
 use bashd_protocol::{
     BackgroundWhy, ErrorHint, ErrorKind, ErrorReply, ExecResult, JobId, JobInfo, JobRef, JobState,
-    JobsRequest, KillRequest, Killer, Mode, Notice, StreamResult, WaitRequest,
+    JobsRequest, Killer, Mode, Notice, StreamResult,
 };
 use rustix::process::Signal;
 use tokio::sync::oneshot;
 
 use super::exec::no_output;
 use super::{Job, JobsActor, Status};
-use crate::jobs::handle::{Lookup, StreamsAt, Waiting};
+use crate::jobs::handle::{Asker, Lookup, StreamsAt, Waiting};
 use crate::jobs::supervisor::{Control, Stop, StopReason};
+use crate::sandbox::channel::Origin;
 
 impl JobsActor {
     pub(super) fn find(&self, job: &JobRef) -> Result<u64, ErrorReply> {
@@ -25,31 +26,6 @@ impl JobsActor {
             JobRef::Pid(pid) => self.by_pid.get(pid).copied(),
         };
         found.ok_or_else(|| self.unknown_job(job))
-    }
-
-    /// Finds a job for a caller acting in `session`: a job of another session is
-    /// refused, naming its session, unless the request asks for `any_session`.
-    pub(super) fn find_in(
-        &self,
-        job: &JobRef,
-        session: &str,
-        any_session: bool,
-    ) -> Result<u64, ErrorReply> {
-        let n = self.find(job)?;
-        let owner = &self.jobs[&n].session;
-        if any_session || owner == session {
-            return Ok(n);
-        }
-        Err(ErrorReply::new(
-            ErrorKind::NotFound,
-            format!(
-                "{} is a job of session {owner}, not of this session ({session})",
-                self.jobs[&n].id
-            ),
-        )
-        .with_hint(ErrorHint::OtherSession {
-            session: owner.clone(),
-        }))
     }
 
     pub(super) fn unknown_job(&self, job: &JobRef) -> ErrorReply {
@@ -79,13 +55,8 @@ impl JobsActor {
     }
 
     /// The job's state and a way to its output, for `output` and `check`.
-    pub(super) fn lookup(
-        &mut self,
-        job: &JobRef,
-        session: &str,
-        any_session: bool,
-    ) -> Result<Lookup, ErrorReply> {
-        let n = self.find_in(job, session, any_session)?;
+    pub(super) fn lookup(&mut self, job: &JobRef, asker: &Asker) -> Result<Lookup, ErrorReply> {
+        let n = self.reach(job, asker)?;
         let mut streams = self.streams(n);
         if let StreamsAt::Closed = streams {
             // It has just ended: its report is in the channel.
@@ -112,7 +83,11 @@ impl JobsActor {
         }
         Ok(Lookup {
             summary: self.summary(job),
-            cursor: job.cursors.get(session).copied().unwrap_or_default(),
+            cursor: job
+                .cursors
+                .get(&asker.caller.session)
+                .copied()
+                .unwrap_or_default(),
             page_lines: job.page_lines,
             max_bytes: job.max_bytes,
             streams,
@@ -183,25 +158,28 @@ impl JobsActor {
         }
     }
 
-    pub(super) fn wait(&mut self, request: WaitRequest) -> Result<Waiting, ErrorReply> {
-        self.adopt(&request.caller.session, request.caller.owner);
-        let n = self.find_in(&request.job, &request.caller.session, request.any_session)?;
+    pub(super) fn wait(&mut self, job: &JobRef, asker: &Asker) -> Result<Waiting, ErrorReply> {
+        let n = self.reach(job, asker)?;
         if let Status::Ended(ended) = &self.jobs[&n].status {
             return Ok(Waiting::Ended(ended.result.clone()));
         }
         Ok(self.await_end(n))
     }
 
-    pub(super) fn kill(&mut self, request: KillRequest) -> Result<Waiting, ErrorReply> {
-        self.adopt(&request.caller.session, request.caller.owner);
-        let signal = match &request.signal {
+    pub(super) fn kill(
+        &mut self,
+        job: &JobRef,
+        asker: &Asker,
+        signal: Option<String>,
+        grace_ms: Option<u64>,
+    ) -> Result<Waiting, ErrorReply> {
+        let signal = match &signal {
             Some(name) => parse_signal(name)?,
             None => Signal::TERM,
         };
-        let grace = request
-            .grace_ms
-            .map_or(self.config.timeouts.kill_grace, Duration::from_millis);
-        let n = self.find_in(&request.job, &request.caller.session, request.any_session)?;
+        let grace = grace_ms.map_or(self.config.timeouts.kill_grace, Duration::from_millis);
+        let n = self.reach(job, asker)?;
+        self.acting(asker);
         if let Status::Running { control, .. } = &self.jobs[&n].status
             && control.is_closed()
         {
@@ -222,7 +200,7 @@ impl JobsActor {
             // A starting job's supervisor finds the stop waiting when it starts.
             Status::Starting { control, .. } | Status::Running { control, .. } => {
                 let stop = Stop {
-                    reason: StopReason::Killed(if request.caller.session == job.session {
+                    reason: StopReason::Killed(if asker.caller.session == job.session {
                         Killer::Agent
                     } else {
                         Killer::Client
@@ -268,11 +246,24 @@ impl JobsActor {
         }
     }
 
-    pub(super) fn list(&mut self, request: JobsRequest) -> Result<Vec<JobInfo>, ErrorReply> {
-        self.adopt(&request.caller.session, request.caller.owner);
-        // Naming a session is using it: a lingering one is adopted again.
-        if let Some(session) = &request.session {
-            self.adopt(session, request.caller.owner);
+    /// The jobs of one session, or of all; listing adopts no session (looking is not
+    /// acting for it). A sandboxed job lists its own session's, those it may reach.
+    pub(super) fn list(
+        &mut self,
+        request: JobsRequest,
+        origin: Option<&Origin>,
+    ) -> Result<Vec<JobInfo>, ErrorReply> {
+        if let Some(origin) = origin {
+            let asked = request.session.as_deref().ok_or_else(|| {
+                ErrorReply::new(
+                    ErrorKind::InvalidRequest,
+                    format!(
+                        "every session's jobs are refused: this request comes from inside sandboxed job {} (session {}), which reaches only the jobs of its own session",
+                        origin.job, origin.session
+                    ),
+                )
+            })?;
+            super::reach::from_job(origin, asked, false)?;
         }
         let numbers: Vec<u64> = match &request.session {
             None => {
@@ -292,6 +283,7 @@ impl JobsActor {
         Ok(numbers
             .iter()
             .filter_map(|n| self.jobs.get(n))
+            .filter(|job| self.listed_to(job, origin))
             .map(|job| self.info(job))
             .collect())
     }

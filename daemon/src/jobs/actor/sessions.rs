@@ -113,10 +113,15 @@ impl JobsActor {
         }
     }
 
-    pub(super) fn session_list(&self) -> Vec<SessionInfo> {
+    /// Every session; to a sandboxed job, its own only.
+    pub(super) fn session_list(
+        &self,
+        origin: Option<&crate::sandbox::channel::Origin>,
+    ) -> Vec<SessionInfo> {
         let mut list: Vec<SessionInfo> = self
             .sessions
             .iter()
+            .filter(|(name, _)| origin.is_none_or(|origin| **name == origin.session))
             .map(|(name, session)| {
                 session.info(name, self.session_dir(name).to_string_lossy().into_owned())
             })

@@ -75,15 +75,11 @@ pub enum Heard {
 /// The task that owns one resident's control socket.
 pub struct Link;
 
-/// What a resident says once it has forked the shell: the shell's pid, the
-/// resident's own, and the shell's user namespace for a sandboxed job.
-pub type Forked = (Pid, u32, Option<u64>);
-
 /// What [`Link::start`] hands out.
 pub struct Linked {
     /// The shell's pid and the resident's, once the resident has forked the shell, or
     /// why it could not.
-    pub leader: oneshot::Receiver<Result<Forked, String>>,
+    pub leader: oneshot::Receiver<Result<(Pid, u32), String>>,
     /// The shell's exit, once the resident has reaped it.
     pub exit: oneshot::Receiver<LeaderExit>,
     pub orders: mpsc::UnboundedSender<Order>,
@@ -113,9 +109,9 @@ impl Link {
                 tokio::select! {
                     line = lines.next_line() => match line {
                         Ok(Some(line)) => match Report::parse(&line) {
-                            Some(Report::Started { pid, resident, userns }) => {
+                            Some(Report::Started { pid, resident }) => {
                                 if let (Some(tx), Some(pid)) = (leader_tx.take(), Pid::from_raw(pid)) {
-                                    let _ = tx.send(Ok((pid, resident as u32, userns)));
+                                    let _ = tx.send(Ok((pid, resident as u32)));
                                 }
                             }
                             Some(Report::Error(text)) => {
@@ -183,7 +179,7 @@ pub struct Held {
 /// shell, its exit, and the resident's hold on it.
 pub async fn take(started: ResidentStarted, cgroup: Option<JobCgroup>) -> io::Result<Spawned> {
     let linked = Link::start(started.control)?;
-    let (pid, resident, userns) = match tokio::time::timeout(START_TIMEOUT, linked.leader).await {
+    let (pid, resident) = match tokio::time::timeout(START_TIMEOUT, linked.leader).await {
         Ok(Ok(Ok(started))) => started,
         Ok(Ok(Err(why))) => return Err(io::Error::other(why)),
         Ok(Err(_)) => {
@@ -214,9 +210,6 @@ pub async fn take(started: ResidentStarted, cgroup: Option<JobCgroup>) -> io::Re
             resident,
         }),
         stdin: started.stdin,
-        // The shell's, as the resident read it before it could be reaped: the
-        // resident itself is outside the job's sandbox.
-        userns,
         pty: started.pty,
     })
 }

@@ -409,7 +409,7 @@ impl Screen {
         screen
             .rows(0, cols.get())
             .nth(row as usize)
-            .map(|line| line.trim_end().to_owned())
+            .map(|line| visible(line.trim_end()))
             .unwrap_or_default()
     }
 
@@ -428,10 +428,10 @@ impl Screen {
             cursor_col,
             lines: screen
                 .rows(0, cols.get())
-                .map(|line| line.trim_end().to_owned())
+                .map(|line| visible(line.trim_end()))
                 .collect(),
             alternate: screen.alternate_screen(),
-            title: self.parser.callbacks().title.clone(),
+            title: visible(&self.parser.callbacks().title),
             waiting_for_input,
             state,
             drawn: self.drawn,
@@ -479,6 +479,15 @@ fn is_default(cell: &vt100::Cell) -> bool {
         && cell.fgcolor() == vt100::Color::Default
         && cell.bgcolor() == vt100::Color::Default
         && !(cell.bold() || cell.dim() || cell.italic() || cell.underline() || cell.inverse())
+}
+
+/// A row or title as a person is shown it: the emulator keeps a bidirectional
+/// control in a cell like a letter, and a title is the job's bytes; neither may
+/// reorder or drive the person's terminal (issue 30).
+fn visible(text: &str) -> String {
+    text.chars()
+        .filter(|&c| !bashd_protocol::text::is_unsafe_for_terminal(c))
+        .collect()
 }
 
 #[cfg(test)]

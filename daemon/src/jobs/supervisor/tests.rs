@@ -160,7 +160,6 @@ fn start(change: impl FnOnce(&mut Settings)) -> Harness {
             start_time: 0,
             held: None,
             stdin: None,
-            userns: None,
             pty: None,
         },
         processes: fake.clone(),

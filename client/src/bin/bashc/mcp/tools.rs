@@ -550,6 +550,7 @@ impl BashTools {
             // A terminal job answers with its screen once it settles; a job on pipes
             // has none and answers at once.
             screen_settle_ms: Some(300),
+            any_session: false,
         };
         let sent = self.client().await?.send(request).await;
         let sent = self.answer(sent, "job").await?;
@@ -781,6 +782,7 @@ impl BashTools {
                         context: args.context.unwrap_or(0),
                         offset: args.offset.unwrap_or(1),
                         limit: args.limit,
+                        any_session: false,
                     })
                     .await
             }
