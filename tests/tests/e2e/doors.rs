@@ -391,4 +391,29 @@ fn issue_30_a_sandboxed_job_reads_nothing_of_the_runtime_dir_but_its_temp_dir() 
         .output()
         .unwrap();
     assert_eq!(killed.status.code(), Some(143), "{}", show(&killed));
+
+#[test]
+fn issue_30_status_names_the_doors_each_mechanism_closes() {
+    let doors = Doors::start("");
+    let status = doors.daemon.run_bashc(&["status"]);
+    let text = String::from_utf8_lossy(&status.stdout).into_owned();
+    for door in [
+        "signals to the job's resident",
+        "unix sockets (socket(AF_UNIX))",
+        "other terminals",
+        "System V IPC",
+        "every .git beneath a writable root",
+    ] {
+        assert!(text.contains(door), "{door}: {}", show(&status));
+    }
+    let json_status = doors.daemon.run_bashc(&["status", "--json"]);
+    let mechanisms = json(&json_status)["sandbox"]["mechanisms"].clone();
+    let seccomp = mechanisms
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "seccomp")
+        .unwrap_or_else(|| panic!("no seccomp in {mechanisms:#}"));
+    assert_eq!(seccomp["available"], true, "{seccomp:#}");
+    assert!(!seccomp["closes"].as_array().unwrap().is_empty());
 }

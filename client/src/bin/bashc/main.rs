@@ -147,7 +147,9 @@ enum Command {
     Policy(PolicyCommand),
     /// Show the daemon's pid, version, uptime, runtime dir, running jobs, how jobs are
     /// contained (cgroup PATH, subreaper or scan), its open files against the limit,
-    /// and the sandbox: the default, the floor and which kernel mechanisms are there.
+    /// and the sandbox: the default, the floor, which kernel mechanisms are there and
+    /// the doors each closes to a sandboxed job (unix sockets, other terminals, IPC,
+    /// nested .git, signals to the job's resident).
     Status(StatusArgs),
     /// Stop bashd: every job of every session is stopped (TERM, grace, KILL), then the
     /// daemon exits; waits until it has. Nothing to do when none is running.
