@@ -207,6 +207,11 @@ pub(crate) fn clear_owner(request: &mut Request) {
         | Request::Follow(FollowRequest { caller, .. })
         | Request::Send(SendRequest { caller, .. })
         | Request::Grep(GrepRequest { caller, .. }) => caller.owner = None,
+        Request::WaitMany(many) => {
+            for wait in &mut many.waits {
+                wait.caller.owner = None;
+            }
+        }
         _ => {}
     }
 }

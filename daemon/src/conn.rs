@@ -224,6 +224,15 @@ fn with_owner(mut request: Request, client_pid: u32) -> Request {
         | Request::Output(OutputRequest { caller, .. })
         | Request::Screen(JobRequest { caller, .. })
         | Request::Resize(bashd_protocol::ResizeRequest { caller, .. }) => &mut caller.owner,
+        Request::WaitMany(many) => {
+            for wait in &mut many.waits {
+                wait.caller.owner.get_or_insert(Owner {
+                    pid: client_pid,
+                    start_time: None,
+                });
+            }
+            return request;
+        }
         _ => return request,
     };
     owner.get_or_insert(Owner {
@@ -247,6 +256,7 @@ async fn serve_exec(
     peer: Result<Peer, String>,
 ) {
     let to_background = params.mcp_call;
+    let session = params.session.clone();
     let mut events = jobs.exec(params, peer).await;
     let mut job: Option<JobId> = None;
     let mut cancelled = false;
@@ -279,6 +289,9 @@ async fn serve_exec(
         if let Response::Started(started) = &event {
             job = Some(started.job);
         }
+        if last && !jobs.deliver_inbox(Some(&session), id, &event, &out).await {
+            return;
+        }
         if out.send(ServerFrame::Response(id, event)).await.is_err() || last {
             return;
         }
@@ -298,8 +311,12 @@ async fn serve_request(
     let finished = |result: Result<ExecResult, ErrorReply>| {
         answer(result.map(|r| Response::Finished(Box::new(r))))
     };
+    let session = crate::jobs::inbox::caller_session(&request);
     let response = match request {
-        Request::Follow(request) => return forward(id, jobs.follow(request), &out).await,
+        Request::Follow(request) => {
+            let events = jobs.follow(request);
+            return forward(id, events, &jobs, session.as_deref(), &out).await;
+        }
         Request::Send(request) => answer(jobs.send(request).await.map(Response::Sent)),
         Request::Grep(request) => answer(jobs.grep(request).await.map(Response::Page)),
         Request::Screen(request) => answer(jobs.screen(request).await.map(Response::Screen)),
@@ -328,6 +345,7 @@ async fn serve_request(
         Request::Jobs(request) => answer(jobs.jobs(request).await.map(Response::Jobs)),
         Request::Check(request) => finished(jobs.new_output(request).await),
         Request::Wait(request) => finished(jobs.wait(request).await),
+        Request::WaitMany(request) => answer(jobs.wait_many(request).await.map(Response::Waited)),
         Request::Kill(request) => finished(jobs.kill(request).await),
         Request::Sessions => answer(jobs.sessions().await.map(Response::Sessions)),
         Request::CloseSession(session) => answer(
@@ -336,17 +354,27 @@ async fn serve_request(
                 .map(Response::SessionClosed),
         ),
     };
-    let _ = out.send(ServerFrame::Response(id, response)).await;
+    if jobs
+        .deliver_inbox(session.as_deref(), id, &response, &out)
+        .await
+    {
+        let _ = out.send(ServerFrame::Response(id, response)).await;
+    }
 }
 
 /// Forwards the responses of a request that has many (`Exec`, `Follow`) until its last.
 async fn forward(
     id: RequestId,
     mut events: mpsc::Receiver<Response>,
+    jobs: &JobsHandle,
+    session: Option<&str>,
     out: &mpsc::Sender<ServerFrame>,
 ) {
     while let Some(event) = events.recv().await {
         let last = matches!(event, Response::Finished(_) | Response::Error(_));
+        if last && !jobs.deliver_inbox(session, id, &event, out).await {
+            return;
+        }
         if out.send(ServerFrame::Response(id, event)).await.is_err() || last {
             return;
         }

@@ -5,6 +5,7 @@
 //! and on nothing of each other.
 
 pub mod codec;
+pub mod inbox;
 pub mod limits;
 pub mod message;
 pub mod notice;
@@ -12,6 +13,7 @@ pub mod runtime;
 pub mod sandbox;
 
 pub use codec::{FrameCodec, FrameError};
+pub use inbox::{Inbox, InboxEvent};
 pub use message::*;
 pub use notice::{BackgroundWhy, ErrorHint, JobId, Notice, WaitMet, Worded};
 pub use sandbox::{
@@ -19,4 +21,4 @@ pub use sandbox::{
 };
 
 /// Bumped on every incompatible change of the messages; `Hello` and `Welcome` carry it.
-pub const PROTOCOL_VERSION: u32 = 5;
+pub const PROTOCOL_VERSION: u32 = 6;

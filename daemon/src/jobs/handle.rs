@@ -103,6 +103,12 @@ pub enum Cmd {
     StdinClosed {
         job: JobId,
     },
+    /// Takes a session's inbox (issue 32); events about `about` are dropped.
+    TakeInbox {
+        session: String,
+        about: Vec<JobId>,
+        reply: oneshot::Sender<Option<bashd_protocol::Inbox>>,
+    },
     /// A running job's supervisor, for `screen` and `resize`.
     Control {
         caller: Caller,
@@ -187,6 +193,8 @@ pub struct JobsHandle {
     pub(super) cmds: mpsc::Sender<Cmd>,
     /// The config in force, replaced whole on a reload; the policy is part of it.
     pub(super) config: watch::Receiver<Arc<Config>>,
+    /// How many sessions have an inbox to take; written only by the actor.
+    pub(super) inbox_pending: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl JobsHandle {

@@ -10,6 +10,7 @@ mod live;
 mod mcp;
 mod options;
 mod render;
+mod since;
 mod tables;
 mod terminal;
 
@@ -250,6 +251,15 @@ struct ExecArgs {
     /// The terminal's size, COLSxROWS (with --pty).
     #[arg(long, value_name = "COLSxROWS", value_parser = bashd_size, requires = "pty")]
     size: Option<bashc::protocol::PtySize>,
+    /// Tell this session when a line of the job matches REGEX while it runs in the
+    /// background: the next bashc call of the session ends with the first match and a
+    /// count ("since your last call: ..."). A bad regex is refused, and nothing runs.
+    #[arg(long, value_name = "REGEX")]
+    notify: Option<String>,
+    /// Tell this session when the job, in the background, has printed nothing for
+    /// SECS seconds.
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    notify_idle: Option<u64>,
     /// Print the result as JSON.
     #[arg(long)]
     json: bool,
@@ -349,6 +359,7 @@ fn main() -> ExitCode {
             command => run(command, &target, parent).await,
         }
     });
+    since::print_left();
     // A read of stdin still blocked on a thread of its own (`bashc mcp` whose agent
     // died with the pipe held open elsewhere) must not hold the exit up.
     tokio.shutdown_background();
@@ -482,6 +493,8 @@ fn exec_params(args: &ExecArgs, target: &bashc::Target) -> anyhow::Result<ExecPa
         sandbox: args.sandbox.map(Into::into),
         network: args.net.map(Into::into),
         pty: args.pty.then(|| args.size.unwrap_or_default()),
+        notify: args.notify.clone(),
+        notify_idle_secs: args.notify_idle,
     };
     Ok(options.params(command, args.session.caller()))
 }

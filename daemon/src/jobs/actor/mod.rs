@@ -6,6 +6,7 @@
 //! is `Starting`.
 
 mod exec;
+mod inbox;
 mod live;
 mod lost;
 mod queries;
@@ -73,6 +74,8 @@ pub struct JobsActor {
     parked: Vec<exec::Parked>,
     /// The first job number this daemon gave out: lower ones are an earlier daemon's.
     first_job: u64,
+    /// What each session's jobs did since its last call (issue 32).
+    inboxes: inbox::Inboxes,
 }
 
 struct Job {
@@ -104,6 +107,8 @@ struct Job {
     /// The user namespace its resident made, when it is confined: a request from a
     /// process in it comes from inside the job.
     userns: Option<u64>,
+    /// What its session asked to be told about it (`--notify`, `--notify-idle`).
+    notify: Option<crate::jobs::teller::Spec>,
 }
 
 /// Where a job is in its life, as the table sees it.
@@ -192,6 +197,8 @@ impl JobsActor {
         // most two reports per job and one event per owner or linger.
         let (reports_tx, reports) = mpsc::unbounded_channel();
         let (session_events_tx, session_events) = mpsc::unbounded_channel();
+        let inboxes = inbox::Inboxes::new();
+        let inbox_pending = inboxes.non_empty();
         let actor = JobsActor {
             config: Arc::clone(&config_updates.borrow()),
             config_updates: config_updates.clone(),
@@ -214,12 +221,14 @@ impl JobsActor {
             descriptors: DescriptorBudget::new(),
             spill_ledger: output::SpillLedger::default(),
             parked: Vec::new(),
+            inboxes,
         };
         (
             actor,
             JobsHandle {
                 cmds: cmd_tx,
                 config: config_updates,
+                inbox_pending,
             },
         )
     }
@@ -321,6 +330,13 @@ impl JobsActor {
                 let _ = reply.send(self.stdin(&caller, &job));
             }
             Cmd::StdinClosed { job } => self.stdin_closed(job),
+            Cmd::TakeInbox {
+                session,
+                about,
+                reply,
+            } => {
+                let _ = reply.send(self.inboxes.take(&session, &about));
+            }
             Cmd::Control { caller, job, reply } => {
                 let _ = reply.send(self.control(&caller, &job));
             }
@@ -338,8 +354,14 @@ impl JobsActor {
                     job.background = true;
                     job.cursors.insert(job.session.clone(), seen);
                 }
+                self.start_teller(job.0, seen);
             }
             Report::Ended(ended) => self.ended(*ended),
+            Report::Tell { session, event } => {
+                if self.sessions.contains_key(&session) {
+                    self.inboxes.tell(&session, event);
+                }
+            }
             Report::Spawned { job, spawned } => {
                 self.spawned(job, spawned);
                 self.unpark();
@@ -360,6 +382,7 @@ impl JobsActor {
         );
         let n = result.job.0;
         self.journal_end(n);
+        self.tell_ended(n, &ended);
         let Some(job) = self.jobs.get_mut(&n) else {
             return;
         };

@@ -9,6 +9,7 @@
 
 mod gate;
 mod schema;
+mod since;
 mod tools;
 mod words;
 

@@ -135,6 +135,10 @@ struct BashArgs {
     pty: Option<bool>,
     /// The terminal's size with pty=true, COLSxROWS (default 120x40).
     size: Option<String>,
+    /// A regex: while the job runs in the background, a later call of this session ends with the first line that matched it and how many did (\"since your last call: ...\"), so you need not poll.
+    notify: Option<String>,
+    /// Tell a later call of this session when the job, in the background, has printed nothing for this many seconds.
+    notify_idle_secs: Option<u64>,
 }
 
 /// Arguments of `bash_check`.
@@ -345,6 +349,7 @@ impl ServerHandler for BashTools {
             },
         };
         let result = outcome.unwrap_or_else(words::call_error);
+        let result = super::since::append(result, self.take_inbox().await);
         Ok(match self.target.host() {
             Some(host) => words::name_host(result, host),
             None => result,
@@ -408,6 +413,12 @@ impl BashTools {
         let new = bashc::connect(&self.target).await?;
         *client = Some(new.clone());
         Ok(new)
+    }
+
+    /// What the session's jobs did since its last call, as the daemon told this
+    /// server's connection (issue 32).
+    async fn take_inbox(&self) -> Option<bashc::protocol::Inbox> {
+        self.client.lock().await.as_ref()?.take_inbox()
     }
 
     /// Forgets a connection that was lost, so the next call makes a new one.
@@ -483,6 +494,8 @@ impl BashTools {
                         .map_err(|e| CallError(format!("bad argument `size`: {e}")))?,
                 ),
             },
+            notify: args.notify,
+            notify_idle_secs: args.notify_idle_secs,
         };
         let wait_until = args.wait_until;
         let timeout_secs = args.timeout_secs;
