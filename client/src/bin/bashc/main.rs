@@ -11,6 +11,7 @@ mod mcp;
 mod options;
 mod render;
 mod since;
+mod waited;
 mod tables;
 mod terminal;
 
@@ -95,6 +96,11 @@ enum Command {
     /// condition was met (with the matching line and the lines around it) and the job
     /// runs on. Exit status: 0 when a condition was met; the job's own, as for `exec`,
     /// when it ended first; 124 if --timeout passes first (the job runs on).
+    ///
+    /// Several jobs (`bashc wait j3 j4 j5`): returns when the first of them is done
+    /// (ended, or met the conditions), or with --all when every one is, and says which,
+    /// with the result of each that is done. Exit status: that of the first job done
+    /// (with --all, the first that is not 0), 124 if --timeout passes before.
     Wait(jobs::WaitArgs),
     /// Print a job's output as it comes, like `tail -f`, until the job ends; then its
     /// exit code.
