@@ -12,6 +12,7 @@ mod daemon_lifecycle;
 mod disk;
 mod exec;
 mod fuzz;
+mod inbox;
 mod jobs;
 mod live;
 mod mcp;

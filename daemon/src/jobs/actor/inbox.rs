@@ -19,7 +19,7 @@ use crate::jobs::supervisor::Ended;
 use crate::jobs::teller::Teller;
 
 /// Events one session's inbox holds; older ones are folded into a count.
-pub const MAX_EVENTS: usize = 64;
+pub const MAX_EVENTS: usize = 32;
 
 #[derive(Debug)]
 pub(super) struct Inboxes {
