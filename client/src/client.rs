@@ -474,6 +474,17 @@ impl Client {
         }
     }
 
+    /// Every session's jobs, with their CPU, memory, prompt and last line (`bashc top`).
+    pub async fn top(
+        &self,
+        request: bashd_protocol::TopRequest,
+    ) -> Result<Vec<bashd_protocol::TopJob>, ClientError> {
+        match self.one(Request::Top(request)).await? {
+            Response::Top(rows) => Ok(rows),
+            _ => Err(ClientError::Unexpected("something other than top's rows")),
+        }
+    }
+
     /// Kills a session's jobs and removes its directory.
     pub async fn close_session(&self, session: String) -> Result<SessionClosed, ClientError> {
         match self.one(Request::CloseSession(session)).await? {

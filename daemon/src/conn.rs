@@ -346,6 +346,7 @@ async fn serve_request(
         Request::Check(request) => finished(jobs.new_output(request).await),
         Request::Wait(request) => finished(jobs.wait(request).await),
         Request::WaitMany(request) => answer(jobs.wait_many(request).await.map(Response::Waited)),
+        Request::Top(request) => answer(jobs.top(request).await.map(Response::Top)),
         Request::Kill(request) => finished(jobs.kill(request).await),
         Request::Sessions => answer(jobs.sessions().await.map(Response::Sessions)),
         Request::CloseSession(session) => answer(

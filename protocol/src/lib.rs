@@ -11,9 +11,11 @@ pub mod message;
 pub mod notice;
 pub mod runtime;
 pub mod sandbox;
+pub mod top;
 
 pub use codec::{FrameCodec, FrameError};
 pub use inbox::{Inbox, InboxEvent};
+pub use top::{TopJob, TopRequest};
 pub use message::*;
 pub use notice::{BackgroundWhy, ErrorHint, JobId, Notice, WaitMet, Worded};
 pub use sandbox::{

@@ -88,6 +88,9 @@ pub enum Request {
     /// Waits on several jobs at once, until the first (or every) one ends or meets its
     /// conditions; answers `Waited`.
     WaitMany(WaitManyRequest),
+    /// Every session's jobs, with their CPU, memory, prompt and last line (`bashc
+    /// top`); answers `Top`.
+    Top(crate::top::TopRequest),
 }
 
 /// The responses to one request, in order. `Exec` gets `Started`, any number of
@@ -114,6 +117,7 @@ pub enum Response {
     /// most once per request, just before its final response, and then forgotten.
     Inbox(crate::inbox::Inbox),
     Waited(WaitedMany),
+    Top(Vec<crate::top::TopJob>),
 }
 
 /// On whose behalf a request acts: the session it names, re-adopted if it lingers, and

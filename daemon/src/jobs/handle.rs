@@ -152,6 +152,8 @@ pub struct LiveJob {
     pub root: u32,
     /// Its supervisor, when it has a stdin pipe and so may wait for input.
     pub probe: Option<mpsc::UnboundedSender<Control>>,
+    /// Its supervisor, for a snapshot of its output (`bashc top`'s last line).
+    pub control: mpsc::UnboundedSender<Control>,
 }
 
 /// A job as the actor saw it, and its output.

@@ -30,7 +30,9 @@ pub fn caller_session(request: &Request) -> Option<String> {
         | Request::Screen(JobRequest { caller, .. })
         | Request::Resize(bashd_protocol::ResizeRequest { caller, .. }) => &caller.session,
         Request::WaitMany(WaitManyRequest { waits, .. }) => &waits.first()?.caller.session,
-        Request::CheckPolicy(_)
+        // `bashc top` looks at every session and takes no one's inbox.
+        Request::Top(_)
+        | Request::CheckPolicy(_)
         | Request::Status
         | Request::Sessions
         | Request::CloseSession(_)

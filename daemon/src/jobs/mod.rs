@@ -16,6 +16,7 @@ mod session;
 mod stdin;
 mod supervisor;
 mod teller;
+mod top;
 mod terminal;
 mod wait_many;
 

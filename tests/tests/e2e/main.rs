@@ -25,6 +25,7 @@ mod runtime_dir;
 mod sandbox;
 mod systemd;
 mod terminal;
+mod top;
 
 use std::process::{Output, Stdio};
 use std::time::Duration;

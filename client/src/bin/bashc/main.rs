@@ -14,6 +14,7 @@ mod since;
 mod waited;
 mod tables;
 mod terminal;
+mod top;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -151,6 +152,15 @@ enum Command {
     /// contained (cgroup PATH, subreaper or scan), its open files against the limit,
     /// and the sandbox: the default, the floor and which kernel mechanisms are there.
     Status(StatusArgs),
+    /// A live view of every session's jobs, for the person running the agents.
+    ///
+    /// A row per job, grouped by session (the most active first): its state (input?
+    /// when it waits for input), CPU, memory, age, ports, command, and its last line
+    /// (or what it asks). Keys: Up/Down pick a job, f follows its output, s shows a
+    /// terminal job's screen, i types a line into it, k kills it, c closes its session,
+    /// q quits. The table is read again every --interval seconds. --once prints it
+    /// once, for scripts. With --host, the jobs of that host's bashd.
+    Top(top::TopArgs),
     /// Serve bashd to an MCP agent (Claude Code, Codex, OpenCode, ...) on stdin/stdout.
     ///
     /// An MCP server with the tools bash, bash_check, bash_wait, bash_kill, bash_jobs,
@@ -424,6 +434,7 @@ async fn run(command: Command, target: &bashc::Target, parent: u32) -> anyhow::R
         Command::Session(jobs::SessionCommand::Close(args)) => jobs::close(args, target).await,
         Command::Policy(PolicyCommand::Check(args)) => policy_check(args, target).await,
         Command::Status(args) => status(args, target).await,
+        Command::Top(args) => top::top(args, target).await,
         Command::Mcp(args) => mcp::mcp(args, target, parent).await,
         Command::Bridge => {
             bashc::bridge(target.runtime_dir()).await?;
