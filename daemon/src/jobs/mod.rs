@@ -16,8 +16,8 @@ mod session;
 mod stdin;
 mod supervisor;
 mod teller;
-mod top;
 mod terminal;
+mod top;
 mod wait_many;
 
 pub use actor::{JobsActor, LostJob, new_instance_id};

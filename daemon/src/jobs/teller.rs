@@ -182,7 +182,15 @@ impl Teller {
             let (job, regex) = (self.job, regex.clone());
             let complete = source.complete_lines;
             let page = tokio::task::spawn_blocking(move || {
-                crate::output::grep(source, job, stream, &regex, 0, seen + 1, MAX_SEARCHED_MATCHES)
+                crate::output::grep(
+                    source,
+                    job,
+                    stream,
+                    &regex,
+                    0,
+                    seen + 1,
+                    MAX_SEARCHED_MATCHES,
+                )
             })
             .await;
             let Ok(Ok(page)) = page else { continue };
@@ -280,7 +288,11 @@ mod tests {
         );
         assert!(Spec::of(&params(None, Some(0))).is_err());
         assert!(Spec::of(&params(None, None)).unwrap().is_none());
-        assert!(Spec::of(&params(Some("FAIL|error"), Some(5))).unwrap().is_some());
+        assert!(
+            Spec::of(&params(Some("FAIL|error"), Some(5)))
+                .unwrap()
+                .is_some()
+        );
     }
 
     #[test]

@@ -24,7 +24,12 @@ impl JobsHandle {
             caller: request.caller,
             session: None,
         };
-        let Listing { jobs, live } = self.ask(|reply| Cmd::Jobs { request: listing, reply }).await??;
+        let Listing { jobs, live } = self
+            .ask(|reply| Cmd::Jobs {
+                request: listing,
+                reply,
+            })
+            .await??;
         let mut rows: Vec<TopJob> = jobs
             .into_iter()
             .map(|info| TopJob {
@@ -40,7 +45,8 @@ impl JobsHandle {
         }
         let roots: Vec<u32> = live.iter().map(|job| job.root).collect();
         let looked = blocking(move || {
-            let groups: Vec<Vec<u32>> = roots.iter().map(|&root| probe::descendants(root)).collect();
+            let groups: Vec<Vec<u32>> =
+                roots.iter().map(|&root| probe::descendants(root)).collect();
             let usage: Vec<(u64, u64)> = groups.iter().map(|pids| usage(pids)).collect();
             (probe::listening(&groups), usage)
         })
@@ -117,9 +123,7 @@ fn usage(pids: &[u32]) -> (u64, u64) {
 /// The last non-empty line of a stream, read from its last few KiB.
 fn last_line(source: &OutputSource) -> Option<String> {
     let tail: Vec<u8> = match &source.content {
-        Content::Memory(text) => {
-            text[text.len().saturating_sub(TAIL_BYTES as usize)..].to_vec()
-        }
+        Content::Memory(text) => text[text.len().saturating_sub(TAIL_BYTES as usize)..].to_vec(),
         Content::File { path, len, .. } => {
             let mut file = std::fs::File::open(path).ok()?;
             let from = len.saturating_sub(TAIL_BYTES);

@@ -100,13 +100,24 @@ fn issue_32_an_ended_job_reaches_the_next_call_of_its_session_once_and_no_other(
     let next = run(&daemon, "a", &["exec", "--json", "--", "true"]);
     let result = json(&next);
     let since = &result["since_last_call"];
-    assert_eq!(since["events"][0]["ended"]["job"], job3.as_str(), "{result}");
-    assert_eq!(since["events"][0]["ended"]["exit_code"], 6, "{result}");
-    assert!(
-        since["text"].as_str().unwrap().contains("ended with exit 6"),
+    assert_eq!(
+        since["events"][0]["ended"]["job"],
+        job3.as_str(),
         "{result}"
     );
-    assert!(!stderr(&next).contains(SINCE), "said twice: {}", show(&next));
+    assert_eq!(since["events"][0]["ended"]["exit_code"], 6, "{result}");
+    assert!(
+        since["text"]
+            .as_str()
+            .unwrap()
+            .contains("ended with exit 6"),
+        "{result}"
+    );
+    assert!(
+        !stderr(&next).contains(SINCE),
+        "said twice: {}",
+        show(&next)
+    );
 }
 
 #[test]
@@ -127,7 +138,15 @@ fn issue_32_notify_tells_the_first_match_and_a_count_and_a_bad_pattern_is_refuse
     let bad = run(
         &daemon,
         "a",
-        &["exec", "--mode", "background", "--notify", "(oops", "--", "echo x"],
+        &[
+            "exec",
+            "--mode",
+            "background",
+            "--notify",
+            "(oops",
+            "--",
+            "echo x",
+        ],
     );
     assert_eq!(bad.status.code(), Some(255), "{}", show(&bad));
     assert!(
@@ -161,13 +180,22 @@ fn issue_32_notify_tells_the_first_match_and_a_count_and_a_bad_pattern_is_refuse
         "{said}"
     );
     let out = run(&daemon, "a", &["kill", &job]);
-    assert!(out.status.success() || out.status.code() == Some(143), "{}", show(&out));
+    assert!(
+        out.status.success() || out.status.code() == Some(143),
+        "{}",
+        show(&out)
+    );
 }
 
 #[test]
 fn issue_32_notify_idle_and_a_wait_for_input_are_told() {
     let daemon = Daemon::start();
-    let quiet = background(&daemon, "a", &["--notify-idle", "1"], "echo started; sleep 60");
+    let quiet = background(
+        &daemon,
+        "a",
+        &["--notify-idle", "1"],
+        "echo started; sleep 60",
+    );
     let asks = background(
         &daemon,
         "a",
@@ -215,7 +243,11 @@ fn issue_32_the_inbox_keeps_its_bound() {
         "{since}"
     );
     let again = run(&daemon, "a", &["exec", "--json", "--", "true"]);
-    assert!(json(&again).get("since_last_call").is_none(), "{}", show(&again));
+    assert!(
+        json(&again).get("since_last_call").is_none(),
+        "{}",
+        show(&again)
+    );
 }
 
 #[test]
@@ -225,11 +257,17 @@ fn issue_32_wait_any_returns_at_the_first_job_done_and_all_at_the_last() {
     let quick = background(&daemon, "a", &[], "sleep 0.5; exit 4");
     let started = std::time::Instant::now();
     let out = run(&daemon, "a", &["wait", &slow, &quick, "--any"]);
-    assert!(started.elapsed() < Duration::from_secs(30), "{}", show(&out));
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "{}",
+        show(&out)
+    );
     assert_eq!(out.status.code(), Some(4), "{}", show(&out));
     let said = stdout(&out);
     assert!(
-        said.contains(&format!("first done: {quick}; not done: {slow} (bashc check {slow})")),
+        said.contains(&format!(
+            "first done: {quick}; not done: {slow} (bashc check {slow})"
+        )),
         "{}",
         show(&out)
     );
@@ -265,7 +303,9 @@ async fn issue_32_mcp_results_end_with_the_inbox_and_a_restarted_server_sees_wha
             .stderr(Stdio::null())
             .spawn()
             .expect("cannot start bashc mcp");
-        ().serve(transport).await.expect("MCP initialization failed")
+        ().serve(transport)
+            .await
+            .expect("MCP initialization failed")
     };
     let client = start().await;
     let started = call(
@@ -278,9 +318,8 @@ async fn issue_32_mcp_results_end_with_the_inbox_and_a_restarted_server_sees_wha
     let mut said = String::new();
     let told = wait_until(WITHIN, || {
         said = tokio::task::block_in_place(|| {
-            tokio::runtime::Handle::current().block_on(async {
-                text_of(&call(&client, "bash_jobs", json!({})).await)
-            })
+            tokio::runtime::Handle::current()
+                .block_on(async { text_of(&call(&client, "bash_jobs", json!({})).await) })
         });
         said.contains(SINCE)
     });
@@ -312,14 +351,26 @@ async fn issue_32_mcp_results_end_with_the_inbox_and_a_restarted_server_sees_wha
     );
     // bash_wait(jobs=[...]).
     let a = crate::mcp::job_in(&text_of(
-        &call(&client, "bash", json!({"command": "sleep 60", "mode": "background"})).await,
+        &call(
+            &client,
+            "bash",
+            json!({"command": "sleep 60", "mode": "background"}),
+        )
+        .await,
     ));
     let b = crate::mcp::job_in(&text_of(
-        &call(&client, "bash", json!({"command": "sleep 0.2", "mode": "background"})).await,
+        &call(
+            &client,
+            "bash",
+            json!({"command": "sleep 0.2", "mode": "background"}),
+        )
+        .await,
     ));
     let waited = text_of(&call(&client, "bash_wait", json!({"jobs": [a, b]})).await);
     assert!(
-        waited.contains(&format!("first done: {b}; not done: {a} (bash_check(job=\"{a}\"))")),
+        waited.contains(&format!(
+            "first done: {b}; not done: {a} (bash_check(job=\"{a}\"))"
+        )),
         "{waited}"
     );
     call(&client, "bash_kill", json!({"job": a})).await;

@@ -43,7 +43,10 @@ impl Tmux {
     }
 
     fn screen(&self) -> String {
-        let out = self.run(&["capture-pane", "-p", "-t", "0"]).output().unwrap();
+        let out = self
+            .run(&["capture-pane", "-p", "-t", "0"])
+            .output()
+            .unwrap();
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
@@ -148,7 +151,9 @@ fn issue_32_top_shows_follows_types_into_and_kills_jobs_in_a_terminal() {
     // Kill the ticker.
     tmux.select(&ticker);
     tmux.keys(&["k"]);
-    tmux.wait_for("the question", |s| s.contains(&format!("kill {ticker}? y/n")));
+    tmux.wait_for("the question", |s| {
+        s.contains(&format!("kill {ticker}? y/n"))
+    });
     tmux.keys(&["y"]);
     let screen = tmux.wait_for("the ticker killed", |s| {
         s.lines()
@@ -172,7 +177,12 @@ fn issue_32_top_shows_follows_types_into_and_kills_jobs_in_a_terminal() {
 #[test]
 fn issue_32_top_once_prints_the_table() {
     let daemon = Daemon::start();
-    let job = background(&daemon, "agent-one", &[], "echo '\x1b[31mred\x1b[0m'; sleep 60");
+    let job = background(
+        &daemon,
+        "agent-one",
+        &[],
+        "echo '\x1b[31mred\x1b[0m'; sleep 60",
+    );
     let mut out = daemon.run_bashc(&["top", "--once"]);
     wait_until(WITHIN, || {
         out = daemon.run_bashc(&["top", "--once"]);
@@ -184,7 +194,10 @@ fn issue_32_top_once_prints_the_table() {
         .lines()
         .find(|l| l.contains(&job))
         .unwrap_or_else(|| panic!("{}", show(&out)));
-    assert!(row.starts_with("agent-one") && row.contains("running"), "{row}");
+    assert!(
+        row.starts_with("agent-one") && row.contains("running"),
+        "{row}"
+    );
     // The escape the job printed and the one its command holds never reach the
     // terminal.
     assert!(!text.contains('\x1b'), "{text:?}");

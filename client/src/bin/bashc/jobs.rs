@@ -287,13 +287,15 @@ async fn wait_many(args: WaitArgs, target: &Target) -> anyhow::Result<u8> {
             .any(|n| matches!(n, Notice::ConditionMet { .. }));
         if met { 0 } else { render::exit_status(result) }
     });
-    Ok(if waited.done.len() < waited.results.len() && (args.all || done.is_empty()) {
-        EXIT_STILL_RUNNING
-    } else if args.all {
-        failed.into_iter().find(|code| *code != 0).unwrap_or(0)
-    } else {
-        failed.into_iter().next().unwrap_or(0)
-    })
+    Ok(
+        if waited.done.len() < waited.results.len() && (args.all || done.is_empty()) {
+            EXIT_STILL_RUNNING
+        } else if args.all {
+            failed.into_iter().find(|code| *code != 0).unwrap_or(0)
+        } else {
+            failed.into_iter().next().unwrap_or(0)
+        },
+    )
 }
 
 pub async fn kill(args: KillArgs, target: &Target) -> anyhow::Result<u8> {

@@ -11,10 +11,10 @@ mod mcp;
 mod options;
 mod render;
 mod since;
-mod waited;
 mod tables;
 mod terminal;
 mod top;
+mod waited;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

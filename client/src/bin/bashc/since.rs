@@ -74,9 +74,7 @@ pub fn line(event: &InboxEvent, calls: &Calls) -> String {
                     "was killed at its limit ({})",
                     limit.as_deref().unwrap_or("a limit")
                 ),
-                (_, Some(EndedBy::Oom)) => {
-                    "was killed by the kernel for want of memory".to_owned()
-                }
+                (_, Some(EndedBy::Oom)) => "was killed by the kernel for want of memory".to_owned(),
                 (JobState::Killed, Some(EndedBy::Kill)) => "was killed".to_owned(),
                 (JobState::Killed, _) => "was killed".to_owned(),
                 (state, _) => format!("ended ({state})"),

@@ -58,7 +58,10 @@ pub async fn top(args: TopArgs, target: &Target) -> anyhow::Result<u8> {
         return Ok(0);
     }
     if !(0.05..=3600.0).contains(&args.interval) {
-        anyhow::bail!("--interval {} is outside 0.05 to 3600 seconds", args.interval);
+        anyhow::bail!(
+            "--interval {} is outside 0.05 to 3600 seconds",
+            args.interval
+        );
     }
     let mut terminal = ratatui::try_init().context("cannot take the terminal")?;
     let outcome = View::new(client, caller, Duration::from_secs_f64(args.interval))
@@ -387,7 +390,13 @@ impl View {
                 Pane::Screen => format!(" screen of {job} "),
                 _ => format!(" output of {job} (last {FOLLOW_LINES} lines) "),
             };
-            let text: Vec<Line> = self.pane_text.iter().map(|l| Line::raw(l.clone())).collect();
+            // The newest lines, as many as the pane holds.
+            let room = pane_area.height.saturating_sub(2) as usize;
+            let skip = self.pane_text.len().saturating_sub(room);
+            let text: Vec<Line> = self.pane_text[skip..]
+                .iter()
+                .map(|l| Line::raw(l.clone()))
+                .collect();
             frame.render_widget(
                 Paragraph::new(Text::from(text)).block(Block::bordered().title(title)),
                 pane_area,
@@ -451,9 +460,9 @@ pub fn table(rows: &[TopJob], rates: Option<&HashMap<JobId, f64>>) -> Vec<String
             (None, Some(ms)) => format!("{:.1}s", ms as f64 / 1000.0),
             (None, None) => "-".to_owned(),
         };
-        let memory = row
-            .rss_bytes
-            .map_or("-".to_owned(), |b| format!("{:.1}M", b as f64 / (1 << 20) as f64));
+        let memory = row.rss_bytes.map_or("-".to_owned(), |b| {
+            format!("{:.1}M", b as f64 / (1 << 20) as f64)
+        });
         let ports: Vec<String> = info.ports.iter().map(|p| p.port.to_string()).collect();
         let ports = if ports.is_empty() {
             "-".to_owned()

@@ -2,7 +2,9 @@
 //! request, and the answer in words, a result per job that is done (in the order they
 //! were) and a last line naming which are done and which still run.
 
-use bashc::protocol::{Caller, ExecResult, JobRef, WaitConditions, WaitManyRequest, WaitRequest, WaitedMany};
+use bashc::protocol::{
+    Caller, ExecResult, JobRef, WaitConditions, WaitManyRequest, WaitRequest, WaitedMany,
+};
 
 /// One wait per job, each with `conditions`.
 pub fn request(

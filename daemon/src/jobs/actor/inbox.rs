@@ -63,12 +63,9 @@ impl Inboxes {
             old.job() == job && std::mem::discriminant(*old) == std::mem::discriminant(&event)
         });
         match (same, event) {
-            (
-                Some(InboxEvent::Matched { count, .. }),
-                InboxEvent::Matched {
-                    count: more, ..
-                },
-            ) => *count += more,
+            (Some(InboxEvent::Matched { count, .. }), InboxEvent::Matched { count: more, .. }) => {
+                *count += more
+            }
             (Some(old @ (InboxEvent::WaitingForInput { .. } | InboxEvent::Idle { .. })), new) => {
                 *old = new;
             }
@@ -156,8 +153,7 @@ impl JobsActor {
                 .as_ref()
                 .map_or(0, |s| s.complete_lines),
         ];
-        let new_lines =
-            lines[0].saturating_sub(cursor[0]) + lines[1].saturating_sub(cursor[1]);
+        let new_lines = lines[0].saturating_sub(cursor[0]) + lines[1].saturating_sub(cursor[1]);
         let record = result.record.as_ref();
         let event = InboxEvent::Ended {
             job: job.id,

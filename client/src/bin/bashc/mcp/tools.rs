@@ -766,7 +766,8 @@ impl BashTools {
             content.push(rmcp::model::ContentBlock::text(format!("{}:", result.job)));
             content.extend(words::exec_result(result, false, true).content);
         }
-        let summary = crate::waited::summary(&waited, all, |job| format!("bash_check(job=\"{job}\")"));
+        let summary =
+            crate::waited::summary(&waited, all, |job| format!("bash_check(job=\"{job}\")"));
         content.push(rmcp::model::ContentBlock::text(summary));
         let failed = done.iter().any(|result| job_failure(result));
         Ok(if failed {
