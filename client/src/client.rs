@@ -13,7 +13,7 @@ use bashd_protocol::codec::ClientCodec;
 use bashd_protocol::runtime::{self, RuntimeDirError};
 use bashd_protocol::{
     ClientFrame, ErrorReply, ExecParams, ExecResult, FollowRequest, FrameError, GrepRequest, Hello,
-    JobId, JobInfo, JobRequest, JobsRequest, KillRequest, OutputPage, OutputRequest,
+    Inbox, JobId, JobInfo, JobRequest, JobsRequest, KillRequest, OutputPage, OutputRequest,
     PROTOCOL_VERSION, PolicyVerdict, Request, RequestId, ResizeRequest, Response, ScreenInfo,
     SendReply, SendRequest, ServerFrame, SessionClosed, SessionInfo, StatusInfo, Stopping,
     WaitRequest, Welcome,
@@ -165,6 +165,10 @@ pub struct Client {
     pub(crate) host: Option<std::sync::Arc<str>>,
     /// For a connection to another host: the relay that carries it, its pid and socket.
     pub(crate) relay: Option<std::sync::Arc<(u32, PathBuf)>>,
+    /// What the daemon said the sessions of this connection's requests missed (issue
+    /// 32), gathered by the connection task until a front end takes it. A std mutex:
+    /// held only to append or take, never across an await.
+    inbox: std::sync::Arc<std::sync::Mutex<Inbox>>,
 }
 
 #[derive(Debug)]
@@ -173,6 +177,18 @@ struct Outgoing {
     request: Request,
     /// `None` for a request that has no response (`Cancel`).
     responses: Option<mpsc::Sender<Response>>,
+}
+
+/// A connection's inbox, apart from the connection (`Client::inbox_handle`).
+#[derive(Debug, Clone)]
+pub struct InboxHandle(std::sync::Arc<std::sync::Mutex<Inbox>>);
+
+impl InboxHandle {
+    /// As [`Client::take_inbox`].
+    pub fn take(&self) -> Option<Inbox> {
+        let mut inbox = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        (!inbox.is_empty()).then(|| std::mem::take(&mut *inbox))
+    }
 }
 
 /// The responses to one request, in the order the daemon sent them.
@@ -261,7 +277,13 @@ impl Client {
             },
         };
         let (outgoing, outgoing_rx) = mpsc::channel(64);
-        tokio::spawn(run_connection(frames_in, frames_out, outgoing_rx));
+        let inbox = std::sync::Arc::new(std::sync::Mutex::new(Inbox::default()));
+        tokio::spawn(run_connection(
+            frames_in,
+            frames_out,
+            outgoing_rx,
+            std::sync::Arc::clone(&inbox),
+        ));
         Ok(Client {
             outgoing,
             welcome,
@@ -269,7 +291,22 @@ impl Client {
             others: None,
             host: None,
             relay: None,
+            inbox,
         })
+    }
+
+    /// What the sessions of this connection's requests missed since their last call,
+    /// as the daemon sent it ahead of the final responses so far (issue 32); each
+    /// event is handed out once. `None` when nothing happened.
+    pub fn take_inbox(&self) -> Option<Inbox> {
+        let mut inbox = self.inbox.lock().unwrap_or_else(|e| e.into_inner());
+        (!inbox.is_empty()).then(|| std::mem::take(&mut *inbox))
+    }
+
+    /// A handle on this connection's inbox that outlives the `Client` (a front end
+    /// prints what is left in it last).
+    pub fn inbox_handle(&self) -> InboxHandle {
+        InboxHandle(std::sync::Arc::clone(&self.inbox))
     }
 
     /// What the daemon said in its handshake.
@@ -501,6 +538,29 @@ impl Client {
         }
     }
 
+    /// Waits on several jobs at once: until the first (or, with `all`, every) one ends
+    /// or meets its conditions, or the timeout passes.
+    pub async fn wait_many(
+        &self,
+        request: bashd_protocol::WaitManyRequest,
+    ) -> Result<bashd_protocol::WaitedMany, ClientError> {
+        match self.one(Request::WaitMany(request)).await? {
+            Response::Waited(waited) => Ok(waited),
+            _ => Err(ClientError::Unexpected("something other than wait results")),
+        }
+    }
+
+    /// Every session's jobs, with their CPU, memory, prompt and last line (`bashc top`).
+    pub async fn top(
+        &self,
+        request: bashd_protocol::TopRequest,
+    ) -> Result<Vec<bashd_protocol::TopJob>, ClientError> {
+        match self.one(Request::Top(request)).await? {
+            Response::Top(rows) => Ok(rows),
+            _ => Err(ClientError::Unexpected("something other than top's rows")),
+        }
+    }
+
     /// Kills a session's jobs and removes its directory.
     pub async fn close_session(&self, session: String) -> Result<SessionClosed, ClientError> {
         match self.one(Request::CloseSession(session)).await? {
@@ -544,6 +604,7 @@ async fn run_connection<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     mut frames_in: FramedRead<R, ClientCodec>,
     mut frames_out: FramedWrite<W, ClientCodec>,
     mut outgoing: mpsc::Receiver<Outgoing>,
+    inbox: std::sync::Arc<std::sync::Mutex<Inbox>>,
 ) {
     let mut pending: HashMap<RequestId, mpsc::Sender<Response>> = HashMap::new();
     loop {
@@ -564,6 +625,11 @@ async fn run_connection<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
                 }
             }
             frame = frames_in.next() => match frame {
+                // Kept for the front end, before the final response it comes ahead of
+                // is routed, so whoever reads that response finds it.
+                Some(Ok(ServerFrame::Response(_, Response::Inbox(more)))) => {
+                    inbox.lock().unwrap_or_else(|e| e.into_inner()).extend(more);
+                }
                 Some(Ok(ServerFrame::Response(id, response))) => {
                     let last = !matches!(
                         response,

@@ -21,7 +21,7 @@ pub use agent::{default_session, find_agent_pid};
 pub use autostart::AUTOSTART_ENV;
 pub use bashd_protocol as protocol;
 pub use bridge::{BridgeError, bridge};
-pub use client::{Client, ClientError, Responses};
+pub use client::{Client, ClientError, InboxHandle, Responses};
 pub use options::{ExecOptions, parse_cpu, parse_size};
 pub use others::{OtherDaemon, describe as describe_others, other_daemons};
 pub use relay::relay;

@@ -37,6 +37,10 @@ pub struct ExecOptions {
     pub network: Option<Network>,
     /// Run on a pseudo-terminal of this size (`--pty`).
     pub pty: Option<bashd_protocol::PtySize>,
+    /// Tell the session's inbox about lines matching this regex (`--notify`).
+    pub notify: Option<String>,
+    /// Tell the session's inbox when the job goes quiet this long (`--notify-idle`).
+    pub notify_idle_secs: Option<u64>,
 }
 
 impl ExecOptions {
@@ -57,6 +61,8 @@ impl ExecOptions {
             sandbox: self.sandbox,
             network: self.network,
             pty: self.pty,
+            notify: self.notify,
+            notify_idle_secs: self.notify_idle_secs,
             ..ExecParams::new(command, caller.session, self.workdir)
         }
     }

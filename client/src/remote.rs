@@ -195,6 +195,11 @@ pub(crate) fn explain(
 /// another process), and the bridge, which the daemon there takes as the owner of a
 /// request that names none, is the one whose end should make the session linger.
 pub(crate) fn clear_owner(request: &mut Request) {
+    if let Request::WaitMany(many) = request {
+        for wait in &mut many.waits {
+            wait.caller.owner = None;
+        }
+    }
     if let Some(owner) = request.owner_mut() {
         *owner = None;
     }

@@ -208,11 +208,18 @@ enum TaskKind {
 
 /// A request that names no owner is owned by the process that connected.
 fn with_owner(mut request: Request, client_pid: u32) -> Request {
-    if let Some(owner) = request.owner_mut() {
-        owner.get_or_insert(Owner {
-            pid: client_pid,
-            start_time: None,
-        });
+    let owner = Owner {
+        pid: client_pid,
+        start_time: None,
+    };
+    // A wait on several jobs names an owner per job it waits on.
+    if let Request::WaitMany(many) = &mut request {
+        for wait in &mut many.waits {
+            wait.caller.owner.get_or_insert(owner);
+        }
+    }
+    if let Some(slot) = request.owner_mut() {
+        slot.get_or_insert(owner);
     }
     request
 }
@@ -230,6 +237,7 @@ async fn serve_exec(
     cancel: CancellationToken,
 ) {
     let to_background = params.mcp_call;
+    let session = params.session.clone();
     let mut events = jobs.exec(params).await;
     let mut job: Option<JobId> = None;
     let mut cancelled = false;
@@ -262,6 +270,9 @@ async fn serve_exec(
         if let Response::Started(started) = &event {
             job = Some(started.job);
         }
+        if last && !jobs.deliver_inbox(Some(&session), id, &event, &out).await {
+            return;
+        }
         if out.send(ServerFrame::Response(id, event)).await.is_err() || last {
             return;
         }
@@ -281,8 +292,12 @@ async fn serve_request(
     let finished = |result: Result<ExecResult, ErrorReply>| {
         answer(result.map(|r| Response::Finished(Box::new(r))))
     };
+    let session = crate::jobs::inbox::caller_session(&request);
     let response = match request {
-        Request::Follow(request) => return forward(id, jobs.follow(request), &out).await,
+        Request::Follow(request) => {
+            let events = jobs.follow(request);
+            return forward(id, events, &jobs, session.as_deref(), &out).await;
+        }
         Request::Send(request) => answer(jobs.send(request).await.map(Response::Sent)),
         Request::Grep(request) => answer(jobs.grep(request).await.map(Response::Page)),
         Request::Screen(request) => answer(jobs.screen(request).await.map(Response::Screen)),
@@ -311,6 +326,8 @@ async fn serve_request(
         Request::Jobs(request) => answer(jobs.jobs(request).await.map(Response::Jobs)),
         Request::Check(request) => finished(jobs.new_output(request).await),
         Request::Wait(request) => finished(jobs.wait(request).await),
+        Request::WaitMany(request) => answer(jobs.wait_many(request).await.map(Response::Waited)),
+        Request::Top(request) => answer(jobs.top(request).await.map(Response::Top)),
         Request::Kill(request) => finished(jobs.kill(request).await),
         Request::Sessions => answer(jobs.sessions().await.map(Response::Sessions)),
         Request::CloseSession(session) => answer(
@@ -319,7 +336,12 @@ async fn serve_request(
                 .map(Response::SessionClosed),
         ),
     };
-    let _ = out.send(ServerFrame::Response(id, response)).await;
+    if jobs
+        .deliver_inbox(session.as_deref(), id, &response, &out)
+        .await
+    {
+        let _ = out.send(ServerFrame::Response(id, response)).await;
+    }
 }
 
 /// Answers `Shutdown` (`bashc stop`), then asks the daemon to stop. A client inside
@@ -353,10 +375,15 @@ async fn serve_shutdown(id: RequestId, jobs: JobsHandle, out: mpsc::Sender<Serve
 async fn forward(
     id: RequestId,
     mut events: mpsc::Receiver<Response>,
+    jobs: &JobsHandle,
+    session: Option<&str>,
     out: &mpsc::Sender<ServerFrame>,
 ) {
     while let Some(event) = events.recv().await {
         let last = matches!(event, Response::Finished(_) | Response::Error(_));
+        if last && !jobs.deliver_inbox(session, id, &event, out).await {
+            return;
+        }
         if out.send(ServerFrame::Response(id, event)).await.is_err() || last {
             return;
         }

@@ -7,19 +7,23 @@
 
 pub mod channel;
 pub mod codec;
+pub mod inbox;
 pub mod limits;
 pub mod message;
 pub mod notice;
 pub mod runtime;
 pub mod sandbox;
 pub mod text;
+pub mod top;
 
 pub use codec::{FrameCodec, FrameError};
+pub use inbox::{Inbox, InboxEvent};
 pub use message::*;
 pub use notice::{BackgroundWhy, ErrorHint, JobId, Notice, WaitMet, Worded};
 pub use sandbox::{
     Network, SandboxDenial, SandboxInForce, SandboxMechanism, SandboxProfile, SandboxStatus,
 };
+pub use top::{TopJob, TopRequest};
 
 /// Bumped on every incompatible change of the messages; `Hello` and `Welcome` carry it.
 pub const PROTOCOL_VERSION: u32 = 6;

@@ -89,6 +89,12 @@ pub enum Request {
     /// then stops accepting, stops every job of every session and exits. Refused to a
     /// client inside a sandboxed job, which may not end the jobs of others.
     Shutdown,
+    /// Waits on several jobs at once, until the first (or every) one ends or meets its
+    /// conditions; answers `Waited`.
+    WaitMany(WaitManyRequest),
+    /// Every session's jobs, with their CPU, memory, prompt and last line (`bashc
+    /// top`); answers `Top`.
+    Top(crate::top::TopRequest),
 }
 
 impl Request {
@@ -114,7 +120,9 @@ impl Request {
             | Request::Sessions
             | Request::CloseSession(_)
             | Request::Cancel(_)
-            | Request::Shutdown => None,
+            | Request::Shutdown
+            | Request::WaitMany(_)
+            | Request::Top(_) => None,
         }
     }
 }
@@ -141,6 +149,11 @@ pub enum Response {
     Screen(ScreenInfo),
     /// The answer to `Shutdown`, sent before the daemon acts on it.
     Stopping(Stopping),
+    /// What the caller's session's jobs did since its last call (issue 32): sent at
+    /// most once per request, just before its final response, and then forgotten.
+    Inbox(crate::inbox::Inbox),
+    Waited(WaitedMany),
+    Top(Vec<crate::top::TopJob>),
 }
 
 /// On whose behalf a request acts: the session it names, re-adopted if it lingers, and
@@ -227,6 +240,25 @@ pub struct WaitRequest {
     pub any_session: bool,
     /// The wait is an MCP tool call: it ends by the daemon's `[mcp] max_call_secs`.
     pub mcp_call: bool,
+}
+
+/// `bashc wait J1 J2 ... --any|--all`: every wait's caller is the request's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WaitManyRequest {
+    /// One wait per job, each with its own conditions; their `timeout_ms` is ignored.
+    pub waits: Vec<WaitRequest>,
+    /// Answer once every job is done; otherwise once the first is.
+    pub all: bool,
+    /// `None`: wait as long as it takes.
+    pub timeout_ms: Option<u64>,
+}
+
+/// The answer to `WaitMany`: a result per job, in the order asked, and which jobs
+/// were done (ended, or met their conditions) in the order they were.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WaitedMany {
+    pub results: Vec<ExecResult>,
+    pub done: Vec<JobId>,
 }
 
 /// What a `wait` may return on before the job ends; any combination, whichever comes
@@ -536,6 +568,12 @@ pub struct ExecParams {
     /// Run the job on a pseudo-terminal of this size (`exec --pty`): its stdin, stdout
     /// and stderr are that terminal, and `send` writes to it.
     pub pty: Option<PtySize>,
+    /// Tell the session's inbox about lines matching this regex (`exec --notify`):
+    /// the first match and a count, while the job runs in the background.
+    pub notify: Option<String>,
+    /// Tell the session's inbox when the job has printed nothing for this long while
+    /// it runs in the background (`exec --notify-idle`).
+    pub notify_idle_secs: Option<u64>,
 }
 
 /// What a job reads on its stdin.
@@ -922,6 +960,8 @@ impl ExecParams {
             network: None,
             mcp_call: false,
             pty: None,
+            notify: None,
+            notify_idle_secs: None,
         }
     }
 }

@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 use bashd_tests::Daemon;
 use bashd_tests::procs::memory_kib;
 
+#[path = "parts/inbox.rs"]
+mod inbox;
 #[path = "parts/rivals.rs"]
 mod rivals;
 
@@ -53,6 +55,9 @@ fn main() {
     }
     if wanted("live") {
         live(&tokio);
+    }
+    if wanted("inbox") {
+        inbox::inbox(&tokio);
     }
     if wanted("abuse") {
         abuse();

@@ -109,6 +109,12 @@ pub enum Cmd {
     StdinClosed {
         job: JobId,
     },
+    /// Takes a session's inbox (issue 32); events about `about` are dropped.
+    TakeInbox {
+        session: String,
+        about: Vec<JobId>,
+        reply: oneshot::Sender<Option<bashd_protocol::Inbox>>,
+    },
     /// A running job's supervisor, for `screen` and `resize`.
     Control {
         asker: Asker,
@@ -154,6 +160,8 @@ pub struct LiveJob {
     pub root: u32,
     /// Its supervisor, when it has a stdin pipe and so may wait for input.
     pub probe: Option<mpsc::UnboundedSender<Control>>,
+    /// Its supervisor, for a snapshot of its output (`bashc top`'s last line).
+    pub control: mpsc::UnboundedSender<Control>,
 }
 
 /// A job as the actor saw it, and its output.
@@ -214,6 +222,8 @@ pub struct JobsHandle {
     /// on SIGTERM. A token rather than a signal to itself, so that a daemon run by a
     /// test with its own shutdown trigger stops the same way.
     pub(super) stop: tokio_util::sync::CancellationToken,
+    /// How many sessions have an inbox to take; written only by the actor.
+    pub(super) inbox_pending: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl JobsHandle {

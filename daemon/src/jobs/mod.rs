@@ -6,6 +6,7 @@ mod actor;
 pub(crate) mod contain;
 mod descriptors;
 mod handle;
+pub mod inbox;
 mod live;
 mod new_output;
 pub mod probe;
@@ -14,7 +15,10 @@ pub mod pty;
 mod session;
 mod stdin;
 mod supervisor;
+mod teller;
 mod terminal;
+mod top;
+mod wait_many;
 
 pub use actor::{JobsActor, LostJob, new_instance_id};
 pub use handle::{JobsHandle, shutting_down};

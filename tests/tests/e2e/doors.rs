@@ -391,6 +391,7 @@ fn issue_30_a_sandboxed_job_reads_nothing_of_the_runtime_dir_but_its_temp_dir() 
         .output()
         .unwrap();
     assert_eq!(killed.status.code(), Some(143), "{}", show(&killed));
+}
 
 #[test]
 fn issue_30_status_names_the_doors_each_mechanism_closes() {

@@ -15,6 +15,7 @@ mod docs;
 mod doors;
 mod exec;
 mod fuzz;
+mod inbox;
 mod jobs;
 mod live;
 mod manners;
@@ -30,6 +31,7 @@ mod sandbox;
 mod sandbox_hints;
 mod systemd;
 mod terminal;
+mod top;
 mod trust;
 
 use std::process::{Output, Stdio};

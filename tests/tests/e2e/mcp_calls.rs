@@ -496,6 +496,8 @@ async fn issue_15_schemas_are_flat_and_compile_as_draft_07_and_2020_12() {
                     json!({"command": "ls", "mode": "fast"}),
                 ),
                 "bash_jobs" => (json!({}), json!([])),
+                // `job` or `jobs` (issue 32): the call says which is missing.
+                "bash_wait" => (json!({"job": "j1"}), json!({"jobs": "j1"})),
                 _ => (json!({"job": "j1"}), json!({})),
             };
             assert!(schemas.validate(&good, index).is_ok(), "{name}: {good}");

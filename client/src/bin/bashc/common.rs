@@ -121,6 +121,7 @@ pub fn target(runtime_dir: Option<&Path>) -> anyhow::Result<Target> {
 /// runtime dir was named on purpose.
 pub async fn connect(target: &Target) -> anyhow::Result<bashc::Client> {
     let client = bashc::connect(target).await?;
+    crate::since::watch(&client);
     if let Some(note) = second_daemon_note(target, &client) {
         eprintln!("bashc: {note}");
     }
@@ -193,7 +194,9 @@ pub fn print<T: serde::Serialize>(
     text: impl FnOnce(&T) -> String,
 ) -> anyhow::Result<()> {
     if json {
-        let mut bytes = serde_json::to_vec_pretty(value)?;
+        let mut value = serde_json::to_value(value)?;
+        crate::since::add_to_json(&mut value);
+        let mut bytes = serde_json::to_vec_pretty(&value)?;
         bytes.push(b'\n');
         write_stdout(&bytes)
     } else {

@@ -69,6 +69,15 @@ pub struct CheckArgs {
 pub struct WaitArgs {
     #[command(flatten)]
     job: JobArg,
+    /// More jobs to wait on, side by side (see --any and --all).
+    #[arg(value_name = "JOB")]
+    more: Vec<String>,
+    /// With several jobs: return when the first is done (the default).
+    #[arg(long, conflicts_with = "all")]
+    any: bool,
+    /// With several jobs: return when every one is done.
+    #[arg(long)]
+    all: bool,
     #[command(flatten)]
     session: SessionArgs,
     /// Act on the job even if it belongs to another session than this one.
@@ -210,6 +219,9 @@ pub async fn check(args: CheckArgs, target: &Target) -> anyhow::Result<u8> {
 }
 
 pub async fn wait(args: WaitArgs, target: &Target) -> anyhow::Result<u8> {
+    if !args.more.is_empty() || args.all || args.any {
+        return wait_many(args, target).await;
+    }
     let request = WaitRequest {
         caller: args.session.caller(),
         job: args.job.job_ref()?,
@@ -234,6 +246,56 @@ pub async fn wait(args: WaitArgs, target: &Target) -> anyhow::Result<u8> {
         bashc::protocol::JobState::Running => EXIT_STILL_RUNNING,
         _ => render::exit_status(&result),
     })
+}
+
+/// `bashc wait j3 j4 ...`.
+async fn wait_many(args: WaitArgs, target: &Target) -> anyhow::Result<u8> {
+    let mut jobs = vec![args.job.job_ref()?];
+    jobs.extend(args.more.iter().cloned().map(JobRef::Id));
+    let conditions = WaitConditions {
+        until: args.until,
+        until_stream: args.stream.map(Into::into),
+        port: args.port,
+        idle_ms: args.idle.map(millis).transpose()?,
+    };
+    let request = crate::waited::request(
+        &args.session.caller(),
+        jobs,
+        &conditions,
+        args.all,
+        args.timeout.map(millis).transpose()?,
+        args.any_session,
+        false,
+    );
+    let waited = connect(target).await?.wait_many(request).await?;
+    let done = crate::waited::done(&waited);
+    let summary = crate::waited::summary(&waited, args.all, |job| format!("bashc check {job}"));
+    print(args.json, &waited, |_| {
+        let mut text = String::new();
+        for result in &done {
+            text.push_str(&format!("{}:\n", result.job));
+            text.push_str(&render::exec_text(result, true));
+        }
+        text.push_str(&summary);
+        text.push('\n');
+        text
+    })?;
+    let failed = done.iter().map(|result| {
+        let met = result
+            .notices
+            .iter()
+            .any(|n| matches!(n, Notice::ConditionMet { .. }));
+        if met { 0 } else { render::exit_status(result) }
+    });
+    Ok(
+        if waited.done.len() < waited.results.len() && (args.all || done.is_empty()) {
+            EXIT_STILL_RUNNING
+        } else if args.all {
+            failed.into_iter().find(|code| *code != 0).unwrap_or(0)
+        } else {
+            failed.into_iter().next().unwrap_or(0)
+        },
+    )
 }
 
 pub async fn kill(args: KillArgs, target: &Target) -> anyhow::Result<u8> {

@@ -10,9 +10,12 @@ mod live;
 mod mcp;
 mod options;
 mod render;
+mod since;
 mod stop;
 mod tables;
 mod terminal;
+mod top;
+mod waited;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -96,6 +99,11 @@ enum Command {
     /// condition was met (with the matching line and the lines around it) and the job
     /// runs on. Exit status: 0 when a condition was met; the job's own, as for `exec`,
     /// when it ended first; 124 if --timeout passes first (the job runs on).
+    ///
+    /// Several jobs (`bashc wait j3 j4 j5`): returns when the first of them is done
+    /// (ended, or met the conditions), or with --all when every one is, and says which,
+    /// with the result of each that is done. Exit status: that of the first job done
+    /// (with --all, the first that is not 0), 124 if --timeout passes before.
     Wait(jobs::WaitArgs),
     /// Print a job's output as it comes, like `tail -f`, until the job ends; then its
     /// exit code.
@@ -151,6 +159,15 @@ enum Command {
     /// the doors each closes to a sandboxed job (unix sockets, other terminals, IPC,
     /// nested .git, signals to the job's resident).
     Status(StatusArgs),
+    /// A live view of every session's jobs, for the person running the agents.
+    ///
+    /// A row per job, grouped by session (the most active first): its state (input?
+    /// when it waits for input), CPU, memory, age, ports, command, and its last line
+    /// (or what it asks). Keys: Up/Down pick a job, f follows its output, s shows a
+    /// terminal job's screen, i types a line into it, k kills it, c closes its session,
+    /// q quits. The table is read again every --interval seconds. --once prints it
+    /// once, for scripts. With --host, the jobs of that host's bashd.
+    Top(top::TopArgs),
     /// Stop bashd: every job of every session is stopped (TERM, grace, KILL), then the
     /// daemon exits; waits until it has. Nothing to do when none is running.
     ///
@@ -276,6 +293,15 @@ struct ExecArgs {
     /// The terminal's size, COLSxROWS (with --pty).
     #[arg(long, value_name = "COLSxROWS", value_parser = bashd_size, requires = "pty")]
     size: Option<bashc::protocol::PtySize>,
+    /// Tell this session when a line of the job matches REGEX while it runs in the
+    /// background: the next bashc call of the session ends with the first match and a
+    /// count ("since your last call: ..."). A bad regex is refused, and nothing runs.
+    #[arg(long, value_name = "REGEX")]
+    notify: Option<String>,
+    /// Tell this session when the job, in the background, has printed nothing for
+    /// SECS seconds.
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    notify_idle: Option<u64>,
     /// Print the result as JSON.
     #[arg(long)]
     json: bool,
@@ -375,6 +401,7 @@ fn main() -> ExitCode {
             command => run(command, &target, parent).await,
         }
     });
+    since::print_left();
     // A read of stdin still blocked on a thread of its own (`bashc mcp` whose agent
     // died with the pipe held open elsewhere) must not hold the exit up.
     tokio.shutdown_background();
@@ -434,6 +461,7 @@ async fn run(command: Command, target: &bashc::Target, parent: u32) -> anyhow::R
         Command::Policy(PolicyCommand::Check(args)) => policy_check(args, target).await,
         Command::Status(args) => status(args, target).await,
         Command::Stop(args) => stop::stop(args, target).await,
+        Command::Top(args) => top::top(args, target).await,
         Command::Mcp(args) => mcp::mcp(args, target, parent).await,
         Command::Bridge => {
             bashc::bridge(target.runtime_dir()).await?;
@@ -524,6 +552,8 @@ fn exec_params(args: &ExecArgs, target: &bashc::Target) -> anyhow::Result<ExecPa
         sandbox: args.sandbox.map(Into::into),
         network: args.net.map(Into::into),
         pty: args.pty.then(|| args.size.unwrap_or_default()),
+        notify: args.notify.clone(),
+        notify_idle_secs: args.notify_idle,
     };
     Ok(options.params(command, args.session.caller()))
 }

@@ -773,7 +773,7 @@ pub fn status_text(status: &StatusInfo) -> String {
     text
 }
 
-fn signal_name(signal: i32) -> String {
+pub fn signal_name(signal: i32) -> String {
     let name = match signal {
         1 => "SIGHUP",
         2 => "SIGINT",

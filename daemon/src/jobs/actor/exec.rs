@@ -50,6 +50,13 @@ impl JobsActor {
                 return;
             }
         };
+        let notify = match crate::jobs::teller::Spec::of(&params) {
+            Ok(notify) => notify,
+            Err(error) => {
+                let _ = events.try_send(Response::Error(error));
+                return;
+            }
+        };
         // A denied command spawns nothing, so it needs no descriptors.
         if denial.is_none()
             && let Err(error) = self.descriptors.admit()
@@ -128,6 +135,7 @@ impl JobsActor {
             stdin_mode: params.stdin,
             sandbox: plan.sandbox,
             channel: None,
+            notify: notify.clone(),
         };
 
         if let Some(denial) = denial {

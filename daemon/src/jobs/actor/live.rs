@@ -145,6 +145,7 @@ impl JobsActor {
                     index,
                     root: job.root?,
                     probe: job.stdin.as_ref().map(|_| control.clone()),
+                    control: control.clone(),
                 })
             })
             .collect()

@@ -178,6 +178,7 @@ impl JobsActor {
             stdin_mode: bashd_protocol::StdinMode::default(),
             sandbox: None,
             channel: None,
+            notify: None,
         }
     }
 }

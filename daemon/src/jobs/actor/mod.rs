@@ -6,6 +6,7 @@
 //! is `Starting`.
 
 mod exec;
+mod inbox;
 mod live;
 mod lost;
 mod queries;
@@ -74,6 +75,8 @@ pub struct JobsActor {
     arrivals: mpsc::Sender<crate::sandbox::channel::Arrived>,
     /// The first job number this daemon gave out: lower ones are an earlier daemon's.
     first_job: u64,
+    /// What each session's jobs did since its last call (issue 32).
+    inboxes: inbox::Inboxes,
 }
 
 struct Job {
@@ -106,6 +109,8 @@ struct Job {
     /// runs: dropped when it ends, which closes the channel and the connections that
     /// came through it.
     channel: Option<crate::sandbox::channel::Channel>,
+    /// What its session asked to be told about it (`--notify`, `--notify-idle`).
+    notify: Option<crate::jobs::teller::Spec>,
 }
 
 /// Where a job is in its life, as the table sees it.
@@ -184,6 +189,8 @@ impl JobsActor {
         // most two reports per job and one event per owner or linger.
         let (reports_tx, reports) = mpsc::unbounded_channel();
         let (session_events_tx, session_events) = mpsc::unbounded_channel();
+        let inboxes = inbox::Inboxes::new();
+        let inbox_pending = inboxes.non_empty();
         let actor = JobsActor {
             config: Arc::clone(&config_updates.borrow()),
             config_updates: config_updates.clone(),
@@ -206,6 +213,7 @@ impl JobsActor {
             descriptors: DescriptorBudget::new(),
             spill_ledger: output::SpillLedger::default(),
             arrivals,
+            inboxes,
         };
         (
             actor,
@@ -214,6 +222,7 @@ impl JobsActor {
                 config: config_updates,
                 origin: None,
                 stop: tokio_util::sync::CancellationToken::new(),
+                inbox_pending,
             },
         )
     }
@@ -328,6 +337,13 @@ impl JobsActor {
                 let _ = reply.send(self.stdin(&asker, &job));
             }
             Cmd::StdinClosed { job } => self.stdin_closed(job),
+            Cmd::TakeInbox {
+                session,
+                about,
+                reply,
+            } => {
+                let _ = reply.send(self.inboxes.take(&session, &about));
+            }
             Cmd::Control {
                 asker,
                 job,
@@ -350,8 +366,14 @@ impl JobsActor {
                     job.background = true;
                     job.cursors.insert(job.session.clone(), seen);
                 }
+                self.start_teller(job.0, seen);
             }
             Report::Ended(ended) => self.ended(*ended),
+            Report::Tell { session, event } => {
+                if self.sessions.contains_key(&session) {
+                    self.inboxes.tell(&session, event);
+                }
+            }
             Report::Spawned { job, spawned } => self.spawned(job, spawned),
         }
     }
@@ -369,6 +391,7 @@ impl JobsActor {
         );
         let n = result.job.0;
         self.journal_end(n);
+        self.tell_ended(n, &ended);
         let Some(job) = self.jobs.get_mut(&n) else {
             return;
         };

@@ -97,6 +97,7 @@ impl JobsActor {
         for n in std::mem::take(&mut session.jobs) {
             self.forget(n);
         }
+        self.inboxes.drop_session(name);
         let dir = self.session_dir(name);
         match std::fs::remove_dir_all(&dir) {
             Ok(()) => {}

@@ -161,6 +161,11 @@ pub enum Report {
         seen: [u64; 2],
     },
     Ended(Box<Ended>),
+    /// Something for a session's inbox, from a job's teller (`jobs/teller.rs`).
+    Tell {
+        session: String,
+        event: bashd_protocol::InboxEvent,
+    },
 }
 
 /// Why bashd stops a job before it ends on its own.

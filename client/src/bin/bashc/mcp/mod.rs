@@ -10,6 +10,7 @@
 mod clients;
 mod gate;
 mod schema;
+mod since;
 mod tools;
 mod words;
 

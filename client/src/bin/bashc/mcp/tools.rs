@@ -87,7 +87,7 @@ Result: the output, then what happened (notices, the job id when it runs on), th
 
 const BASH_CHECK: &str = "Read the new output of a running or background job (a dev server, a watcher, a long build) since this session last checked it, and its state: whole lines only (a line still being written waits for the next check), so two checks never repeat or lose a line. Returns at once; use it to follow a background job or a command that went on past its timeout. When more new lines came than the limits show, the last ones are shown and the result says how to read the others with bash_output. Only this session's jobs.";
 
-const BASH_WAIT: &str = "Wait for output of a job, or for it to end (a server to be ready, a build to finish, a line to appear), and return its result (its output as for `bash`). With `timeout_secs`, give up waiting after that long; a wait also returns within the call budget (50 s by default). Either way the job keeps running, the result has state `running`, and you may wait again. With `until` (a regex a new output line must match), `port` (a TCP port a process of the job listens on) or `idle_secs` (no output for that long), return as soon as one of them is met, saying which (and the matching line with the lines around it); the job keeps running. Use it instead of sleeping: start a server with mode=\"background\", then bash_wait(job, until=\"Listening\", timeout_secs=45). Only this session's jobs.";
+const BASH_WAIT: &str = "Wait for output of a job, or for it to end (a server to be ready, a build to finish, a line to appear), and return its result (its output as for `bash`). With `timeout_secs`, give up waiting after that long; a wait also returns within the call budget (50 s by default). Either way the job keeps running, the result has state `running`, and you may wait again. With `until` (a regex a new output line must match), `port` (a TCP port a process of the job listens on) or `idle_secs` (no output for that long), return as soon as one of them is met, saying which (and the matching line with the lines around it); the job keeps running. Use it instead of sleeping: start a server with mode=\"background\", then bash_wait(job, until=\"Listening\", timeout_secs=45). With `jobs` (a list of ids) instead of `job`, wait on all of them at once: the call returns when the first is done (or every one, with all=true) and says which. Only this session's jobs.";
 
 const BASH_SEND: &str = "Type into a program: answer a prompt, drive a REPL or an editor. Writes text to the stdin of a job started with stdin=\"pipe\" or pty=true (for a prompt that cannot be avoided, or a REPL): `text` goes as is (end it with \"\\n\" to press Enter), `keys` presses keys on a terminal job as tmux names them ([\"6*7\", \"Enter\"], [\"C-c\"], [\"Esc\", \":wq\", \"Enter\"]), `eof`=true closes the job's stdin afterwards. A terminal job answers with its screen once its output settles. Then bash_check or bash_wait shows what the job did. A job marked `waiting for input?` is blocked reading its stdin.";
 
@@ -146,6 +146,10 @@ struct BashArgs {
     pty: Option<bool>,
     /// The terminal's size with pty=true, COLSxROWS (default 120x40).
     size: Option<String>,
+    /// A regex: while the job runs in the background, a later call of this session ends with the first line that matched it and how many did (\"since your last call: ...\"), so you need not poll.
+    notify: Option<String>,
+    /// Tell a later call of this session when the job, in the background, has printed nothing for this many seconds.
+    notify_idle_secs: Option<u64>,
 }
 
 /// Arguments of `bash_check`.
@@ -163,7 +167,11 @@ struct JobArgs {
 #[schemars(crate = "rmcp::schemars")]
 struct WaitArgs {
     /// The job id, as `bash` returned it (j12).
-    job: String,
+    job: Option<String>,
+    /// Several job ids to wait on at once, instead of `job`: the call returns when the first of them is done (ended, or met `until`/`port`/`idle_secs`), or every one with all=true, saying which.
+    jobs: Option<Vec<String>>,
+    /// With `jobs`: return only when every job is done.
+    all: Option<bool>,
     /// Give up waiting after this many seconds (the job keeps running); default: wait until it ends.
     timeout_secs: Option<f64>,
     /// Return when a new output line matches this regex (the job keeps running).
@@ -362,6 +370,7 @@ impl ServerHandler for BashTools {
             },
         };
         let result = outcome.unwrap_or_else(words::call_error);
+        let result = super::since::append(result, self.take_inbox().await);
         Ok(match self.target.host() {
             Some(host) => words::name_host(result, host),
             None => result,
@@ -440,6 +449,12 @@ impl BashTools {
         let new = bashc::connect(&self.target).await?;
         *client = Some(new.clone());
         Ok(new)
+    }
+
+    /// What the session's jobs did since its last call, as the daemon told this
+    /// server's connection (issue 32).
+    async fn take_inbox(&self) -> Option<bashc::protocol::Inbox> {
+        self.client.lock().await.as_ref()?.take_inbox()
     }
 
     /// Forgets a connection that was lost, so the next call makes a new one.
@@ -525,6 +540,8 @@ impl BashTools {
                         .map_err(|e| CallError(format!("bad argument `size`: {e}")))?,
                 ),
             },
+            notify: args.notify,
+            notify_idle_secs: args.notify_idle_secs,
         };
         let wait_until = args.wait_until;
         let timeout_secs = args.timeout_secs;
@@ -799,10 +816,29 @@ impl BashTools {
             }
             secs => secs.map(|secs| (secs * 1000.0).round() as u64),
         };
-        let job = args.job.parse::<JobId>().ok();
+        let conditions = WaitConditions {
+            until: args.until.clone(),
+            until_stream: None,
+            port: args.port,
+            idle_ms,
+        };
+        let one = match (args.job, args.jobs) {
+            (Some(job), None) => job,
+            (None, Some(jobs)) if jobs.len() == 1 => jobs[0].clone(),
+            (None, Some(jobs)) if !jobs.is_empty() => {
+                return self
+                    .wait_many(jobs, &conditions, args.all.unwrap_or(false), timeout_ms)
+                    .await;
+            }
+            (Some(_), Some(_)) => {
+                return Err(bad("jobs", "give `job` or `jobs`, not both"));
+            }
+            (None, _) => return Err(bad("job", "name the job to wait for (j12), or `jobs`")),
+        };
+        let job = one.parse::<JobId>().ok();
         let request = WaitRequest {
             caller: self.caller.clone(),
-            job: JobRef::Id(args.job),
+            job: JobRef::Id(one),
             timeout_ms,
             conditions: WaitConditions {
                 until: args.until,
@@ -825,6 +861,39 @@ impl BashTools {
             call.budget,
             &|_| None,
         ))
+    }
+
+    /// `bash_wait(jobs=[...])`: the results of the jobs done, then which are and which
+    /// are not.
+    async fn wait_many(
+        &self,
+        jobs: Vec<String>,
+        conditions: &WaitConditions,
+        all: bool,
+        timeout_ms: Option<u64>,
+    ) -> Result<CallToolResult, CallError> {
+        let jobs = jobs.into_iter().map(JobRef::Id).collect();
+        let request =
+            crate::waited::request(&self.caller, jobs, conditions, all, timeout_ms, false, true);
+        let waited = self.client().await?.wait_many(request).await;
+        let waited = self.answer(waited, "jobs").await?;
+        let done = crate::waited::done(&waited);
+        let mut content = Vec::new();
+        for result in &done {
+            content.push(rmcp::model::ContentBlock::text(format!("{}:", result.job)));
+            content.extend(
+                words::exec_result((*result).clone(), false, true, None, &|_| None).content,
+            );
+        }
+        let summary =
+            crate::waited::summary(&waited, all, |job| format!("bash_check(job=\"{job}\")"));
+        content.push(rmcp::model::ContentBlock::text(summary));
+        let failed = done.iter().any(|result| job_failure(result));
+        Ok(if failed {
+            CallToolResult::error(content)
+        } else {
+            CallToolResult::success(content)
+        })
     }
 
     async fn kill(&self, args: KillArgs, call: Call) -> Result<CallToolResult, CallError> {

@@ -1,0 +1,535 @@
+//! `bashc top` (issue 32): a live view of every session's jobs for the person who runs
+//! the agents, in a terminal (ratatui on crossterm), or once as text for scripts
+//! (`--once`, the same table). It asks the daemon for the whole table (`Request::Top`)
+//! every `--interval` and after each action: a first step, not yet redrawing from
+//! events. It acts as a session of its own (`top-<pid>`), so it takes no agent's inbox.
+//!
+//! Keys: Up/Down pick a job; f follows its output; s shows a terminal job's screen;
+//! i types a line into it (Enter sends it with a newline); k kills it and c closes its
+//! session (each asks y first); q quits.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use bashc::Target;
+use bashc::protocol::{
+    Caller, JobId, JobRef, JobRequest, JobState, KillRequest, OutputRequest, SendRequest,
+    StreamName, TopJob, TopRequest,
+};
+use clap::Args;
+use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind};
+use ratatui::layout::{Constraint, Layout};
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Text};
+use ratatui::widgets::{Block, Paragraph};
+use tokio::sync::mpsc;
+
+use crate::common::{connect, print};
+
+/// Lines of a followed job's output shown under the table.
+const FOLLOW_LINES: u64 = 12;
+
+#[derive(Debug, Args)]
+pub struct TopArgs {
+    /// Print the table once, as text, and exit (for scripts).
+    #[arg(long)]
+    once: bool,
+    /// With --once: print the rows as JSON.
+    #[arg(long, requires = "once")]
+    json: bool,
+    /// Seconds between two looks at the table.
+    #[arg(long, value_name = "SECS", default_value_t = 1.0)]
+    interval: f64,
+}
+
+pub async fn top(args: TopArgs, target: &Target) -> anyhow::Result<u8> {
+    let client = connect(target).await?;
+    let caller = Caller {
+        session: format!("top-{}", std::process::id()),
+        owner: None,
+    };
+    let request = TopRequest {
+        caller: caller.clone(),
+    };
+    if args.once {
+        let rows = sorted(client.top(request).await?);
+        print(args.json, &rows, |rows| table(rows, None).join("\n") + "\n")?;
+        return Ok(0);
+    }
+    if !(0.05..=3600.0).contains(&args.interval) {
+        anyhow::bail!(
+            "--interval {} is outside 0.05 to 3600 seconds",
+            args.interval
+        );
+    }
+    let mut terminal = ratatui::try_init().context("cannot take the terminal")?;
+    let outcome = View::new(client, caller, Duration::from_secs_f64(args.interval))
+        .run(&mut terminal)
+        .await;
+    ratatui::restore();
+    outcome.map(|()| 0)
+}
+
+/// What the lower pane shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pane {
+    None,
+    Follow,
+    Screen,
+}
+
+/// What the key line is doing.
+enum Mode {
+    Browse,
+    /// Typing a line for the job.
+    Input(String),
+    /// Asking y before an action.
+    Confirm(Action),
+}
+
+#[derive(Clone)]
+enum Action {
+    Kill(JobId),
+    Close(String),
+}
+
+struct View {
+    client: bashc::Client,
+    caller: Caller,
+    interval: Duration,
+    rows: Vec<TopJob>,
+    /// CPU time of each running job at the previous look, for a rate.
+    cpu_before: HashMap<JobId, (u64, Instant)>,
+    cpu_rate: HashMap<JobId, f64>,
+    selected: usize,
+    pane: Pane,
+    pane_text: Vec<String>,
+    mode: Mode,
+    message: String,
+}
+
+impl View {
+    fn new(client: bashc::Client, caller: Caller, interval: Duration) -> View {
+        View {
+            client,
+            caller,
+            interval,
+            rows: Vec::new(),
+            cpu_before: HashMap::new(),
+            cpu_rate: HashMap::new(),
+            selected: 0,
+            pane: Pane::None,
+            pane_text: Vec::new(),
+            mode: Mode::Browse,
+            message: String::new(),
+        }
+    }
+
+    async fn run(mut self, terminal: &mut ratatui::DefaultTerminal) -> anyhow::Result<()> {
+        let (keys_tx, mut keys) = mpsc::channel(64);
+        // Reading the terminal blocks: a thread of its own, so the connection's task
+        // on this runtime goes on.
+        std::thread::spawn(move || {
+            loop {
+                match event::poll(Duration::from_millis(200)) {
+                    Ok(true) => match event::read() {
+                        Ok(event) => {
+                            if keys_tx.blocking_send(event).is_err() {
+                                return;
+                            }
+                        }
+                        Err(_) => return,
+                    },
+                    Ok(false) => {
+                        if keys_tx.is_closed() {
+                            return;
+                        }
+                    }
+                    Err(_) => return,
+                }
+            }
+        });
+        let mut tick = tokio::time::interval(self.interval);
+        loop {
+            terminal.draw(|frame| self.draw(frame))?;
+            // Cancelling either branch loses nothing: keys stay in their channel.
+            tokio::select! {
+                _ = tick.tick() => self.refresh().await,
+                event = keys.recv() => {
+                    let Some(event) = event else { return Ok(()) };
+                    if let Event::Key(key) = event
+                        && key.kind == KeyEventKind::Press
+                        && !self.key(key.code).await
+                    {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+
+    async fn refresh(&mut self) {
+        match self
+            .client
+            .top(TopRequest {
+                caller: self.caller.clone(),
+            })
+            .await
+        {
+            Ok(rows) => self.rows = sorted(rows),
+            Err(e) => self.message = format!("cannot read the jobs: {e}"),
+        }
+        let now = Instant::now();
+        for row in &self.rows {
+            if let Some(cpu) = row.cpu_ms {
+                if let Some((before, at)) = self.cpu_before.get(&row.info.job) {
+                    let elapsed = now.duration_since(*at).as_secs_f64() * 1000.0;
+                    if elapsed > 0.0 {
+                        let rate = cpu.saturating_sub(*before) as f64 / elapsed * 100.0;
+                        self.cpu_rate.insert(row.info.job, rate);
+                    }
+                }
+                self.cpu_before.insert(row.info.job, (cpu, now));
+            }
+        }
+        self.selected = self.selected.min(self.rows.len().saturating_sub(1));
+        self.refresh_pane().await;
+    }
+
+    async fn refresh_pane(&mut self) {
+        let Some(row) = self.rows.get(self.selected) else {
+            self.pane_text.clear();
+            return;
+        };
+        let job = JobRef::Id(row.info.job.to_string());
+        self.pane_text = match self.pane {
+            Pane::None => Vec::new(),
+            Pane::Follow => {
+                let page = self
+                    .client
+                    .output(OutputRequest {
+                        job,
+                        stream: StreamName::Stdout,
+                        offset: FOLLOW_LINES,
+                        limit: Some(FOLLOW_LINES),
+                        caller: self.caller.clone(),
+                        any_session: true,
+                        max_bytes: None,
+                        from_end: true,
+                    })
+                    .await;
+                match page {
+                    Ok(page) => page.text.lines().map(clean).collect(),
+                    Err(e) => vec![format!("cannot read its output: {e}")],
+                }
+            }
+            Pane::Screen => {
+                let screen = self
+                    .client
+                    .screen(JobRequest {
+                        caller: self.caller.clone(),
+                        job,
+                        any_session: true,
+                    })
+                    .await;
+                match screen {
+                    Ok(screen) => screen.lines.iter().map(|l| clean(l)).collect(),
+                    Err(e) => vec![format!("no screen: {e}")],
+                }
+            }
+        };
+    }
+
+    /// Handles a key; false to quit.
+    async fn key(&mut self, code: KeyCode) -> bool {
+        let selected = self.rows.get(self.selected).map(|r| r.info.clone());
+        match std::mem::replace(&mut self.mode, Mode::Browse) {
+            Mode::Input(mut line) => {
+                match code {
+                    KeyCode::Enter => {
+                        if let Some(info) = &selected {
+                            line.push('\n');
+                            let sent = self
+                                .client
+                                .send(SendRequest {
+                                    caller: Caller {
+                                        session: info.session.clone(),
+                                        owner: None,
+                                    },
+                                    job: JobRef::Id(info.job.to_string()),
+                                    bytes: line.into_bytes(),
+                                    eof: false,
+                                    any_session: false,
+                                    keys: Vec::new(),
+                                    literal: false,
+                                    screen_settle_ms: None,
+                                })
+                                .await;
+                            self.message = match sent {
+                                Ok(sent) => format!("sent {} bytes to {}", sent.written, info.job),
+                                Err(e) => format!("cannot send: {e}"),
+                            };
+                        }
+                        self.refresh().await;
+                    }
+                    KeyCode::Esc => self.message.clear(),
+                    KeyCode::Backspace => {
+                        line.pop();
+                        self.mode = Mode::Input(line);
+                    }
+                    KeyCode::Char(c) => {
+                        line.push(c);
+                        self.mode = Mode::Input(line);
+                    }
+                    _ => self.mode = Mode::Input(line),
+                }
+                return true;
+            }
+            Mode::Confirm(action) => {
+                if code == KeyCode::Char('y') {
+                    self.act(action).await;
+                    self.refresh().await;
+                } else {
+                    self.message = "nothing done".to_owned();
+                }
+                return true;
+            }
+            Mode::Browse => {}
+        }
+        match code {
+            KeyCode::Char('q') | KeyCode::Esc => return false,
+            KeyCode::Up => self.selected = self.selected.saturating_sub(1),
+            KeyCode::Down => {
+                self.selected = (self.selected + 1).min(self.rows.len().saturating_sub(1));
+            }
+            KeyCode::Char('f') | KeyCode::Enter => self.toggle(Pane::Follow),
+            KeyCode::Char('s') => self.toggle(Pane::Screen),
+            KeyCode::Char('i') if selected.is_some() => self.mode = Mode::Input(String::new()),
+            KeyCode::Char('k') => {
+                if let Some(info) = selected {
+                    self.mode = Mode::Confirm(Action::Kill(info.job));
+                }
+            }
+            KeyCode::Char('c') => {
+                if let Some(info) = selected {
+                    self.mode = Mode::Confirm(Action::Close(info.session));
+                }
+            }
+            _ => {}
+        }
+        self.refresh_pane().await;
+        true
+    }
+
+    fn toggle(&mut self, pane: Pane) {
+        self.pane = if self.pane == pane { Pane::None } else { pane };
+    }
+
+    async fn act(&mut self, action: Action) {
+        self.message = match action {
+            Action::Kill(job) => {
+                let killed = self
+                    .client
+                    .kill(KillRequest {
+                        caller: self.caller.clone(),
+                        job: JobRef::Id(job.to_string()),
+                        signal: None,
+                        grace_ms: None,
+                        any_session: true,
+                    })
+                    .await;
+                match killed {
+                    Ok(result) => format!("{job}: {}", result.state),
+                    Err(e) => format!("cannot kill {job}: {e}"),
+                }
+            }
+            Action::Close(session) => match self.client.close_session(session.clone()).await {
+                Ok(closed) => format!(
+                    "closed session {session} ({} jobs killed)",
+                    closed.killed_jobs
+                ),
+                Err(e) => format!("cannot close {session}: {e}"),
+            },
+        };
+    }
+
+    fn draw(&self, frame: &mut ratatui::Frame) {
+        let pane_height = match self.pane {
+            Pane::None => 0,
+            _ => (self.pane_text.len() as u16 + 2).clamp(3, frame.area().height / 2),
+        };
+        let [table_area, pane_area, key_area] = Layout::vertical([
+            Constraint::Min(3),
+            Constraint::Length(pane_height),
+            Constraint::Length(1),
+        ])
+        .areas(frame.area());
+        let lines: Vec<Line> = table(&self.rows, Some(&self.cpu_rate))
+            .into_iter()
+            .enumerate()
+            .map(|(i, text)| {
+                // The heading is line 0; a row is line 1 + its index.
+                if i == self.selected + 1 {
+                    Line::styled(text, Style::new().add_modifier(Modifier::REVERSED))
+                } else {
+                    Line::raw(text)
+                }
+            })
+            .collect();
+        let title = format!(" bashd: {} jobs ", self.rows.len());
+        frame.render_widget(
+            Paragraph::new(Text::from(lines)).block(Block::bordered().title(title)),
+            table_area,
+        );
+        if self.pane != Pane::None {
+            let job = self
+                .rows
+                .get(self.selected)
+                .map_or(String::new(), |r| r.info.job.to_string());
+            let title = match self.pane {
+                Pane::Screen => format!(" screen of {job} "),
+                _ => format!(" output of {job} (last {FOLLOW_LINES} lines) "),
+            };
+            // The newest lines, as many as the pane holds.
+            let room = pane_area.height.saturating_sub(2) as usize;
+            let skip = self.pane_text.len().saturating_sub(room);
+            let text: Vec<Line> = self.pane_text[skip..]
+                .iter()
+                .map(|l| Line::raw(l.clone()))
+                .collect();
+            frame.render_widget(
+                Paragraph::new(Text::from(text)).block(Block::bordered().title(title)),
+                pane_area,
+            );
+        }
+        let keys = match &self.mode {
+            Mode::Input(line) => format!("type for the job, Enter sends, Esc cancels: {line}"),
+            Mode::Confirm(Action::Kill(job)) => format!("kill {job}? y/n"),
+            Mode::Confirm(Action::Close(session)) => {
+                format!("close session {session} and kill its jobs? y/n")
+            }
+            Mode::Browse if !self.message.is_empty() => self.message.clone(),
+            Mode::Browse => {
+                "Up/Down pick  f follow  s screen  i input  k kill  c close session  q quit"
+                    .to_owned()
+            }
+        };
+        frame.render_widget(Paragraph::new(clean(&keys)), key_area);
+    }
+}
+
+/// Sessions with the latest activity first (a running job, then the newest start);
+/// in each, running jobs first, then the newest.
+pub fn sorted(mut rows: Vec<TopJob>) -> Vec<TopJob> {
+    let mut activity: HashMap<String, (bool, String)> = HashMap::new();
+    for row in &rows {
+        let entry = activity.entry(row.info.session.clone()).or_default();
+        entry.0 |= row.info.state == JobState::Running;
+        if row.info.started_at > entry.1 {
+            entry.1 = row.info.started_at.clone();
+        }
+    }
+    rows.sort_by(|a, b| {
+        let (sa, sb) = (&activity[&a.info.session], &activity[&b.info.session]);
+        sb.cmp(sa)
+            .then_with(|| a.info.session.cmp(&b.info.session))
+            .then_with(|| {
+                let running = |r: &TopJob| r.info.state == JobState::Running;
+                running(b).cmp(&running(a))
+            })
+            .then_with(|| b.info.job.cmp(&a.info.job))
+    });
+    rows
+}
+
+/// The table as lines: a heading, then a row per job. `rates`: CPU in percent of a
+/// core, when the view has two looks; else the CPU time so far.
+pub fn table(rows: &[TopJob], rates: Option<&HashMap<JobId, f64>>) -> Vec<String> {
+    let mut lines = vec![format!(
+        "{:<18} {:<6} {:<9} {:>6} {:>8} {:>6} {:<11} {:<30} {}",
+        "SESSION", "JOB", "STATE", "CPU", "MEM", "AGE", "PORTS", "COMMAND", "LAST LINE / ASKS"
+    )];
+    for row in rows {
+        let info = &row.info;
+        let state = match (info.state, info.waiting_for_input) {
+            (JobState::Running, true) => "input?".to_owned(),
+            (state, _) => state.to_string(),
+        };
+        let cpu = match (rates.and_then(|r| r.get(&info.job)), row.cpu_ms) {
+            (Some(rate), _) => format!("{rate:.0}%"),
+            (None, Some(ms)) => format!("{:.1}s", ms as f64 / 1000.0),
+            (None, None) => "-".to_owned(),
+        };
+        let memory = row.rss_bytes.map_or("-".to_owned(), |b| {
+            format!("{:.1}M", b as f64 / (1 << 20) as f64)
+        });
+        let ports: Vec<String> = info.ports.iter().map(|p| p.port.to_string()).collect();
+        let ports = if ports.is_empty() {
+            "-".to_owned()
+        } else {
+            ports.join(",")
+        };
+        let last = match (&row.prompt, &row.last_line) {
+            (Some(prompt), _) if info.waiting_for_input => format!("asks: {prompt}"),
+            (_, Some(line)) => line.clone(),
+            _ => String::new(),
+        };
+        lines.push(format!(
+            "{:<18} {:<6} {:<9} {:>6} {:>8} {:>6} {:<11} {:<30} {}",
+            cut(&clean(&info.session), 18),
+            info.job.to_string(),
+            state,
+            cpu,
+            memory,
+            age(info.duration_ms),
+            cut(&ports, 11),
+            cut(&clean(&info.command), 30),
+            cut(&clean(&last), 60),
+        ));
+    }
+    lines
+}
+
+fn age(ms: u64) -> String {
+    let secs = ms / 1000;
+    match secs {
+        0..60 => format!("{secs}s"),
+        60..3600 => format!("{}m", secs / 60),
+        _ => format!("{}h", secs / 3600),
+    }
+}
+
+/// Text as one line of the terminal: control characters (escapes, newlines) shown as
+/// `?`, so nothing a job printed or a command holds moves the cursor or sets colours.
+pub fn clean(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() || ('\u{80}'..='\u{9f}').contains(&c) {
+                '?'
+            } else {
+                c
+            }
+        })
+        .collect()
+}
+
+/// At most `max` characters, the last one `…` when cut.
+fn cut(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_owned();
+    }
+    let mut short: String = text.chars().take(max.saturating_sub(1)).collect();
+    short.push('…');
+    short
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nothing_a_job_prints_reaches_the_terminal_as_a_control() {
+        assert_eq!(clean("a\x1b[31mred\r\n\u{9b}x"), "a?[31mred???x");
+    }
+}

@@ -1,0 +1,91 @@
+//! The request's side of the inbox (issue 32): which session a request acts for, and
+//! handing that session's inbox to the connection just before the request's final
+//! response. The inbox itself is the actor's (`actor/inbox.rs`).
+//!
+//! Every request that names a caller takes its caller's inbox: a look at another
+//! session's job (`--any-session`) takes the looker's, never that session's.
+
+use std::sync::atomic::Ordering;
+
+use bashd_protocol::{
+    FollowRequest, GrepRequest, Inbox, JobId, JobRequest, JobsRequest, KillRequest, OutputRequest,
+    Request, RequestId, Response, SendRequest, ServerFrame, WaitManyRequest, WaitRequest,
+};
+use tokio::sync::mpsc;
+
+use super::handle::{Cmd, JobsHandle};
+
+/// The session a request acts for, whose inbox its final response carries.
+pub fn caller_session(request: &Request) -> Option<String> {
+    let session = match request {
+        Request::Exec(params) => &params.session,
+        Request::Jobs(JobsRequest { caller, .. })
+        | Request::Check(JobRequest { caller, .. })
+        | Request::Wait(WaitRequest { caller, .. })
+        | Request::Kill(KillRequest { caller, .. })
+        | Request::Follow(FollowRequest { caller, .. })
+        | Request::Send(SendRequest { caller, .. })
+        | Request::Grep(GrepRequest { caller, .. })
+        | Request::Output(OutputRequest { caller, .. })
+        | Request::Screen(JobRequest { caller, .. })
+        | Request::Resize(bashd_protocol::ResizeRequest { caller, .. }) => &caller.session,
+        Request::WaitMany(WaitManyRequest { waits, .. }) => &waits.first()?.caller.session,
+        // `bashc top` looks at every session and takes no one's inbox.
+        Request::Top(_)
+        | Request::CheckPolicy(_)
+        | Request::Status
+        | Request::Sessions
+        | Request::CloseSession(_)
+        | Request::Cancel(_)
+        | Request::Shutdown => return None,
+    };
+    Some(session.clone())
+}
+
+/// The jobs a final response tells the result of, whose events it makes needless.
+fn about(response: &Response) -> Vec<JobId> {
+    match response {
+        Response::Finished(result) => vec![result.job],
+        Response::Waited(waited) => waited.done.clone(),
+        _ => Vec::new(),
+    }
+}
+
+impl JobsHandle {
+    /// Takes `session`'s inbox, if it has one, leaving out events about `about`; one
+    /// atomic load when no session has one.
+    pub async fn take_inbox(&self, session: &str, about: Vec<JobId>) -> Option<Inbox> {
+        if self.inbox_pending.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        self.ask(|reply| Cmd::TakeInbox {
+            session: session.to_owned(),
+            about,
+            reply,
+        })
+        .await
+        .ok()
+        .flatten()
+    }
+
+    /// Sends `session`'s inbox on the connection ahead of `last`, the request's final
+    /// response; false if the connection is gone.
+    pub async fn deliver_inbox(
+        &self,
+        session: Option<&str>,
+        id: RequestId,
+        last: &Response,
+        out: &mpsc::Sender<ServerFrame>,
+    ) -> bool {
+        let Some(session) = session else {
+            return true;
+        };
+        match self.take_inbox(session, about(last)).await {
+            Some(inbox) => out
+                .send(ServerFrame::Response(id, Response::Inbox(inbox)))
+                .await
+                .is_ok(),
+            None => true,
+        }
+    }
+}

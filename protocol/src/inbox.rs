@@ -1,0 +1,88 @@
+//! A session's inbox (issue 32): what happened to its jobs since its last call, as data.
+//! The daemon sends it once, as `Response::Inbox` just before the final response of a
+//! request of that session, and forgets it; each front end words it in its own terms
+//! (`since your last call: ...`).
+
+use serde::{Deserialize, Serialize};
+
+use crate::message::{EndedBy, JobState, StreamName};
+use crate::notice::JobId;
+
+/// What a session's jobs did since its last call, oldest first.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Inbox {
+    pub events: Vec<InboxEvent>,
+    /// Older events that did not fit the session's bound and were dropped.
+    pub folded: u64,
+}
+
+impl Inbox {
+    pub fn is_empty(&self) -> bool {
+        self.events.is_empty() && self.folded == 0
+    }
+
+    /// Adds `other`'s events after this one's (two answers read before one result).
+    pub fn extend(&mut self, other: Inbox) {
+        self.events.extend(other.events);
+        self.folded += other.folded;
+    }
+}
+
+/// One thing that happened to a job of the session while nobody of it was asking.
+/// Every variant names its job and its command (cut), so a line can say which.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InboxEvent {
+    /// A background job ended.
+    Ended {
+        job: JobId,
+        command: String,
+        state: JobState,
+        exit_code: Option<i32>,
+        signal: Option<i32>,
+        duration_ms: u64,
+        ended_by: Option<EndedBy>,
+        /// With `ended_by = limit`: which limit (`memory 2147483648`).
+        limit: Option<String>,
+        /// It failed with output that reads like its sandbox refused something.
+        sandbox_denied: bool,
+        /// Lines of its output the session has not checked yet.
+        new_lines: u64,
+    },
+    /// A background job blocks reading its stdin pipe or terminal, printing nothing.
+    WaitingForInput {
+        job: JobId,
+        command: String,
+        /// The line it printed last and did not end: what it asks.
+        prompt: Option<String>,
+    },
+    /// Lines of a job matched the pattern it was started with (`exec --notify`).
+    Matched {
+        job: JobId,
+        command: String,
+        pattern: String,
+        stream: StreamName,
+        /// The first matching line since the last call, and its number.
+        line: u64,
+        text: String,
+        /// Matching lines since the last call, the first included.
+        count: u64,
+    },
+    /// A job printed nothing for its `--notify-idle` time.
+    Idle {
+        job: JobId,
+        command: String,
+        idle_secs: u64,
+    },
+}
+
+impl InboxEvent {
+    pub fn job(&self) -> JobId {
+        match self {
+            InboxEvent::Ended { job, .. }
+            | InboxEvent::WaitingForInput { job, .. }
+            | InboxEvent::Matched { job, .. }
+            | InboxEvent::Idle { job, .. } => *job,
+        }
+    }
+}

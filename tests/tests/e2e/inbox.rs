@@ -1,0 +1,378 @@
+//! The inbox in every result (issue 32): what a session's background jobs did reaches
+//! that session's next call once (CLI text and `--json`, MCP), never another session's;
+//! a restarted `bashc mcp --session S` sees what happened while it was gone; `--notify`
+//! and `--notify-idle`; `wait J1 J2 --any/--all`; the bound.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use bashd_tests::{Daemon, wait_until};
+use rmcp::ServiceExt;
+use rmcp::transport::TokioChildProcess;
+use serde_json::json;
+
+use crate::mcp::{call, mcp_command, text_of};
+use crate::{json, show, stderr, stdout};
+
+const SINCE: &str = "since your last call";
+const WITHIN: Duration = Duration::from_secs(20);
+
+/// `bashc --session SESSION ARGS...`.
+fn run(daemon: &Daemon, session: &str, args: &[&str]) -> std::process::Output {
+    daemon
+        .bashc()
+        .env("BASHD_SESSION", session)
+        .args(args)
+        .output()
+        .expect("cannot run bashc")
+}
+
+/// Starts `command` in the background in `session`; its job id.
+fn background(daemon: &Daemon, session: &str, extra: &[&str], command: &str) -> String {
+    let args = [
+        &["exec", "--json", "--mode", "background"][..],
+        extra,
+        &["--", command],
+    ]
+    .concat();
+    let out = run(daemon, session, &args);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    json(&out)["job"].as_str().unwrap().to_owned()
+}
+
+/// Waits, as session `watcher` (whose own inbox stays empty), until `job` has ended.
+fn wait_ended(daemon: &Daemon, job: &str) {
+    let ended = wait_until(WITHIN, || {
+        let out = run(daemon, "watcher", &["jobs", "--all", "--json"]);
+        assert!(!stderr(&out).contains(SINCE), "{}", show(&out));
+        json(&out)
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|j| j["job"] == job && j["state"] != "running")
+    });
+    assert!(ended, "{job} did not end");
+}
+
+#[test]
+fn issue_32_an_ended_job_reaches_the_next_call_of_its_session_once_and_no_other() {
+    let daemon = Daemon::start();
+    let job = background(
+        &daemon,
+        "a",
+        &[],
+        "echo one; echo two; echo three >&2; exit 3",
+    );
+    wait_ended(&daemon, &job);
+    // Another session never sees it.
+    let other = run(&daemon, "b", &["exec", "--", "true"]);
+    assert!(!stderr(&other).contains(SINCE), "{}", show(&other));
+    // The session's next call, whatever it is, ends with it, in one line.
+    let next = run(&daemon, "a", &["exec", "--", "echo", "hello"]);
+    assert!(stdout(&next).contains("hello"), "{}", show(&next));
+    let said = stderr(&next);
+    assert!(
+        said.contains(&format!(
+            "bashc: {SINCE}: {job} (echo one; echo two; echo three >&2; exit 3) ended with exit 3 after"
+        )) && said.contains(&format!(", 3 new lines: bashc check {job}")),
+        "{}",
+        show(&next)
+    );
+    // Once.
+    let again = run(&daemon, "a", &["jobs"]);
+    assert!(!stderr(&again).contains(SINCE), "{}", show(&again));
+    // A look at the session from another (`--any-session`) leaves its inbox alone.
+    let job2 = background(&daemon, "a", &[], "exit 5");
+    wait_ended(&daemon, &job2);
+    let look = run(&daemon, "b", &["check", &job2, "--any-session"]);
+    assert!(!stderr(&look).contains(SINCE), "{}", show(&look));
+    // `--json`: under `since_last_call`, the events and their text.
+    let next = run(&daemon, "a", &["jobs", "--json"]);
+    let listed = json(&next);
+    assert!(listed.is_array(), "a list stays a list: {listed}");
+    assert!(
+        stderr(&next).contains(&format!("{job2} (exit 5) ended with exit 5")),
+        "{}",
+        show(&next)
+    );
+    let job3 = background(&daemon, "a", &[], "exit 6");
+    wait_ended(&daemon, &job3);
+    let next = run(&daemon, "a", &["exec", "--json", "--", "true"]);
+    let result = json(&next);
+    let since = &result["since_last_call"];
+    assert_eq!(
+        since["events"][0]["ended"]["job"],
+        job3.as_str(),
+        "{result}"
+    );
+    assert_eq!(since["events"][0]["ended"]["exit_code"], 6, "{result}");
+    assert!(
+        since["text"]
+            .as_str()
+            .unwrap()
+            .contains("ended with exit 6"),
+        "{result}"
+    );
+    assert!(
+        !stderr(&next).contains(SINCE),
+        "said twice: {}",
+        show(&next)
+    );
+}
+
+#[test]
+fn issue_32_the_result_that_tells_a_jobs_end_takes_its_event() {
+    let daemon = Daemon::start();
+    let job = background(&daemon, "a", &[], "exit 2");
+    wait_ended(&daemon, &job);
+    // The check says the job ended: the inbox line about it would say it twice.
+    let check = run(&daemon, "a", &["check", &job]);
+    assert!(!stderr(&check).contains(SINCE), "{}", show(&check));
+    let next = run(&daemon, "a", &["exec", "--", "true"]);
+    assert!(!stderr(&next).contains(SINCE), "{}", show(&next));
+}
+
+#[test]
+fn issue_32_notify_tells_the_first_match_and_a_count_and_a_bad_pattern_is_refused() {
+    let daemon = Daemon::start();
+    let bad = run(
+        &daemon,
+        "a",
+        &[
+            "exec",
+            "--mode",
+            "background",
+            "--notify",
+            "(oops",
+            "--",
+            "echo x",
+        ],
+    );
+    assert_eq!(bad.status.code(), Some(255), "{}", show(&bad));
+    assert!(
+        stderr(&bad).contains("not a valid regex") && stderr(&bad).contains("unclosed group"),
+        "{}",
+        show(&bad)
+    );
+    let marker = daemon.scratch().join("go");
+    let command = format!(
+        "echo ok; echo 'FAIL: one'; echo 'FAIL: two'; until [ -e {0} ]; do sleep 0.05; done; echo 'FAIL: three'; sleep 60",
+        marker.display()
+    );
+    let job = background(&daemon, "a", &["--notify", "FAIL"], &command);
+    let first = wait_until(WITHIN, || {
+        stderr(&run(&daemon, "a", &["jobs"])).contains("FAIL")
+    });
+    assert!(first, "no match was told");
+    // The two lines printed at once were told in one event, which is gone now.
+    std::fs::write(&marker, "").unwrap();
+    let mut said = String::new();
+    let later = wait_until(WITHIN, || {
+        said = stderr(&run(&daemon, "a", &["jobs"]));
+        said.contains("FAIL")
+    });
+    assert!(later, "the later match was not told");
+    assert!(
+        said.contains(&format!(
+            "{job} (echo ok; echo 'FAIL: one'; echo 'FAIL: two'; until [ -e"
+        )) && said.contains("printed a line matching \"FAIL\", first line 4: \"FAIL: three\"")
+            && said.contains(&format!("bashc output {job} --grep \"FAIL\"")),
+        "{said}"
+    );
+    let out = run(&daemon, "a", &["kill", &job]);
+    assert!(
+        out.status.success() || out.status.code() == Some(143),
+        "{}",
+        show(&out)
+    );
+}
+
+#[test]
+fn issue_32_notify_idle_and_a_wait_for_input_are_told() {
+    let daemon = Daemon::start();
+    let quiet = background(
+        &daemon,
+        "a",
+        &["--notify-idle", "1"],
+        "echo started; sleep 60",
+    );
+    let asks = background(
+        &daemon,
+        "a",
+        &["--stdin", "pipe"],
+        "printf 'Your name? '; read name; echo hello $name",
+    );
+    let mut said = String::new();
+    let told = wait_until(WITHIN, || {
+        said.push_str(&stderr(&run(&daemon, "a", &["jobs"])));
+        said.contains(&format!("{quiet} (echo started; sleep 60) has printed nothing for"))
+            && said.contains(&format!(
+                "{asks} (printf 'Your name? '; read name; echo hello $name) waits for input, it asks \"Your name?\": bashc send {asks} TEXT --newline"
+            ))
+    });
+    assert!(told, "{said}");
+    for job in [quiet, asks] {
+        run(&daemon, "a", &["kill", &job]);
+    }
+}
+
+#[test]
+fn issue_32_the_inbox_keeps_its_bound() {
+    let daemon = Daemon::start();
+    // Every call of the session takes its inbox: the jobs end together, after the last
+    // call that started one.
+    let marker = daemon.scratch().join("go");
+    let command = format!("until [ -e {} ]; do sleep 0.1; done", marker.display());
+    let jobs: Vec<String> = (0..70)
+        .map(|_| background(&daemon, "a", &[], &command))
+        .collect();
+    std::fs::write(&marker, "").unwrap();
+    for job in &jobs {
+        wait_ended(&daemon, job);
+    }
+    let out = run(&daemon, "a", &["exec", "--json", "--", "true"]);
+    let result = json(&out);
+    let since = &result["since_last_call"];
+    assert_eq!(since["events"].as_array().unwrap().len(), 32, "{since}");
+    assert_eq!(since["folded"], 38, "{since}");
+    assert!(
+        since["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("since your last call:\n- 38 older events were dropped (the inbox keeps the last 32)\n- j"),
+        "{since}"
+    );
+    let again = run(&daemon, "a", &["exec", "--json", "--", "true"]);
+    assert!(
+        json(&again).get("since_last_call").is_none(),
+        "{}",
+        show(&again)
+    );
+}
+
+#[test]
+fn issue_32_wait_any_returns_at_the_first_job_done_and_all_at_the_last() {
+    let daemon = Daemon::start();
+    let slow = background(&daemon, "a", &[], "sleep 60");
+    let quick = background(&daemon, "a", &[], "sleep 0.5; exit 4");
+    let started = std::time::Instant::now();
+    let out = run(&daemon, "a", &["wait", &slow, &quick, "--any"]);
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "{}",
+        show(&out)
+    );
+    assert_eq!(out.status.code(), Some(4), "{}", show(&out));
+    let said = stdout(&out);
+    assert!(
+        said.contains(&format!(
+            "first done: {quick}; not done: {slow} (bashc check {slow})"
+        )),
+        "{}",
+        show(&out)
+    );
+    let out = run(
+        &daemon,
+        "a",
+        &["wait", &quick, &slow, "--all", "--timeout", "1", "--json"],
+    );
+    assert_eq!(out.status.code(), Some(124), "{}", show(&out));
+    let waited = json(&out);
+    assert_eq!(waited["done"], json!([quick]), "{waited}");
+    assert_eq!(waited["results"][1]["state"], "running", "{waited}");
+    let ender = background(&daemon, "a", &[], "sleep 0.3");
+    let out = run(&daemon, "a", &["wait", &quick, &ender, "--all"]);
+    assert_eq!(out.status.code(), Some(4), "{}", show(&out));
+    assert!(
+        stdout(&out).contains(&format!("done, in this order: {quick}, {ender}")),
+        "{}",
+        show(&out)
+    );
+    run(&daemon, "a", &["kill", &slow]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_32_mcp_results_end_with_the_inbox_and_a_restarted_server_sees_what_it_missed() {
+    let daemon = Daemon::start();
+    let start = || async {
+        let mut command = mcp_command(&daemon, daemon.scratch());
+        command
+            .args(["--session", "agent-s"])
+            .env("BASHD_NO_AUTOSTART", "1");
+        let (transport, _) = TokioChildProcess::builder(command)
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("cannot start bashc mcp");
+        ().serve(transport)
+            .await
+            .expect("MCP initialization failed")
+    };
+    let client = start().await;
+    let started = call(
+        &client,
+        "bash",
+        json!({"command": "sleep 0.3; echo done; exit 1", "mode": "background"}),
+    )
+    .await;
+    let job = crate::mcp::job_in(&text_of(&started));
+    let mut said = String::new();
+    let told = wait_until(WITHIN, || {
+        said = tokio::task::block_in_place(|| {
+            tokio::runtime::Handle::current()
+                .block_on(async { text_of(&call(&client, "bash_jobs", json!({})).await) })
+        });
+        said.contains(SINCE)
+    });
+    assert!(told, "{said}");
+    assert!(
+        said.contains(&format!(
+            "{SINCE}: {job} (sleep 0.3; echo done; exit 1) ended with exit 1 after"
+        )) && said.contains(&format!("1 new line: bash_check(job=\"{job}\")")),
+        "{said}"
+    );
+    let again = text_of(&call(&client, "bash", json!({"command": "true"})).await);
+    assert!(!again.contains(SINCE), "told twice: {again}");
+
+    // The server goes away; a job ends meanwhile; a new server of the session is told.
+    let second = call(
+        &client,
+        "bash",
+        json!({"command": "sleep 1; exit 7", "mode": "background"}),
+    )
+    .await;
+    let job2 = crate::mcp::job_in(&text_of(&second));
+    client.cancel().await.unwrap();
+    wait_ended(&daemon, &job2);
+    let client = start().await;
+    let first = text_of(&call(&client, "bash", json!({"command": "echo back"})).await);
+    assert!(
+        first.contains(&format!("{job2} (sleep 1; exit 7) ended with exit 7")),
+        "{first}"
+    );
+    // bash_wait(jobs=[...]).
+    let a = crate::mcp::job_in(&text_of(
+        &call(
+            &client,
+            "bash",
+            json!({"command": "sleep 60", "mode": "background"}),
+        )
+        .await,
+    ));
+    let b = crate::mcp::job_in(&text_of(
+        &call(
+            &client,
+            "bash",
+            json!({"command": "sleep 0.2", "mode": "background"}),
+        )
+        .await,
+    ));
+    let waited = text_of(&call(&client, "bash_wait", json!({"jobs": [a, b]})).await);
+    assert!(
+        waited.contains(&format!(
+            "first done: {b}; not done: {a} (bash_check(job=\"{a}\"))"
+        )),
+        "{waited}"
+    );
+    call(&client, "bash_kill", json!({"job": a})).await;
+    client.cancel().await.unwrap();
+}

@@ -1,0 +1,205 @@
+//! `bashc top` (issue 32) in a real terminal: tmux runs it, `send-keys` presses its
+//! keys and `capture-pane` reads the screen. The table shows two sessions' jobs, follows
+//! one, types into a job waiting for input, and kills one. Skips, saying so, without
+//! tmux.
+
+use std::process::Command;
+use std::time::Duration;
+
+use bashd_tests::{Daemon, bin_path, wait_until};
+
+use crate::{json, show};
+
+const WITHIN: Duration = Duration::from_secs(20);
+
+/// A tmux server of its own, killed on drop.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn start(command: &str) -> Tmux {
+        let tmux = Tmux {
+            socket: format!("bashd-top-test-{}", std::process::id()),
+        };
+        let out = tmux
+            .run(&["new-session", "-d", "-x", "200", "-y", "50", command])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", show(&out));
+        tmux
+    }
+
+    fn run(&self, args: &[&str]) -> Command {
+        let mut command = Command::new("tmux");
+        command.args(["-L", &self.socket]).args(args);
+        command
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let args = [&["send-keys", "-t", "0"][..], keys].concat();
+        let out = self.run(&args).output().unwrap();
+        assert!(out.status.success(), "{}", show(&out));
+    }
+
+    fn screen(&self) -> String {
+        let out = self
+            .run(&["capture-pane", "-p", "-t", "0"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Waits until the screen satisfies `ok`; the screen last seen.
+    fn wait_for(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
+        let mut seen = String::new();
+        let found = wait_until(WITHIN, || {
+            seen = self.screen();
+            ok(&seen)
+        });
+        assert!(found, "the screen never showed {what}:\n{seen}");
+        seen
+    }
+
+    /// Moves the selection until the lower pane names `job`.
+    fn select(&self, job: &str) {
+        let title = format!(" of {job} ");
+        for key in ["Up"; 10].into_iter().chain(["Down"; 20]) {
+            if self.screen().contains(&title) {
+                return;
+            }
+            self.keys(&[key]);
+            std::thread::sleep(Duration::from_millis(150));
+        }
+        self.wait_for(&title, |s| s.contains(&title));
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.run(&["kill-server"]).output();
+    }
+}
+
+fn tmux_missing() -> bool {
+    Command::new("tmux").arg("-V").output().is_err()
+}
+
+fn background(daemon: &Daemon, session: &str, extra: &[&str], command: &str) -> String {
+    let args = [
+        &["exec", "--json", "--mode", "background"][..],
+        extra,
+        &["--", command],
+    ]
+    .concat();
+    let out = daemon
+        .bashc()
+        .env("BASHD_SESSION", session)
+        .args(&args)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    json(&out)["job"].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn issue_32_top_shows_follows_types_into_and_kills_jobs_in_a_terminal() {
+    if tmux_missing() {
+        eprintln!("skipped: tmux is not installed (apt-get install tmux)");
+        return;
+    }
+    let daemon = Daemon::start();
+    let ticker = background(
+        &daemon,
+        "agent-one",
+        &[],
+        "while true; do echo tick; sleep 0.3; done",
+    );
+    let asker = background(
+        &daemon,
+        "agent-two",
+        &["--stdin", "pipe"],
+        "printf 'Your name? '; read name; echo \"hello $name\"; sleep 60",
+    );
+    let command = format!(
+        "env BASHD_RUNTIME_DIR={} XDG_CONFIG_HOME={} BASHD_NO_AUTOSTART=1 {} top --interval 0.3",
+        daemon.runtime_dir().display(),
+        daemon.config_home().display(),
+        bin_path("bashc").display()
+    );
+    let tmux = Tmux::start(&command);
+    let table = tmux.wait_for("both sessions' jobs", |s| {
+        s.contains("agent-one") && s.contains("agent-two") && s.contains("asks: Your name?")
+    });
+    assert!(table.contains(&ticker) && table.contains(&asker), "{table}");
+
+    // Follow the ticker: its lines show under the table.
+    tmux.keys(&["f"]);
+    tmux.select(&ticker);
+    tmux.wait_for("the ticker's output", |s| {
+        s.contains(&format!("output of {ticker}")) && s.matches("tick").count() >= 3
+    });
+
+    // Type into the job that waits.
+    tmux.select(&asker);
+    tmux.keys(&["i"]);
+    tmux.wait_for("the input line", |s| s.contains("Enter sends"));
+    tmux.keys(&["-l", "Ada"]);
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("the answer", |s| s.contains("hello Ada"));
+
+    // Kill the ticker.
+    tmux.select(&ticker);
+    tmux.keys(&["k"]);
+    tmux.wait_for("the question", |s| {
+        s.contains(&format!("kill {ticker}? y/n"))
+    });
+    tmux.keys(&["y"]);
+    let screen = tmux.wait_for("the ticker killed", |s| {
+        s.lines()
+            .any(|line| line.contains(&format!(" {ticker} ")) && line.contains("killed"))
+    });
+    eprintln!("{screen}");
+    let out = daemon.run_bashc(&["jobs", "--all", "--json"]);
+    let jobs = json(&out);
+    let state = |job: &str| {
+        jobs.as_array()
+            .unwrap()
+            .iter()
+            .find(|j| j["job"] == job)
+            .map(|j| j["state"].clone())
+    };
+    assert_eq!(state(&ticker), Some("killed".into()), "{jobs}");
+    assert_eq!(state(&asker), Some("running".into()), "{jobs}");
+    tmux.keys(&["q"]);
+}
+
+#[test]
+fn issue_32_top_once_prints_the_table() {
+    let daemon = Daemon::start();
+    let job = background(
+        &daemon,
+        "agent-one",
+        &[],
+        "echo '\x1b[31mred\x1b[0m'; sleep 60",
+    );
+    let mut out = daemon.run_bashc(&["top", "--once"]);
+    wait_until(WITHIN, || {
+        out = daemon.run_bashc(&["top", "--once"]);
+        String::from_utf8_lossy(&out.stdout).contains("red")
+    });
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(text.starts_with("SESSION"), "{}", show(&out));
+    let row = text
+        .lines()
+        .find(|l| l.contains(&job))
+        .unwrap_or_else(|| panic!("{}", show(&out)));
+    assert!(
+        row.starts_with("agent-one") && row.contains("running"),
+        "{row}"
+    );
+    // The escape the job printed and the one its command holds never reach the
+    // terminal.
+    assert!(!text.contains('\x1b'), "{text:?}");
+    daemon.run_bashc(&["kill", "--any-session", &job]);
+}
