@@ -589,6 +589,20 @@ fn issue30_a_sandboxed_job_cannot_reach_another_host_through_the_relay() {
         show(&out)
     );
     assert_ne!(out.status.code(), Some(0), "{}", show(&out));
+    // The runtime dir, and so the relay's socket, is covered in a confined job's mount
+    // namespace: that call did not get as far as the relay. The relay's own check
+    // behind it: a client in another user namespace than the relay's is refused, and
+    // the far side runs nothing.
+    let mut unshared = near.bashc();
+    unshared
+        .env(bashc::BRIDGE_COMMAND_ENV, &bridge)
+        .args(["--host", host, "exec", "--sandbox", "off", "--"])
+        .arg(format!("touch {}", from_inside.display()));
+    let out = crate::boundary::in_user_namespace(unshared)
+        .output()
+        .expect("cannot run unshare");
+    assert!(!from_inside.exists(), "{}", show(&out));
+    assert_ne!(out.status.code(), Some(0), "{}", show(&out));
     let said = stdout(&out) + &stderr(&out);
     assert!(
         said.contains(&format!(
@@ -607,7 +621,7 @@ fn issue30_a_sandboxed_job_cannot_reach_another_host_through_the_relay() {
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     assert!(again.exists());
-    // With the network off, no unix socket at all: the filter refuses before the relay.
+    // With the network off, no unix socket at all, nor the relay's directory.
     let out = run(&[
         "exec",
         "--sandbox",
@@ -618,11 +632,7 @@ fn issue30_a_sandboxed_job_cannot_reach_another_host_through_the_relay() {
         &nested,
     ]);
     assert!(!from_inside.exists(), "{}", show(&out));
-    assert!(
-        (stdout(&out) + &stderr(&out)).contains("Operation not permitted"),
-        "{}",
-        show(&out)
-    );
+    assert_ne!(out.status.code(), Some(0), "{}", show(&out));
 }
 
 /// Kills the relays of a runtime dir when dropped, even when a test fails: a relay
