@@ -98,6 +98,33 @@ pub enum Request {
 }
 
 impl Request {
+    /// The session a request acts for, for every request that names one (a wait on
+    /// several jobs: its first wait's); `None` for the others (`bashc top` looks at
+    /// every session and acts for none).
+    pub fn session(&self) -> Option<&str> {
+        match self {
+            Request::Exec(params) => Some(&params.session),
+            Request::Jobs(JobsRequest { caller, .. })
+            | Request::Check(JobRequest { caller, .. })
+            | Request::Wait(WaitRequest { caller, .. })
+            | Request::Kill(KillRequest { caller, .. })
+            | Request::Follow(FollowRequest { caller, .. })
+            | Request::Send(SendRequest { caller, .. })
+            | Request::Grep(GrepRequest { caller, .. })
+            | Request::Output(OutputRequest { caller, .. })
+            | Request::Screen(JobRequest { caller, .. })
+            | Request::Resize(ResizeRequest { caller, .. }) => Some(&caller.session),
+            Request::WaitMany(many) => many.waits.first().map(|wait| wait.caller.session.as_str()),
+            Request::Top(_)
+            | Request::CheckPolicy(_)
+            | Request::Status
+            | Request::Sessions
+            | Request::CloseSession(_)
+            | Request::Cancel(_)
+            | Request::Shutdown => None,
+        }
+    }
+
     /// The owner a request names for the session it acts in, for every request that
     /// names one: the one list both ends use. The daemon fills in the connecting
     /// process for an owner left out; a client to another host clears it, since a pid

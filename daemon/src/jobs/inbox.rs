@@ -7,39 +7,15 @@
 
 use std::sync::atomic::Ordering;
 
-use bashd_protocol::{
-    FollowRequest, GrepRequest, Inbox, JobId, JobRequest, JobsRequest, KillRequest, OutputRequest,
-    Request, RequestId, Response, SendRequest, ServerFrame, WaitManyRequest, WaitRequest,
-};
+use bashd_protocol::{Inbox, JobId, Request, RequestId, Response, ServerFrame};
 use tokio::sync::mpsc;
 
 use super::handle::{Cmd, JobsHandle};
 
-/// The session a request acts for, whose inbox its final response carries.
+/// The session a request acts for, whose inbox its final response carries
+/// (`Request::session`, the one list of who names a session).
 pub fn caller_session(request: &Request) -> Option<String> {
-    let session = match request {
-        Request::Exec(params) => &params.session,
-        Request::Jobs(JobsRequest { caller, .. })
-        | Request::Check(JobRequest { caller, .. })
-        | Request::Wait(WaitRequest { caller, .. })
-        | Request::Kill(KillRequest { caller, .. })
-        | Request::Follow(FollowRequest { caller, .. })
-        | Request::Send(SendRequest { caller, .. })
-        | Request::Grep(GrepRequest { caller, .. })
-        | Request::Output(OutputRequest { caller, .. })
-        | Request::Screen(JobRequest { caller, .. })
-        | Request::Resize(bashd_protocol::ResizeRequest { caller, .. }) => &caller.session,
-        Request::WaitMany(WaitManyRequest { waits, .. }) => &waits.first()?.caller.session,
-        // `bashc top` looks at every session and takes no one's inbox.
-        Request::Top(_)
-        | Request::CheckPolicy(_)
-        | Request::Status
-        | Request::Sessions
-        | Request::CloseSession(_)
-        | Request::Cancel(_)
-        | Request::Shutdown => return None,
-    };
-    Some(session.clone())
+    request.session().map(str::to_owned)
 }
 
 /// The jobs a final response tells the result of, whose events it makes needless.
