@@ -292,7 +292,7 @@ async fn serve_request(
     let finished = |result: Result<ExecResult, ErrorReply>| {
         answer(result.map(|r| Response::Finished(Box::new(r))))
     };
-    let session = crate::jobs::inbox::caller_session(&request);
+    let session = crate::jobs::requests::inbox::caller_session(&request);
     let response = match request {
         Request::Follow(request) => {
             let events = jobs.follow(request);

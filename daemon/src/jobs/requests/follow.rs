@@ -16,12 +16,12 @@ use regex::bytes::Regex;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use super::handle::{
+use crate::jobs::job::stdin::SendError;
+use crate::jobs::job::supervisor::{Control, FOLLOW_QUEUE, Streams};
+use crate::jobs::os::probe;
+use crate::jobs::table::handle::{
     Asker, Cmd, JobsHandle, LiveJob, Watching, blocking, shutting_down, still_running,
 };
-use super::probe;
-use super::stdin::SendError;
-use super::supervisor::{Control, FOLLOW_QUEUE, Streams};
 use crate::output::{self, OutputSource};
 
 /// How often `wait --port` looks at the job's sockets.
@@ -35,7 +35,10 @@ impl JobsHandle {
     /// `wait` with conditions: the first of a new line matching `until`, a process of
     /// the job listening on `port`, `idle` without output, the job's end, or the
     /// timeout.
-    pub(super) async fn wait_for(&self, request: WaitRequest) -> Result<ExecResult, ErrorReply> {
+    pub(in crate::jobs) async fn wait_for(
+        &self,
+        request: WaitRequest,
+    ) -> Result<ExecResult, ErrorReply> {
         let conditions = request.conditions.clone();
         let regex = conditions
             .until
@@ -330,7 +333,7 @@ impl JobsHandle {
             }
             Err(SendError::Full { written }) => Err(invalid(format!(
                 "{job} is not reading its stdin: {written} of {asked} bytes went in before its pipe stayed full for {} s",
-                super::stdin::SEND_WAIT.as_secs()
+                crate::jobs::job::stdin::SEND_WAIT.as_secs()
             ))),
             Err(SendError::Gone { written }) => Err(invalid(format!(
                 "no process of {job} reads its stdin any more ({written} of {asked} bytes written)"
@@ -354,7 +357,9 @@ impl JobsHandle {
         let source = match (request.stream, streams.stderr) {
             (StreamName::Stdout, _) => streams.stdout,
             (StreamName::Stderr, Some(stderr)) => stderr,
-            (StreamName::Stderr, None) => return Err(super::supervisor::merged_stderr(job)),
+            (StreamName::Stderr, None) => {
+                return Err(crate::jobs::job::supervisor::merged_stderr(job));
+            }
         };
         let limit = request.limit.unwrap_or(lookup.page_lines);
         let (stream, context, offset) = (request.stream, request.context, request.offset);
@@ -407,7 +412,7 @@ async fn first_match(
 }
 
 /// Whether the job behind `probe` (its supervisor) waits for input, and since when.
-pub(super) async fn waiting_for_input(
+pub(in crate::jobs) async fn waiting_for_input(
     probe: Option<&mpsc::UnboundedSender<Control>>,
 ) -> Option<(u64, Option<String>)> {
     let (reply, answer) = oneshot::channel();
@@ -421,7 +426,7 @@ pub(super) async fn waiting_for_input(
 
 /// Fills in what the running jobs of a listing are doing: their ports, read from /proc
 /// for all of them at once, and whether those with a stdin pipe wait for input.
-pub(super) async fn look_at(jobs: &mut [JobInfo], live: Vec<LiveJob>) {
+pub(in crate::jobs) async fn look_at(jobs: &mut [JobInfo], live: Vec<LiveJob>) {
     if live.is_empty() {
         return;
     }

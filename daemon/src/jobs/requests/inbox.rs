@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use bashd_protocol::{Inbox, JobId, Request, RequestId, Response, ServerFrame};
 use tokio::sync::mpsc;
 
-use super::handle::{Cmd, JobsHandle};
+use crate::jobs::table::handle::{Cmd, JobsHandle};
 
 /// The session a request acts for, whose inbox its final response carries
 /// (`Request::session`, the one list of who names a session).

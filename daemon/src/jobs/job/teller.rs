@@ -16,7 +16,7 @@ use regex::bytes::Regex;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use super::supervisor::{Control, FOLLOW_QUEUE, Report, Streams, Subscriber};
+use crate::jobs::job::supervisor::{Control, FOLLOW_QUEUE, Report, Streams, Subscriber};
 
 /// How long a job that can read input must have been quiet before it is first asked
 /// whether it waits: a kernel-blocked read counts after 100 ms of quiet, the pipe

@@ -57,8 +57,8 @@ impl StdinHandle {
     /// master of a terminal job's terminal.
     pub fn start(fd: OwnedFd) -> io::Result<StdinHandle> {
         let inode = rustix::fs::fstat(fd.as_fd())?.st_ino;
-        let pipe = if crate::jobs::pty::is_terminal(&fd) {
-            Sink::Terminal(crate::jobs::pty::Master::new(fd)?)
+        let pipe = if crate::jobs::job::pty::is_terminal(&fd) {
+            Sink::Terminal(crate::jobs::job::pty::Master::new(fd)?)
         } else {
             Sink::Pipe(pipe::Sender::from_owned_fd(fd)?)
         };
@@ -82,7 +82,7 @@ impl StdinHandle {
 enum Sink {
     Pipe(pipe::Sender),
     /// A terminal job's master: what is written is typed on its terminal.
-    Terminal(crate::jobs::pty::Master),
+    Terminal(crate::jobs::job::pty::Master),
 }
 
 impl Sink {

@@ -12,8 +12,8 @@ use bashd_protocol::{
 };
 
 use super::{Job, JobsActor, Status};
-use crate::jobs::session::Session;
-use crate::jobs::supervisor::{Ended, Streams};
+use crate::jobs::job::supervisor::{Ended, Streams};
+use crate::jobs::table::session::Session;
 use crate::journal::JobRecord;
 use crate::output::{self, Content, OutputSource};
 

@@ -25,8 +25,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use bashd_protocol::JobLimits;
 
-use super::contain::resident::{Held, JOB_OOM_SCORE_ADJ, ResidentSpawn};
-use super::contain::zygote::Zygote;
+use crate::jobs::contain::resident::{Held, JOB_OOM_SCORE_ADJ, ResidentSpawn};
+use crate::jobs::contain::zygote::Zygote;
 use crate::resident::Spawn;
 
 /// Everything needed to start one job's shell.
@@ -314,7 +314,7 @@ impl Reaper {
         let Some(how) = &spec.resident else {
             return Err(io::Error::other("a resident spawn without a resident"));
         };
-        let (master, slave) = super::pty::open(size)?;
+        let (master, slave) = crate::jobs::job::pty::open(size)?;
         let (ours, theirs) = StdUnixStream::pair()?;
         let mut spawn = self.spawn_frame(&spec, how, true);
         spawn.pty = true;
@@ -519,7 +519,7 @@ fn spawn_on_terminal(
     open_files: Option<Rlimit>,
     size: bashd_protocol::PtySize,
 ) -> io::Result<(Spawned, oneshot::Sender<LeaderExit>)> {
-    let (master, slave) = super::pty::open(size)?;
+    let (master, slave) = crate::jobs::job::pty::open(size)?;
     let mut command = direct(&spec, open_files);
     command
         .stdin(Stdio::from(slave.try_clone()?))

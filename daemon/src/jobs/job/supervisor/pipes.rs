@@ -13,8 +13,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::live::{ChunkBuffers, Live};
 use super::{Control, InputWatch, Probe, Stop, Streams, Subscribed};
-use crate::jobs::process::LeaderExit;
-use crate::jobs::pty::{self, screen::Screen};
+use crate::jobs::job::pty::{self, screen::Screen};
+use crate::jobs::os::reaper::LeaderExit;
 use crate::output::StreamCapture;
 
 /// A pipe read starts with this buffer and grows it while reads fill it, so a quiet
@@ -225,7 +225,7 @@ impl Inputs {
         };
         let on_terminal = watch.tty.is_some();
         let Ok(now) =
-            tokio::task::spawn_blocking(move || crate::jobs::probe::input_state(root, &stdin))
+            tokio::task::spawn_blocking(move || crate::jobs::os::probe::input_state(root, &stdin))
                 .await
         else {
             return Probe::default();

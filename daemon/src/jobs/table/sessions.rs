@@ -3,8 +3,8 @@
 use bashd_protocol::{Owner, SessionClosed, SessionInfo};
 
 use super::{Job, JobsActor};
-use crate::jobs::session::{CloseReply, Closing, SessionEvent};
-use crate::jobs::supervisor::{Control, Stop, StopReason};
+use crate::jobs::job::supervisor::{Control, Stop, StopReason};
+use crate::jobs::table::session::{CloseReply, Closing, SessionEvent};
 
 impl JobsActor {
     pub(super) fn session_event(&mut self, event: SessionEvent) {

@@ -11,8 +11,8 @@ use tokio::sync::oneshot;
 
 use super::exec::no_output;
 use super::{Job, JobsActor, Status};
-use crate::jobs::handle::{Asker, Lookup, StreamsAt, Waiting};
-use crate::jobs::supervisor::{Control, Stop, StopReason};
+use crate::jobs::job::supervisor::{Control, Stop, StopReason};
+use crate::jobs::table::handle::{Asker, Lookup, StreamsAt, Waiting};
 use crate::sandbox::channel::Origin;
 
 impl JobsActor {

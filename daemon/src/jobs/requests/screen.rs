@@ -10,8 +10,8 @@ use bashd_protocol::{
 };
 use tokio::sync::{mpsc, oneshot};
 
-use super::handle::{Asker, Cmd, JobsHandle};
-use super::supervisor::Control;
+use crate::jobs::job::supervisor::Control;
+use crate::jobs::table::handle::{Asker, Cmd, JobsHandle};
 
 /// The longest a `send --screen` waits for the output to settle.
 const SETTLE_AT_MOST: Duration = Duration::from_secs(5);
@@ -46,7 +46,7 @@ impl JobsHandle {
 
     /// The bytes of `keys` for the job (`send --keys`): cursor keys as the program on
     /// its terminal asked for them. A job on pipes gets the normal spelling.
-    pub(super) async fn key_bytes(
+    pub(in crate::jobs) async fn key_bytes(
         &self,
         asker: &Asker,
         job: &JobRef,
@@ -57,12 +57,16 @@ impl JobsHandle {
             Ok((id, control)) => look(id, &control).await.is_ok_and(|(_, app)| app),
             Err(_) => false,
         };
-        Ok(super::pty::keys::encode(keys, literal, application_cursor))
+        Ok(crate::jobs::job::pty::keys::encode(
+            keys,
+            literal,
+            application_cursor,
+        ))
     }
 
     /// The screen once it has not changed for `settle` (at most [`SETTLE_AT_MOST`]);
     /// `None` when the job has no terminal or has ended.
-    pub(super) async fn settled_screen(
+    pub(in crate::jobs) async fn settled_screen(
         &self,
         asker: Asker,
         job: JobRef,
@@ -92,7 +96,11 @@ impl JobsHandle {
     /// `result` with its screen, when it is of a running terminal job whose program
     /// drew on it (the alternate screen or cursor addressing): `wait` and `check` show
     /// that screen in place of the output tail, as the job's `exec` result did.
-    pub(super) async fn with_screen(&self, asker: Asker, mut result: ExecResult) -> ExecResult {
+    pub(in crate::jobs) async fn with_screen(
+        &self,
+        asker: Asker,
+        mut result: ExecResult,
+    ) -> ExecResult {
         if result.state != JobState::Running || result.screen.is_some() {
             return result;
         }

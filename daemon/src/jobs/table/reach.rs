@@ -17,7 +17,7 @@
 use bashd_protocol::{ErrorHint, ErrorKind, ErrorReply, JobRef};
 
 use super::{Job, JobsActor};
-use crate::jobs::handle::Asker;
+use crate::jobs::table::handle::Asker;
 use crate::sandbox::channel::{self, Origin};
 
 impl JobsActor {

@@ -10,7 +10,7 @@ use rustix::process::{Pid, PidfdFlags};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::AbortHandle;
 
-use super::process;
+use crate::jobs::os::reaper;
 
 /// What the watchers of sessions tell the actor.
 #[derive(Debug)]
@@ -157,7 +157,7 @@ fn watch(
     }
     let (session, events) = (session.to_owned(), events.clone());
     let task = tokio::spawn(async move {
-        process::exited(pidfd).await;
+        reaper::exited(pidfd).await;
         let _ = events.send(SessionEvent::OwnerExited {
             session,
             pid: owner.pid,

@@ -13,11 +13,11 @@ use bashd_protocol::{
 };
 use tokio::sync::{mpsc, oneshot, watch};
 
-use super::new_output;
-use super::session::CloseReply;
-use super::stdin::StdinHandle;
-use super::supervisor::{self, Control, Streams, Subscribed};
 use crate::config::Config;
+use crate::jobs::job::stdin::StdinHandle;
+use crate::jobs::job::supervisor::{self, Control, Streams, Subscribed};
+use crate::jobs::requests::check;
+use crate::jobs::table::session::CloseReply;
 use crate::output;
 use crate::policy::Denial;
 use crate::sandbox::channel::Origin;
@@ -212,18 +212,18 @@ pub struct Asker {
 
 #[derive(Debug, Clone)]
 pub struct JobsHandle {
-    pub(super) cmds: mpsc::Sender<Cmd>,
+    pub(in crate::jobs) cmds: mpsc::Sender<Cmd>,
     /// The config in force, replaced whole on a reload; the policy is part of it.
-    pub(super) config: watch::Receiver<Arc<Config>>,
+    pub(in crate::jobs) config: watch::Receiver<Arc<Config>>,
     /// The sandboxed job whose channel this handle's connection came through; `None`
     /// for a connection on the daemon's socket.
-    pub(super) origin: Option<Arc<Origin>>,
+    pub(in crate::jobs) origin: Option<Arc<Origin>>,
     /// Cancelled by a `Shutdown` request (`bashc stop`); `bashd::run` then stops as
     /// on SIGTERM. A token rather than a signal to itself, so that a daemon run by a
     /// test with its own shutdown trigger stops the same way.
-    pub(super) stop: tokio_util::sync::CancellationToken,
+    pub(in crate::jobs) stop: tokio_util::sync::CancellationToken,
     /// How many sessions have an inbox to take; written only by the actor.
-    pub(super) inbox_pending: Arc<std::sync::atomic::AtomicUsize>,
+    pub(in crate::jobs) inbox_pending: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl JobsHandle {
@@ -242,7 +242,7 @@ impl JobsHandle {
     }
 
     /// Who asks, for a request of this handle's connection.
-    pub(super) fn asker(&self, caller: Caller, any_session: bool) -> Asker {
+    pub(in crate::jobs) fn asker(&self, caller: Caller, any_session: bool) -> Asker {
         Asker {
             caller,
             any_session,
@@ -314,7 +314,7 @@ impl JobsHandle {
     }
 
     /// Sends `cmd`, made around a reply channel, and waits for the answer.
-    pub(super) async fn ask<T>(
+    pub(in crate::jobs) async fn ask<T>(
         &self,
         cmd: impl FnOnce(oneshot::Sender<T>) -> Cmd,
     ) -> Result<T, ErrorReply> {
@@ -326,7 +326,7 @@ impl JobsHandle {
         answer.await.map_err(|_| shutting_down())
     }
 
-    pub(super) async fn lookup(
+    pub(in crate::jobs) async fn lookup(
         &self,
         asker: Asker,
         job: JobRef,
@@ -405,11 +405,12 @@ impl JobsHandle {
             probe,
             ..
         } = lookup;
-        let (mut result, seen) = blocking(move || {
-            new_output::since_cursor(summary, streams, cursor, page_lines, max_bytes)
-        })
-        .await??;
-        if let Some((idle_secs, prompt)) = super::live::waiting_for_input(probe.as_ref()).await {
+        let (mut result, seen) =
+            blocking(move || check::since_cursor(summary, streams, cursor, page_lines, max_bytes))
+                .await??;
+        if let Some((idle_secs, prompt)) =
+            crate::jobs::requests::follow::waiting_for_input(probe.as_ref()).await
+        {
             result.notices.push(Notice::WaitingForInput {
                 job: result.job,
                 idle_secs,
@@ -483,7 +484,7 @@ impl JobsHandle {
                 reply,
             })
             .await??;
-        super::live::look_at(&mut jobs, live).await;
+        crate::jobs::requests::follow::look_at(&mut jobs, live).await;
         Ok(jobs)
     }
 
@@ -528,7 +529,7 @@ impl JobsHandle {
 }
 
 /// A `wait` that timed out: the job as it stands.
-pub(super) fn still_running(mut summary: ExecResult, waited: Duration) -> ExecResult {
+pub(in crate::jobs) fn still_running(mut summary: ExecResult, waited: Duration) -> ExecResult {
     summary.notices = vec![Notice::StillRunning {
         job: summary.job,
         waited_ms: waited.as_millis() as u64,
@@ -555,7 +556,7 @@ async fn open_files() -> u64 {
 }
 
 /// Runs `work` on a blocking thread.
-pub(super) async fn blocking<T: Send + 'static>(
+pub(in crate::jobs) async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, ErrorReply> {
     tokio::task::spawn_blocking(work)

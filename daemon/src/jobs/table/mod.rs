@@ -5,12 +5,15 @@
 //! of its own, whose answer comes back as a report (`Report::Spawned`) while the job
 //! is `Starting`.
 
+pub(super) mod descriptors;
 mod exec;
+pub(super) mod handle;
 mod inbox;
 mod live;
 mod lost;
 mod queries;
 mod reach;
+pub(super) mod session;
 mod sessions;
 
 pub use lost::LostJob;
@@ -25,12 +28,12 @@ use bashd_protocol::{
 };
 use tokio::sync::{mpsc, oneshot, watch};
 
-use super::contain::Containment;
-use super::descriptors::DescriptorBudget;
-use super::handle::{Cmd, JobsHandle, shutting_down};
-use super::session::{Session, SessionEvent};
-use super::supervisor::{Control, Ended, JobMeta, Report, Settings, Stop, StopReason};
 use crate::config::Config;
+use crate::jobs::contain::Containment;
+use crate::jobs::job::supervisor::{Control, Ended, JobMeta, Report, Settings, Stop, StopReason};
+use crate::jobs::table::descriptors::DescriptorBudget;
+use crate::jobs::table::handle::{Cmd, JobsHandle, shutting_down};
+use crate::jobs::table::session::{Session, SessionEvent};
 use crate::journal::Journal;
 use crate::output;
 
@@ -101,7 +104,7 @@ struct Job {
     /// scan path. Its processes are it and its descendants (`jobs/probe.rs`).
     root: Option<u32>,
     /// The write end of its stdin pipe, while it runs with one (`--stdin pipe`).
-    stdin: Option<crate::jobs::stdin::StdinHandle>,
+    stdin: Option<crate::jobs::job::stdin::StdinHandle>,
     stdin_mode: bashd_protocol::StdinMode,
     /// The sandbox it runs in, when it is confined.
     sandbox: Option<bashd_protocol::SandboxInForce>,
@@ -110,7 +113,7 @@ struct Job {
     /// came through it.
     channel: Option<crate::sandbox::channel::Channel>,
     /// What its session asked to be told about it (`--notify`, `--notify-idle`).
-    notify: Option<crate::jobs::teller::Spec>,
+    notify: Option<crate::jobs::job::teller::Spec>,
 }
 
 /// Where a job is in its life, as the table sees it.
@@ -144,7 +147,7 @@ struct Launch {
     /// The whole command, for the log.
     command: String,
     /// A reader of its output from the first line (`exec --stream`).
-    subscriber: Option<super::supervisor::Subscriber>,
+    subscriber: Option<crate::jobs::job::supervisor::Subscriber>,
 }
 
 impl Job {
@@ -304,7 +307,7 @@ impl JobsActor {
                 let listed = self.list(request, origin.as_deref()).map(|jobs| {
                     let numbers: Vec<u64> = jobs.iter().map(|job| job.job.0).collect();
                     let live = self.live_jobs(&numbers);
-                    super::handle::Listing { jobs, live }
+                    crate::jobs::table::handle::Listing { jobs, live }
                 });
                 let _ = reply.send(listed);
             }
@@ -524,7 +527,7 @@ impl JobsActor {
 }
 
 /// The spill files of a job's streams.
-fn spill_files(streams: &super::supervisor::Streams) -> Vec<PathBuf> {
+fn spill_files(streams: &crate::jobs::job::supervisor::Streams) -> Vec<PathBuf> {
     [Some(&streams.stdout), streams.stderr.as_ref()]
         .into_iter()
         .flatten()

@@ -11,7 +11,7 @@ use bashd_protocol::{
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 
-use super::handle::{JobsHandle, still_running};
+use crate::jobs::table::handle::{JobsHandle, still_running};
 
 /// Jobs one `wait` may name.
 pub const MAX_JOBS: usize = 256;

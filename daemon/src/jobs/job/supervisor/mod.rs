@@ -32,9 +32,9 @@ use bashd_protocol::{
 use rustix::process::Signal;
 use tokio::sync::{mpsc, oneshot};
 
-use super::contain::{JobProcesses, Leader};
-use super::process::{LeaderExit, Spawned};
 use crate::config::OnStraggler;
+use crate::jobs::contain::{JobProcesses, Leader};
+use crate::jobs::os::reaper::{LeaderExit, Spawned};
 use crate::output::{self, OutputSource, Shape, StreamCapture};
 pub use live::{FOLLOW_QUEUE, Live, Subscriber};
 use pipes::{INPUT_IDLE, Inputs, PipeReader, Shell, Wake};
@@ -677,7 +677,9 @@ impl<P: JobProcesses> Supervisor<P> {
         let on_pipes = inputs.out.screen.is_none();
         result
             .notices
-            .extend(crate::jobs::pty::wanted::terminal_wanted(&result, on_pipes));
+            .extend(crate::jobs::job::pty::wanted::terminal_wanted(
+                &result, on_pipes,
+            ));
         result
     }
 

@@ -15,8 +15,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use bashd_protocol::{Inbox, InboxEvent, JobId, Notice};
 
 use super::{JobsActor, Status};
-use crate::jobs::supervisor::Ended;
-use crate::jobs::teller::Teller;
+use crate::jobs::job::supervisor::Ended;
+use crate::jobs::job::teller::Teller;
 
 /// Events one session's inbox holds; older ones are folded into a count.
 pub const MAX_EVENTS: usize = 32;

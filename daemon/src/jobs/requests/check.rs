@@ -8,7 +8,7 @@ use bashd_protocol::{
     TruncatedBy,
 };
 
-use super::supervisor::Streams;
+use crate::jobs::job::supervisor::Streams;
 use crate::output::{self, OutputSource};
 
 /// The result of a check, and the lines of each stream it covered.

@@ -7,10 +7,10 @@ use std::io::{Read, Seek, SeekFrom};
 
 use bashd_protocol::{ErrorReply, JobsRequest, TopJob, TopRequest};
 
-use super::handle::{Cmd, JobsHandle, Listing, blocking};
-use super::live::waiting_for_input;
-use super::probe;
-use super::supervisor::Control;
+use crate::jobs::job::supervisor::Control;
+use crate::jobs::os::probe;
+use crate::jobs::requests::follow::waiting_for_input;
+use crate::jobs::table::handle::{Cmd, JobsHandle, Listing, blocking};
 use crate::output::{Content, OutputSource};
 
 /// The most of a last line a row carries.

@@ -18,11 +18,11 @@ use tokio::sync::mpsc;
 
 use super::{Job, JobsActor, Launch, Status};
 use crate::jobs::contain::LimitsFrom;
-use crate::jobs::process::{SpawnSpec, Spawned};
-use crate::jobs::session::Session;
-use crate::jobs::supervisor::{
+use crate::jobs::job::supervisor::{
     self, Ended, InputWatch, JobMeta, JobRun, Report, Settings, Streams, Subscriber,
 };
+use crate::jobs::os::reaper::{SpawnSpec, Spawned};
+use crate::jobs::table::session::Session;
 use crate::journal::{self, Leader};
 use crate::output::{self, OutputSource, Shape};
 use crate::policy::Denial;
@@ -50,7 +50,7 @@ impl JobsActor {
                 return;
             }
         };
-        let notify = match crate::jobs::teller::Spec::of(&params) {
+        let notify = match crate::jobs::job::teller::Spec::of(&params) {
             Ok(notify) => notify,
             Err(error) => {
                 let _ = events.try_send(Response::Error(error));
@@ -200,7 +200,7 @@ impl JobsActor {
             shell: self.shell.clone(),
             command: params.command.clone(),
             workdir: plan.workdir.clone(),
-            env: crate::jobs::pty::terminal_env(params.pty, env),
+            env: crate::jobs::job::pty::terminal_env(params.pty, env),
             merge_stderr: params.merge_stderr,
             resident: None,
             limits: plan.job_limits,
@@ -344,9 +344,9 @@ impl JobsActor {
         let root = spawned.held.as_ref().map_or(pid, |held| held.resident);
         let tty = spawned
             .pty
-            .and_then(|_| crate::jobs::pty::slave_path(&spawned.stdout));
+            .and_then(|_| crate::jobs::job::pty::slave_path(&spawned.stdout));
         let stdin = spawned.stdin.take().and_then(|fd| {
-            crate::jobs::stdin::StdinHandle::start(fd)
+            crate::jobs::job::stdin::StdinHandle::start(fd)
                 .inspect_err(
                     |e| tracing::warn!(job = %id, "cannot hold the stdin pipe of a job: {e}"),
                 )

@@ -6,9 +6,9 @@ use bashd_protocol::{ErrorKind, ErrorReply, JobId, JobRef, Response, StdinMode, 
 use tokio::sync::{mpsc, oneshot};
 
 use super::{JobsActor, Status};
-use crate::jobs::handle::{Asker, LiveJob, Watching};
-use crate::jobs::stdin::StdinHandle;
-use crate::jobs::supervisor::{Control, Subscriber};
+use crate::jobs::job::stdin::StdinHandle;
+use crate::jobs::job::supervisor::{Control, Subscriber};
+use crate::jobs::table::handle::{Asker, LiveJob, Watching};
 
 impl JobsActor {
     /// A live reader for `job`: the job as it ended, or its supervisor's answer to come
@@ -45,7 +45,8 @@ impl JobsActor {
                 {
                     return Err(ending(id));
                 }
-                let crate::jobs::handle::Waiting::Pending { summary, result } = self.await_end(n)
+                let crate::jobs::table::handle::Waiting::Pending { summary, result } =
+                    self.await_end(n)
                 else {
                     return Err(ending(id));
                 };
