@@ -1,15 +1,71 @@
-//! The output a session has not seen yet (`bashc check`, `bash_check`). Each stream
-//! shows its new complete lines, the last ones when there are more than the limits
-//! allow, and says where the others are; a line still being written waits for the
-//! next check, so nothing is shown twice or skipped. Blocking: it reads spill files.
+//! `check` (`bashc check`, `bash_check`): a job's state and the output its caller's
+//! session has not seen yet. Each stream shows its new complete lines, the last ones
+//! when there are more than the limits allow, and says where the others are; a line
+//! still being written waits for the next check, so nothing is shown twice or
+//! skipped. The reading is blocking (spill files), on a blocking thread.
 
 use bashd_protocol::{
-    Direction, ErrorReply, ExecResult, JobId, JobState, Notice, StreamName, StreamResult,
-    TruncatedBy,
+    Direction, ErrorReply, ExecResult, JobId, JobRequest, JobState, Notice, StreamName,
+    StreamResult, TruncatedBy,
 };
 
 use crate::jobs::job::supervisor::Streams;
+use crate::jobs::requests::jobs::waiting_for_input;
+use crate::jobs::table::JobsActor;
+use crate::jobs::table::handle::{JobsHandle, Lookup, ToActor, blocking};
 use crate::output::{self, OutputSource};
+
+impl JobsHandle {
+    /// The job's state and the output its caller's session has not seen yet.
+    pub(in crate::jobs) async fn check(
+        &self,
+        request: JobRequest,
+    ) -> Result<ExecResult, ErrorReply> {
+        let session = request.caller.session.clone();
+        let asker = self.asker(request.caller, request.any_session);
+        let (lookup, streams) = self.lookup(asker.clone(), request.job).await?;
+        let Lookup {
+            summary,
+            cursor,
+            page_lines,
+            max_bytes,
+            probe,
+            ..
+        } = lookup;
+        let (mut result, seen) =
+            blocking(move || since_cursor(summary, streams, cursor, page_lines, max_bytes))
+                .await??;
+        if let Some((idle_secs, prompt)) = waiting_for_input(probe.as_ref()).await {
+            result.notices.push(Notice::WaitingForInput {
+                job: result.job,
+                idle_secs,
+                prompt,
+            });
+        }
+        let job = result.job;
+        self.tell(Advance { job, session, seen }).await;
+        Ok(self.with_screen(asker, result).await)
+    }
+}
+
+/// The message: a `check` of `session` has shown these many lines of each stream of
+/// `job`; the next starts after them.
+struct Advance {
+    job: JobId,
+    session: String,
+    seen: [u64; 2],
+}
+
+impl ToActor for Advance {
+    type Reply = ();
+    fn handle(self, actor: &mut JobsActor) {
+        if let Some(job) = actor.jobs.get_mut(&self.job.0) {
+            let cursor = job.cursors.entry(self.session).or_default();
+            cursor[0] = cursor[0].max(self.seen[0]);
+            cursor[1] = cursor[1].max(self.seen[1]);
+        }
+    }
+}
 
 /// The result of a check, and the lines of each stream it covered.
 pub fn since_cursor(

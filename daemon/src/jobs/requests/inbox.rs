@@ -10,7 +10,8 @@ use std::sync::atomic::Ordering;
 use bashd_protocol::{Inbox, JobId, Request, RequestId, Response, ServerFrame};
 use tokio::sync::mpsc;
 
-use crate::jobs::table::handle::{Cmd, JobsHandle};
+use crate::jobs::table::handle::JobsHandle;
+use crate::jobs::table::inbox::TakeInbox;
 
 /// The session a request acts for, whose inbox its final response carries
 /// (`Request::session`, the one list of who names a session).
@@ -34,10 +35,9 @@ impl JobsHandle {
         if self.inbox_pending.load(Ordering::Relaxed) == 0 {
             return None;
         }
-        self.ask(|reply| Cmd::TakeInbox {
+        self.call(TakeInbox {
             session: session.to_owned(),
             about,
-            reply,
         })
         .await
         .ok()

@@ -11,7 +11,8 @@ use bashd_protocol::{
 use tokio::sync::{mpsc, oneshot};
 
 use crate::jobs::job::supervisor::Control;
-use crate::jobs::table::handle::{Asker, Cmd, JobsHandle};
+use crate::jobs::table::handle::{Asker, JobsHandle};
+use crate::jobs::table::live::ControlOf;
 
 /// The longest a `send --screen` waits for the output to settle.
 const SETTLE_AT_MOST: Duration = Duration::from_secs(5);
@@ -121,13 +122,7 @@ impl JobsHandle {
         job: JobRef,
         acting: bool,
     ) -> Result<(JobId, mpsc::UnboundedSender<Control>), ErrorReply> {
-        self.ask(|reply| Cmd::Control {
-            asker,
-            job,
-            acting,
-            reply,
-        })
-        .await?
+        self.call(ControlOf { asker, job, acting }).await?
     }
 }
 

@@ -9,8 +9,9 @@ use bashd_protocol::{ErrorReply, JobsRequest, TopJob, TopRequest};
 
 use crate::jobs::job::supervisor::Control;
 use crate::jobs::os::probe;
-use crate::jobs::requests::follow::waiting_for_input;
-use crate::jobs::table::handle::{Cmd, JobsHandle, Listing, blocking};
+use crate::jobs::requests::jobs::ListJobs;
+use crate::jobs::requests::jobs::waiting_for_input;
+use crate::jobs::table::handle::{JobsHandle, Listing, blocking};
 use crate::output::{Content, OutputSource};
 
 /// The most of a last line a row carries.
@@ -25,11 +26,10 @@ impl JobsHandle {
             session: None,
         };
         let Listing { jobs, live } = self
-            .ask(|reply| Cmd::Jobs {
+            .call(ListJobs {
                 request: listing,
                 // From inside a sandboxed job, only what that job may reach.
                 origin: self.origin.clone(),
-                reply,
             })
             .await??;
         let mut rows: Vec<TopJob> = jobs

@@ -11,7 +11,8 @@ use bashd_protocol::{
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 
-use crate::jobs::table::handle::{JobsHandle, still_running};
+use crate::jobs::requests::wait::still_running;
+use crate::jobs::table::handle::JobsHandle;
 
 /// Jobs one `wait` may name.
 pub const MAX_JOBS: usize = 256;

@@ -17,12 +17,13 @@ use bashd_protocol::{Inbox, InboxEvent, JobId, Notice};
 use super::{JobsActor, Status};
 use crate::jobs::job::supervisor::Ended;
 use crate::jobs::job::teller::Teller;
+use crate::jobs::table::handle::ToActor;
 
 /// Events one session's inbox holds; older ones are folded into a count.
 pub const MAX_EVENTS: usize = 32;
 
 #[derive(Debug)]
-pub(super) struct Inboxes {
+pub(in crate::jobs) struct Inboxes {
     by_session: HashMap<String, SessionInbox>,
     /// How many sessions have something to say: only the actor writes it.
     non_empty: Arc<AtomicUsize>,
@@ -35,7 +36,7 @@ struct SessionInbox {
 }
 
 impl Inboxes {
-    pub(super) fn new() -> Inboxes {
+    pub(in crate::jobs) fn new() -> Inboxes {
         Inboxes {
             by_session: HashMap::new(),
             non_empty: Arc::new(AtomicUsize::new(0)),
@@ -43,14 +44,14 @@ impl Inboxes {
     }
 
     /// The counter a `JobsHandle` reads before asking for an inbox.
-    pub(super) fn non_empty(&self) -> Arc<AtomicUsize> {
+    pub(in crate::jobs) fn non_empty(&self) -> Arc<AtomicUsize> {
         Arc::clone(&self.non_empty)
     }
 
     /// Adds `event` to `session`'s inbox. What repeats is merged into the event still
     /// unread: matches into their count (the first match stays), a wait for input or a
     /// quiet stretch into the newest.
-    pub(super) fn tell(&mut self, session: &str, event: InboxEvent) {
+    pub(in crate::jobs) fn tell(&mut self, session: &str, event: InboxEvent) {
         let inbox = match self.by_session.get_mut(session) {
             Some(inbox) => inbox,
             None => self.by_session.entry(session.to_owned()).or_default(),
@@ -81,7 +82,7 @@ impl Inboxes {
 
     /// Takes `session`'s inbox, leaving it empty. Events about `about`, the job the
     /// final response is about, are dropped: that response says more.
-    pub(super) fn take(&mut self, session: &str, about: &[JobId]) -> Option<Inbox> {
+    pub(in crate::jobs) fn take(&mut self, session: &str, about: &[JobId]) -> Option<Inbox> {
         let inbox = self.by_session.remove(session)?;
         self.non_empty.fetch_sub(1, Ordering::Relaxed);
         let inbox = Inbox {
@@ -96,17 +97,30 @@ impl Inboxes {
     }
 
     /// Drops a session's inbox with the session.
-    pub(super) fn drop_session(&mut self, session: &str) {
+    pub(in crate::jobs) fn drop_session(&mut self, session: &str) {
         if self.by_session.remove(session).is_some() {
             self.non_empty.fetch_sub(1, Ordering::Relaxed);
         }
     }
 }
 
+/// Takes a session's inbox (issue 32); events about `about` are dropped.
+pub(in crate::jobs) struct TakeInbox {
+    pub session: String,
+    pub about: Vec<JobId>,
+}
+
+impl ToActor for TakeInbox {
+    type Reply = Option<Inbox>;
+    fn handle(self, actor: &mut JobsActor) -> Option<Inbox> {
+        actor.inboxes.take(&self.session, &self.about)
+    }
+}
+
 impl JobsActor {
     /// Starts the teller of job `n`, now in the background, when it asked to be told
     /// about or may wait for input (`jobs/teller.rs`).
-    pub(super) fn start_teller(&mut self, n: u64, seen: [u64; 2]) {
+    pub(in crate::jobs) fn start_teller(&mut self, n: u64, seen: [u64; 2]) {
         let Some(job) = self.jobs.get(&n) else {
             return;
         };
@@ -132,7 +146,7 @@ impl JobsActor {
 
     /// Tells job `n`'s session that it ended, when it ran in the background: a
     /// foreground job's end is its request's answer.
-    pub(super) fn tell_ended(&mut self, n: u64, ended: &Ended) {
+    pub(in crate::jobs) fn tell_ended(&mut self, n: u64, ended: &Ended) {
         let Some(job) = self.jobs.get(&n) else {
             return;
         };

@@ -8,12 +8,56 @@ use tokio::sync::{mpsc, oneshot};
 use super::{JobsActor, Status};
 use crate::jobs::job::stdin::StdinHandle;
 use crate::jobs::job::supervisor::{Control, Subscriber};
-use crate::jobs::table::handle::{Asker, LiveJob, Watching};
+use crate::jobs::table::handle::{Asker, LiveJob, ToActor, Watching};
+
+/// A live reader of `job`'s output (`follow`, `wait` with conditions), as `asker` may;
+/// `stream`: `None` for both.
+pub(in crate::jobs) struct Subscribe {
+    pub asker: Asker,
+    pub job: JobRef,
+    pub stream: Option<StreamName>,
+    pub sink: mpsc::Sender<Response>,
+}
+
+impl ToActor for Subscribe {
+    type Reply = Result<Watching, ErrorReply>;
+    fn handle(self, actor: &mut JobsActor) -> Self::Reply {
+        actor.subscribe(&self.asker, &self.job, self.stream, self.sink)
+    }
+}
+
+/// A running job's stdin pipe, for `send`.
+pub(in crate::jobs) struct StdinOf {
+    pub asker: Asker,
+    pub job: JobRef,
+}
+
+impl ToActor for StdinOf {
+    type Reply = Result<(JobId, StdinHandle), ErrorReply>;
+    fn handle(self, actor: &mut JobsActor) -> Self::Reply {
+        actor.stdin(&self.asker, &self.job)
+    }
+}
+
+/// A running job's supervisor, for `screen` and `resize`; `acting`: it changes the
+/// job (`resize`), so its caller's session is adopted.
+pub(in crate::jobs) struct ControlOf {
+    pub asker: Asker,
+    pub job: JobRef,
+    pub acting: bool,
+}
+
+impl ToActor for ControlOf {
+    type Reply = Result<(JobId, mpsc::UnboundedSender<Control>), ErrorReply>;
+    fn handle(self, actor: &mut JobsActor) -> Self::Reply {
+        actor.control(&self.asker, &self.job, self.acting)
+    }
+}
 
 impl JobsActor {
     /// A live reader for `job`: the job as it ended, or its supervisor's answer to come
     /// and a waiter for its end.
-    pub(super) fn subscribe(
+    pub(in crate::jobs) fn subscribe(
         &mut self,
         asker: &Asker,
         job: &JobRef,
@@ -66,7 +110,7 @@ impl JobsActor {
     }
 
     /// The stdin of `job`, for `send`.
-    pub(super) fn stdin(
+    pub(in crate::jobs) fn stdin(
         &mut self,
         asker: &Asker,
         job: &JobRef,
@@ -99,7 +143,7 @@ impl JobsActor {
     }
 
     /// A running job's supervisor, for `screen` and `resize` (`acting`).
-    pub(super) fn control(
+    pub(in crate::jobs) fn control(
         &mut self,
         asker: &Asker,
         job: &JobRef,
@@ -125,7 +169,7 @@ impl JobsActor {
     }
 
     /// A job's stdin was closed by `send --eof`: later sends are told so.
-    pub(super) fn stdin_closed(&mut self, job: JobId) {
+    pub(in crate::jobs) fn stdin_closed(&mut self, job: JobId) {
         if let Some(entry) = self.jobs.get_mut(&job.0) {
             entry.stdin = None;
         }
@@ -133,7 +177,7 @@ impl JobsActor {
 
     /// For each running job in `numbers`: where its processes are, and its supervisor
     /// when it has a stdin pipe (to ask whether it waits for input).
-    pub(super) fn live_jobs(&self, numbers: &[u64]) -> Vec<LiveJob> {
+    pub(in crate::jobs) fn live_jobs(&self, numbers: &[u64]) -> Vec<LiveJob> {
         numbers
             .iter()
             .enumerate()

@@ -6,15 +6,15 @@
 //! is `Starting`.
 
 pub(super) mod descriptors;
-mod exec;
 pub(super) mod handle;
-mod inbox;
-mod live;
-mod lost;
-mod queries;
-mod reach;
+pub(super) mod inbox;
+pub(super) mod live;
+pub(super) mod lost;
+pub(super) mod queries;
+pub(super) mod reach;
 pub(super) mod session;
-mod sessions;
+pub(super) mod sessions;
+pub(super) mod start;
 
 pub use lost::LostJob;
 
@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use bashd_protocol::{
-    ErrorHint, ErrorKind, ErrorReply, ExecResult, JobId, Mode, Response, StatusInfo, runtime,
+    ErrorHint, ErrorKind, ErrorReply, ExecResult, JobId, Mode, Response, runtime,
 };
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -32,7 +32,7 @@ use crate::config::Config;
 use crate::jobs::contain::Containment;
 use crate::jobs::job::supervisor::{Control, Ended, JobMeta, Report, Settings, Stop, StopReason};
 use crate::jobs::table::descriptors::DescriptorBudget;
-use crate::jobs::table::handle::{Cmd, JobsHandle, shutting_down};
+use crate::jobs::table::handle::{Cmd, JobsHandle};
 use crate::jobs::table::session::{Session, SessionEvent};
 use crate::journal::Journal;
 use crate::output;
@@ -48,76 +48,76 @@ pub fn new_instance_id() -> String {
 
 pub struct JobsActor {
     /// The config in force, taken from `config_updates` before each event.
-    config: Arc<Config>,
-    config_updates: watch::Receiver<Arc<Config>>,
-    cmds: mpsc::Receiver<Cmd>,
-    reports_tx: mpsc::UnboundedSender<Report>,
-    reports: mpsc::UnboundedReceiver<Report>,
-    session_events_tx: mpsc::UnboundedSender<SessionEvent>,
-    session_events: mpsc::UnboundedReceiver<SessionEvent>,
+    pub(in crate::jobs) config: Arc<Config>,
+    pub(in crate::jobs) config_updates: watch::Receiver<Arc<Config>>,
+    pub(in crate::jobs) cmds: mpsc::Receiver<Cmd>,
+    pub(in crate::jobs) reports_tx: mpsc::UnboundedSender<Report>,
+    pub(in crate::jobs) reports: mpsc::UnboundedReceiver<Report>,
+    pub(in crate::jobs) session_events_tx: mpsc::UnboundedSender<SessionEvent>,
+    pub(in crate::jobs) session_events: mpsc::UnboundedReceiver<SessionEvent>,
     /// Where each job's processes come from, and how they are ended.
-    containment: Containment,
+    pub(in crate::jobs) containment: Containment,
     /// Every job the table holds, by number (`j12` is 12).
-    jobs: HashMap<u64, Job>,
+    pub(in crate::jobs) jobs: HashMap<u64, Job>,
     /// Leader pid to job, for `--pid`; a reused pid names its newest job.
-    by_pid: HashMap<u32, u64>,
-    sessions: HashMap<String, Session>,
-    running: usize,
+    pub(in crate::jobs) by_pid: HashMap<u32, u64>,
+    pub(in crate::jobs) sessions: HashMap<String, Session>,
+    pub(in crate::jobs) running: usize,
     /// Job starts and ends, and the job counter.
-    journal: Journal,
-    instance: String,
-    shell: PathBuf,
-    runtime_dir: PathBuf,
-    started: Instant,
+    pub(in crate::jobs) journal: Journal,
+    pub(in crate::jobs) instance: String,
+    pub(in crate::jobs) shell: PathBuf,
+    pub(in crate::jobs) runtime_dir: PathBuf,
+    pub(in crate::jobs) started: Instant,
     /// Whether another job fits under the open-file limit.
-    descriptors: DescriptorBudget,
+    pub(in crate::jobs) descriptors: DescriptorBudget,
     /// Bytes of spill files on disk, against the disk budgets.
-    spill_ledger: output::SpillLedger,
+    pub(in crate::jobs) spill_ledger: output::SpillLedger,
     /// Where sandboxed jobs' channels hand the connections sent over them: the
     /// server, which serves them beside its socket's.
-    arrivals: mpsc::Sender<crate::sandbox::channel::Arrived>,
+    pub(in crate::jobs) arrivals: mpsc::Sender<crate::sandbox::channel::Arrived>,
     /// The first job number this daemon gave out: lower ones are an earlier daemon's.
-    first_job: u64,
+    pub(in crate::jobs) first_job: u64,
     /// What each session's jobs did since its last call (issue 32).
-    inboxes: inbox::Inboxes,
+    pub(in crate::jobs) inboxes: inbox::Inboxes,
 }
 
-struct Job {
-    id: JobId,
-    session: String,
-    command: String,
-    description: Option<String>,
-    workdir: String,
-    mode: Mode,
-    pid: Option<u32>,
-    started_at: SystemTime,
-    started: Instant,
+pub(in crate::jobs) struct Job {
+    pub(in crate::jobs) id: JobId,
+    pub(in crate::jobs) session: String,
+    pub(in crate::jobs) command: String,
+    pub(in crate::jobs) description: Option<String>,
+    pub(in crate::jobs) workdir: String,
+    pub(in crate::jobs) mode: Mode,
+    pub(in crate::jobs) pid: Option<u32>,
+    pub(in crate::jobs) started_at: SystemTime,
+    pub(in crate::jobs) started: Instant,
     /// Its request was answered before it ended.
-    background: bool,
+    pub(in crate::jobs) background: bool,
     /// Per session: lines of stdout and stderr that session's `check`s have shown.
-    cursors: HashMap<String, [u64; 2]>,
+    pub(in crate::jobs) cursors: HashMap<String, [u64; 2]>,
     /// Lines of an output page, and bytes of a check, when the request names none.
-    page_lines: u64,
-    max_bytes: usize,
-    status: Status,
+    pub(in crate::jobs) page_lines: u64,
+    pub(in crate::jobs) max_bytes: usize,
+    pub(in crate::jobs) status: Status,
     /// The first process of the job once it runs: its resident, or its shell on the
     /// scan path. Its processes are it and its descendants (`jobs/probe.rs`).
-    root: Option<u32>,
+    pub(in crate::jobs) root: Option<u32>,
     /// The write end of its stdin pipe, while it runs with one (`--stdin pipe`).
-    stdin: Option<crate::jobs::job::stdin::StdinHandle>,
-    stdin_mode: bashd_protocol::StdinMode,
+    pub(in crate::jobs) stdin: Option<crate::jobs::job::stdin::StdinHandle>,
+    pub(in crate::jobs) stdin_mode: bashd_protocol::StdinMode,
     /// The sandbox it runs in, when it is confined.
-    sandbox: Option<bashd_protocol::SandboxInForce>,
+    pub(in crate::jobs) sandbox: Option<bashd_protocol::SandboxInForce>,
     /// The daemon's end of its channel (`sandbox/channel.rs`), while a sandboxed job
     /// runs: dropped when it ends, which closes the channel and the connections that
     /// came through it.
-    channel: Option<crate::sandbox::channel::Channel>,
+    pub(in crate::jobs) channel: Option<crate::sandbox::channel::Channel>,
     /// What its session asked to be told about it (`--notify`, `--notify-idle`).
-    notify: Option<crate::jobs::job::teller::Spec>,
+    pub(in crate::jobs) notify: Option<crate::jobs::job::teller::Spec>,
 }
 
 /// Where a job is in its life, as the table sees it.
-enum Status {
+pub(in crate::jobs) enum Status {
     /// Its shell is being spawned. Stops sent meanwhile wait in `control` until its
     /// supervisor starts; `jobs` lists it as running, without a pid.
     Starting {
@@ -135,31 +135,31 @@ enum Status {
 }
 
 /// What a starting job's supervisor will need, kept until the reaper's answer.
-struct Launch {
+pub(in crate::jobs) struct Launch {
     /// The request's responses.
-    events: mpsc::Sender<Response>,
-    control: mpsc::UnboundedReceiver<Control>,
-    settings: Settings,
+    pub(in crate::jobs) events: mpsc::Sender<Response>,
+    pub(in crate::jobs) control: mpsc::UnboundedReceiver<Control>,
+    pub(in crate::jobs) settings: Settings,
     /// `BASHD_JOB=...`, as its environment has it.
-    cookie: Vec<u8>,
+    pub(in crate::jobs) cookie: Vec<u8>,
     /// Its stderr goes to its stdout pipe.
-    merged: bool,
+    pub(in crate::jobs) merged: bool,
     /// The whole command, for the log.
-    command: String,
+    pub(in crate::jobs) command: String,
     /// A reader of its output from the first line (`exec --stream`).
-    subscriber: Option<crate::jobs::job::supervisor::Subscriber>,
+    pub(in crate::jobs) subscriber: Option<crate::jobs::job::supervisor::Subscriber>,
 }
 
 impl Job {
     /// The channel to its supervisor, once it has one or is about to.
-    fn control(&self) -> Option<&mpsc::UnboundedSender<Control>> {
+    pub(in crate::jobs) fn control(&self) -> Option<&mpsc::UnboundedSender<Control>> {
         match &self.status {
             Status::Starting { control, .. } | Status::Running { control, .. } => Some(control),
             Status::Ended(_) => None,
         }
     }
 
-    fn meta(&self) -> JobMeta {
+    pub(in crate::jobs) fn meta(&self) -> JobMeta {
         JobMeta {
             job: self.id,
             session: self.session.clone(),
@@ -262,99 +262,16 @@ impl JobsActor {
         // Later requests find the channel closed and are told the daemon is stopping.
         self.cmds.close();
         while let Some(cmd) = self.cmds.recv().await {
-            if let Cmd::Exec { events, .. } = cmd {
-                let _ = events.try_send(Response::Error(shutting_down()));
+            if let Cmd::Exec(exec) = cmd {
+                exec.refuse();
             }
         }
     }
 
     fn command(&mut self, cmd: Cmd) {
         match cmd {
-            Cmd::Exec {
-                params,
-                denial,
-                events,
-                origin,
-            } => self.exec(*params, denial, events, origin),
-            Cmd::Lookup { asker, job, reply } => {
-                let _ = reply.send(self.lookup(&job, &asker));
-            }
-            Cmd::Detach { job } => self.detach(job),
-            Cmd::Advance { job, session, seen } => {
-                if let Some(job) = self.jobs.get_mut(&job.0) {
-                    let cursor = job.cursors.entry(session).or_default();
-                    cursor[0] = cursor[0].max(seen[0]);
-                    cursor[1] = cursor[1].max(seen[1]);
-                }
-            }
-            Cmd::Wait { asker, job, reply } => {
-                let _ = reply.send(self.wait(&job, &asker));
-            }
-            Cmd::Kill {
-                asker,
-                job,
-                signal,
-                grace_ms,
-                reply,
-            } => {
-                let _ = reply.send(self.kill(&job, &asker, signal, grace_ms));
-            }
-            Cmd::Jobs {
-                request,
-                origin,
-                reply,
-            } => {
-                let listed = self.list(request, origin.as_deref()).map(|jobs| {
-                    let numbers: Vec<u64> = jobs.iter().map(|job| job.job.0).collect();
-                    let live = self.live_jobs(&numbers);
-                    crate::jobs::table::handle::Listing { jobs, live }
-                });
-                let _ = reply.send(listed);
-            }
-            Cmd::Sessions { origin, reply } => {
-                let _ = reply.send(self.session_list(origin.as_deref()));
-            }
-            Cmd::CloseSession {
-                session,
-                origin,
-                reply,
-            } => match self.may_close(&session, origin.as_deref()) {
-                Ok(()) => self.close_session(&session, Some(reply)),
-                Err(error) => {
-                    let _ = reply.send(Err(error));
-                }
-            },
-            Cmd::Status { reply } => {
-                let _ = reply.send(self.status());
-            }
-            Cmd::Subscribe {
-                asker,
-                job,
-                stream,
-                sink,
-                reply,
-            } => {
-                let _ = reply.send(self.subscribe(&asker, &job, stream, sink));
-            }
-            Cmd::Stdin { asker, job, reply } => {
-                let _ = reply.send(self.stdin(&asker, &job));
-            }
-            Cmd::StdinClosed { job } => self.stdin_closed(job),
-            Cmd::TakeInbox {
-                session,
-                about,
-                reply,
-            } => {
-                let _ = reply.send(self.inboxes.take(&session, &about));
-            }
-            Cmd::Control {
-                asker,
-                job,
-                acting,
-                reply,
-            } => {
-                let _ = reply.send(self.control(&asker, &job, acting));
-            }
+            Cmd::Call(call) => call(self),
+            Cmd::Exec(exec) => exec.handle(self),
             // Handled by `run`, which ends the loop.
             Cmd::Shutdown { reply } => {
                 let _ = reply.send(());
@@ -362,7 +279,7 @@ impl JobsActor {
         }
     }
 
-    fn report(&mut self, report: Report) {
+    pub(in crate::jobs) fn report(&mut self, report: Report) {
         match report {
             Report::Backgrounded { job, seen } => {
                 if let Some(job) = self.jobs.get_mut(&job.0) {
@@ -381,7 +298,7 @@ impl JobsActor {
         }
     }
 
-    fn ended(&mut self, ended: Ended) {
+    pub(in crate::jobs) fn ended(&mut self, ended: Ended) {
         let result = &ended.result;
         tracing::info!(
             job = %result.job,
@@ -440,7 +357,7 @@ impl JobsActor {
 
     /// Records in the journal that job `n` is over; a failure only costs a restart a
     /// look for processes that are not there.
-    fn journal_end(&mut self, n: u64) {
+    pub(in crate::jobs) fn journal_end(&mut self, n: u64) {
         if let Err(e) = self.journal.end(n) {
             tracing::warn!(
                 job = n,
@@ -450,7 +367,7 @@ impl JobsActor {
     }
 
     /// Drops a finished job and its spill files.
-    fn forget(&mut self, n: u64) {
+    pub(in crate::jobs) fn forget(&mut self, n: u64) {
         let Some(job) = self.jobs.remove(&n) else {
             return;
         };
@@ -479,27 +396,8 @@ impl JobsActor {
         }
     }
 
-    fn session_dir(&self, name: &str) -> PathBuf {
+    pub(in crate::jobs) fn session_dir(&self, name: &str) -> PathBuf {
         runtime::sessions_dir(&self.runtime_dir).join(name)
-    }
-
-    fn status(&self) -> StatusInfo {
-        StatusInfo {
-            daemon_pid: std::process::id(),
-            daemon_version: env!("CARGO_PKG_VERSION").to_owned(),
-            protocol: bashd_protocol::PROTOCOL_VERSION,
-            uptime_ms: self.started.elapsed().as_millis() as u64,
-            runtime_dir: self.runtime_dir.to_string_lossy().into_owned(),
-            running_jobs: self.running as u32,
-            containment: self.containment.describe(),
-            // Counted by the caller's task (`JobsHandle::status`), not here.
-            open_files: 0,
-            open_files_limit: rustix::process::getrlimit(rustix::process::Resource::Nofile).current,
-            sandbox: Some(crate::sandbox::status(
-                &self.config.sandbox,
-                &self.containment.sandbox(),
-            )),
-        }
     }
 
     /// Stops every running job (a starting one as soon as it starts), waits until each
@@ -539,7 +437,7 @@ fn spill_files(streams: &crate::jobs::job::supervisor::Streams) -> Vec<PathBuf> 
 }
 
 /// The error for a session the daemon does not have.
-fn unknown_session(name: &str) -> ErrorReply {
+pub(in crate::jobs) fn unknown_session(name: &str) -> ErrorReply {
     ErrorReply::new(ErrorKind::NotFound, format!("no session {name}"))
         .with_hint(ErrorHint::Sessions)
 }

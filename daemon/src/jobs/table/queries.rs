@@ -1,22 +1,33 @@
 //! Finding jobs and answering about them: `output`, `check`, `wait`, `kill`, `jobs`.
 
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use bashd_protocol::{
-    BackgroundWhy, ErrorHint, ErrorKind, ErrorReply, ExecResult, JobId, JobInfo, JobRef, JobState,
-    JobsRequest, Killer, Mode, Notice, StreamResult,
+    ErrorHint, ErrorKind, ErrorReply, ExecResult, JobId, JobInfo, JobRef, JobState, Mode, Notice,
+    StreamResult,
 };
-use rustix::process::Signal;
 use tokio::sync::oneshot;
 
-use super::exec::no_output;
+use super::start::no_output;
 use super::{Job, JobsActor, Status};
-use crate::jobs::job::supervisor::{Control, Stop, StopReason};
-use crate::jobs::table::handle::{Asker, Lookup, StreamsAt, Waiting};
-use crate::sandbox::channel::Origin;
+use crate::jobs::job::supervisor::Control;
+use crate::jobs::table::handle::{Asker, Lookup, StreamsAt, ToActor, Waiting};
+
+/// A job's state and a way to its output, for `output`, `check` and `grep`.
+pub(in crate::jobs) struct LookupJob {
+    pub asker: Asker,
+    pub job: JobRef,
+}
+
+impl ToActor for LookupJob {
+    type Reply = Result<Lookup, ErrorReply>;
+    fn handle(self, actor: &mut JobsActor) -> Self::Reply {
+        actor.lookup(&self.job, &self.asker)
+    }
+}
 
 impl JobsActor {
-    pub(super) fn find(&self, job: &JobRef) -> Result<u64, ErrorReply> {
+    pub(in crate::jobs) fn find(&self, job: &JobRef) -> Result<u64, ErrorReply> {
         let found = match job {
             JobRef::Id(id) => id
                 .parse::<JobId>()
@@ -28,7 +39,7 @@ impl JobsActor {
         found.ok_or_else(|| self.unknown_job(job))
     }
 
-    pub(super) fn unknown_job(&self, job: &JobRef) -> ErrorReply {
+    pub(in crate::jobs) fn unknown_job(&self, job: &JobRef) -> ErrorReply {
         match job {
             JobRef::Id(id) => match id.parse::<JobId>() {
                 Ok(JobId(n)) if n > 0 && n < self.first_job => ErrorReply::new(
@@ -55,7 +66,11 @@ impl JobsActor {
     }
 
     /// The job's state and a way to its output, for `output` and `check`.
-    pub(super) fn lookup(&mut self, job: &JobRef, asker: &Asker) -> Result<Lookup, ErrorReply> {
+    pub(in crate::jobs) fn lookup(
+        &mut self,
+        job: &JobRef,
+        asker: &Asker,
+    ) -> Result<Lookup, ErrorReply> {
         let n = self.reach(job, asker)?;
         let mut streams = self.streams(n);
         if let StreamsAt::Closed = streams {
@@ -98,7 +113,7 @@ impl JobsActor {
         })
     }
 
-    pub(super) fn streams(&self, n: u64) -> StreamsAt {
+    pub(in crate::jobs) fn streams(&self, n: u64) -> StreamsAt {
         match self.jobs.get(&n).map(|job| &job.status) {
             Some(Status::Ended(ended)) => StreamsAt::Ready(Box::new(ended.streams.clone())),
             Some(Status::Starting { launch, .. }) => {
@@ -117,7 +132,7 @@ impl JobsActor {
 
     /// The job's result as it stands, without its output; of its notices, only that
     /// it was lost, which is about the job, not about one result's output.
-    pub(super) fn summary(&self, job: &Job) -> ExecResult {
+    pub(in crate::jobs) fn summary(&self, job: &Job) -> ExecResult {
         match &job.status {
             Status::Ended(ended) => ExecResult {
                 stdout: StreamResult::empty(),
@@ -158,78 +173,8 @@ impl JobsActor {
         }
     }
 
-    pub(super) fn wait(&mut self, job: &JobRef, asker: &Asker) -> Result<Waiting, ErrorReply> {
-        let n = self.reach(job, asker)?;
-        if let Status::Ended(ended) = &self.jobs[&n].status {
-            return Ok(Waiting::Ended(ended.result.clone()));
-        }
-        Ok(self.await_end(n))
-    }
-
-    pub(super) fn kill(
-        &mut self,
-        job: &JobRef,
-        asker: &Asker,
-        signal: Option<String>,
-        grace_ms: Option<u64>,
-    ) -> Result<Waiting, ErrorReply> {
-        let signal = match &signal {
-            Some(name) => parse_signal(name)?,
-            None => Signal::TERM,
-        };
-        let grace = grace_ms.map_or(self.config.timeouts.kill_grace, Duration::from_millis);
-        let n = self.reach(job, asker)?;
-        self.acting(asker);
-        if let Status::Running { control, .. } = &self.jobs[&n].status
-            && control.is_closed()
-        {
-            // It has just ended: its report is in the channel.
-            while let Ok(report) = self.reports.try_recv() {
-                self.report(report);
-            }
-        }
-        let job = &self.jobs[&n];
-        match &job.status {
-            Status::Ended(ended) => {
-                let mut result = ended.result.clone();
-                result
-                    .notices
-                    .insert(0, Notice::AlreadyEnded { job: job.id });
-                Ok(Waiting::Ended(result))
-            }
-            // A starting job's supervisor finds the stop waiting when it starts.
-            Status::Starting { control, .. } | Status::Running { control, .. } => {
-                let stop = Stop {
-                    reason: StopReason::Killed(if asker.caller.session == job.session {
-                        Killer::Agent
-                    } else {
-                        Killer::Client
-                    }),
-                    signal,
-                    grace,
-                };
-                if control.send(Control::Stop(stop)).is_err() {
-                    return Err(ErrorReply::new(
-                        ErrorKind::Internal,
-                        format!("{} is ending right now; ask again", job.id),
-                    ));
-                }
-                tracing::info!(job = %job.id, signal = ?signal, "killing a job on request");
-                Ok(self.await_end(n))
-            }
-        }
-    }
-
-    /// Asks a starting or running job to answer its request now and go on in the
-    /// background (a cancelled MCP call); nothing for a job that has ended.
-    pub(super) fn detach(&mut self, job: JobId) {
-        if let Some(control) = self.jobs.get(&job.0).and_then(Job::control) {
-            let _ = control.send(Control::Detach(BackgroundWhy::Cancelled));
-        }
-    }
-
     /// Registers a waiter for the end of the starting or running job `n`.
-    pub(super) fn await_end(&mut self, n: u64) -> Waiting {
+    pub(in crate::jobs) fn await_end(&mut self, n: u64) -> Waiting {
         let (tx, rx) = oneshot::channel();
         if let Some(Job {
             status: Status::Starting { waiters, .. } | Status::Running { waiters, .. },
@@ -246,49 +191,7 @@ impl JobsActor {
         }
     }
 
-    /// The jobs of one session, or of all; listing adopts no session (looking is not
-    /// acting for it). A sandboxed job lists its own session's, those it may reach.
-    pub(super) fn list(
-        &mut self,
-        request: JobsRequest,
-        origin: Option<&Origin>,
-    ) -> Result<Vec<JobInfo>, ErrorReply> {
-        if let Some(origin) = origin {
-            let asked = request.session.as_deref().ok_or_else(|| {
-                ErrorReply::new(
-                    ErrorKind::InvalidRequest,
-                    format!(
-                        "every session's jobs are refused: this request comes from inside sandboxed job {} (session {}), which reaches only the jobs of its own session",
-                        origin.job, origin.session
-                    ),
-                )
-            })?;
-            super::reach::from_job(origin, asked, false)?;
-        }
-        let numbers: Vec<u64> = match &request.session {
-            None => {
-                let mut all: Vec<u64> = self.jobs.keys().copied().collect();
-                all.sort_unstable();
-                all
-            }
-            Some(name) => match self.sessions.get(name) {
-                Some(session) => session.jobs.iter().copied().collect(),
-                // The caller's own session before its first job has none.
-                None if *name == request.caller.session => Vec::new(),
-                None => {
-                    return Err(super::unknown_session(name));
-                }
-            },
-        };
-        Ok(numbers
-            .iter()
-            .filter_map(|n| self.jobs.get(n))
-            .filter(|job| self.listed_to(job, origin))
-            .map(|job| self.info(job))
-            .collect())
-    }
-
-    pub(super) fn info(&self, job: &Job) -> JobInfo {
+    pub(in crate::jobs) fn info(&self, job: &Job) -> JobInfo {
         let (state, exit_code, signal, duration_ms, record) = match &job.status {
             Status::Ended(ended) => (
                 ended.result.state,
@@ -331,39 +234,8 @@ impl JobsActor {
     }
 }
 
-/// `TERM`, `SIGTERM`, `sigterm` or `15`: the signals that end a process.
-pub(super) fn parse_signal(name: &str) -> Result<Signal, ErrorReply> {
-    const SIGNALS: &[(&str, Signal)] = &[
-        ("HUP", Signal::HUP),
-        ("INT", Signal::INT),
-        ("QUIT", Signal::QUIT),
-        ("ABRT", Signal::ABORT),
-        ("KILL", Signal::KILL),
-        ("USR1", Signal::USR1),
-        ("USR2", Signal::USR2),
-        ("ALRM", Signal::ALARM),
-        ("TERM", Signal::TERM),
-    ];
-    let upper = name.trim().to_ascii_uppercase();
-    let bare = upper.strip_prefix("SIG").unwrap_or(&upper);
-    SIGNALS
-        .iter()
-        .find(|(n, signal)| *n == bare || bare.parse::<i32>().ok() == Some(signal.as_raw()))
-        .map(|(_, signal)| *signal)
-        .ok_or_else(|| {
-            let names: Vec<&str> = SIGNALS.iter().map(|(n, _)| *n).collect();
-            ErrorReply::new(
-                ErrorKind::InvalidRequest,
-                format!(
-                    "unknown signal {name:?}: use one of {} (with or without SIG), or its number",
-                    names.join(", ")
-                ),
-            )
-        })
-}
-
 /// `2026-11-22T09:30:05Z`.
-pub(super) fn rfc3339(time: SystemTime) -> String {
+pub(in crate::jobs) fn rfc3339(time: SystemTime) -> String {
     let secs = time
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
@@ -391,19 +263,10 @@ mod tests {
     use super::*;
 
     #[test]
-    pub(super) fn rfc3339_dates() {
-        let at = |secs| rfc3339(std::time::UNIX_EPOCH + Duration::from_secs(secs));
+    fn rfc3339_dates() {
+        let at = |secs| rfc3339(std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs));
         assert_eq!(at(0), "1970-01-01T00:00:00Z");
         assert_eq!(at(951_782_400), "2000-02-29T00:00:00Z");
         assert_eq!(at(1_795_338_245), "2026-11-22T09:04:05Z");
-    }
-
-    #[test]
-    pub(super) fn signals_by_name_or_number() {
-        assert_eq!(parse_signal("TERM").unwrap(), Signal::TERM);
-        assert_eq!(parse_signal("sigint").unwrap(), Signal::INT);
-        assert_eq!(parse_signal("9").unwrap(), Signal::KILL);
-        let err = parse_signal("STOP").unwrap_err().message;
-        assert!(err.contains("unknown signal \"STOP\""), "{err}");
     }
 }

@@ -22,7 +22,7 @@ use crate::sandbox::channel::{self, Origin};
 
 impl JobsActor {
     /// The job `job` names, if `asker` may reach it.
-    pub(super) fn reach(&self, job: &JobRef, asker: &Asker) -> Result<u64, ErrorReply> {
+    pub(in crate::jobs) fn reach(&self, job: &JobRef, asker: &Asker) -> Result<u64, ErrorReply> {
         if let Some(origin) = &asker.origin {
             from_job(origin, &asker.caller.session, asker.any_session)?;
         }
@@ -52,14 +52,14 @@ impl JobsActor {
 
     /// The request of `asker` acts on its session (`exec`, `send`, `kill`, `resize`):
     /// its owner owns that session from now on, and a lingering one is adopted again.
-    pub(super) fn acting(&mut self, asker: &Asker) {
+    pub(in crate::jobs) fn acting(&mut self, asker: &Asker) {
         self.adopt(&asker.caller.session, asker.caller.owner);
     }
 
     /// Whether a request from `origin` may close `session`: its own, and only when
     /// every job of it is confined as tightly as it is (closing kills them all and
     /// forgets their output).
-    pub(super) fn may_close(
+    pub(in crate::jobs) fn may_close(
         &self,
         session: &str,
         origin: Option<&Origin>,
@@ -81,14 +81,14 @@ impl JobsActor {
 
     /// Whether `origin`, when there is one, may see job `job` in a listing: the
     /// jobs it could reach, no others.
-    pub(super) fn listed_to(&self, job: &Job, origin: Option<&Origin>) -> bool {
+    pub(in crate::jobs) fn listed_to(&self, job: &Job, origin: Option<&Origin>) -> bool {
         origin.is_none_or(|origin| job.session == origin.session && origin.reaches(job.sandbox))
     }
 }
 
 /// A request that came through `origin`'s channel acts for that job's session only,
 /// and never across sessions.
-pub(super) fn from_job(
+pub(in crate::jobs) fn from_job(
     origin: &Origin,
     session: &str,
     any_session: bool,

@@ -1,13 +1,13 @@
 //! Sessions in the job table: owners exiting, lingers ending, adoption, closing.
 
-use bashd_protocol::{Owner, SessionClosed, SessionInfo};
+use bashd_protocol::{Owner, SessionClosed};
 
 use super::{Job, JobsActor};
 use crate::jobs::job::supervisor::{Control, Stop, StopReason};
 use crate::jobs::table::session::{CloseReply, Closing, SessionEvent};
 
 impl JobsActor {
-    pub(super) fn session_event(&mut self, event: SessionEvent) {
+    pub(in crate::jobs) fn session_event(&mut self, event: SessionEvent) {
         match event {
             SessionEvent::OwnerExited { session: name, pid } => {
                 let Some(session) = self.sessions.get_mut(&name) else {
@@ -45,7 +45,7 @@ impl JobsActor {
     }
 
     /// Makes `owner` an owner of `session`, if it exists; an exec creates it first.
-    pub(super) fn adopt(&mut self, name: &str, owner: Option<Owner>) {
+    pub(in crate::jobs) fn adopt(&mut self, name: &str, owner: Option<Owner>) {
         if let Some(session) = self.sessions.get_mut(name)
             && session.closing.is_none()
         {
@@ -58,7 +58,7 @@ impl JobsActor {
 
     /// Kills the session's jobs; when the last has ended its directory is removed and
     /// it is forgotten, and `reply` answered.
-    pub(super) fn close_session(&mut self, name: &str, reply: Option<CloseReply>) {
+    pub(in crate::jobs) fn close_session(&mut self, name: &str, reply: Option<CloseReply>) {
         let Some(session) = self.sessions.get_mut(name) else {
             if let Some(reply) = reply {
                 let _ = reply.send(Err(super::unknown_session(name)));
@@ -90,7 +90,7 @@ impl JobsActor {
         }
     }
 
-    pub(super) fn finish_close(&mut self, name: &str) {
+    pub(in crate::jobs) fn finish_close(&mut self, name: &str) {
         let Some(mut session) = self.sessions.remove(name) else {
             return;
         };
@@ -112,22 +112,5 @@ impl JobsActor {
                 killed_jobs: closing.killed_jobs,
             }));
         }
-    }
-
-    /// Every session; to a sandboxed job, its own only.
-    pub(super) fn session_list(
-        &self,
-        origin: Option<&crate::sandbox::channel::Origin>,
-    ) -> Vec<SessionInfo> {
-        let mut list: Vec<SessionInfo> = self
-            .sessions
-            .iter()
-            .filter(|(name, _)| origin.is_none_or(|origin| **name == origin.session))
-            .map(|(name, session)| {
-                session.info(name, self.session_dir(name).to_string_lossy().into_owned())
-            })
-            .collect();
-        list.sort_by(|a, b| a.session.cmp(&b.session));
-        list
     }
 }

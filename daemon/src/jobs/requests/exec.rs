@@ -1,6 +1,9 @@
-//! Starting jobs: checking a request, asking the reaper to spawn its shell, and, when
-//! the reaper's answer comes back as a report, handing the job to a supervisor. The
-//! actor never waits for the fork: meanwhile the job is `Starting`.
+//! `exec` (`bashc exec`, `bash`): runs a command as a job. The request's task asks the
+//! policy, sends the job to the actor and forwards the job's responses until the last
+//! (or a cancel); the actor's handler checks the request, makes or adopts the session,
+//! takes a job id from the journal and asks the reaper for the spawn on a task of its
+//! own (the actor never waits for the fork: meanwhile the job is `Starting`); when
+//! the answer comes back as a report, `table/start.rs` hands the job to a supervisor.
 
 use std::collections::HashMap;
 use std::io;
@@ -10,21 +13,25 @@ use std::time::{Duration, Instant, SystemTime};
 
 use bashd_protocol::channel::CHANNEL_ENV;
 use bashd_protocol::{
-    EndedBy, ErrorKind, ErrorReply, ExecParams, ExecResult, ExitRecord, JobId, JobLimits, JobState,
-    Mode, Notice, Response, SandboxInForce, SandboxProfile, Started, StdinMode, StreamResult,
+    BackgroundWhy, ErrorKind, ErrorReply, ExecParams, JobId, JobLimits, JobState, Mode, Notice,
+    RequestId, Response, SandboxInForce, SandboxProfile, ServerFrame, StdinMode,
     is_valid_session_id, limits,
 };
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
-use super::{Job, JobsActor, Launch, Status};
+use crate::config::OnCancel;
 use crate::jobs::contain::LimitsFrom;
-use crate::jobs::job::supervisor::{
-    self, Ended, InputWatch, JobMeta, JobRun, Report, Settings, Streams, Subscriber,
-};
-use crate::jobs::os::reaper::{SpawnSpec, Spawned};
+use crate::jobs::job::supervisor::Control;
+use crate::jobs::job::supervisor::{JobMeta, Report, Settings, Subscriber};
+use crate::jobs::os::reaper::SpawnSpec;
+use crate::jobs::table::handle::{Cmd, JobsHandle, ToActor, shutting_down};
+use crate::jobs::table::reach;
 use crate::jobs::table::session::Session;
-use crate::journal::{self, Leader};
-use crate::output::{self, OutputSource, Shape};
+use crate::jobs::table::start::not_run;
+use crate::jobs::table::{Job, JobsActor, Launch, Status};
+use crate::journal::{self};
+use crate::output::{self, Shape};
 use crate::policy::Denial;
 use crate::sandbox;
 use crate::sandbox::channel::{Channel, Origin};
@@ -32,11 +39,135 @@ use crate::sandbox::channel::{Channel, Origin};
 /// `bashc jobs` shows this much of a command.
 const LISTED_COMMAND_BYTES: usize = 4096;
 
+/// Runs a command and forwards its responses, until the last or a cancel. A cancel
+/// drops the job's channel, which stops a foreground job (`ended_by = cancel`); an MCP
+/// call under `[mcp] on_cancel = "background"` instead asks its job to move to the
+/// background and keeps the channel open until the job has answered that, so the job
+/// is never taken for abandoned. Nothing more is sent after a cancel.
+pub(super) async fn serve(
+    id: RequestId,
+    params: bashd_protocol::ExecParams,
+    jobs: JobsHandle,
+    out: mpsc::Sender<ServerFrame>,
+    cancel: CancellationToken,
+) {
+    let to_background = params.mcp_call;
+    let session = params.session.clone();
+    let mut events = jobs.exec(params).await;
+    let mut job: Option<JobId> = None;
+    let mut cancelled = false;
+    loop {
+        // Cancelling either branch loses nothing: events stay in their channel.
+        let event = tokio::select! {
+            event = events.recv() => event,
+            () = cancel.cancelled(), if !cancelled => {
+                cancelled = true;
+                if !to_background || jobs.mcp_on_cancel() == OnCancel::Kill {
+                    return;
+                }
+                if let Some(job) = job {
+                    jobs.detach(job).await;
+                }
+                continue;
+            }
+        };
+        let Some(event) = event else { return };
+        let last = matches!(event, Response::Finished(_) | Response::Error(_));
+        if cancelled {
+            if let Response::Started(started) = &event {
+                jobs.detach(started.job).await;
+            }
+            if last {
+                return;
+            }
+            continue;
+        }
+        if let Response::Started(started) = &event {
+            job = Some(started.job);
+        }
+        if last && !jobs.deliver_inbox(Some(&session), id, &event, &out).await {
+            return;
+        }
+        if out.send(ServerFrame::Response(id, event)).await.is_err() || last {
+            return;
+        }
+    }
+}
+
+impl JobsHandle {
+    /// Starts a job. Its responses arrive on the returned receiver; dropping it before
+    /// `Finished` stops a foreground job.
+    pub(in crate::jobs) async fn exec(&self, params: ExecParams) -> mpsc::Receiver<Response> {
+        let (events, rx) = mpsc::channel(64);
+        // The job's workdir, so that `$PWD`, `$(pwd)` and relative targets are judged
+        // as where they will run.
+        let denial = self
+            .policy_verdict(params.command.clone(), Some(params.workdir.clone()))
+            .await
+            .err();
+        let cmd = Cmd::Exec(Exec {
+            params: Box::new(params),
+            denial,
+            events: events.clone(),
+            origin: self.origin.clone(),
+        });
+        if self.cmds.send(cmd).await.is_err() {
+            let _ = events.send(Response::Error(shutting_down())).await;
+        }
+        rx
+    }
+
+    /// Asks a job to answer its request now and go on in the background.
+    pub(in crate::jobs) async fn detach(&self, job: JobId) {
+        self.tell(Detach { job }).await;
+    }
+}
+
+/// The message: start a job; every response for the request goes to `events`, ending
+/// with `Finished` or `Error`. Dropping the receiver of `events` stops a foreground job.
+#[derive(Debug)]
+pub struct Exec {
+    params: Box<ExecParams>,
+    /// The policy's refusal, checked before the actor sees the request.
+    denial: Option<Denial>,
+    events: mpsc::Sender<Response>,
+    /// The sandboxed job the request came from, through its channel: it bounds what
+    /// the request may start.
+    origin: Option<Arc<Origin>>,
+}
+
+impl Exec {
+    /// Handled on the actor's task.
+    pub(in crate::jobs) fn handle(self, actor: &mut JobsActor) {
+        actor.exec(*self.params, self.denial, self.events, self.origin);
+    }
+
+    /// The actor has stopped: the request is told so.
+    pub(in crate::jobs) fn refuse(self) {
+        let _ = self.events.try_send(Response::Error(shutting_down()));
+    }
+}
+
+/// The message: answer `job`'s request now and move it to the background.
+struct Detach {
+    job: JobId,
+}
+
+impl ToActor for Detach {
+    type Reply = ();
+    /// Nothing for a job that has ended.
+    fn handle(self, actor: &mut JobsActor) {
+        if let Some(control) = actor.jobs.get(&self.job.0).and_then(Job::control) {
+            let _ = control.send(Control::Detach(BackgroundWhy::Cancelled));
+        }
+    }
+}
+
 impl JobsActor {
     /// Creates a job for a denied command, or starts one: its `job` line goes to the
     /// journal, and the reaper is asked to spawn its shell. Every response here is the
     /// first on the request's fresh channel, so `try_send` always finds room.
-    pub(super) fn exec(
+    pub(in crate::jobs) fn exec(
         &mut self,
         params: ExecParams,
         denial: Option<Denial>,
@@ -286,140 +417,6 @@ impl JobsActor {
         });
     }
 
-    /// The reaper's answer to the spawn of job `id`'s shell: the job runs under a
-    /// supervisor, which finds in its control channel whatever stops came while it
-    /// started; or the job failed.
-    pub(super) fn spawned(&mut self, id: JobId, spawned: io::Result<Spawned>) {
-        let mut spawned = match spawned {
-            Ok(spawned) => spawned,
-            Err(e) => return self.not_started(id, &e),
-        };
-        let n = id.0;
-        // A starting job counts as running, so neither its session's end nor
-        // `keep_finished` forgets it before this answer.
-        let Some(mut job) = self.jobs.remove(&n) else {
-            return;
-        };
-        let meta = job.meta();
-        let (control, waiters, launch) = match job.status {
-            Status::Starting {
-                control,
-                waiters,
-                launch,
-            } => (control, waiters, launch),
-            // Never: only `exec` makes a starting job, and only this starts it.
-            other => {
-                job.status = other;
-                self.jobs.insert(n, job);
-                return;
-            }
-        };
-        let Launch {
-            events,
-            control: control_rx,
-            settings,
-            cookie,
-            command,
-            subscriber,
-            ..
-        } = *launch;
-        let pid = spawned.pid.as_raw_nonzero().get() as u32;
-        let leader = Leader {
-            pid,
-            pgid: pid,
-            start_time: spawned.start_time,
-        };
-        if let Err(e) = self.journal.leader(n, leader) {
-            // The job line is there: a restart still finds the job by its cookie.
-            tracing::warn!(job = %id, "cannot record the pid of the job in the journal: {e}");
-        }
-        tracing::info!(job = %id, session = %job.session, pid, command = %command, "job started");
-        // The first response on the request's channel, so there is room for it.
-        let _ = events.try_send(Response::Started(Started {
-            job: id,
-            session: job.session.clone(),
-            pid,
-        }));
-        // The resident, where there is one, holds every process of the job.
-        let root = spawned.held.as_ref().map_or(pid, |held| held.resident);
-        let tty = spawned
-            .pty
-            .and_then(|_| crate::jobs::job::pty::slave_path(&spawned.stdout));
-        let stdin = spawned.stdin.take().and_then(|fd| {
-            crate::jobs::job::stdin::StdinHandle::start(fd)
-                .inspect_err(
-                    |e| tracing::warn!(job = %id, "cannot hold the stdin pipe of a job: {e}"),
-                )
-                .ok()
-        });
-        let watch = stdin.as_ref().map(|stdin| InputWatch {
-            root,
-            stdin_inode: stdin.inode,
-            sample: None,
-            tty: tty.clone(),
-        });
-        let run = JobRun {
-            meta,
-            processes: self.containment.job(&mut spawned, cookie),
-            spawned,
-            settings,
-            subscriber,
-            watch,
-            root,
-        };
-        tokio::spawn(supervisor::supervise(
-            run,
-            control_rx,
-            events,
-            self.reports_tx.clone(),
-        ));
-        job.pid = Some(pid);
-        job.root = Some(root);
-        job.stdin = stdin;
-        job.status = Status::Running { control, waiters };
-        self.jobs.insert(n, job);
-        self.by_pid.insert(pid, n);
-    }
-
-    /// Job `id`'s shell could not be spawned: the request gets an error, and the job
-    /// ends `failed`.
-    fn not_started(&mut self, id: JobId, error: &io::Error) {
-        let message = format!(
-            "cannot start {} for job {id}: {error}",
-            self.shell.display()
-        );
-        tracing::error!("{message}");
-        let Some(job) = self.jobs.get(&id.0) else {
-            return;
-        };
-        let Status::Starting { launch, .. } = &job.status else {
-            return;
-        };
-        // The first response on the request's channel, so there is room for it.
-        let reply = ErrorReply::new(ErrorKind::Internal, message.clone());
-        let _ = launch.events.try_send(Response::Error(reply));
-        let notice = Notice::NotStarted { error: message };
-        let ended = not_run(&job.meta(), launch.merged, JobState::Failed, notice);
-        self.ended(ended);
-    }
-
-    /// A job that ended joins its session's finished jobs; the oldest beyond
-    /// `keep_finished` are forgotten.
-    pub(super) fn mark_finished(&mut self, session: &str, n: u64) {
-        let keep = self.config.sessions.keep_finished;
-        let Some(entry) = self.sessions.get_mut(session) else {
-            return;
-        };
-        entry.finished.push_back(n);
-        let mut forget = Vec::new();
-        while entry.finished.len() > keep {
-            forget.extend(entry.finished.pop_front());
-        }
-        for n in forget {
-            self.forget(n);
-        }
-    }
-
     /// Checks a request, from the sandboxed job `origin` when it came through that
     /// job's channel, and works out how to run it, before anything is spawned.
     fn plan(&self, params: &ExecParams, origin: Option<&Origin>) -> Result<Plan, ErrorReply> {
@@ -438,7 +435,7 @@ impl JobsActor {
             )));
         }
         if let Some(origin) = origin {
-            super::reach::from_job(origin, &params.session, false)?;
+            reach::from_job(origin, &params.session, false)?;
         }
         if self
             .sessions
@@ -572,58 +569,8 @@ struct Plan {
     sandbox: Option<SandboxInForce>,
 }
 
-/// The end of a job that never ran: refused by the policy, or not startable.
-/// `merged`: its stderr was to go to its stdout.
-fn not_run(meta: &JobMeta, merged: bool, state: JobState, notice: Notice) -> Ended {
-    Ended {
-        result: ExecResult {
-            job: meta.job,
-            session: meta.session.clone(),
-            pid: None,
-            state,
-            exit_code: None,
-            signal: None,
-            duration_ms: 0,
-            backgrounded: false,
-            description: meta.description.clone(),
-            workdir: meta.workdir.clone(),
-            stdout: StreamResult::empty(),
-            stderr: (!merged).then(StreamResult::empty),
-            notices: vec![notice],
-            record: Some(ExitRecord {
-                cpu_user_ms: None,
-                cpu_system_ms: None,
-                peak_rss_bytes: None,
-                processes: Some(0),
-                ended_by: EndedBy::NotRun,
-                killed_by: None,
-                limit: None,
-            }),
-            sandbox: None,
-            screen: None,
-        },
-        streams: no_output(merged, true),
-    }
-}
-
-/// The output of a job that has written none: it never ran (`ended`), or its shell is
-/// still being spawned.
-pub(super) fn no_output(merged: bool, ended: bool) -> Streams {
-    let empty = OutputSource {
-        content: output::Content::Memory(Vec::new()),
-        total_lines: 0,
-        complete_lines: 0,
-        total_bytes: 0,
-        complete: ended,
-    };
-    Streams {
-        stderr: (!merged).then(|| empty.clone()),
-        stdout: empty,
-    }
-}
-
 /// At most `max` bytes of `text`, cut on a char boundary.
-pub(super) fn cut(text: &str, max: usize) -> String {
+pub(in crate::jobs) fn cut(text: &str, max: usize) -> String {
     if text.len() <= max {
         return text.to_owned();
     }
@@ -634,7 +581,7 @@ pub(super) fn cut(text: &str, max: usize) -> String {
     format!("{}…", &text[..end])
 }
 
-pub(super) fn check_workdir(path: &Path) -> Result<PathBuf, ErrorReply> {
+pub(in crate::jobs) fn check_workdir(path: &Path) -> Result<PathBuf, ErrorReply> {
     let invalid = |message: String| ErrorReply::new(ErrorKind::InvalidRequest, message);
     if !path.is_absolute() {
         return Err(invalid(format!(
