@@ -286,6 +286,7 @@ impl JobsActor {
             let _ = events.try_send(Response::Finished(Box::new(ended.result.clone())));
             let job = new_job(Status::Ended(Box::new(ended)));
             self.jobs.insert(n, job);
+            self.watchers.touch(n);
             self.journal_end(n);
             self.mark_finished(&session, n);
             return;
@@ -398,6 +399,7 @@ impl JobsActor {
         });
         job.channel = channel;
         self.jobs.insert(n, job);
+        self.watchers.touch(n);
         self.running += 1;
         if let Some(entry) = self.sessions.get_mut(&session) {
             entry.running += 1;

@@ -31,6 +31,7 @@ mod status;
 pub(super) mod top;
 pub(super) mod wait;
 mod wait_many;
+pub(super) mod watch;
 
 use bashd_protocol::{ErrorReply, ExecResult, Request, RequestId, Response, ServerFrame};
 use tokio::sync::mpsc;
@@ -54,6 +55,10 @@ pub async fn serve(
     match request {
         Request::Exec(params) => exec::serve(id, params, jobs, out, cancel).await,
         Request::Shutdown => shutdown::serve(id, jobs, out).await,
+        Request::Watch(request) => tokio::select! {
+            () = watch::serve(id, request, jobs, out) => {}
+            () = cancel.cancelled() => {}
+        },
         request => tokio::select! {
             () = answer(id, request, jobs, out) => {}
             () = cancel.cancelled() => {}
@@ -61,7 +66,8 @@ pub async fn serve(
     }
 }
 
-/// The dispatch of every request with one answer (and `follow`, whose answers stream).
+/// The dispatch of every request with one answer (and `follow`, whose answers stream
+/// until the job's result).
 async fn answer(id: RequestId, request: Request, jobs: JobsHandle, out: mpsc::Sender<ServerFrame>) {
     let answer = |result: Result<Response, ErrorReply>| match result {
         Ok(response) => response,
@@ -81,7 +87,7 @@ async fn answer(id: RequestId, request: Request, jobs: JobsHandle, out: mpsc::Se
         Request::Screen(request) => answer(jobs.screen(request).await.map(Response::Screen)),
         Request::Resize(request) => answer(jobs.resize(request).await.map(Response::Screen)),
         // Served by `serve`; a cancel has no answer.
-        Request::Exec(_) | Request::Shutdown | Request::Cancel(_) => return,
+        Request::Exec(_) | Request::Shutdown | Request::Watch(_) | Request::Cancel(_) => return,
         Request::Output(request) => answer(jobs.output(request).await.map(Response::Page)),
         Request::CheckPolicy(command) => Response::Policy(jobs.check_policy(command).await),
         Request::Status => match jobs.status().await {

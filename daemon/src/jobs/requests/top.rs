@@ -5,13 +5,13 @@
 
 use std::io::{Read, Seek, SeekFrom};
 
-use bashd_protocol::{ErrorReply, JobsRequest, TopJob, TopRequest};
+use bashd_protocol::{ErrorReply, JobId, JobInfo, JobsRequest, TopJob, TopRequest};
 
 use crate::jobs::job::supervisor::Control;
 use crate::jobs::os::probe;
 use crate::jobs::requests::jobs::ListJobs;
 use crate::jobs::requests::jobs::waiting_for_input;
-use crate::jobs::table::handle::{JobsHandle, Listing, blocking};
+use crate::jobs::table::handle::{JobsHandle, Listing, LiveJob, blocking};
 use crate::output::{Content, OutputSource};
 
 /// The most of a last line a row carries.
@@ -25,13 +25,16 @@ impl JobsHandle {
             caller: request.caller,
             session: None,
         };
-        let Listing { jobs, live } = self
+        let Listing { mut jobs, mut live } = self
             .call(ListJobs {
                 request: listing,
                 // From inside a sandboxed job, only what that job may reach.
                 origin: self.origin.clone(),
             })
             .await??;
+        if !request.jobs.is_empty() {
+            (jobs, live) = only(jobs, live, &request.jobs);
+        }
         let mut rows: Vec<TopJob> = jobs
             .into_iter()
             .map(|info| TopJob {
@@ -94,6 +97,27 @@ impl JobsHandle {
     }
 }
 
+/// The rows of a listing for `wanted` jobs only, with their running jobs' places
+/// in it.
+fn only(jobs: Vec<JobInfo>, live: Vec<LiveJob>, wanted: &[JobId]) -> (Vec<JobInfo>, Vec<LiveJob>) {
+    let mut place = vec![None; jobs.len()];
+    let mut kept = Vec::new();
+    for (index, info) in jobs.into_iter().enumerate() {
+        if wanted.contains(&info.job) {
+            place[index] = Some(kept.len());
+            kept.push(info);
+        }
+    }
+    let live = live
+        .into_iter()
+        .filter_map(|mut job| {
+            job.index = place[job.index]?;
+            Some(job)
+        })
+        .collect();
+    (kept, live)
+}
+
 /// CPU time (ms) and resident memory (bytes) of `pids`, from /proc; a process gone
 /// meanwhile counts nothing.
 fn usage(pids: &[u32]) -> (u64, u64) {
@@ -123,7 +147,7 @@ fn usage(pids: &[u32]) -> (u64, u64) {
 }
 
 /// The last non-empty line of a stream, read from its last few KiB.
-fn last_line(source: &OutputSource) -> Option<String> {
+pub(in crate::jobs) fn last_line(source: &OutputSource) -> Option<String> {
     let tail: Vec<u8> = match &source.content {
         Content::Memory(text) => text[text.len().saturating_sub(TAIL_BYTES as usize)..].to_vec(),
         Content::File { path, len, .. } => {

@@ -80,6 +80,8 @@ pub struct JobsActor {
     pub(in crate::jobs) first_job: u64,
     /// What each session's jobs did since its last call (issue 32).
     pub(in crate::jobs) inboxes: inbox::Inboxes,
+    /// The open `watch` requests (`bashc top`), told which jobs changed.
+    pub(in crate::jobs) watchers: crate::jobs::requests::watch::Watchers,
 }
 
 pub(in crate::jobs) struct Job {
@@ -130,6 +132,8 @@ pub(in crate::jobs) enum Status {
         control: mpsc::UnboundedSender<Control>,
         /// `wait` and `kill` requests, answered when the job ends.
         waiters: Vec<oneshot::Sender<ExecResult>>,
+        /// Counts the supervisor's reads that brought output (`JobRun::activity`).
+        activity: Arc<std::sync::atomic::AtomicU64>,
     },
     Ended(Box<Ended>),
 }
@@ -217,6 +221,7 @@ impl JobsActor {
             spill_ledger: output::SpillLedger::default(),
             arrivals,
             inboxes,
+            watchers: Default::default(),
         };
         (
             actor,
@@ -286,6 +291,7 @@ impl JobsActor {
                     job.background = true;
                     job.cursors.insert(job.session.clone(), seen);
                 }
+                self.watchers.touch(job.0);
                 self.start_teller(job.0, seen);
             }
             Report::Ended(ended) => self.ended(*ended),
@@ -310,6 +316,7 @@ impl JobsActor {
             "job ended"
         );
         let n = result.job.0;
+        self.watchers.touch(n);
         self.journal_end(n);
         self.tell_ended(n, &ended);
         let Some(job) = self.jobs.get_mut(&n) else {
@@ -371,6 +378,7 @@ impl JobsActor {
         let Some(job) = self.jobs.remove(&n) else {
             return;
         };
+        self.watchers.touch(n);
         if let Status::Ended(ended) = &job.status
             && ended.result.state == bashd_protocol::JobState::Lost
         {

@@ -88,6 +88,7 @@ impl JobsActor {
             sample: None,
             tty: tty.clone(),
         });
+        let activity = std::sync::Arc::default();
         let run = JobRun {
             meta,
             processes: self.containment.job(&mut spawned, cookie),
@@ -96,6 +97,7 @@ impl JobsActor {
             subscriber,
             watch,
             root,
+            activity: std::sync::Arc::clone(&activity),
         };
         tokio::spawn(supervisor::supervise(
             run,
@@ -106,9 +108,14 @@ impl JobsActor {
         job.pid = Some(pid);
         job.root = Some(root);
         job.stdin = stdin;
-        job.status = Status::Running { control, waiters };
+        job.status = Status::Running {
+            control,
+            waiters,
+            activity,
+        };
         self.jobs.insert(n, job);
         self.by_pid.insert(pid, n);
+        self.watchers.touch(n);
     }
 
     /// Job `id`'s shell could not be spawned: the request gets an error, and the job

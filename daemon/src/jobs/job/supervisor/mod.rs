@@ -98,6 +98,8 @@ pub struct JobRun<P> {
     /// The job's first process (its resident, or its shell on the scan path): it and
     /// its descendants are the job's processes.
     pub root: u32,
+    /// Counts the reads that brought output (`Inputs::activity`).
+    pub activity: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// Where to look for a job with a stdin pipe waiting for input, and the last look.
@@ -356,6 +358,7 @@ impl<P: JobProcesses> Supervisor<P> {
             subscriber,
             watch,
             root,
+            activity,
         } = run;
         let Spawned {
             pid,
@@ -382,6 +385,7 @@ impl<P: JobProcesses> Supervisor<P> {
             shell: Shell::Running(exit),
             live: Live::default(),
             last_output: std::time::Instant::now(),
+            activity,
             watch,
             root,
             detach_asked: None,

@@ -3,6 +3,8 @@
 
 use std::future::Future;
 use std::os::fd::{AsFd, OwnedFd};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bashd_protocol::{BackgroundWhy, StreamName};
@@ -83,6 +85,9 @@ pub(super) struct Inputs {
     pub(super) live: Live,
     /// When output last came, on either stream (the start, before any).
     pub(super) last_output: Instant,
+    /// Reads that brought output, counted for `bashc top`'s watch (`requests/watch.rs`),
+    /// which looks at a job's last line only when this moved.
+    pub(super) activity: Arc<AtomicU64>,
     /// For a job with a stdin pipe: what tells whether it waits for input.
     pub(super) watch: Option<InputWatch>,
     /// The job's first process, for live readers that look at its processes.
@@ -136,6 +141,7 @@ impl Inputs {
                 };
                 if n > 0 {
                     self.last_output = Instant::now();
+                    self.activity.fetch_add(1, Ordering::Relaxed);
                 }
                 reader.take(n, stream, &mut self.live);
                 Wake::Busy
@@ -284,6 +290,7 @@ impl Inputs {
                     break;
                 }
                 self.last_output = Instant::now();
+                self.activity.fetch_add(1, Ordering::Relaxed);
                 reader.take(n, stream, &mut self.live);
             }
         }

@@ -146,6 +146,7 @@ fn start(change: impl FnOnce(&mut Settings)) -> Harness {
     let mut settings = settings(&dir);
     change(&mut settings);
     let run = JobRun {
+        activity: Default::default(),
         meta: JobMeta {
             job: JOB,
             session: "s".to_owned(),
