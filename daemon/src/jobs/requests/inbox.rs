@@ -1,6 +1,6 @@
 //! The request's side of the inbox (issue 32): which session a request acts for, and
 //! handing that session's inbox to the connection just before the request's final
-//! response. The inbox itself is the actor's (`actor/inbox.rs`).
+//! response. The inbox itself is the actor's (`table/inbox.rs`).
 //!
 //! Every request that names a caller takes its caller's inbox: a look at another
 //! session's job (`--any-session`) takes the looker's, never that session's.

@@ -118,7 +118,7 @@ pub enum Waiting {
 }
 
 /// Who asks, in a request that names a job: every such request goes through the
-/// actor's one rule (`actor/reach.rs`) with it.
+/// actor's one rule (`table/reach.rs`) with it.
 #[derive(Debug, Clone)]
 pub struct Asker {
     /// The session it acts for, and its owner.

@@ -1,9 +1,9 @@
 //! The sessions' inboxes (issue 32): per session, what happened to its jobs since its
 //! last call. The actor owns them (like the sessions they belong to); events come from
 //! the actor itself (a background job ended) and from each job's teller
-//! (`jobs/teller.rs`: a pattern matched, the job went quiet, it waits for input), as
+//! (`job/teller.rs`: a pattern matched, the job went quiet, it waits for input), as
 //! `Report::Tell`. Each request of the session takes its inbox once, just before its
-//! final response (`jobs/inbox.rs`), and a closed session drops its own.
+//! final response (`requests/inbox.rs`), and a closed session drops its own.
 //!
 //! A counter of non-empty inboxes is shared with every `JobsHandle`, so a call with
 //! nothing to say costs one atomic load, not a message to the actor.
@@ -119,7 +119,7 @@ impl ToActor for TakeInbox {
 
 impl JobsActor {
     /// Starts the teller of job `n`, now in the background, when it asked to be told
-    /// about or may wait for input (`jobs/teller.rs`).
+    /// about or may wait for input (`job/teller.rs`).
     pub(in crate::jobs) fn start_teller(&mut self, n: u64, seen: [u64; 2]) {
         let Some(job) = self.jobs.get(&n) else {
             return;

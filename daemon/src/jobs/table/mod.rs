@@ -103,7 +103,7 @@ pub(in crate::jobs) struct Job {
     pub(in crate::jobs) max_bytes: usize,
     pub(in crate::jobs) status: Status,
     /// The first process of the job once it runs: its resident, or its shell on the
-    /// scan path. Its processes are it and its descendants (`jobs/probe.rs`).
+    /// scan path. Its processes are it and its descendants (`jobs/os/probe.rs`).
     pub(in crate::jobs) root: Option<u32>,
     /// The write end of its stdin pipe, while it runs with one (`--stdin pipe`).
     pub(in crate::jobs) stdin: Option<crate::jobs::job::stdin::StdinHandle>,

@@ -163,7 +163,7 @@ pub enum Report {
         seen: [u64; 2],
     },
     Ended(Box<Ended>),
-    /// Something for a session's inbox, from a job's teller (`jobs/teller.rs`).
+    /// Something for a session's inbox, from a job's teller (`job/teller.rs`).
     Tell {
         session: String,
         event: bashd_protocol::InboxEvent,
