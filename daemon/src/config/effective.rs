@@ -76,9 +76,11 @@ fn env_text(env: &[(String, String)], section: &file::Env) -> String {
 /// Each `[mcp.clients."NAME"]`, with the keys it gives.
 fn clients_text(mcp: &file::Mcp) -> String {
     let mut out = String::new();
+    let own = |_: &str| Some("bashc mcp's own figure for this client");
     for (name, budget) in &mcp.clients {
-        let keys = toml::Table::try_from(budget).expect("a budget serializes to a table");
-        out.push_str(&format!("\n[mcp.clients.{}]\n{keys}", quoted(name)));
+        let name = format!("mcp.clients.{}", quoted(name));
+        out.push('\n');
+        out.push_str(&section_text(&name, budget, &file::ClientBudget::default(), &own));
     }
     out
 }
