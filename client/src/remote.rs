@@ -96,9 +96,13 @@ pub(crate) async fn connect_remote(host: &str, runtime_dir: &Path) -> Result<Cli
                     host,
                     format!(
                         "the relay to {host} closed the connection before bashd there answered{why}; see {}",
-                        crate::relay::RelayPaths::new(runtime_dir, host, &load_remote().unwrap_or_default())
-                            .log
-                            .display()
+                        crate::relay::RelayPaths::new(
+                            runtime_dir,
+                            host,
+                            &load_remote().unwrap_or_default()
+                        )
+                        .log
+                        .display()
                     ),
                 ));
             }

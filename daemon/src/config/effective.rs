@@ -18,14 +18,34 @@ impl Config {
         let mut out = String::new();
         out.push_str(&section_text("limits", &now.limits, &default.limits, &none));
         out.push('\n');
-        out.push_str(&section_text("timeouts", &now.timeouts, &default.timeouts, &none));
+        out.push_str(&section_text(
+            "timeouts",
+            &now.timeouts,
+            &default.timeouts,
+            &none,
+        ));
         out.push('\n');
-        out.push_str(&section_text("sessions", &now.sessions, &default.sessions, &none));
+        out.push_str(&section_text(
+            "sessions",
+            &now.sessions,
+            &default.sessions,
+            &none,
+        ));
         out.push('\n');
         let containment = &now.containment;
-        out.push_str(&section_text("containment", containment, &default.containment, &none));
+        out.push_str(&section_text(
+            "containment",
+            containment,
+            &default.containment,
+            &none,
+        ));
         out.push('\n');
-        out.push_str(&section_text("sandbox", &now.sandbox, &default.sandbox, &none));
+        out.push_str(&section_text(
+            "sandbox",
+            &now.sandbox,
+            &default.sandbox,
+            &none,
+        ));
         out.push('\n');
         out.push_str(&env_text(&self.env, &now.env));
         out.push('\n');
@@ -50,7 +70,11 @@ fn env_text(env: &[(String, String)], section: &file::Env) -> String {
             Some((_, d)) if d != value => format!("  # default: {}", quoted(d)),
             Some(_) => String::new(),
         };
-        out.push_str(&format!("{} = {}{note}\n", file::bare_key(name), quoted(value)));
+        out.push_str(&format!(
+            "{} = {}{note}\n",
+            file::bare_key(name),
+            quoted(value)
+        ));
     }
     let removed: Vec<String> = HARDENING
         .iter()
@@ -80,7 +104,12 @@ fn clients_text(mcp: &file::Mcp) -> String {
     for (name, budget) in &mcp.clients {
         let name = format!("mcp.clients.{}", quoted(name));
         out.push('\n');
-        out.push_str(&section_text(&name, budget, &file::ClientBudget::default(), &own));
+        out.push_str(&section_text(
+            &name,
+            budget,
+            &file::ClientBudget::default(),
+            &own,
+        ));
     }
     out
 }

@@ -126,13 +126,15 @@ impl Config {
     /// Loads `path`, or the default path when `None`; a missing default file means
     /// all defaults, a missing named file is an error.
     pub fn load(path: Option<&Path>) -> Result<(Config, Option<PathBuf>), ConfigError> {
-        let (_, config, path) = ConfigFile::load_with(path, |file| Config::from_file(file.clone()))?;
+        let (_, config, path) =
+            ConfigFile::load_with(path, |file| Config::from_file(file.clone()))?;
         Ok((config, path))
     }
 
     /// Parses the text of a config file; `path` only names it in errors.
     pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
-        let (_, config) = ConfigFile::parse_with(text, path, |file| Config::from_file(file.clone()))?;
+        let (_, config) =
+            ConfigFile::parse_with(text, path, |file| Config::from_file(file.clone()))?;
         Ok(config)
     }
 
@@ -170,7 +172,11 @@ impl Config {
         };
         let containment = ContainmentConfig {
             mechanism: file.containment.mechanism,
-            cgroup: file.containment.cgroup.as_ref().map(|dir| PathBuf::from(&dir.0)),
+            cgroup: file
+                .containment
+                .cgroup
+                .as_ref()
+                .map(|dir| PathBuf::from(&dir.0)),
         };
         let mcp = McpConfig {
             max_call: file.mcp.max_call(),
@@ -211,7 +217,10 @@ fn environment(env: &file::Env) -> Vec<(String, String)> {
 /// rules, plus `[[policy.deny]]`.
 fn policy(source: &file::Policy) -> Result<Policy, Refusal> {
     let disabled = &source.disable.0;
-    if let Some(id) = disabled.iter().find(|id| !BUILTIN_RULES.iter().any(|rule| rule.id == *id)) {
+    if let Some(id) = disabled
+        .iter()
+        .find(|id| !BUILTIN_RULES.iter().any(|rule| rule.id == *id))
+    {
         let known: Vec<&str> = BUILTIN_RULES.iter().map(|r| r.id).collect();
         return Err(Refusal::at(
             &["policy", "disable"],
@@ -238,8 +247,14 @@ fn sandbox_config(section: &file::Sandbox) -> Result<SandboxConfig, Refusal> {
         for path in &list.0 {
             match sandbox::expand_home(path) {
                 Ok(path) => paths.push(path),
-                Err(_) if key == "deny_read" && file::DEFAULT_DENY_READ.contains(&path.as_str()) => {}
-                Err(e) => return Err(Refusal::at(&["sandbox", key], format!("sandbox.{key}: {e}"))),
+                Err(_)
+                    if key == "deny_read" && file::DEFAULT_DENY_READ.contains(&path.as_str()) => {}
+                Err(e) => {
+                    return Err(Refusal::at(
+                        &["sandbox", key],
+                        format!("sandbox.{key}: {e}"),
+                    ));
+                }
             }
         }
         Ok(paths)

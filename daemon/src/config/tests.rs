@@ -57,8 +57,7 @@ fn the_effective_config_shows_remote() {
             && defaults.contains("relay_idle_secs = 600\n"),
         "{defaults}"
     );
-    let config =
-        parse("[remote]\nbashc_path = \"/opt/bashc\"\nrelay_idle_secs = 60\n").unwrap();
+    let config = parse("[remote]\nbashc_path = \"/opt/bashc\"\nrelay_idle_secs = 60\n").unwrap();
     let effective = config.effective_toml();
     assert!(
         effective.contains("bashc_path = \"/opt/bashc\"  # default: none\n")
@@ -325,9 +324,7 @@ fn sessions_and_on_timeout() {
     assert_eq!(config.timeouts.on_timeout, OnTimeout::Kill);
     let err = parse("[sessions]\non_straggler = \"ignore\"\n").unwrap_err();
     assert!(
-        err.contains(
-            "/c.toml:2: sessions.on_straggler must be one of \"background\", \"kill\""
-        ),
+        err.contains("/c.toml:2: sessions.on_straggler must be one of \"background\", \"kill\""),
         "{err}"
     );
 }

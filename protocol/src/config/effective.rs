@@ -3,8 +3,8 @@
 //! fields, marked `# default: ...` where it differs from the default; a key with no
 //! value (no default) is shown as `# key: none`.
 
-use serde::de::{self, Deserialize, Deserializer, Visitor};
 use serde::Serialize;
+use serde::de::{self, Deserialize, Deserializer, Visitor};
 
 /// `text` as a TOML string.
 pub fn quoted(text: &str) -> String {
@@ -12,7 +12,8 @@ pub fn quoted(text: &str) -> String {
 }
 
 /// `[name]` and its keys, `value` against `default`; `none_note(key)` adds words to a
-/// key with no value (what happens then).
+/// key with no value (what happens then). A table within the section (`[mcp.clients]`)
+/// is not serialized with it, and is left to the caller.
 pub fn section_text<T>(
     name: &str,
     value: &T,
@@ -28,6 +29,9 @@ where
     let (value, default) = (table(value), table(default));
     let mut out = format!("[{name}]\n");
     for field in fields::<T>() {
+        if TABLES_OF_THEIR_OWN.contains(field) {
+            continue;
+        }
         match value.get(*field) {
             Some(now) => {
                 out.push_str(&format!("{field} = {now}"));
@@ -39,13 +43,18 @@ where
                 out.push('\n');
             }
             None => {
-                let note = none_note(field).map(|n| format!(" ({n})")).unwrap_or_default();
+                let note = none_note(field)
+                    .map(|n| format!(" ({n})"))
+                    .unwrap_or_default();
                 out.push_str(&format!("# {field}: none{note}\n"));
             }
         }
     }
     out
 }
+
+/// Keys whose value is a table of sections of its own, shown after their section.
+const TABLES_OF_THEIR_OWN: &[&str] = &["clients"];
 
 /// The field names of a struct that derives `Deserialize`, in their order: what the
 /// derive hands `deserialize_struct`.

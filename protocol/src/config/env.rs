@@ -4,8 +4,8 @@
 
 use std::fmt;
 
-use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
+use serde::de::{self, Deserializer, MapAccess, Visitor};
 
 use super::value::Strings;
 

@@ -83,7 +83,10 @@ impl Source<'_> {
     }
 
     pub fn refused(&self, document: &DeTable<'_>, refusal: Refusal) -> ConfigError {
-        self.error(self.line_of(key_offset(document, &refusal.key)), refusal.message)
+        self.error(
+            self.line_of(key_offset(document, &refusal.key)),
+            refusal.message,
+        )
     }
 }
 

@@ -193,8 +193,34 @@ pub struct Mcp {
     #[serde(with = "choice")]
     pub on_cancel: OnCancel,
     /// `[mcp.clients."NAME"]`, read by `bashc mcp`; shown as sections of their own.
-    #[serde(skip_serializing)]
+    #[serde(skip_serializing, deserialize_with = "clients")]
     pub clients: BTreeMap<String, ClientBudget>,
+}
+
+/// `[mcp.clients]`: a table per client name.
+fn clients<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<BTreeMap<String, ClientBudget>, D::Error> {
+    struct Clients;
+    impl<'de> serde::de::Visitor<'de> for Clients {
+        type Value = BTreeMap<String, ClientBudget>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a table of clients, like [mcp.clients.\"codex-mcp-client\"]")
+        }
+
+        fn visit_map<M: serde::de::MapAccess<'de>>(
+            self,
+            mut map: M,
+        ) -> Result<Self::Value, M::Error> {
+            let mut clients = BTreeMap::new();
+            while let Some((name, budget)) = map.next_entry()? {
+                clients.insert(name, budget);
+            }
+            Ok(clients)
+        }
+    }
+    deserializer.deserialize_map(Clients)
 }
 
 impl Default for Mcp {
@@ -216,7 +242,10 @@ impl Mcp {
 /// One `[mcp.clients."NAME"]`: how much of a result the client shows whole. A key not
 /// given keeps `bashc mcp`'s figure for the client.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, expecting = "a table of result_lines, result_bytes, error_result_bytes")]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a table of result_lines, result_bytes, error_result_bytes"
+)]
 pub struct ClientBudget {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result_lines: Option<Whole<10, 1_000_000>>,
@@ -323,7 +352,10 @@ impl<'de> Deserialize<'de> for DenyRules {
                 f.write_str("written as [[policy.deny]] tables")
             }
 
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<DenyRules, A::Error> {
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<DenyRules, A::Error> {
                 let mut rules = Vec::new();
                 while let Some(rule) = seq.next_element()? {
                     rules.push(rule);

@@ -92,7 +92,7 @@ fn a_range_error_reads_as_before() {
     );
     assert_eq!(
         error("[mcp]\nclients = 3\n"),
-        "/c.toml:2: mcp.clients must be a map"
+        "/c.toml:2: mcp.clients must be a table of clients, like [mcp.clients.\"codex-mcp-client\"]"
     );
 }
 
@@ -103,8 +103,9 @@ fn a_relay_idle_time_below_the_floor_is_refused() {
     for secs in [0, 3, 4] {
         let err = error(&format!("[remote]\nrelay_idle_secs = {secs}\n"));
         assert!(
-            err.starts_with("/c.toml:2: remote.relay_idle_secs must be a whole number from 5 to 86400: ")
-                && err.contains("0 cannot turn relays off"),
+            err.starts_with(
+                "/c.toml:2: remote.relay_idle_secs must be a whole number from 5 to 86400: "
+            ) && err.contains("0 cannot turn relays off"),
             "{err}"
         );
     }
@@ -137,5 +138,8 @@ fn the_effective_section_shows_every_key_and_what_differs() {
         text.starts_with("[limits]\nmax_lines = 10  # default: 2000\nmax_bytes = 51200\n"),
         "{text}"
     );
-    assert!(text.contains("\n# memory: none\ncpu = 1.5  # default: none\n# pids: none\n"), "{text}");
+    assert!(
+        text.contains("\n# memory: none\ncpu = 1.5  # default: none\n# pids: none\n"),
+        "{text}"
+    );
 }

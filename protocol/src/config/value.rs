@@ -101,11 +101,16 @@ pub trait Choice: Copy + PartialEq + 'static {
 pub mod choice {
     use super::*;
 
-    pub fn serialize<S: Serializer, T: Choice>(value: &T, serializer: S) -> Result<S::Ok, S::Error> {
+    pub fn serialize<S: Serializer, T: Choice>(
+        value: &T,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
         serializer.serialize_str(value.word())
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>, T: Choice>(deserializer: D) -> Result<T, D::Error> {
+    pub fn deserialize<'de, D: Deserializer<'de>, T: Choice>(
+        deserializer: D,
+    ) -> Result<T, D::Error> {
         struct Words<T>(PhantomData<T>);
         impl<T: Choice> Visitor<'_> for Words<T> {
             type Value = T;
@@ -156,8 +161,10 @@ pub enum Mechanism {
 }
 
 impl Choice for OnCancel {
-    const CHOICES: &'static [(&'static str, Self)] =
-        &[("kill", OnCancel::Kill), ("background", OnCancel::Background)];
+    const CHOICES: &'static [(&'static str, Self)] = &[
+        ("kill", OnCancel::Kill),
+        ("background", OnCancel::Background),
+    ];
 }
 
 impl Choice for OnStraggler {
@@ -168,8 +175,10 @@ impl Choice for OnStraggler {
 }
 
 impl Choice for OnTimeout {
-    const CHOICES: &'static [(&'static str, Self)] =
-        &[("background", OnTimeout::Background), ("kill", OnTimeout::Kill)];
+    const CHOICES: &'static [(&'static str, Self)] = &[
+        ("background", OnTimeout::Background),
+        ("kill", OnTimeout::Kill),
+    ];
 }
 
 impl Choice for Mechanism {
@@ -286,7 +295,8 @@ impl<'de> Deserialize<'de> for Strings {
             fn visit_seq<A: de::SeqAccess<'de>>(self, mut items: A) -> Result<Strings, A::Error> {
                 let mut list = Vec::new();
                 while let Some(Item(item)) = items.next_element()? {
-                    let item = item.ok_or_else(|| de::Error::custom(format!("must be {STRINGS}")))?;
+                    let item =
+                        item.ok_or_else(|| de::Error::custom(format!("must be {STRINGS}")))?;
                     list.push(item);
                 }
                 Ok(Strings(list))
