@@ -100,7 +100,10 @@ fn env_text(env: &[(String, String)], section: &file::Env) -> String {
 /// Each `[mcp.clients."NAME"]`, with the keys it gives.
 fn clients_text(mcp: &file::Mcp) -> String {
     let mut out = String::new();
-    let own = |_: &str| Some("bashc mcp's own figure for this client");
+    let own = |key: &str| match key {
+        "error_result_bytes" => Some("result_bytes if given, else bashc mcp's own figure"),
+        _ => Some("bashc mcp's own figure for this client"),
+    };
     for (name, budget) in &mcp.clients {
         let name = format!("mcp.clients.{}", quoted(name));
         out.push('\n');
