@@ -25,7 +25,8 @@ pub use notice::{BackgroundWhy, ErrorHint, JobId, Notice, WaitMet, Worded};
 pub use sandbox::{
     Network, SandboxDenial, SandboxInForce, SandboxMechanism, SandboxProfile, SandboxStatus,
 };
-pub use top::{TopJob, TopRequest};
+pub use top::{TopJob, TopRequest, WatchRequest, WatchUpdate};
 
 /// Bumped on every incompatible change of the messages; `Hello` and `Welcome` carry it.
-pub const PROTOCOL_VERSION: u32 = 6;
+/// 7: `Watch` (a stream of the table's changes for `bashc top`) and `TopRequest::jobs`.
+pub const PROTOCOL_VERSION: u32 = 7;
