@@ -167,10 +167,12 @@ fn drive(agent: Agent) {
         )],
         _ => Vec::new(),
     };
+    // Under bashd's budget for the client (README): Codex's 10,000 bytes, OpenCode's
+    // 1,900 lines, the others' 4,000 lines.
     let whole = match agent {
         Agent::Codex => 1_500,
         Agent::OpenCode => 1_800,
-        _ => 5_000,
+        _ => 3_500,
     };
     let extra = match agent {
         Agent::Gemini => json!({"wait_for_previous": true}),
