@@ -57,7 +57,10 @@ pub(super) fn whole(answer: &Answer) -> Value {
 }
 
 pub(super) fn stream(answer: &Answer) -> String {
-    let mut out = data(&chunk(json!({"role": "assistant", "content": ""}), Value::Null));
+    let mut out = data(&chunk(
+        json!({"role": "assistant", "content": ""}),
+        Value::Null,
+    ));
     let finish = match answer {
         Answer::Call { id, name, args } => {
             out += &data(&chunk(

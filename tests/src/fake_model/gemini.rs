@@ -9,7 +9,11 @@ use super::{Answer, data, texts};
 pub(super) fn tools(body: &Value) -> Vec<(String, Value)> {
     let mut out = Vec::new();
     for tool in body["tools"].as_array().into_iter().flatten() {
-        for f in tool["functionDeclarations"].as_array().into_iter().flatten() {
+        for f in tool["functionDeclarations"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
             if let Some(name) = f["name"].as_str() {
                 let schema = f
                     .get("parametersJsonSchema")

@@ -380,10 +380,11 @@ fn serve(mut stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
 /// (Gemini CLI's checks), else a word.
 fn side_text(api: Api, body: &Value) -> String {
     let wants_json = match api {
-        Api::Gemini => body
-            .pointer("/generationConfig/responseMimeType")
-            .and_then(Value::as_str)
-            == Some("application/json"),
+        Api::Gemini => {
+            body.pointer("/generationConfig/responseMimeType")
+                .and_then(Value::as_str)
+                == Some("application/json")
+        }
         _ => false,
     };
     if wants_json {
@@ -443,4 +444,131 @@ fn event(name: &str, data: &Value) -> String {
 /// One SSE event with only `data:`, as Chat Completions and Gemini send them.
 fn data(data: &Value) -> String {
     format!("data: {data}\n\n")
+}
+
+#[cfg(test)]
+mod tests {
+    //! The fake model as each program's client reads it, so that the harness does not
+    //! rot while the opt-in suite that uses it is not run.
+
+    use super::*;
+
+    fn post(model: &FakeModel, path: &str, body: &Value) -> String {
+        let mut stream = TcpStream::connect(("127.0.0.1", model.port)).unwrap();
+        let body = body.to_string();
+        write!(
+            stream,
+            "POST {path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).unwrap();
+        answer
+    }
+
+    /// The JSON of every `data:` line but `[DONE]`.
+    fn events(answer: &str) -> Vec<Value> {
+        answer
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .filter(|d| *d != "[DONE]")
+            .map(|d| serde_json::from_str(d).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn each_api_calls_the_tool_by_the_name_it_offered_then_says_the_text() {
+        let script = || {
+            vec![
+                Turn::call("bash", json!({"command": "true"})),
+                Turn::text("bye"),
+            ]
+        };
+        // Anthropic: the tool_use block's input comes as one input_json_delta.
+        let model = FakeModel::start(script());
+        let body = json!({"stream": true, "messages": [],
+            "tools": [{"name": "mcp__bashd__bash_output"}, {"name": "mcp__bashd__bash"}]});
+        let answer = events(&post(&model, "/v1/messages?beta=true", &body));
+        assert_eq!(answer[1]["content_block"]["name"], "mcp__bashd__bash");
+        assert_eq!(answer[2]["delta"]["partial_json"], r#"{"command":"true"}"#);
+        assert_eq!(answer[4]["delta"]["stop_reason"], "tool_use");
+        let answer = events(&post(&model, "/v1/messages", &body));
+        assert_eq!(answer[2]["delta"]["text"], "bye");
+        // A request that offers no tools is the program's own and takes no turn.
+        let side = events(&post(&model, "/v1/messages", &json!({"stream": true})));
+        assert_eq!(side[2]["delta"]["text"], DONE_TEXT);
+        assert_eq!(model.turns_served(), 2);
+
+        // Responses: a namespace's function is called with its namespace.
+        let model = FakeModel::start(script());
+        let body = json!({"stream": true, "input": [], "tools": [{"type": "namespace",
+            "name": "mcp__bashd", "tools": [{"type": "function", "name": "bash"}]}]});
+        let answer = events(&post(&model, "/v1/responses", &body));
+        let item = &answer[2]["item"];
+        assert_eq!(
+            (&item["namespace"], &item["name"]),
+            (&json!("mcp__bashd"), &json!("bash"))
+        );
+        assert_eq!(answer[3]["type"], "response.completed");
+
+        // Chat Completions: one tool_calls delta, then finish_reason and [DONE].
+        let model = FakeModel::start(script());
+        let body = json!({"stream": true, "messages": [],
+            "tools": [{"type": "function", "function": {"name": "bashd_bash"}}]});
+        let raw = post(&model, "/v1/chat/completions", &body);
+        assert!(raw.ends_with("data: [DONE]\n\n"), "{raw}");
+        let answer = events(&raw);
+        assert_eq!(
+            answer[1]["choices"][0]["delta"]["tool_calls"][0]["function"]["name"],
+            "bashd_bash"
+        );
+        assert_eq!(answer[2]["choices"][0]["finish_reason"], "tool_calls");
+
+        // Gemini: a functionCall part.
+        let model = FakeModel::start(script());
+        let body = json!({"contents": [], "tools": [{"functionDeclarations": [{"name": "mcp_bashd_bash"}]}]});
+        let answer = events(&post(
+            &model,
+            "/v1beta/models/m:streamGenerateContent?alt=sse",
+            &body,
+        ));
+        let call = &answer[0]["candidates"][0]["content"]["parts"][0]["functionCall"];
+        assert_eq!(
+            (&call["name"], &call["args"]["command"]),
+            (&json!("mcp_bashd_bash"), &json!("true"))
+        );
+    }
+
+    #[test]
+    fn tool_results_are_read_as_each_api_passes_them_back() {
+        let model = FakeModel::start(vec![Turn::with(|results| {
+            Turn::text(&format!("saw {results:?}"))
+        })]);
+        let body = json!({"stream": true, "tools": [{"name": "bash"}], "messages": [
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t",
+                "content": [{"type": "text", "text": "exit code: 0"}]}]}]});
+        let answer = events(&post(&model, "/v1/messages", &body));
+        assert_eq!(answer[2]["delta"]["text"], r#"saw ["exit code: 0"]"#);
+        assert_eq!(model.tool_results(), vec!["exit code: 0"]);
+
+        let cases = [
+            (
+                Api::Responses,
+                json!({"input": [{"type": "function_call_output", "call_id": "c", "output": "one"}]}),
+            ),
+            (
+                Api::Chat,
+                json!({"messages": [{"role": "tool", "tool_call_id": "c", "content": "one"}]}),
+            ),
+            (
+                Api::Gemini,
+                json!({"contents": [{"role": "user", "parts": [
+                {"functionResponse": {"name": "bash", "response": {"output": "one"}}}]}]}),
+            ),
+        ];
+        for (api, body) in cases {
+            assert_eq!(results_of(api, &body), vec!["one"], "{api:?}");
+        }
+    }
 }

@@ -47,10 +47,16 @@ fn script(run: &Run, first_turns: Vec<Turn>, whole_lines: u32, extra: Value) -> 
             }
         }),
         // (f) the agent's credentials are not in jobs; another variable is.
-        bash("env | grep -E '^(BASHD_AGENTS_CONTROL|[A-Z_]*(API_KEY|TOKEN))=' | cut -d= -f1 | sort", json!({})),
+        bash(
+            "env | grep -E '^(BASHD_AGENTS_CONTROL|[A-Z_]*(API_KEY|TOKEN))=' | cut -d= -f1 | sort",
+            json!({}),
+        ),
         // The client's own cut, measured: a call's own max_lines/max_bytes win, so
         // bashd sends the whole 168,894 bytes and the client cuts as it does.
-        bash("seq 1 30000", json!({"max_lines": 40000, "max_bytes": 1000000})),
+        bash(
+            "seq 1 30000",
+            json!({"max_lines": 40000, "max_bytes": 1000000}),
+        ),
         // Issue 32: the probe server pushes every kind of notification now and
         // after its result; the two requests after show what reached the model.
         Turn::call("probe", json!({})),
@@ -212,7 +218,10 @@ fn drive(agent: Agent) {
             Err(format!(
                 "{} of {expected_turns} turns; results: {:?}",
                 model.turns_served(),
-                results.iter().map(|r| r.chars().take(200).collect::<String>()).collect::<Vec<_>>()
+                results
+                    .iter()
+                    .map(|r| r.chars().take(200).collect::<String>())
+                    .collect::<Vec<_>>()
             ))
         },
     );
@@ -244,7 +253,13 @@ fn drive(agent: Agent) {
             )),
             None => Err(format!(
                 "no bash_output call in: {:?}",
-                long.chars().rev().take(400).collect::<String>().chars().rev().collect::<String>()
+                long.chars()
+                    .rev()
+                    .take(400)
+                    .collect::<String>()
+                    .chars()
+                    .rev()
+                    .collect::<String>()
             )),
         },
     );
@@ -267,7 +282,10 @@ fn drive(agent: Agent) {
             if offered && check_whole(&at(0), whole).is_ok() {
                 Ok(())
             } else {
-                Err(format!("offered: {offered}; first result: {:?}", at(0).chars().take(200).collect::<String>()))
+                Err(format!(
+                    "offered: {offered}; first result: {:?}",
+                    at(0).chars().take(200).collect::<String>()
+                ))
             },
         );
     }
@@ -278,7 +296,10 @@ fn drive(agent: Agent) {
     );
     // (e)
     v.check(
-        &format!("(e) clientInfo.name is {:?}, the key of client/src/bin/bashc/mcp/clients.rs", agent.client_name()),
+        &format!(
+            "(e) clientInfo.name is {:?}, the key of client/src/bin/bashc/mcp/clients.rs",
+            agent.client_name()
+        ),
         match run.client_info() {
             Some(name) if name == agent.client_name() => Ok(()),
             other => Err(format!("the probe server was introduced to {other:?}")),
@@ -287,14 +308,19 @@ fn drive(agent: Agent) {
     // (f)
     let env = at(3);
     let names: Vec<&str> = env.lines().map(str::trim).collect();
-    let leaked: Vec<&&str> = names.iter().filter(|n| agent.credentials().contains(n)).collect();
+    let leaked: Vec<&&str> = names
+        .iter()
+        .filter(|n| agent.credentials().contains(n))
+        .collect();
     v.check(
         &format!("(f) no job sees {}", agent.credentials().join(", ")),
         if !leaked.is_empty() {
             Err(format!("a job sees {leaked:?}"))
         } else if agent.passes_environment() && !names.contains(&"BASHD_AGENTS_CONTROL") {
             // The positive control: a variable that is no credential reaches jobs.
-            Err(format!("not even BASHD_AGENTS_CONTROL reached the job: {env:?}"))
+            Err(format!(
+                "not even BASHD_AGENTS_CONTROL reached the job: {env:?}"
+            ))
         } else {
             Ok(())
         },
@@ -303,10 +329,20 @@ fn drive(agent: Agent) {
     let pushed = run.pushed_kinds(&model);
     v.note(&format!(
         "notifications that reached the model: {}",
-        if pushed.is_empty() { "none".to_owned() } else { pushed.join(", ") }
+        if pushed.is_empty() {
+            "none".to_owned()
+        } else {
+            pushed.join(", ")
+        }
     ));
-    v.note(&format!("initialize capabilities: {}", run.client_capabilities()));
-    v.note(&format!("methods it sent the probe server: {}", run.probe_methods().join(", ")));
+    v.note(&format!(
+        "initialize capabilities: {}",
+        run.client_capabilities()
+    ));
+    v.note(&format!(
+        "methods it sent the probe server: {}",
+        run.probe_methods().join(", ")
+    ));
     drop(model);
     run.finish();
     v.finish();

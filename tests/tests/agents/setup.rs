@@ -86,13 +86,13 @@ impl Agent {
                 .map_or(passed, |(_, rest)| rest)
                 .to_owned(),
             Agent::Gemini => {
-                if let Some((_, dump)) = passed.split_once("with response: ") {
-                    if let Ok(parts) = serde_json::from_str::<Value>(dump) {
-                        let text = &parts[0]["functionResponse"]["response"]["content"][0]["text"];
-                        if let Some(text) = text.as_str() {
-                            return text.to_owned();
-                        }
-                    }
+                let dumped = passed
+                    .split_once("with response: ")
+                    .and_then(|(_, dump)| serde_json::from_str::<Value>(dump).ok());
+                if let Some(text) = dumped.as_ref().and_then(|parts| {
+                    parts[0]["functionResponse"]["response"]["content"][0]["text"].as_str()
+                }) {
+                    return text.to_owned();
                 }
                 passed
                     .trim_start_matches("<untrusted_context>\n")
@@ -106,9 +106,11 @@ impl Agent {
 
 /// Where tests/agents/install.sh put the programs.
 fn agents_bin_dir() -> PathBuf {
-    let dir = std::env::var_os("BASHD_AGENTS_DIR").map(PathBuf::from).unwrap_or_else(|| {
-        PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/bashd-agents")
-    });
+    let dir = std::env::var_os("BASHD_AGENTS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/bashd-agents")
+        });
     dir.join("node_modules/.bin")
 }
 
@@ -121,7 +123,10 @@ fn repo_file(path: &str) -> PathBuf {
 fn readme_blocks(intro: &str) -> Vec<String> {
     let readme = std::fs::read_to_string(repo_file("README.md")).expect("the README is there");
     let mut lines = readme.lines().skip_while(|l| !l.starts_with(intro));
-    assert!(lines.next().is_some(), "the README has no line starting {intro:?}");
+    assert!(
+        lines.next().is_some(),
+        "the README has no line starting {intro:?}"
+    );
     let mut blocks: Vec<String> = Vec::new();
     let mut current: Option<String> = None;
     for line in lines {
@@ -138,7 +143,10 @@ fn readme_blocks(intro: &str) -> Vec<String> {
         }
     }
     blocks.extend(current);
-    assert!(!blocks.is_empty(), "the README has no snippet after {intro:?}");
+    assert!(
+        !blocks.is_empty(),
+        "the README has no snippet after {intro:?}"
+    );
     blocks
 }
 
@@ -205,7 +213,9 @@ impl Run {
     fn probe_command(&self) -> Vec<String> {
         vec![
             "node".to_owned(),
-            repo_file("tests/agents/probe-server.mjs").display().to_string(),
+            repo_file("tests/agents/probe-server.mjs")
+                .display()
+                .to_string(),
             self.probe_log().display().to_string(),
         ]
     }
@@ -319,7 +329,8 @@ impl Run {
             Agent::OpenCode => {
                 let blocks = readme_blocks("OpenCode, in");
                 let mut config: Value = serde_json::from_str(&blocks[0]).unwrap();
-                config["mcp"]["probe"] = json!({"type": "local", "command": probe, "enabled": true});
+                config["mcp"]["probe"] =
+                    json!({"type": "local", "command": probe, "enabled": true});
                 config["model"] = json!("fake/fake-model");
                 config["provider"] = json!({"fake": {
                     "npm": "@ai-sdk/openai-compatible", "name": "Fake",
@@ -362,8 +373,19 @@ impl Run {
             std::thread::sleep(Duration::from_millis(50));
         };
         let output = std::fs::read_to_string(&log).unwrap_or_default();
-        let tail: String = output.lines().rev().take(15).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n");
-        eprintln!("--- {} said (last lines)\n{tail}\n---", self.agent.program());
+        let tail: String = output
+            .lines()
+            .rev()
+            .take(15)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect::<Vec<_>>()
+            .join("\n");
+        eprintln!(
+            "--- {} said (last lines)\n{tail}\n---",
+            self.agent.program()
+        );
         status
     }
 
@@ -376,7 +398,16 @@ impl Run {
         let other = Arc::clone(&self.other);
         move || {
             let out = Command::new(&bashc)
-                .args(["exec", "--session", "other-agent", "--mode", "background", "--json", "--", "sleep 600"])
+                .args([
+                    "exec",
+                    "--session",
+                    "other-agent",
+                    "--mode",
+                    "background",
+                    "--json",
+                    "--",
+                    "sleep 600",
+                ])
                 .env("BASHD_RUNTIME_DIR", &runtime_dir)
                 .env("BASHD_NO_AUTOSTART", "1")
                 .stdin(Stdio::null())
@@ -427,12 +458,21 @@ impl Run {
 
     /// The `clientInfo.name` the program gave the probe server in `initialize`.
     pub fn client_info(&self) -> Option<String> {
-        Some(self.initialize()?["params"]["clientInfo"]["name"].as_str()?.to_owned())
+        Some(
+            self.initialize()?["params"]["clientInfo"]["name"]
+                .as_str()?
+                .to_owned(),
+        )
     }
 
     pub fn client_capabilities(&self) -> String {
         self.initialize()
-            .map(|m| format!("{} {}", m["params"]["protocolVersion"], m["params"]["capabilities"]))
+            .map(|m| {
+                format!(
+                    "{} {}",
+                    m["params"]["protocolVersion"], m["params"]["capabilities"]
+                )
+            })
             .unwrap_or_default()
     }
 
@@ -440,10 +480,10 @@ impl Run {
     pub fn probe_methods(&self) -> Vec<String> {
         let mut methods = Vec::new();
         for m in self.probe_messages() {
-            if let Some(method) = m["method"].as_str() {
-                if !methods.iter().any(|x| x == method) {
-                    methods.push(method.to_owned());
-                }
+            if let Some(method) = m["method"].as_str()
+                && !methods.iter().any(|x| x == method)
+            {
+                methods.push(method.to_owned());
             }
         }
         methods
@@ -451,7 +491,11 @@ impl Run {
 
     /// Which of the probe server's pushed texts reached a request to the model.
     pub fn pushed_kinds(&self, model: &FakeModel) -> Vec<String> {
-        let bodies: Vec<String> = model.requests().iter().map(|r| r.body.to_string()).collect();
+        let bodies: Vec<String> = model
+            .requests()
+            .iter()
+            .map(|r| r.body.to_string())
+            .collect();
         ["PUSH-LOG", "PUSH-PROGRESS", "PUSH-RESOURCE", "PUSH-CHANNEL"]
             .into_iter()
             .filter(|kind| bodies.iter().any(|b| b.contains(kind)))
@@ -462,10 +506,8 @@ impl Run {
     /// Kills what the program left: its process group (node children, `bashc mcp`,
     /// the probe server). The daemon and its jobs go with `self.daemon`.
     pub fn finish(&mut self) {
-        if let Some(group) = self.group.take() {
-            if let Some(pid) = rustix::process::Pid::from_raw(group) {
-                let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
-            }
+        if let Some(pid) = self.group.take().and_then(rustix::process::Pid::from_raw) {
+            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
         }
     }
 }
