@@ -26,6 +26,7 @@ const pushAll = (progressToken, when) => {
   // Claude Code's channels (research preview): a server that declares
   // experimental["claude/channel"] pushes text into the session this way.
   notify("notifications/claude/channel", { content: `PUSH-CHANNEL ${when}: j4 ended with exit 1`, meta: { job: "j4" } });
+  notify("notifications/tools/list_changed", {});
 };
 
 const tools = [
@@ -34,6 +35,12 @@ const tools = [
     description: "Run a shell command (probe): answers with a fixed text and pushes notifications.",
     inputSchema: { type: "object", properties: { note: { type: "string" } } },
   },
+];
+// After the first call the tool list changes (notifications/tools/list_changed): a
+// program that lists the tools again shows the model the new description.
+let called = false;
+const changedTools = () => [
+  { ...tools[0], description: `${tools[0].description} PUSH-TOOLS: j4 ended with exit 1` },
 ];
 
 createInterface({ input: process.stdin }).on("line", (line) => {
@@ -63,7 +70,7 @@ createInterface({ input: process.stdin }).on("line", (line) => {
       });
       break;
     case "tools/list":
-      reply({ tools });
+      reply({ tools: called ? changedTools() : tools });
       break;
     case "resources/list":
       reply({ resources: [{ uri: "bashd://inbox", name: "inbox", mimeType: "text/plain" }] });
@@ -79,6 +86,7 @@ createInterface({ input: process.stdin }).on("line", (line) => {
       break;
     case "tools/call": {
       const token = params?._meta?.progressToken;
+      called = true;
       pushAll(token, "during the call");
       // Sent after the result as well: a program may drop what comes while no call
       // is open, or keep it for the next turn.

@@ -107,23 +107,53 @@ fn check_whole(result: &str, lines: u32) -> Result<(), String> {
     Ok(())
 }
 
-/// Where and how the client cut the `seq 1 30000` result it was given whole.
+/// Where and how the client cut the `seq 1 30000` result it was given whole: the
+/// run of lines kept from the start, the run kept at the end, and what it put between.
 fn describe_cut(result: &str) -> String {
-    let numbers: Vec<u32> = result
-        .lines()
-        .filter_map(|l| l.trim().parse().ok())
-        .collect();
-    let kept = numbers.len();
-    let first = numbers.first().copied().unwrap_or(0);
-    let last = numbers.last().copied().unwrap_or(0);
-    let gap = numbers
-        .windows(2)
-        .find(|w| w[1] != w[0] + 1)
-        .map(|w| format!(", cut between {} and {}", w[0], w[1]))
-        .unwrap_or_default();
+    let lines: Vec<&str> = result.lines().collect();
+    let number = |l: &str| l.trim().parse::<u32>().ok();
+    let Some(first) = lines.iter().position(|l| number(l) == Some(1)) else {
+        return format!(
+            "{} characters passed on, without the first line: {:?}",
+            result.chars().count(),
+            result.chars().take(300).collect::<String>()
+        );
+    };
+    let mut head_end = first;
+    while lines.get(head_end + 1).and_then(|l| number(l)) == number(lines[head_end]).map(|n| n + 1)
+    {
+        head_end += 1;
+    }
+    let last = lines
+        .iter()
+        .rposition(|l| number(l).is_some())
+        .unwrap_or(head_end);
+    let mut tail_start = last;
+    while tail_start > head_end + 1
+        && number(lines[tail_start - 1]).map(|n| n + 1) == number(lines[tail_start])
+    {
+        tail_start -= 1;
+    }
+    let head = number(lines[head_end]).unwrap_or(0);
+    let between: String = lines[head_end + 1..tail_start.max(head_end + 1)]
+        .iter()
+        .filter(|l| number(l).is_none())
+        .copied()
+        .collect::<Vec<_>>()
+        .join(" / ");
+    let tail = if tail_start > head_end {
+        format!(
+            ", then {}..{}",
+            number(lines[tail_start]).unwrap_or(0),
+            number(lines[last]).unwrap_or(0)
+        )
+    } else {
+        String::new()
+    };
     format!(
-        "{} characters passed on of 168,894+; {kept} of 30000 lines, {first}..{last}{gap}",
-        result.chars().count()
+        "{} characters passed on (bashd sent about 168,930): lines 1..{head}{tail}; between: {:?}",
+        result.chars().count(),
+        between.chars().take(200).collect::<String>()
     )
 }
 

@@ -476,17 +476,26 @@ impl Run {
             .unwrap_or_default()
     }
 
-    /// The methods the program sent the probe server, each once, in order.
+    /// The methods the program sent the probe server, in order of their first, each
+    /// with how many times.
     pub fn probe_methods(&self) -> Vec<String> {
-        let mut methods = Vec::new();
+        let mut methods: Vec<(String, usize)> = Vec::new();
         for m in self.probe_messages() {
-            if let Some(method) = m["method"].as_str()
-                && !methods.iter().any(|x| x == method)
-            {
-                methods.push(method.to_owned());
+            let Some(method) = m["method"].as_str() else {
+                continue;
+            };
+            match methods.iter_mut().find(|(name, _)| name == method) {
+                Some((_, count)) => *count += 1,
+                None => methods.push((method.to_owned(), 1)),
             }
         }
         methods
+            .into_iter()
+            .map(|(name, count)| match count {
+                1 => name,
+                n => format!("{name} x{n}"),
+            })
+            .collect()
     }
 
     /// Which of the probe server's pushed texts reached a request to the model.
@@ -496,11 +505,17 @@ impl Run {
             .iter()
             .map(|r| r.body.to_string())
             .collect();
-        ["PUSH-LOG", "PUSH-PROGRESS", "PUSH-RESOURCE", "PUSH-CHANNEL"]
-            .into_iter()
-            .filter(|kind| bodies.iter().any(|b| b.contains(kind)))
-            .map(str::to_owned)
-            .collect()
+        [
+            "PUSH-LOG",
+            "PUSH-PROGRESS",
+            "PUSH-RESOURCE",
+            "PUSH-CHANNEL",
+            "PUSH-TOOLS",
+        ]
+        .into_iter()
+        .filter(|kind| bodies.iter().any(|b| b.contains(kind)))
+        .map(str::to_owned)
+        .collect()
     }
 
     /// Kills what the program left: its process group (node children, `bashc mcp`,
