@@ -369,6 +369,7 @@ fn drive(agent: Agent) {
         "initialize capabilities: {}",
         run.client_capabilities()
     ));
+    v.note(&format!("the _meta of its tools/call: {}", run.call_meta()));
     v.note(&format!(
         "methods it sent the probe server: {}",
         run.probe_methods().join(", ")

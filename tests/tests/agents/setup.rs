@@ -498,6 +498,19 @@ impl Run {
             .collect()
     }
 
+    /// The `_meta` keys of the program's first `tools/call` to the probe server.
+    pub fn call_meta(&self) -> String {
+        self.probe_messages()
+            .into_iter()
+            .find(|m| m["method"] == "tools/call")
+            .and_then(|m| {
+                m["params"]["_meta"]
+                    .as_object()
+                    .map(|o| o.keys().cloned().collect::<Vec<_>>().join(", "))
+            })
+            .unwrap_or_default()
+    }
+
     /// Which of the probe server's pushed texts reached a request to the model.
     pub fn pushed_kinds(&self, model: &FakeModel) -> Vec<String> {
         let bodies: Vec<String> = model
