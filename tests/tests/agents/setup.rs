@@ -511,13 +511,16 @@ impl Run {
             .unwrap_or_default()
     }
 
-    /// Which of the probe server's pushed texts reached a request to the model.
+    /// Which of the probe server's pushed texts reached a request to the model, and
+    /// from which request on: the one that carries the probe's result, or a later one.
     pub fn pushed_kinds(&self, model: &FakeModel) -> Vec<String> {
         let bodies: Vec<String> = model
             .requests()
             .iter()
+            .filter(|r| r.turn)
             .map(|r| r.body.to_string())
             .collect();
+        let result_at = bodies.iter().position(|b| b.contains("PROBE-RESULT"));
         [
             "PUSH-LOG",
             "PUSH-PROGRESS",
@@ -526,8 +529,15 @@ impl Run {
             "PUSH-TOOLS",
         ]
         .into_iter()
-        .filter(|kind| bodies.iter().any(|b| b.contains(kind)))
-        .map(str::to_owned)
+        .filter_map(|kind| {
+            let at = bodies.iter().position(|b| b.contains(kind))?;
+            let when = match result_at.map(|r| at as i64 - r as i64) {
+                Some(0) => "from the request that carries the probe's result on".to_owned(),
+                Some(n) if n > 0 => format!("from the {n}. request after the one with the result"),
+                _ => "before the probe's result".to_owned(),
+            };
+            Some(format!("{kind} ({when})"))
+        })
         .collect()
     }
 
