@@ -159,11 +159,25 @@ impl FakeModel {
         self.state.lock().unwrap().next
     }
 
-    /// The tool results the program passed back, in order: those in the last turn
-    /// request, which carries the whole conversation.
+    /// The tool results the program passed back, in order, each as the first request
+    /// that carried it had it: what the model saw right after the call. A later request
+    /// may carry it otherwise (Gemini CLI masks older large results in its history).
     pub fn tool_results(&self) -> Vec<String> {
-        let seen = self.requests();
-        seen.iter()
+        let mut results = Vec::new();
+        for seen in self.requests().iter().filter(|s| s.turn) {
+            let carried = results_of(seen.api, &seen.body);
+            if carried.len() > results.len() {
+                results.extend(carried.into_iter().skip(results.len()));
+            }
+        }
+        results
+    }
+
+    /// The tool results as the last turn request carries them: the program's history
+    /// at the end of the conversation.
+    pub fn last_tool_results(&self) -> Vec<String> {
+        self.requests()
+            .iter()
             .rev()
             .find(|s| s.turn)
             .map(|last| results_of(last.api, &last.body))

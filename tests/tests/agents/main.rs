@@ -57,6 +57,11 @@ fn script(run: &Run, first_turns: Vec<Turn>, whole_lines: u32, extra: Value) -> 
             "seq 1 30000",
             json!({"max_lines": 40000, "max_bytes": 1000000}),
         ),
+        // And of an error (isError), which some clients cut elsewhere.
+        bash(
+            "seq 1 30000; exit 3",
+            json!({"max_lines": 40000, "max_bytes": 1000000}),
+        ),
         // Issue 32: the probe server pushes every kind of notification now and
         // after its result; the two requests after show what reached the model.
         Turn::call("probe", json!({})),
@@ -356,6 +361,25 @@ fn drive(agent: Agent) {
         },
     );
     v.note(&format!("the client's own cut: {}", describe_cut(&at(4))));
+    v.note(&format!(
+        "the client's own cut of an error: {}",
+        describe_cut(&at(5))
+    ));
+    let history = model.last_tool_results();
+    let changed = history
+        .iter()
+        .zip(model.tool_results())
+        .filter(|(last, first)| **last != *first)
+        .count();
+    v.note(&format!(
+        "results the last request carries otherwise than the model first saw them: {changed} of {}{}",
+        history.len(),
+        history
+            .iter()
+            .find(|r| r.contains("masked"))
+            .map(|r| format!(", e.g. {:?}", r.chars().take(160).collect::<String>()))
+            .unwrap_or_default()
+    ));
     let pushed = run.pushed_kinds(&model);
     v.note(&format!(
         "notifications that reached the model: {}",
