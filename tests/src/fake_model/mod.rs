@@ -439,7 +439,7 @@ fn texts(value: &Value) -> String {
             .collect::<Vec<_>>()
             .join("\n"),
         Value::Object(map) => {
-            for key in ["text", "output", "content", "result", "error"] {
+            for key in ["text", "output", "content", "result", "error", "tool_name"] {
                 if let Some(v) = map.get(key) {
                     return texts(v);
                 }

@@ -201,11 +201,15 @@ fn drive(agent: Agent) {
     };
     let first = match agent {
         // Claude Code offers MCP tools through its tool search only: the model loads
-        // them as it would after finding them.
-        Agent::Claude => vec![Turn::call(
-            "ToolSearch",
-            json!({"query": "select:mcp__bashd__bash,mcp__bashd__bash_output,mcp__probe__probe"}),
-        )],
+        // them as it would after finding them: by what the README says it searches for,
+        // then by name.
+        Agent::Claude => vec![
+            Turn::call("ToolSearch", json!({"query": "run a shell command"})),
+            Turn::call(
+                "ToolSearch",
+                json!({"query": "select:mcp__bashd__bash,mcp__bashd__bash_output,mcp__probe__probe"}),
+            ),
+        ],
         _ => Vec::new(),
     };
     // Under bashd's budget for the client (README): Codex's 10,000 bytes, OpenCode's
@@ -242,7 +246,7 @@ fn drive(agent: Agent) {
         .iter()
         .map(|r| agent.unwrap(r))
         .collect();
-    let skip = usize::from(agent == Agent::Claude);
+    let skip = if agent == Agent::Claude { 2 } else { 0 };
     let at = |i: usize| results.get(skip + i).cloned().unwrap_or_default();
 
     v.check(
@@ -260,6 +264,17 @@ fn drive(agent: Agent) {
             ))
         },
     );
+    if agent == Agent::Claude {
+        let found = results.first().cloned().unwrap_or_default();
+        v.check(
+            "Claude Code's tool search for \"run a shell command\" finds mcp__bashd__bash",
+            if found.lines().any(|l| l == "mcp__bashd__bash") {
+                Ok(())
+            } else {
+                Err(format!("it found {found:?}"))
+            },
+        );
+    }
     // (a)
     v.check(
         &format!("(a) seq 1 {whole} arrives whole, exit code first and last"),
