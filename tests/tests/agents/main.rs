@@ -66,6 +66,9 @@ fn script(run: &Run, first_turns: Vec<Turn>, whole_lines: u32, extra: Value) -> 
         // after its result; the two requests after show what reached the model.
         Turn::call("probe", json!({})),
         bash("sleep 1; echo after", json!({})),
+        // A background job of the program's own session, which must outlive the call
+        // (OpenCode cancels each call after its result) and the program (it lingers).
+        bash("sleep 301", json!({"mode": "background"})),
         Turn::text("all done"),
     ]);
     turns
@@ -344,6 +347,10 @@ fn drive(agent: Agent) {
         "(d) bashd and another session's background job are alive after the program exited",
         run.daemon_and_other_alive(),
     );
+    v.check(
+        "the session's own background job outlives the call and the program",
+        run.own_background_job_alive(),
+    );
     // (e)
     v.check(
         &format!(
@@ -409,6 +416,9 @@ fn drive(agent: Agent) {
         run.client_capabilities()
     ));
     v.note(&format!("the _meta of its tools/call: {}", run.call_meta()));
+    if let Some(cancel) = run.probe_cancel() {
+        v.note(&format!("its call of the probe: {cancel}"));
+    }
     v.note(&format!(
         "methods it sent the probe server: {}",
         run.probe_methods().join(", ")

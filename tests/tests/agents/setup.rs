@@ -440,6 +440,20 @@ impl Run {
         Ok(())
     }
 
+    /// Whether the `sleep 301` the program's model started in the background still
+    /// runs, as a job of this run's daemon.
+    pub fn own_background_job_alive(&self) -> Result<(), String> {
+        let jobs = self.daemon.job_processes();
+        if jobs.iter().any(|&pid| procs::cmdline(pid) == "sleep 301") {
+            Ok(())
+        } else {
+            Err(format!(
+                "no `sleep 301` among the jobs' processes: {:?}",
+                jobs.iter().map(|&p| procs::cmdline(p)).collect::<Vec<_>>()
+            ))
+        }
+    }
+
     fn probe_messages(&self) -> Vec<Value> {
         std::fs::read_to_string(self.probe_log())
             .unwrap_or_default()
@@ -448,6 +462,29 @@ impl Run {
             .filter(|l| l["direction"] == "in")
             .map(|l| l["message"].clone())
             .collect()
+    }
+
+    /// When the program cancelled its call of the probe, if it did, against when the
+    /// probe answered it (ms after the call).
+    pub fn probe_cancel(&self) -> Option<String> {
+        let log: Vec<Value> = std::fs::read_to_string(self.probe_log())
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .collect();
+        let at = |find: &dyn Fn(&Value) -> bool| {
+            log.iter()
+                .find(|l| find(&l["message"]))
+                .and_then(|l| l["at"].as_i64())
+        };
+        let called = at(&|m| m["method"] == "tools/call")?;
+        let cancelled = at(&|m| m["method"] == "notifications/cancelled")?;
+        let answered = at(&|m| m["result"]["content"][0]["text"].is_string());
+        Some(format!(
+            "cancelled {} ms after the call, answered after {} ms",
+            cancelled - called,
+            answered.map_or("no".to_owned(), |a| (a - called).to_string())
+        ))
     }
 
     fn initialize(&self) -> Option<Value> {
