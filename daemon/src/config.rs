@@ -1153,7 +1153,7 @@ impl Config {
         if !self.env_pass.is_empty() {
             let list: Vec<String> = self.env_pass.iter().map(|name| quoted(name)).collect();
             out.push_str(&format!(
-                "pass = [{}]  # the agent's credentials bashc mcp passes into jobs\n",
+                "pass = [{}]  # the agent's credentials the MCP server passes into jobs\n",
                 list.join(", ")
             ));
         }
@@ -1217,7 +1217,7 @@ impl Config {
         }
         match &r.bashc_path {
             Some(path) => key(&mut out, "bashc_path", quoted(path), "none".to_owned()),
-            None => out.push_str("# bashc_path: none (bashc on the host's PATH)\n"),
+            None => out.push_str("# bashc_path: none (the host's PATH finds bashc)\n"),
         }
         key(
             &mut out,

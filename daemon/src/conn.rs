@@ -351,7 +351,7 @@ async fn serve_shutdown(id: RequestId, jobs: JobsHandle, out: mpsc::Sender<Serve
     let response = if jobs.origin().is_some() {
         Response::Error(ErrorReply::new(
             ErrorKind::InvalidRequest,
-            "a command in a sandboxed job cannot stop bashd, which would end every session's jobs; stop it from outside the sandbox (bashc stop)",
+            "a command in a sandboxed job cannot stop bashd, which would end every session's jobs; stop it from outside the sandbox",
         ))
     } else {
         match jobs.status().await {

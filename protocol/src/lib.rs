@@ -19,11 +19,11 @@ pub mod top;
 pub use codec::{FrameCodec, FrameError};
 pub use inbox::{Inbox, InboxEvent};
 pub use message::*;
-pub use notice::{BackgroundWhy, ErrorHint, JobId, Notice, WaitMet, Worded};
+pub use notice::{Argument, BackgroundWhy, ErrorHint, JobId, Notice, WaitMet, Worded};
 pub use sandbox::{
     Network, SandboxDenial, SandboxInForce, SandboxMechanism, SandboxProfile, SandboxStatus,
 };
 pub use top::{TopJob, TopRequest};
 
 /// Bumped on every incompatible change of the messages; `Hello` and `Welcome` carry it.
-pub const PROTOCOL_VERSION: u32 = 6;
+pub const PROTOCOL_VERSION: u32 = 7;
