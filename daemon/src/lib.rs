@@ -124,7 +124,7 @@ pub async fn run(
     tokio::select! {
         () = shutdown => tracing::info!("shutting down: stopping every job"),
         () = stop_requested.cancelled() => {
-            tracing::info!("a client asked bashd to stop: stopping every job");
+            tracing::info!("a client asked bashd to stop (a stop request): stopping every job");
         }
     }
     notify(&[NotifyState::Stopping]);

@@ -102,14 +102,8 @@ fn head_lines(stream: &StreamResult, hidden: u64) -> Option<u64> {
 /// `bashc output j3 --stream stderr --offset 1 --limit 8000`: the unseen lines in the
 /// CLI's words (`--stream stdout` is the default, left out as in every notice).
 pub fn output_command(unseen: &Unseen) -> String {
-    let flag = match unseen.stream {
-        StreamName::Stdout => "",
-        StreamName::Stderr => " --stream stderr",
-    };
-    format!(
-        "bashc output {}{flag} --offset {} --limit {}",
-        unseen.job, unseen.offset, unseen.limit
-    )
+    use wording::Spelling;
+    wording::Cli.output_call(unseen.job, unseen.stream, unseen.offset, unseen.limit)
 }
 
 /// A job's result as `bashc exec`, `check`, `wait` and `kill` print it. `whole`: its
@@ -326,11 +320,8 @@ pub fn waited_secs(waited_ms: u64) -> f64 {
 
 /// `bashc output j3 --stream stderr --offset 86`: the next page, in the CLI's words.
 pub fn output_page_command(job: JobId, stream: StreamName, offset: u64) -> String {
-    let flag = match stream {
-        StreamName::Stdout => "",
-        StreamName::Stderr => " --stream stderr",
-    };
-    format!("bashc output {job}{flag} --offset {offset}")
+    use wording::Spelling;
+    wording::Cli.page_call(job, stream, offset)
 }
 
 /// What a page that is not the stream's last says: the range shown, the stream's

@@ -60,6 +60,9 @@ pub trait Spelling {
     /// The call that reads `limit` lines of `stream` from line `offset`: `bashc output
     /// j3 --stream stderr --offset 3 --limit 7`. stdout, the default, goes unsaid.
     fn output_call(&self, job: JobId, stream: StreamName, offset: u64, limit: u64) -> String;
+    /// The call that reads a page of `stream` from line `offset`: `bashc output j3
+    /// --offset 86`, `bash_output(job="j3", offset=86)`.
+    fn page_call(&self, job: JobId, stream: StreamName, offset: u64) -> String;
     /// The call that answers a job waiting for input, and how to close its stdin.
     fn send_call(&self, job: JobId) -> String;
     /// An argument as its user writes it: `--max-lines`, `max_lines`.
@@ -110,6 +113,14 @@ impl Spelling for Cli {
             StreamName::Stderr => " --stream stderr",
         };
         format!("bashc output {job}{flag} --offset {offset} --limit {limit}")
+    }
+
+    fn page_call(&self, job: JobId, stream: StreamName, offset: u64) -> String {
+        let flag = match stream {
+            StreamName::Stdout => "",
+            StreamName::Stderr => " --stream stderr",
+        };
+        format!("bashc output {job}{flag} --offset {offset}")
     }
 
     fn send_call(&self, job: JobId) -> String {
@@ -192,6 +203,14 @@ impl Spelling for Mcp {
             StreamName::Stderr => ", stream=\"stderr\"",
         };
         format!("bash_output(job=\"{job}\"{stream_argument}, offset={offset}, limit={limit})")
+    }
+
+    fn page_call(&self, job: JobId, stream: StreamName, offset: u64) -> String {
+        let stream_argument = match stream {
+            StreamName::Stdout => "",
+            StreamName::Stderr => ", stream=\"stderr\"",
+        };
+        format!("bash_output(job=\"{job}\"{stream_argument}, offset={offset})")
     }
 
     fn send_call(&self, job: JobId) -> String {
@@ -644,7 +663,10 @@ mod tests {
     fn expect_notice(notice: &Notice) -> (usize, Expect) {
         match notice {
             Notice::Background { .. } => (0, says("bashc wait j5", "bash_wait(job=\"j5\")")),
-            Notice::TimedOut { .. } => (1, says("--on-timeout background", "on_timeout=\"background\"")),
+            Notice::TimedOut { .. } => (
+                1,
+                says("--on-timeout background", "on_timeout=\"background\""),
+            ),
             Notice::Shutdown {} => (2, NEITHER),
             Notice::OwnersGone { .. } => (3, NEITHER),
             Notice::SessionEnded { .. } => (4, NEITHER),
@@ -792,7 +814,10 @@ mod tests {
             }
             ErrorHint::LooserSandbox { .. } => (
                 5,
-                says("--sandbox off --net on", "bash(sandbox=\"off\", net=\"on\")"),
+                says(
+                    "--sandbox off --net on",
+                    "bash(sandbox=\"off\", net=\"on\")",
+                ),
             ),
             ErrorHint::NetworkOn => (6, says("without --net on", "without net=\"on\"")),
             ErrorHint::SameSandbox => (
@@ -803,10 +828,9 @@ mod tests {
             ErrorHint::NeedsPty => (9, says("--pty", "bash(pty=true)")),
             ErrorHint::NeedsStdinPipe => (10, says("--stdin pipe", "bash(stdin=\"pipe\")")),
             ErrorHint::StdinClosed => (11, says("--eof", "eof=true")),
-            ErrorHint::OutputKept { .. } => (
-                12,
-                says("`bashc output j5`", "`bash_output(job=\"j5\")`"),
-            ),
+            ErrorHint::OutputKept { .. } => {
+                (12, says("`bashc output j5`", "`bash_output(job=\"j5\")`"))
+            }
         }
     }
 
@@ -904,7 +928,11 @@ mod tests {
             let words = |spelling: &dyn Spelling| error("refused", Some(&hint), spelling);
             check("hint", index, expect, words(&Cli), words(&Mcp));
         }
-        assert_eq!(seen, (0..HINT_VARIANTS).collect(), "a hint without an example");
+        assert_eq!(
+            seen,
+            (0..HINT_VARIANTS).collect(),
+            "a hint without an example"
+        );
 
         // Every argument has a name in each front end, the CLI's a flag.
         for argument in [

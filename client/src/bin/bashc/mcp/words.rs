@@ -200,11 +200,7 @@ fn empty_page(page: &OutputPage, other: Option<&OutputPage>) -> String {
 
 /// `bash_output(job="j4", stream="stderr", offset=86)`.
 fn next_page_call(job: JobId, stream: StreamName, offset: u64) -> String {
-    let stream_argument = match stream {
-        StreamName::Stdout => "",
-        StreamName::Stderr => ", stream=\"stderr\"",
-    };
-    format!("bash_output(job=\"{job}\"{stream_argument}, offset={offset})")
+    Mcp.page_call(job, stream, offset)
 }
 
 /// A tool's answer: `text` as its one content block, an error (`isError`) when
@@ -287,14 +283,7 @@ fn notice(notice: &Notice) -> String {
 /// cut stream as the call that shows them (`stream="stdout"` is the default, left out
 /// as in every notice).
 fn output_call(unseen: &Unseen) -> String {
-    let stream_argument = match unseen.stream {
-        StreamName::Stdout => "",
-        StreamName::Stderr => ", stream=\"stderr\"",
-    };
-    format!(
-        "bash_output(job=\"{}\"{stream_argument}, offset={}, limit={})",
-        unseen.job, unseen.offset, unseen.limit
-    )
+    Mcp.output_call(unseen.job, unseen.stream, unseen.offset, unseen.limit)
 }
 
 #[cfg(test)]
