@@ -515,7 +515,10 @@ pub fn error(message: &str, hint: Option<&ErrorHint>, spelling: &dyn Spelling) -
             again(&[Setting::StdinPipe]),
             again(&[Setting::Pty])
         ),
-        ErrorHint::StdinClosed => format!("{message} (a send with {} closed it)", spelling.eof()),
+        ErrorHint::StdinClosed => format!(
+            "{message} by a send with {}; it reads no more",
+            spelling.eof()
+        ),
         ErrorHint::OutputKept { job } => format!(
             "{message}; its output is in `{}`",
             spelling.job_call(JobCall::Output, *job)

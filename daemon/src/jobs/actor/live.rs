@@ -86,10 +86,10 @@ impl JobsActor {
                 "{} is still starting; send again in a moment",
                 entry.id
             ))),
-            (Status::Running { .. }, None) if entry.stdin_mode == StdinMode::Pipe => Err(invalid(
-                format!("the stdin of {} was closed; it reads no more", entry.id),
-            )
-            .with_hint(ErrorHint::StdinClosed)),
+            (Status::Running { .. }, None) if entry.stdin_mode == StdinMode::Pipe => {
+                Err(invalid(format!("the stdin of {} was closed", entry.id))
+                    .with_hint(ErrorHint::StdinClosed))
+            }
             (Status::Running { .. }, None) => {
                 Err(invalid(format!("{} runs with stdin /dev/null", entry.id))
                     .with_hint(ErrorHint::NeedsStdinPipe))

@@ -1,7 +1,7 @@
-//! `bashc mcp`'s words: results, notices and error hints as an agent on MCP reads them,
-//! naming tool calls (`bash_check(job="j4")`) where the CLI names `bashc` commands.
-//! Built from the daemon's data, never from its text; the text a notice has in
-//! both front ends (one that names no command) is the CLI's, from `render`.
+//! `bashc mcp`'s result texts: results, pages and errors as an agent on MCP reads them.
+//! Notices and error hints are worded in `wording.rs`, the same sentences as the CLI's
+//! in the `Mcp` spelling, naming tool calls (`bash_check(job="j4")`) where the CLI
+//! names `bashc` commands. Built from the daemon's data, never from its text.
 //!
 //! A result is one text content block and nothing else: no `structuredContent`.
 //! Claude Code, Codex and OpenCode pass `structuredContent` to the model instead of
@@ -343,82 +343,5 @@ mod tests {
             reply(&not_found),
             "no job j999: job ids look like j12, as `bash` and `bash_jobs()` show them"
         );
-    }
-
-    #[test]
-    fn no_notice_words_name_the_cli() {
-        for notice in every_notice() {
-            let words = self::notice(&notice);
-            assert!(!words.contains("bashc "), "{words}");
-            assert!(!words.contains("--"), "{words}");
-        }
-    }
-
-    /// One of each notice.
-    fn every_notice() -> Vec<Notice> {
-        let job = JobId(5);
-        let stream = StreamName::Stdout;
-        let path = "/r/sessions/s/j5.stdout".to_owned();
-        let mut notices: Vec<Notice> = [
-            BackgroundWhy::Requested,
-            BackgroundWhy::Timeout,
-            BackgroundWhy::Stragglers,
-        ]
-        .into_iter()
-        .map(|why| Notice::Background {
-            job,
-            pid: 1,
-            why,
-            timeout_secs: Some(30),
-        })
-        .collect();
-        notices.extend([
-            Notice::TimedOut { after_secs: 30 },
-            Notice::Shutdown {},
-            Notice::OwnersGone {
-                session: "s".to_owned(),
-            },
-            Notice::SessionEnded {
-                session: "s".to_owned(),
-            },
-            Notice::StragglersKilled {},
-            Notice::SpillIncomplete {
-                stream,
-                path: path.clone(),
-                error: "disk full".to_owned(),
-            },
-            Notice::SpillCapped {
-                stream,
-                path: path.clone(),
-                cap_bytes: 1 << 20,
-                written_bytes: 1 << 20,
-                total_bytes: 2 << 20,
-            },
-            Notice::LinesNotShown {
-                job,
-                stream: StreamName::Stderr,
-                offset: 1,
-                lines: 2,
-            },
-            Notice::NoNewOutput { job, ended: true },
-            Notice::StillRunning {
-                job,
-                waited_ms: 1500,
-            },
-            Notice::AlreadyEnded { job },
-            Notice::NotStarted {
-                error: "no such directory".to_owned(),
-            },
-            Notice::LineCut {
-                line: 3,
-                page_bytes: 1 << 20,
-                path: Some(path),
-            },
-            Notice::PageCapped {
-                last_line: 9,
-                lost_lines: 4,
-            },
-        ]);
-        notices
     }
 }
