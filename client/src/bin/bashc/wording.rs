@@ -526,6 +526,17 @@ pub fn error(message: &str, hint: Option<&ErrorHint>, spelling: &dyn Spelling) -
     }
 }
 
+/// A client error as one line in `spelling`: the daemon's message with its hint, or
+/// the error itself.
+pub fn client_error(e: &bashc::ClientError, spelling: &dyn Spelling) -> String {
+    match e {
+        bashc::ClientError::Daemon(reply) | bashc::ClientError::Refused(reply) => {
+            error(&e.to_string(), reply.hint.as_ref(), spelling)
+        }
+        _ => e.to_string(),
+    }
+}
+
 /// What follows a refused timeout: the mode for longer jobs.
 pub fn timeout_fix(spelling: &dyn Spelling) -> String {
     format!(
