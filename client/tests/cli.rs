@@ -104,6 +104,9 @@ const EVERY_COMMAND: &[&str] = &["--help", "--version", "--runtime-dir", "--host
 /// claude, rm).
 const OTHER_PROGRAMS: &[&str] = &[
     "--config",
+    "--test",
+    "--nocapture",
+    "--test-threads",
     "--check-config",
     "--all",
     "--force",
