@@ -164,8 +164,16 @@ pub struct JobFds {
 }
 
 /// Sets the job up as `spawn` says, forks its shell with the job's pipes as its stdio,
-/// and serves the job until none of it is left.
-pub fn run(spawn: Spawn, fds: JobFds) -> io::Result<Never> {
+/// and serves the job until none of it is left. `sandbox` is what the shell's process
+/// confines itself to (the spawn's, read by the zygote), `kit` the namespaces the
+/// zygote made ahead for it, held here until the job's last report is sent, so that
+/// their teardown is not on the job's path.
+pub fn run(
+    spawn: Spawn,
+    sandbox: Option<confine::Spec>,
+    kit: Option<confine::Kit>,
+    fds: JobFds,
+) -> io::Result<Never> {
     let JobFds {
         control,
         stdout,
@@ -176,10 +184,6 @@ pub fn run(spawn: Spawn, fds: JobFds) -> io::Result<Never> {
     // The zygote's child is no group leader, so this cannot fail with EPERM.
     check(unsafe { libc::setsid() })?;
     check(unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) })?;
-    let sandbox = match &spawn.sandbox {
-        Some(spec) => Some(confine::Spec::decode(spec).map_err(io::Error::other)?),
-        None => None,
-    };
     // The shell is cloned straight into the job's cgroup; the resident stays out of it.
     let cgroup = match &spawn.cgroup {
         Some(dir) => Some(JobCgroup::open(Path::new(std::ffi::OsStr::from_bytes(
@@ -270,7 +274,7 @@ pub fn run(spawn: Spawn, fds: JobFds) -> io::Result<Never> {
             // In the cgroup and the workdir already, before the address space limit,
             // which the sandbox's setup must not hit.
             if let (Some(spec), Some((_, write))) = (&sandbox, &setup_pipe)
-                && let Err(failure) = confine::apply(spec, pty, in_cgroup)
+                && let Err(failure) = confine::apply(spec, pty, in_cgroup, kit.as_ref())
             {
                 let text = failure.to_string();
                 libc::write(write.as_raw_fd(), text.as_ptr().cast(), text.len());
@@ -323,6 +327,7 @@ pub fn run(spawn: Spawn, fds: JobFds) -> io::Result<Never> {
     drop(null);
 
     let mut resident = Resident {
+        _kit: kit,
         control,
         control_open: true,
         inbox: Vec::new(),
@@ -339,6 +344,9 @@ pub fn run(spawn: Spawn, fds: JobFds) -> io::Result<Never> {
 }
 
 struct Resident {
+    /// The job's namespaces, made ahead by the zygote: let go when the resident exits,
+    /// after its `done` report, however quickly the shell went.
+    _kit: Option<confine::Kit>,
     control: OwnedFd,
     control_open: bool,
     /// Bytes of an order whose newline has not come yet.

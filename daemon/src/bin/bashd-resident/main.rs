@@ -15,6 +15,7 @@
 #![no_main]
 
 mod job;
+mod kit;
 mod pty;
 
 use std::ffi::OsString;
@@ -82,6 +83,9 @@ fn zygote() -> io::Result<Never> {
 
     // SIGCHLD is read from a signalfd, here and in every resident forked from here.
     let sigfd = job::block_sigchld()?;
+    // Once here, not again in every job.
+    confine::prepare();
+    let mut kits = kit::Store::default();
     loop {
         let mut fds = [
             libc::pollfd {
@@ -94,31 +98,50 @@ fn zygote() -> io::Result<Never> {
                 events: libc::POLLIN,
                 revents: 0,
             },
+            libc::pollfd {
+                fd: kits.poll_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
         ];
-        if unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) } < 0 {
+        // SAFETY: three pollfds, owned by this frame.
+        if unsafe { libc::poll(fds.as_mut_ptr(), 3, -1) } < 0 {
             let e = io::Error::last_os_error();
             if e.kind() == io::ErrorKind::Interrupted {
                 continue;
             }
             return Err(e);
         }
-        if fds[0].revents != 0 {
-            job::drain(sigfd.as_raw_fd());
-            // Residents report to the daemon themselves; their statuses say nothing more.
-            while unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) } > 0 {}
+        // Before any reaping: the maker must still own its pid when its kit is opened.
+        if fds[2].revents != 0 {
+            kits.collect();
         }
         if fds[1].revents != 0 {
             let Some((body, descriptors)) = receive(&socket)? else {
                 std::process::exit(0);
             };
-            fork_resident(body, descriptors, &socket, &sigfd);
+            fork_resident(body, descriptors, &socket, &sigfd, &mut kits);
         }
+        if fds[0].revents != 0 {
+            job::drain(sigfd.as_raw_fd());
+            // Residents report to the daemon themselves; their statuses say nothing more.
+            // SAFETY: no status is read.
+            while unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) } > 0 {}
+        }
+        // While the job just forked sets up, the next one's namespaces are made.
+        kits.refill(&[socket.as_raw_fd(), sigfd.as_raw_fd()]);
     }
 }
 
 /// Forks the resident of one spawn. A spawn that cannot be read or forked is reported
 /// on its control socket, which the daemon reads as the job's failure to start.
-fn fork_resident(body: Vec<u8>, descriptors: Vec<OwnedFd>, socket: &OwnedFd, sigfd: &OwnedFd) {
+fn fork_resident(
+    body: Vec<u8>,
+    descriptors: Vec<OwnedFd>,
+    socket: &OwnedFd,
+    sigfd: &OwnedFd,
+    kits: &mut kit::Store,
+) {
     let control = descriptors.first().map(|fd| fd.as_raw_fd());
     let fail = |why: String| {
         if let Some(control) = control {
@@ -134,6 +157,15 @@ fn fork_resident(body: Vec<u8>, descriptors: Vec<OwnedFd>, socket: &OwnedFd, sig
     }
     let mut descriptors = descriptors.into_iter();
     let mut next = || descriptors.next().expect("counted above");
+    let sandbox = match spawn.sandbox.as_deref().map(confine::Spec::decode) {
+        Some(Ok(spec)) => Some(spec),
+        Some(Err(why)) => return fail(format!("bashd-resident could not read the job: {why}")),
+        None => None,
+    };
+    let kit = sandbox
+        .as_ref()
+        .filter(|spec| spec.confines())
+        .and_then(|spec| kits.take(spec.network_off));
     let fds = job::JobFds {
         control: next(),
         stdout: next(),
@@ -149,9 +181,10 @@ fn fork_resident(body: Vec<u8>, descriptors: Vec<OwnedFd>, socket: &OwnedFd, sig
                 libc::close(socket.as_raw_fd());
                 libc::close(sigfd.as_raw_fd());
             }
+            kits.forget();
             set_name(c"bashd-resident");
             let control = fds.control.as_raw_fd();
-            match job::run(spawn, fds) {
+            match job::run(spawn, sandbox, kit, fds) {
                 Ok(never) => match never {},
                 Err(e) => {
                     job::report_on(control, &Report::Error(e.to_string()));
@@ -245,7 +278,7 @@ fn read_exact(socket: &OwnedFd, mut buf: &mut [u8]) -> io::Result<()> {
 }
 
 /// The process's name (`comm`), as `ps` and `top` show it.
-fn set_name(name: &std::ffi::CStr) {
+pub(crate) fn set_name(name: &std::ffi::CStr) {
     unsafe { libc::prctl(libc::PR_SET_NAME, name.as_ptr()) };
 }
 

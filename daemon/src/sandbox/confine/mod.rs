@@ -36,6 +36,8 @@ mod landlock;
 mod namespaces;
 mod seccomp;
 
+pub use namespaces::Kit;
+
 use std::ffi::OsString;
 use std::fmt;
 use std::io;
@@ -187,14 +189,28 @@ fn unescape(bytes: &[u8]) -> Option<PathBuf> {
     Some(PathBuf::from(OsString::from_vec(out)))
 }
 
+/// Does ahead, in the zygote, what every confined job would otherwise do again in the
+/// shell's process: the seccomp filter compiled, the last capability read. The
+/// residents it forks, and so their shells' processes, inherit both.
+pub fn prepare() {
+    seccomp::prepare();
+    namespaces::prepare();
+}
+
 /// Confines the calling process, and so everything it starts from now on, to `spec`:
 /// the job's shell, in the child its resident forked, just before `exec`. Call it in
 /// a single-threaded process (a user namespace cannot be entered by a process with
 /// threads), after the process is in the job's cgroup and in the workdir, which it
 /// reads. `terminal`: stdin is the job's terminal (`exec --pty`); `cgroup`: the
-/// process is in a cgroup of the job's own, which it must not leave. On an error the
-/// process is half confined: it must not run the job.
-pub fn apply(spec: &Spec, terminal: bool, cgroup: bool) -> Result<(), Failure> {
+/// process is in a cgroup of the job's own, which it must not leave; `kit`: the job's
+/// namespaces, made ahead by the zygote, which the caller holds until the job is over.
+/// On an error the process is half confined: it must not run the job.
+pub fn apply(
+    spec: &Spec,
+    terminal: bool,
+    cgroup: bool,
+    kit: Option<&Kit>,
+) -> Result<(), Failure> {
     if !spec.confines() {
         return Ok(());
     }
@@ -207,7 +223,11 @@ pub fn apply(spec: &Spec, terminal: bool, cgroup: bool) -> Result<(), Failure> {
     // its cgroup namespace holds it in its cgroup only where cgroup2 is mounted with
     // `nsdelegate`.
     let cgroupfs = cgroup && plan.is_none();
-    namespaces::enter(plan.is_some() || cgroupfs, spec.network_off)?;
+    let mounts = plan.is_some() || cgroupfs;
+    match kit {
+        Some(kit) => kit.enter(mounts, spec.network_off)?,
+        None => namespaces::enter(mounts, spec.network_off)?,
+    }
     if let Some(plan) = &plan {
         plan.mount()?;
     }
