@@ -205,12 +205,7 @@ pub fn prepare() {
 /// process is in a cgroup of the job's own, which it must not leave; `kit`: the job's
 /// namespaces, made ahead by the zygote, which the caller holds until the job is over.
 /// On an error the process is half confined: it must not run the job.
-pub fn apply(
-    spec: &Spec,
-    terminal: bool,
-    cgroup: bool,
-    kit: Option<&Kit>,
-) -> Result<(), Failure> {
+pub fn apply(spec: &Spec, terminal: bool, cgroup: bool, kit: Option<&Kit>) -> Result<(), Failure> {
     if !spec.confines() {
         return Ok(());
     }

@@ -431,7 +431,11 @@ impl Kit {
             user: open("user")?,
             ipc: open("ipc")?,
             mnt: open("mnt")?,
-            net: if network_off { Some(open("net")?) } else { None },
+            net: if network_off {
+                Some(open("net")?)
+            } else {
+                None
+            },
         })
     }
 
@@ -469,9 +473,8 @@ impl Kit {
         }
         if network_off {
             match &self.net {
-                Some(net) => setns(net, libc::CLONE_NEWNET).map_err(|e| {
-                    failure("enter the job's network namespace", e, FIX_NETWORK)
-                })?,
+                Some(net) => setns(net, libc::CLONE_NEWNET)
+                    .map_err(|e| failure("enter the job's network namespace", e, FIX_NETWORK))?,
                 None => enter_network()?,
             }
         }
