@@ -238,6 +238,11 @@ pub fn run(
             .collect::<io::Result<Vec<CString>>>()
     };
     let pty = spawn.pty;
+    // Before the fork, so that the shell inherits it.
+    let filtered = match &sandbox {
+        Some(spec) => confine::resident_filter(spec)?,
+        None => false,
+    };
     // The shell's confinement is applied in its own process, so the resident stays out
     // of it; what fails there comes back through this pipe, which closes at exec.
     let setup_pipe = match &sandbox {
@@ -274,7 +279,7 @@ pub fn run(
             // In the cgroup and the workdir already, before the address space limit,
             // which the sandbox's setup must not hit.
             if let (Some(spec), Some((_, write))) = (&sandbox, &setup_pipe)
-                && let Err(failure) = confine::apply(spec, pty, in_cgroup, kit.as_ref())
+                && let Err(failure) = confine::apply(spec, pty, in_cgroup, kit.as_ref(), filtered)
             {
                 let text = failure.to_string();
                 libc::write(write.as_raw_fd(), text.as_ptr().cast(), text.len());
