@@ -561,6 +561,16 @@ impl Client {
         }
     }
 
+    /// Every session's jobs and then their changes (`bashc top`'s view): the first
+    /// response is `Response::Watch(WatchUpdate::Table)`, every later one `Changed`,
+    /// until the request is cancelled ([`Client::cancel`]) or the connection ends.
+    pub async fn watch(
+        &self,
+        request: bashd_protocol::WatchRequest,
+    ) -> Result<Responses, ClientError> {
+        self.request(Request::Watch(request)).await
+    }
+
     /// Kills a session's jobs and removes its directory.
     pub async fn close_session(&self, session: String) -> Result<SessionClosed, ClientError> {
         match self.one(Request::CloseSession(session)).await? {
@@ -633,7 +643,10 @@ async fn run_connection<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
                 Some(Ok(ServerFrame::Response(id, response))) => {
                     let last = !matches!(
                         response,
-                        Response::Started(_) | Response::Output(_) | Response::Notice(_)
+                        Response::Started(_)
+                            | Response::Output(_)
+                            | Response::Notice(_)
+                            | Response::Watch(_)
                     );
                     if let Some(responses) = pending.get(&id)
                         && (responses.send(response).await.is_err() || last)
