@@ -13,6 +13,8 @@
 //! Single-threaded, no async runtime: it must start fast and fork safely.
 
 #![no_main]
+// Every `unsafe` block of the resident says why it holds (issue 31).
+#![warn(clippy::undocumented_unsafe_blocks)]
 
 mod job;
 mod kit;
@@ -70,14 +72,17 @@ extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> lib
 /// Forks a resident for each spawn the daemon sends, until the daemon's end closes.
 fn zygote() -> io::Result<Never> {
     // A session of its own: a Ctrl-C for a `bashd` run in a terminal is not for it.
+    // SAFETY: setsid takes no argument.
     unsafe { libc::setsid() };
     // `ps` and `top` tell it from the residents it forks, which share its command line.
     set_name(c"bashd-zygote");
+    // SAFETY: fcntl duplicates stdin to a new descriptor this function owns.
     let socket = unsafe { OwnedFd::from_raw_fd(check(libc::fcntl(0, libc::F_DUPFD_CLOEXEC, 3))?) };
     let null = fs::File::options()
         .read(true)
         .write(true)
         .open("/dev/null")?;
+    // SAFETY: dup2 on descriptors this process holds.
     check(unsafe { libc::dup2(null.as_raw_fd(), 0) })?;
     drop(null);
 
@@ -177,6 +182,7 @@ fn fork_resident(
     match unsafe { libc::fork() } {
         0 => {
             // The zygote's own ends are not the job's.
+            // SAFETY: closes the zygote's descriptors in the child, which does not use them.
             unsafe {
                 libc::close(socket.as_raw_fd());
                 libc::close(sigfd.as_raw_fd());
@@ -188,6 +194,7 @@ fn fork_resident(
                 Ok(never) => match never {},
                 Err(e) => {
                     job::report_on(control, &Report::Error(e.to_string()));
+                    // SAFETY: _exit ends this process only.
                     unsafe { libc::_exit(EXIT_SETUP) }
                 }
             }
@@ -208,18 +215,21 @@ fn receive(socket: &OwnedFd) -> io::Result<Option<(Vec<u8>, Vec<OwnedFd>)>> {
     // The descriptors come with the frame's first byte; the header is read alone, so
     // no byte of the next frame (and none of its descriptors) is taken with it.
     const SPACE: usize =
+        // SAFETY: CMSG_SPACE only computes a size.
         unsafe { libc::CMSG_SPACE((MAX_SPAWN_FDS * size_of::<RawFd>()) as u32) } as usize;
     let mut control = [0u64; SPACE.div_ceil(8)];
     let mut iov = libc::iovec {
         iov_base: header.as_mut_ptr().cast(),
         iov_len: header.len(),
     };
+    // SAFETY: msghdr is plain data, valid all zeros; its fields are set next.
     let mut message: libc::msghdr = unsafe { std::mem::zeroed() };
     message.msg_iov = &mut iov;
     message.msg_iovlen = 1;
     message.msg_control = control.as_mut_ptr().cast();
     message.msg_controllen = SPACE as _;
     let got = loop {
+        // SAFETY: `message` points at `iov` and `control`, locals that outlive the call.
         let n = unsafe { libc::recvmsg(socket.as_raw_fd(), &mut message, libc::MSG_CMSG_CLOEXEC) };
         if n >= 0 {
             break n as usize;
@@ -262,6 +272,7 @@ fn receive(socket: &OwnedFd) -> io::Result<Option<(Vec<u8>, Vec<OwnedFd>)>> {
 
 fn read_exact(socket: &OwnedFd, mut buf: &mut [u8]) -> io::Result<()> {
     while !buf.is_empty() {
+        // SAFETY: reads into `buf`, at most its length.
         let n = unsafe { libc::read(socket.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
         match n {
             0 => return Err(io::ErrorKind::UnexpectedEof.into()),
@@ -279,6 +290,7 @@ fn read_exact(socket: &OwnedFd, mut buf: &mut [u8]) -> io::Result<()> {
 
 /// The process's name (`comm`), as `ps` and `top` show it.
 pub(crate) fn set_name(name: &std::ffi::CStr) {
+    // SAFETY: `name` is a NUL-terminated string that outlives the call.
     unsafe { libc::prctl(libc::PR_SET_NAME, name.as_ptr()) };
 }
 

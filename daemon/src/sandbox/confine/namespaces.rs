@@ -315,6 +315,7 @@ fn set_read_only(path: &Path, read_only: bool, recursive: bool) -> io::Result<()
     };
     let path = CString::new(path.as_os_str().as_bytes()).map_err(io::Error::other)?;
     let flags = if recursive { libc::AT_RECURSIVE } else { 0 };
+    // SAFETY: `path` is a NUL-terminated string and `attr` a mount_attr of the size passed, both alive for the call.
     let done = unsafe {
         libc::syscall(
             libc::SYS_mount_setattr,
@@ -558,16 +559,20 @@ pub(super) fn probe_mount() -> Result<(), Failure> {
 }
 
 fn loopback_up() -> io::Result<()> {
+    // SAFETY: socket takes no pointer.
     let socket = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
     if socket < 0 {
         return Err(io::Error::last_os_error());
     }
+    // SAFETY: `socket` was just returned by socket and is owned by nothing else.
     let socket = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(socket) };
+    // SAFETY: ifreq is plain data, valid all zeros.
     let mut request: libc::ifreq = unsafe { std::mem::zeroed() };
     for (to, from) in request.ifr_name.iter_mut().zip(b"lo") {
         *to = *from as libc::c_char;
     }
     request.ifr_ifru.ifru_flags = (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+    // SAFETY: SIOCSIFFLAGS reads the ifreq it is given, which outlives the call, on an open socket.
     let done = unsafe {
         libc::ioctl(
             std::os::fd::AsRawFd::as_raw_fd(&socket),
@@ -584,6 +589,7 @@ fn loopback_up() -> io::Result<()> {
 /// `no_new_privs`, which Landlock sets itself when the file system is confined: no
 /// set-uid program or file capability gives a job's process more than it has.
 pub(super) fn no_new_privs() -> Result<(), Failure> {
+    // SAFETY: prctl with integer arguments only.
     if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
         return Err(failure(
             "set no_new_privs",
@@ -615,8 +621,10 @@ pub(super) fn prepare() {
 pub(super) fn drop_capabilities() -> Result<(), Failure> {
     for cap in 0..=*LAST_CAP.get_or_init(last_cap) {
         // EINVAL past the kernel's last capability: nothing left to drop.
+        // SAFETY: prctl with integer arguments only.
         unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) };
     }
+    // SAFETY: prctl with integer arguments only.
     unsafe {
         libc::prctl(
             libc::PR_CAP_AMBIENT,
@@ -648,6 +656,7 @@ pub(super) fn drop_capabilities() -> Result<(), Failure> {
         permitted: 0,
         inheritable: 0,
     }; 2];
+    // SAFETY: capset reads a version 3 header and two data structs, as passed, alive for the call.
     if unsafe { libc::syscall(libc::SYS_capset, &header, data.as_ptr()) } != 0 {
         return Err(failure(
             "drop the capabilities of the job's user namespace",
@@ -659,6 +668,7 @@ pub(super) fn drop_capabilities() -> Result<(), Failure> {
 }
 
 fn unshare(flags: libc::c_int) -> io::Result<()> {
+    // SAFETY: unshare takes flags only.
     if unsafe { libc::unshare(flags) } != 0 {
         return Err(io::Error::last_os_error());
     }
