@@ -320,10 +320,9 @@ impl ServerHandler for BashTools {
         };
         let mut arguments = request.arguments.unwrap_or_default();
         prepare(&mut arguments, schema);
-        let client = context
-            .peer
-            .peer_info()
-            .map(|info| info.client_info.name.clone());
+        // Claude Code 2.1.332 speaks MCP 2026-07-28 where the server has it: no
+        // `initialize`, its clientInfo in every request's `_meta` instead.
+        let client = context.client_info().map(|info| info.name);
         let arguments = serde_json::Value::Object(arguments);
         let call = Call {
             progress: context
