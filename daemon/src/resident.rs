@@ -135,8 +135,9 @@ pub struct Spawn {
     /// A fourth descriptor comes with the spawn: the read end of the job's stdin pipe,
     /// which the shell gets instead of /dev/null (`bashc exec --stdin pipe`).
     pub stdin_pipe: bool,
-    /// What confines the job (`sandbox::confine::Spec`, encoded), applied by the
-    /// resident to itself before it forks the shell.
+    /// What confines the job (`sandbox::confine::Spec`, encoded): the shell's
+    /// process applies it to itself before `exec`, in namespaces the zygote made
+    /// ahead where it has them, under the seccomp filter its resident installed.
     pub sandbox: Option<Vec<u8>>,
     /// The job's descriptors are the slave of a terminal (`exec --pty`): the shell
     /// leads a session of its own with that terminal as its controlling terminal.

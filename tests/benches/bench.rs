@@ -14,6 +14,8 @@ use bashd_tests::procs::memory_kib;
 mod inbox;
 #[path = "parts/rivals.rs"]
 mod rivals;
+#[path = "parts/sandbox_pairs.rs"]
+mod sandbox_pairs;
 
 const PROCESS_RUNS: usize = 60;
 const ROUND_TRIPS: usize = 300;
@@ -64,6 +66,9 @@ fn main() {
     }
     if wanted("sandbox") {
         sandbox(&tokio);
+    }
+    if wanted("sandbox-pairs") {
+        sandbox_pairs::sandbox_pairs(&tokio);
     }
     if wanted("channel") {
         channel(&tokio);

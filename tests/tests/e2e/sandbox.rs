@@ -701,3 +701,90 @@ fn issue_23_a_sandboxed_job_is_still_contained_and_killed_whole() {
         );
     }
 }
+
+/// The namespaces of a confined job are its own, whether the job's process made them
+/// or took those the zygote made ahead (the first job of a kind makes its own, the
+/// next ones take a kit): no two jobs share a user, IPC, mount or network namespace,
+/// two running at once included; each one's loopback is up; each starts in its
+/// workdir. The control: an unsandboxed job is in the host's namespaces, read the
+/// same way.
+#[test]
+fn issue_30_namespaces_made_ahead_are_each_jobs_own() {
+    let sandbox = Sandbox::start("");
+    let ws = &sandbox.ws;
+    let report = "readlink /proc/self/ns/user /proc/self/ns/ipc /proc/self/ns/mnt /proc/self/ns/net; pwd; exec 3<>/dev/tcp/127.0.0.1/1";
+    let namespaces = |text: &str| -> Vec<String> {
+        let lines: Vec<String> = text
+            .lines()
+            .filter(|line| line.contains(":["))
+            .map(str::to_owned)
+            .collect();
+        assert_eq!(lines.len(), 4, "{text}");
+        lines
+    };
+    let host: Vec<String> = ["user", "ipc", "mnt", "net"]
+        .iter()
+        .map(|ns| {
+            std::fs::read_link(format!("/proc/self/ns/{ns}"))
+                .unwrap()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    let open = sandbox.exec(&["--sandbox", "off", "--net", "on"], report);
+    assert_eq!(namespaces(&streams(&json(&open))), host, "{}", show(&open));
+
+    // They run at once, so that no namespace of one has been freed (and its number
+    // reused) when another reads its own.
+    let mut seen = Vec::new();
+    let mut jobs = Vec::new();
+    for i in 0..4 {
+        let held = ws.join(format!("held-i30-{i}"));
+        let background = sandbox.exec(
+            &[
+                "--sandbox",
+                "workspace-write",
+                "--net",
+                "off",
+                "--mode",
+                "background",
+            ],
+            &format!("({report}) > {} 2>&1; sleep 30", held.display()),
+        );
+        assert_eq!(background.status.code(), Some(0), "{}", show(&background));
+        jobs.push(json(&background)["job"].as_str().unwrap().to_owned());
+        // The last line is bash's word on the connection.
+        let mut text = String::new();
+        wait_until(Duration::from_secs(10), || {
+            text = std::fs::read_to_string(&held).unwrap_or_default();
+            text.contains("127.0.0.1/1")
+        });
+        assert!(
+            text.contains(&format!("{}\n", ws.display())),
+            "not in its workdir:\n{text}"
+        );
+        // Refused, not unreachable: the job's own loopback is up.
+        assert!(text.contains("Connection refused"), "{text}");
+        seen.push(namespaces(&text));
+    }
+    let run = sandbox.exec(&["--sandbox", "workspace-write", "--net", "off"], report);
+    seen.push(namespaces(&streams(&json(&run))));
+    for (i, one) in seen.iter().enumerate() {
+        for (ns, host_ns) in one.iter().zip(&host) {
+            assert_ne!(ns, host_ns, "a job is in the host's namespace: {seen:?}");
+        }
+        for other in &seen[i + 1..] {
+            for (a, b) in one.iter().zip(other) {
+                assert_ne!(a, b, "two jobs share a namespace: {seen:?}");
+            }
+        }
+    }
+    for job in jobs {
+        let killed = sandbox.daemon.run_bashc(&["kill", &job]);
+        assert!(
+            String::from_utf8_lossy(&killed.stdout).contains("killed on request"),
+            "{}",
+            show(&killed)
+        );
+    }
+}

@@ -104,6 +104,7 @@ impl JobCgroup {
                         format!("cannot join the job's cgroup {}: {e}", self.path.display()),
                     )
                 })?;
+                // SAFETY: the resident is single-threaded, so the child is a whole copy of it.
                 check(unsafe { libc::fork() })
             }
             _ => Err(io::Error::new(
@@ -122,6 +123,7 @@ impl JobCgroup {
 pub fn report_on(control: RawFd, report: &Report) {
     let line = report.to_string();
     // MSG_NOSIGNAL: a daemon that died must not kill the resident with SIGPIPE.
+    // SAFETY: `line` outlives the call; MSG_NOSIGNAL keeps a closed socket from raising SIGPIPE.
     unsafe {
         libc::send(
             control,
@@ -134,7 +136,9 @@ pub fn report_on(control: RawFd, report: &Report) {
 
 /// Blocks SIGCHLD and returns a signalfd that reads it.
 pub fn block_sigchld() -> io::Result<OwnedFd> {
+    // SAFETY: sigset_t is plain data; sigemptyset sets it next.
     let mut chld: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: the signal set is set before use; signalfd returns a new descriptor this function owns.
     unsafe {
         libc::sigemptyset(&mut chld);
         libc::sigaddset(&mut chld, libc::SIGCHLD);
@@ -164,8 +168,16 @@ pub struct JobFds {
 }
 
 /// Sets the job up as `spawn` says, forks its shell with the job's pipes as its stdio,
-/// and serves the job until none of it is left.
-pub fn run(spawn: Spawn, fds: JobFds) -> io::Result<Never> {
+/// and serves the job until none of it is left. `sandbox` is what the shell's process
+/// confines itself to (the spawn's, read by the zygote), `kit` the namespaces the
+/// zygote made ahead for it, held here until the job's last report is sent, so that
+/// their teardown is not on the job's path.
+pub fn run(
+    spawn: Spawn,
+    sandbox: Option<confine::Spec>,
+    kit: Option<confine::Kit>,
+    fds: JobFds,
+) -> io::Result<Never> {
     let JobFds {
         control,
         stdout,
@@ -174,12 +186,10 @@ pub fn run(spawn: Spawn, fds: JobFds) -> io::Result<Never> {
         channel,
     } = fds;
     // The zygote's child is no group leader, so this cannot fail with EPERM.
+    // SAFETY: setsid takes no argument.
     check(unsafe { libc::setsid() })?;
+    // SAFETY: prctl with integer arguments only.
     check(unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) })?;
-    let sandbox = match &spawn.sandbox {
-        Some(spec) => Some(confine::Spec::decode(spec).map_err(io::Error::other)?),
-        None => None,
-    };
     // The shell is cloned straight into the job's cgroup; the resident stays out of it.
     let cgroup = match &spawn.cgroup {
         Some(dir) => Some(JobCgroup::open(Path::new(std::ffi::OsStr::from_bytes(
@@ -192,6 +202,7 @@ pub fn run(spawn: Spawn, fds: JobFds) -> io::Result<Never> {
             rlim_cur: soft,
             rlim_max: hard,
         };
+        // SAFETY: `limit` is an rlimit alive for the call.
         check(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) })?;
     }
     if let Some(adj) = spawn.oom_score_adj {
@@ -214,8 +225,11 @@ pub fn run(spawn: Spawn, fds: JobFds) -> io::Result<Never> {
     let stdin_fd = stdin
         .as_ref()
         .map_or(null.as_raw_fd(), |pipe| pipe.as_raw_fd());
+    // SAFETY: dup2 on descriptors this process holds.
     check(unsafe { libc::dup2(stdin_fd, 0) })?;
+    // SAFETY: dup2 on descriptors this process holds.
     check(unsafe { libc::dup2(stdout.as_raw_fd(), 1) })?;
+    // SAFETY: dup2 on descriptors this process holds.
     check(unsafe { libc::dup2(stderr.as_raw_fd(), 2) })?;
     drop((stdin, stdout, stderr));
 
@@ -234,6 +248,11 @@ pub fn run(spawn: Spawn, fds: JobFds) -> io::Result<Never> {
             .collect::<io::Result<Vec<CString>>>()
     };
     let pty = spawn.pty;
+    // Before the fork, so that the shell inherits it.
+    let filtered = match &sandbox {
+        Some(spec) => confine::resident_filter(spec)?,
+        None => false,
+    };
     // The shell's confinement is applied in its own process, so the resident stays out
     // of it; what fails there comes back through this pipe, which closes at exec.
     let setup_pipe = match &sandbox {
@@ -249,7 +268,9 @@ pub fn run(spawn: Spawn, fds: JobFds) -> io::Result<Never> {
     };
     let (argv, envp) = (pointers(&program), pointers(&env));
     let channel_fd = channel.as_ref().map(|fd| fd.as_raw_fd());
+    // SAFETY: sigset_t is plain data; sigemptyset sets it next.
     let mut empty: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `empty` is a sigset_t of this frame.
     unsafe { libc::sigemptyset(&mut empty) };
     // SAFETY: the resident is single-threaded, so the child is a whole copy of it and
     // may allocate (the sandbox does); without a sandbox it only makes
@@ -258,9 +279,11 @@ pub fn run(spawn: Spawn, fds: JobFds) -> io::Result<Never> {
     let in_cgroup = cgroup.is_some();
     let leader = match &cgroup {
         Some(cgroup) => cgroup.fork_into()?,
+        // SAFETY: the resident is single-threaded, so the child is a whole copy of it (see the child's branch).
         None => check(unsafe { libc::fork() })?,
     };
     if leader == 0 {
+        // SAFETY: in the child of a single-threaded process: the calls below use memory prepared before the fork, and the sandbox's setup may allocate, since no other thread held the allocator's lock.
         unsafe {
             if pty {
                 crate::pty::take_terminal();
@@ -270,7 +293,7 @@ pub fn run(spawn: Spawn, fds: JobFds) -> io::Result<Never> {
             // In the cgroup and the workdir already, before the address space limit,
             // which the sandbox's setup must not hit.
             if let (Some(spec), Some((_, write))) = (&sandbox, &setup_pipe)
-                && let Err(failure) = confine::apply(spec, pty, in_cgroup)
+                && let Err(failure) = confine::apply(spec, pty, in_cgroup, kit.as_ref(), filtered)
             {
                 let text = failure.to_string();
                 libc::write(write.as_raw_fd(), text.as_ptr().cast(), text.len());
@@ -310,6 +333,7 @@ pub fn run(spawn: Spawn, fds: JobFds) -> io::Result<Never> {
         let mut why = Vec::new();
         let _ = fs::File::from(read).read_to_end(&mut why);
         if !why.is_empty() {
+            // SAFETY: waits for the child forked above; its status is not read.
             unsafe { libc::waitpid(leader, std::ptr::null_mut(), 0) };
             return Err(io::Error::other(String::from_utf8_lossy(&why).into_owned()));
         }
@@ -317,12 +341,16 @@ pub fn run(spawn: Spawn, fds: JobFds) -> io::Result<Never> {
     // The job's pipes reach EOF when the job's last process closes them, not the
     // resident: it lets go of its copies now (the stdin pipe's too, so the job reads
     // end-of-file once the daemon closes its end).
+    // SAFETY: dup2 on descriptors this process holds.
     check(unsafe { libc::dup2(null.as_raw_fd(), 0) })?;
+    // SAFETY: dup2 on descriptors this process holds.
     check(unsafe { libc::dup2(null.as_raw_fd(), 1) })?;
+    // SAFETY: dup2 on descriptors this process holds.
     check(unsafe { libc::dup2(null.as_raw_fd(), 2) })?;
     drop(null);
 
     let mut resident = Resident {
+        _kit: kit,
         control,
         control_open: true,
         inbox: Vec::new(),
@@ -339,6 +367,9 @@ pub fn run(spawn: Spawn, fds: JobFds) -> io::Result<Never> {
 }
 
 struct Resident {
+    /// The job's namespaces, made ahead by the zygote: let go when the resident exits,
+    /// after its `done` report, however quickly the shell went.
+    _kit: Option<confine::Kit>,
     control: OwnedFd,
     control_open: bool,
     /// Bytes of an order whose newline has not come yet.
@@ -385,6 +416,7 @@ impl Resident {
             } else {
                 -1
             };
+            // SAFETY: two pollfds of this frame, as counted.
             let ready = unsafe { libc::poll(fds.as_mut_ptr(), 2, timeout) };
             if ready < 0 {
                 let e = io::Error::last_os_error();
@@ -406,6 +438,7 @@ impl Resident {
     fn reap(&mut self) -> bool {
         loop {
             let mut status = 0;
+            // SAFETY: `status` is a local the call writes.
             let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
             match pid {
                 0 => return true,
@@ -428,6 +461,7 @@ impl Resident {
 
     fn read_orders(&mut self) {
         let mut buf = [0u8; 256];
+        // SAFETY: reads into `buf`, at most its length.
         let n = unsafe { libc::read(self.control.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
         if n < 0 {
             let e = io::Error::last_os_error();
@@ -465,7 +499,9 @@ impl Resident {
 
     /// Reports what the job used and exits: the job is over.
     fn finish(&mut self) -> ! {
+        // SAFETY: rusage is plain data, valid all zeros.
         let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: `usage` is a local the call writes.
         unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) };
         let micros = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
         self.send(Report::Done(Usage {
@@ -484,6 +520,7 @@ impl Resident {
         let line = report.to_string();
         // MSG_NOSIGNAL: a daemon that died must not kill the resident with SIGPIPE
         // before it has ended the job.
+        // SAFETY: `line` outlives the call; MSG_NOSIGNAL keeps a closed socket from raising SIGPIPE.
         let sent = unsafe {
             libc::send(
                 self.control.as_raw_fd(),
@@ -516,6 +553,7 @@ fn signal_subtree(signal: i32, reached: &mut HashSet<i32>) {
             if !reached.insert(child) {
                 continue;
             }
+            // SAFETY: a pidfd this function holds, a null siginfo and no flags.
             unsafe {
                 libc::syscall(
                     libc::SYS_pidfd_send_signal,
@@ -555,12 +593,15 @@ fn parent_of(pid: i32) -> Option<i32> {
 }
 
 fn pidfd_open(pid: i32) -> Option<OwnedFd> {
+    // SAFETY: pidfd_open takes a pid and flags.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    // SAFETY: a descriptor pidfd_open just returned, owned by nothing else.
     (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
 /// Empties a non-blocking signalfd.
 pub fn drain(fd: RawFd) {
     let mut info = [0u8; std::mem::size_of::<libc::signalfd_siginfo>()];
+    // SAFETY: reads into `info`, at most its length.
     while unsafe { libc::read(fd, info.as_mut_ptr().cast(), info.len()) } > 0 {}
 }

@@ -13,8 +13,11 @@
 //! Single-threaded, no async runtime: it must start fast and fork safely.
 
 #![no_main]
+// Every `unsafe` block of the resident says why it holds (issue 31).
+#![warn(clippy::undocumented_unsafe_blocks)]
 
 mod job;
+mod kit;
 mod pty;
 
 use std::ffi::OsString;
@@ -69,19 +72,25 @@ extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> lib
 /// Forks a resident for each spawn the daemon sends, until the daemon's end closes.
 fn zygote() -> io::Result<Never> {
     // A session of its own: a Ctrl-C for a `bashd` run in a terminal is not for it.
+    // SAFETY: setsid takes no argument.
     unsafe { libc::setsid() };
     // `ps` and `top` tell it from the residents it forks, which share its command line.
     set_name(c"bashd-zygote");
+    // SAFETY: fcntl duplicates stdin to a new descriptor this function owns.
     let socket = unsafe { OwnedFd::from_raw_fd(check(libc::fcntl(0, libc::F_DUPFD_CLOEXEC, 3))?) };
     let null = fs::File::options()
         .read(true)
         .write(true)
         .open("/dev/null")?;
+    // SAFETY: dup2 on descriptors this process holds.
     check(unsafe { libc::dup2(null.as_raw_fd(), 0) })?;
     drop(null);
 
     // SIGCHLD is read from a signalfd, here and in every resident forked from here.
     let sigfd = job::block_sigchld()?;
+    // Once here, not again in every job.
+    confine::prepare();
+    let mut kits = kit::Store::default();
     loop {
         let mut fds = [
             libc::pollfd {
@@ -94,31 +103,50 @@ fn zygote() -> io::Result<Never> {
                 events: libc::POLLIN,
                 revents: 0,
             },
+            libc::pollfd {
+                fd: kits.poll_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
         ];
-        if unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) } < 0 {
+        // SAFETY: three pollfds, owned by this frame.
+        if unsafe { libc::poll(fds.as_mut_ptr(), 3, -1) } < 0 {
             let e = io::Error::last_os_error();
             if e.kind() == io::ErrorKind::Interrupted {
                 continue;
             }
             return Err(e);
         }
-        if fds[0].revents != 0 {
-            job::drain(sigfd.as_raw_fd());
-            // Residents report to the daemon themselves; their statuses say nothing more.
-            while unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) } > 0 {}
+        // Before any reaping: the maker must still own its pid when its kit is opened.
+        if fds[2].revents != 0 {
+            kits.collect();
         }
         if fds[1].revents != 0 {
             let Some((body, descriptors)) = receive(&socket)? else {
                 std::process::exit(0);
             };
-            fork_resident(body, descriptors, &socket, &sigfd);
+            fork_resident(body, descriptors, &socket, &sigfd, &mut kits);
         }
+        if fds[0].revents != 0 {
+            job::drain(sigfd.as_raw_fd());
+            // Residents report to the daemon themselves; their statuses say nothing more.
+            // SAFETY: no status is read.
+            while unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) } > 0 {}
+        }
+        // While the job just forked sets up, the next one's namespaces are made.
+        kits.refill(&[socket.as_raw_fd(), sigfd.as_raw_fd()]);
     }
 }
 
 /// Forks the resident of one spawn. A spawn that cannot be read or forked is reported
 /// on its control socket, which the daemon reads as the job's failure to start.
-fn fork_resident(body: Vec<u8>, descriptors: Vec<OwnedFd>, socket: &OwnedFd, sigfd: &OwnedFd) {
+fn fork_resident(
+    body: Vec<u8>,
+    descriptors: Vec<OwnedFd>,
+    socket: &OwnedFd,
+    sigfd: &OwnedFd,
+    kits: &mut kit::Store,
+) {
     let control = descriptors.first().map(|fd| fd.as_raw_fd());
     let fail = |why: String| {
         if let Some(control) = control {
@@ -134,6 +162,15 @@ fn fork_resident(body: Vec<u8>, descriptors: Vec<OwnedFd>, socket: &OwnedFd, sig
     }
     let mut descriptors = descriptors.into_iter();
     let mut next = || descriptors.next().expect("counted above");
+    let sandbox = match spawn.sandbox.as_deref().map(confine::Spec::decode) {
+        Some(Ok(spec)) => Some(spec),
+        Some(Err(why)) => return fail(format!("bashd-resident could not read the job: {why}")),
+        None => None,
+    };
+    let kit = sandbox
+        .as_ref()
+        .filter(|spec| spec.confines())
+        .and_then(|spec| kits.take(spec.network_off));
     let fds = job::JobFds {
         control: next(),
         stdout: next(),
@@ -145,16 +182,19 @@ fn fork_resident(body: Vec<u8>, descriptors: Vec<OwnedFd>, socket: &OwnedFd, sig
     match unsafe { libc::fork() } {
         0 => {
             // The zygote's own ends are not the job's.
+            // SAFETY: closes the zygote's descriptors in the child, which does not use them.
             unsafe {
                 libc::close(socket.as_raw_fd());
                 libc::close(sigfd.as_raw_fd());
             }
+            kits.forget();
             set_name(c"bashd-resident");
             let control = fds.control.as_raw_fd();
-            match job::run(spawn, fds) {
+            match job::run(spawn, sandbox, kit, fds) {
                 Ok(never) => match never {},
                 Err(e) => {
                     job::report_on(control, &Report::Error(e.to_string()));
+                    // SAFETY: _exit ends this process only.
                     unsafe { libc::_exit(EXIT_SETUP) }
                 }
             }
@@ -175,18 +215,21 @@ fn receive(socket: &OwnedFd) -> io::Result<Option<(Vec<u8>, Vec<OwnedFd>)>> {
     // The descriptors come with the frame's first byte; the header is read alone, so
     // no byte of the next frame (and none of its descriptors) is taken with it.
     const SPACE: usize =
+        // SAFETY: CMSG_SPACE only computes a size.
         unsafe { libc::CMSG_SPACE((MAX_SPAWN_FDS * size_of::<RawFd>()) as u32) } as usize;
     let mut control = [0u64; SPACE.div_ceil(8)];
     let mut iov = libc::iovec {
         iov_base: header.as_mut_ptr().cast(),
         iov_len: header.len(),
     };
+    // SAFETY: msghdr is plain data, valid all zeros; its fields are set next.
     let mut message: libc::msghdr = unsafe { std::mem::zeroed() };
     message.msg_iov = &mut iov;
     message.msg_iovlen = 1;
     message.msg_control = control.as_mut_ptr().cast();
     message.msg_controllen = SPACE as _;
     let got = loop {
+        // SAFETY: `message` points at `iov` and `control`, locals that outlive the call.
         let n = unsafe { libc::recvmsg(socket.as_raw_fd(), &mut message, libc::MSG_CMSG_CLOEXEC) };
         if n >= 0 {
             break n as usize;
@@ -229,6 +272,7 @@ fn receive(socket: &OwnedFd) -> io::Result<Option<(Vec<u8>, Vec<OwnedFd>)>> {
 
 fn read_exact(socket: &OwnedFd, mut buf: &mut [u8]) -> io::Result<()> {
     while !buf.is_empty() {
+        // SAFETY: reads into `buf`, at most its length.
         let n = unsafe { libc::read(socket.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
         match n {
             0 => return Err(io::ErrorKind::UnexpectedEof.into()),
@@ -245,7 +289,8 @@ fn read_exact(socket: &OwnedFd, mut buf: &mut [u8]) -> io::Result<()> {
 }
 
 /// The process's name (`comm`), as `ps` and `top` show it.
-fn set_name(name: &std::ffi::CStr) {
+pub(crate) fn set_name(name: &std::ffi::CStr) {
+    // SAFETY: `name` is a NUL-terminated string that outlives the call.
     unsafe { libc::prctl(libc::PR_SET_NAME, name.as_ptr()) };
 }
 

@@ -10,6 +10,8 @@
 /// # Safety
 /// Call only in the child of a fork, before exec.
 pub unsafe fn take_terminal() {
+    // SAFETY: setsid, an ioctl on stdin and a write of a static message: no memory of
+    // this process is handed over but that message.
     unsafe {
         // A forked child leads no group, so setsid cannot fail with EPERM.
         libc::setsid();

@@ -32,6 +32,7 @@ const DEVICES: &[&str] = &[
 /// boot).
 pub(super) fn abi() -> i32 {
     const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+    // SAFETY: a query of the ABI version: null attributes of size 0, as the kernel asks for it.
     let version = unsafe {
         libc::syscall(
             libc::SYS_landlock_create_ruleset,

@@ -36,6 +36,8 @@ mod landlock;
 mod namespaces;
 mod seccomp;
 
+pub use namespaces::Kit;
+
 use std::ffi::OsString;
 use std::fmt;
 use std::io;
@@ -187,14 +189,47 @@ fn unescape(bytes: &[u8]) -> Option<PathBuf> {
     Some(PathBuf::from(OsString::from_vec(out)))
 }
 
+/// Does ahead, in the zygote, what every confined job would otherwise do again in the
+/// shell's process: the seccomp filter compiled, the last capability read. The
+/// residents it forks, and so their shells' processes, inherit both.
+pub fn prepare() {
+    seccomp::prepare();
+    namespaces::prepare();
+}
+
+/// What the job's resident takes on itself before it forks the shell: the seccomp
+/// filter of a job that gets one (and `no_new_privs`, which it needs), so that the
+/// shell inherits the resident's filter rather than installing one of its own. A
+/// process's own filter is released when it is reaped, which takes milliseconds on
+/// some kernels (measured: docs/PERFORMANCE.md); an inherited one only loses a
+/// reference there, and goes with the resident, after its last report. The filter
+/// keeps nothing from the resident that it uses. True when the filter is on, for
+/// [`apply`].
+pub fn resident_filter(spec: &Spec) -> Result<bool, Failure> {
+    if !spec.confines() || spec.unix_sockets {
+        return Ok(false);
+    }
+    namespaces::no_new_privs()?;
+    seccomp::deny_unix_sockets()?;
+    Ok(true)
+}
+
 /// Confines the calling process, and so everything it starts from now on, to `spec`:
 /// the job's shell, in the child its resident forked, just before `exec`. Call it in
 /// a single-threaded process (a user namespace cannot be entered by a process with
 /// threads), after the process is in the job's cgroup and in the workdir, which it
 /// reads. `terminal`: stdin is the job's terminal (`exec --pty`); `cgroup`: the
-/// process is in a cgroup of the job's own, which it must not leave. On an error the
-/// process is half confined: it must not run the job.
-pub fn apply(spec: &Spec, terminal: bool, cgroup: bool) -> Result<(), Failure> {
+/// process is in a cgroup of the job's own, which it must not leave; `kit`: the job's
+/// namespaces, made ahead by the zygote, which the caller holds until the job is over;
+/// `filtered`: the process inherited the job's seccomp filter ([`resident_filter`]).
+/// On an error the process is half confined: it must not run the job.
+pub fn apply(
+    spec: &Spec,
+    terminal: bool,
+    cgroup: bool,
+    kit: Option<&Kit>,
+    filtered: bool,
+) -> Result<(), Failure> {
     if !spec.confines() {
         return Ok(());
     }
@@ -207,7 +242,11 @@ pub fn apply(spec: &Spec, terminal: bool, cgroup: bool) -> Result<(), Failure> {
     // its cgroup namespace holds it in its cgroup only where cgroup2 is mounted with
     // `nsdelegate`.
     let cgroupfs = cgroup && plan.is_none();
-    namespaces::enter(plan.is_some() || cgroupfs, spec.network_off)?;
+    let mounts = plan.is_some() || cgroupfs;
+    match kit {
+        Some(kit) => kit.enter(mounts, spec.network_off)?,
+        None => namespaces::enter(mounts, spec.network_off)?,
+    }
     if let Some(plan) = &plan {
         plan.mount()?;
     }
@@ -223,7 +262,7 @@ pub fn apply(spec: &Spec, terminal: bool, cgroup: bool) -> Result<(), Failure> {
         namespaces::no_new_privs()?;
     }
     namespaces::drop_capabilities()?;
-    if !spec.unix_sockets {
+    if !spec.unix_sockets && !filtered {
         seccomp::deny_unix_sockets()?;
     }
     Ok(())

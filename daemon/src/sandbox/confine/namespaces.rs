@@ -315,6 +315,7 @@ fn set_read_only(path: &Path, read_only: bool, recursive: bool) -> io::Result<()
     };
     let path = CString::new(path.as_os_str().as_bytes()).map_err(io::Error::other)?;
     let flags = if recursive { libc::AT_RECURSIVE } else { 0 };
+    // SAFETY: `path` is a NUL-terminated string and `attr` a mount_attr of the size passed, both alive for the call.
     let done = unsafe {
         libc::syscall(
             libc::SYS_mount_setattr,
@@ -339,6 +340,27 @@ fn set_read_only(path: &Path, read_only: bool, recursive: bool) -> io::Result<()
 /// a new mount namespace (`mounts`) and a new network namespace (`network_off`) owned
 /// by it.
 pub(super) fn enter(mounts: bool, network_off: bool) -> Result<(), Failure> {
+    enter_user()?;
+    unshare(libc::CLONE_NEWIPC | libc::CLONE_NEWCGROUP).map_err(|e| {
+        failure(
+            "make the job's IPC and cgroup namespaces",
+            e,
+            super::FIX_USER_NAMESPACES,
+        )
+    })?;
+    if mounts {
+        unshare(libc::CLONE_NEWNS)
+            .map_err(|e| failure("make the job's mount namespace", e, FIX_MOUNTS))?;
+    }
+    if network_off {
+        enter_network()?;
+    }
+    Ok(())
+}
+
+/// A new user namespace where the user and group are themselves.
+fn enter_user() -> Result<(), Failure> {
+    // SAFETY: getuid and getgid cannot fail and touch no memory.
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
     unshare(libc::CLONE_NEWUSER).map_err(|e| {
         failure(
@@ -357,20 +379,114 @@ pub(super) fn enter(mounts: bool, network_off: bool) -> Result<(), Failure> {
                 e,
                 super::FIX_USER_NAMESPACES,
             )
+        })
+}
+
+/// The namespaces of one job made ahead of it, by a process of their own that the
+/// zygote forks while no job waits (`bin/bashd-resident/kit.rs`): a user namespace
+/// with the user mapped, and owned by it an IPC namespace, a mount namespace (a copy of
+/// the host's, nothing mounted yet) and, for a job with the network off, a network
+/// namespace with its loopback up. Making a network namespace is the dearest step of a
+/// job's confinement (about a millisecond), and tearing a mount namespace down at the
+/// shell's exit the next: with a kit, the shell's process enters them (`setns`, a few
+/// microseconds each), and its resident, which holds the kit until the job's last
+/// report is sent, is the one that lets them go. A kit serves one job only, so no two
+/// jobs share a namespace.
+#[derive(Debug)]
+pub struct Kit {
+    user: OwnedFd,
+    ipc: OwnedFd,
+    mnt: OwnedFd,
+    net: Option<OwnedFd>,
+}
+
+impl Kit {
+    /// Makes the namespaces of a kit on the calling process, which must be
+    /// single-threaded and then wait, in them, for [`Kit::open`].
+    pub fn make(network_off: bool) -> Result<(), Failure> {
+        enter_user()?;
+        unshare(libc::CLONE_NEWIPC | libc::CLONE_NEWNS).map_err(|e| {
+            failure(
+                "make the job's IPC and mount namespaces",
+                e,
+                super::FIX_USER_NAMESPACES,
+            )
         })?;
-    unshare(libc::CLONE_NEWIPC | libc::CLONE_NEWCGROUP).map_err(|e| {
-        failure(
-            "make the job's IPC and cgroup namespaces",
-            e,
-            super::FIX_USER_NAMESPACES,
-        )
-    })?;
-    if mounts {
-        unshare(libc::CLONE_NEWNS)
-            .map_err(|e| failure("make the job's mount namespace", e, FIX_MOUNTS))?;
+        if network_off {
+            enter_network()?;
+        }
+        Ok(())
     }
-    if network_off {
-        enter_network()?;
+
+    /// Holds the namespaces process `pid` made with [`Kit::make`]; it must still be
+    /// alive and not reaped, so that `pid` is still its.
+    pub fn open(pid: libc::pid_t, network_off: bool) -> io::Result<Kit> {
+        let open = |name: &str| -> io::Result<OwnedFd> {
+            Ok(rustix::fs::open(
+                format!("/proc/{pid}/ns/{name}"),
+                OFlags::RDONLY | OFlags::CLOEXEC,
+                Mode::empty(),
+            )?)
+        };
+        Ok(Kit {
+            user: open("user")?,
+            ipc: open("ipc")?,
+            mnt: open("mnt")?,
+            net: if network_off {
+                Some(open("net")?)
+            } else {
+                None
+            },
+        })
+    }
+
+    /// Whether the kit has a network namespace.
+    pub fn network_off(&self) -> bool {
+        self.net.is_some()
+    }
+
+    /// What [`enter`] does, with the kit's namespaces entered rather than made: the
+    /// user namespace, its IPC namespace, its mount namespace (`mounts`; the working
+    /// directory entered again, since entering a mount namespace leaves it at the
+    /// root), its network namespace (`network_off`, made here when the kit has none).
+    /// The cgroup namespace is still made here, rooted at the job's cgroup. Where the
+    /// kit's user namespace cannot be entered, everything is made afresh.
+    pub(super) fn enter(&self, mounts: bool, network_off: bool) -> Result<(), Failure> {
+        let workdir = std::env::current_dir()
+            .map_err(|e| failure("read the workdir", e, super::FIX_USER_NAMESPACES))?;
+        if setns(&self.user, libc::CLONE_NEWUSER).is_err() {
+            return enter(mounts, network_off);
+        }
+        setns(&self.ipc, libc::CLONE_NEWIPC)
+            .and_then(|()| unshare(libc::CLONE_NEWCGROUP))
+            .map_err(|e| {
+                failure(
+                    "enter the job's IPC and cgroup namespaces",
+                    e,
+                    super::FIX_USER_NAMESPACES,
+                )
+            })?;
+        if mounts {
+            setns(&self.mnt, libc::CLONE_NEWNS)
+                .map_err(|e| failure("enter the job's mount namespace", e, FIX_MOUNTS))?;
+            std::env::set_current_dir(&workdir)
+                .map_err(|e| failure("enter the workdir again", e, FIX_MOUNTS))?;
+        }
+        if network_off {
+            match &self.net {
+                Some(net) => setns(net, libc::CLONE_NEWNET)
+                    .map_err(|e| failure("enter the job's network namespace", e, FIX_NETWORK))?,
+                None => enter_network()?,
+            }
+        }
+        Ok(())
+    }
+}
+
+fn setns(fd: &OwnedFd, kind: libc::c_int) -> io::Result<()> {
+    // SAFETY: setns reads nothing of this process's memory; the descriptor is open.
+    if unsafe { libc::setns(fd.as_raw_fd(), kind) } != 0 {
+        return Err(io::Error::last_os_error());
     }
     Ok(())
 }
@@ -443,16 +559,20 @@ pub(super) fn probe_mount() -> Result<(), Failure> {
 }
 
 fn loopback_up() -> io::Result<()> {
+    // SAFETY: socket takes no pointer.
     let socket = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
     if socket < 0 {
         return Err(io::Error::last_os_error());
     }
+    // SAFETY: `socket` was just returned by socket and is owned by nothing else.
     let socket = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(socket) };
+    // SAFETY: ifreq is plain data, valid all zeros.
     let mut request: libc::ifreq = unsafe { std::mem::zeroed() };
     for (to, from) in request.ifr_name.iter_mut().zip(b"lo") {
         *to = *from as libc::c_char;
     }
     request.ifr_ifru.ifru_flags = (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+    // SAFETY: SIOCSIFFLAGS reads the ifreq it is given, which outlives the call, on an open socket.
     let done = unsafe {
         libc::ioctl(
             std::os::fd::AsRawFd::as_raw_fd(&socket),
@@ -469,6 +589,7 @@ fn loopback_up() -> io::Result<()> {
 /// `no_new_privs`, which Landlock sets itself when the file system is confined: no
 /// set-uid program or file capability gives a job's process more than it has.
 pub(super) fn no_new_privs() -> Result<(), Failure> {
+    // SAFETY: prctl with integer arguments only.
     if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
         return Err(failure(
             "set no_new_privs",
@@ -479,18 +600,31 @@ pub(super) fn no_new_privs() -> Result<(), Failure> {
     Ok(())
 }
 
+/// The kernel's last capability, read once in the zygote ([`prepare`]).
+static LAST_CAP: std::sync::OnceLock<libc::c_ulong> = std::sync::OnceLock::new();
+
+fn last_cap() -> libc::c_ulong {
+    fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+        .ok()
+        .and_then(|text| text.trim().parse().ok())
+        .unwrap_or(63)
+}
+
+/// Reads ahead what [`drop_capabilities`] needs.
+pub(super) fn prepare() {
+    LAST_CAP.get_or_init(last_cap);
+}
+
 /// Gives up every capability the user namespace gave, for good: the bounding set
 /// first (so that even a job that runs as root inside gets none at `exec`), then the
 /// ambient, effective, permitted and inheritable sets.
 pub(super) fn drop_capabilities() -> Result<(), Failure> {
-    let last: libc::c_ulong = fs::read_to_string("/proc/sys/kernel/cap_last_cap")
-        .ok()
-        .and_then(|text| text.trim().parse().ok())
-        .unwrap_or(63);
-    for cap in 0..=last {
+    for cap in 0..=*LAST_CAP.get_or_init(last_cap) {
         // EINVAL past the kernel's last capability: nothing left to drop.
+        // SAFETY: prctl with integer arguments only.
         unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) };
     }
+    // SAFETY: prctl with integer arguments only.
     unsafe {
         libc::prctl(
             libc::PR_CAP_AMBIENT,
@@ -522,6 +656,7 @@ pub(super) fn drop_capabilities() -> Result<(), Failure> {
         permitted: 0,
         inheritable: 0,
     }; 2];
+    // SAFETY: capset reads a version 3 header and two data structs, as passed, alive for the call.
     if unsafe { libc::syscall(libc::SYS_capset, &header, data.as_ptr()) } != 0 {
         return Err(failure(
             "drop the capabilities of the job's user namespace",
@@ -533,6 +668,7 @@ pub(super) fn drop_capabilities() -> Result<(), Failure> {
 }
 
 fn unshare(flags: libc::c_int) -> io::Result<()> {
+    // SAFETY: unshare takes flags only.
     if unsafe { libc::unshare(flags) } != 0 {
         return Err(io::Error::last_os_error());
     }

@@ -10,6 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::io;
+use std::sync::OnceLock;
 
 use seccompiler::{
     BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
@@ -20,6 +21,15 @@ use super::Failure;
 
 const FIX_SECCOMP: &str = "this kernel refuses the seccomp filter that keeps a job from unix sockets: run the job unsandboxed (sandbox off, network on)";
 
+/// The filter, compiled once: by the zygote before it forks any resident
+/// ([`prepare`]), so that a job's process finds it ready in the memory it inherits.
+static PROGRAM: OnceLock<Result<BpfProgram, String>> = OnceLock::new();
+
+/// Compiles the filter now, ahead of the jobs.
+pub(super) fn prepare() {
+    PROGRAM.get_or_init(program);
+}
+
 /// Installs the filter on the calling thread, which has `no_new_privs`; everything it
 /// starts inherits it. A process of another architecture (a 32-bit program, whose
 /// `socketcall` the filter could not read) is killed by the filter's first check.
@@ -29,8 +39,11 @@ pub(super) fn deny_unix_sockets() -> Result<(), Failure> {
         error,
         fix: FIX_SECCOMP,
     };
-    let program = program().map_err(|e| fail(io::Error::other(e)))?;
-    seccompiler::apply_filter(&program).map_err(|e| fail(io::Error::other(e.to_string())))
+    let program = PROGRAM
+        .get_or_init(program)
+        .as_ref()
+        .map_err(|e| fail(io::Error::other(e.clone())))?;
+    seccompiler::apply_filter(program).map_err(|e| fail(io::Error::other(e.to_string())))
 }
 
 fn program() -> Result<BpfProgram, String> {

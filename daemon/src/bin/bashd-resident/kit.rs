@@ -1,0 +1,134 @@
+//! The zygote's store of namespaces made ahead ([`confine::Kit`]): at most one kit
+//! ready for a confined job with the network off and one for a job with it on, each
+//! made by a short-lived process the zygote forks (a maker) while no job waits on it,
+//! and each handed to one job's resident only. The first confined job of each kind
+//! makes its own namespaces and asks for the next kit; a kit older than [`MAX_AGE`] is
+//! thrown away rather than used, so that a job sees the host's mounts as they are, not
+//! as they were long ago (a mount the host makes later reaches a kit's copy only where
+//! the host's mount point is shared). A maker that fails stops the store: every job
+//! then makes its own, as without it, and reports what fails there.
+
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::time::{Duration, Instant};
+
+use crate::confine::Kit;
+
+/// How old a kit may be when a job takes it.
+const MAX_AGE: Duration = Duration::from_secs(10);
+
+/// The store, owned by the zygote's loop.
+#[derive(Default)]
+pub struct Store {
+    /// The kit ready for a job with the network on (0) and off (1), and when it was
+    /// made.
+    ready: [Option<(Kit, Instant)>; 2],
+    /// Which kinds a job has asked for: only those are made.
+    wanted: [bool; 2],
+    maker: Option<Maker>,
+    /// A maker failed: no more are started.
+    stopped: bool,
+}
+
+/// A process making a kit: it writes one byte on `ready` once its namespaces are
+/// made, then waits, in them, until `release` closes.
+struct Maker {
+    pid: libc::pid_t,
+    ready: OwnedFd,
+    /// Held, never written: its close lets the maker exit.
+    _release: OwnedFd,
+    network_off: bool,
+}
+
+impl Store {
+    /// The kit for a job with the network `network_off`, if one is ready and fresh;
+    /// either way, such kits are made from now on.
+    pub fn take(&mut self, network_off: bool) -> Option<Kit> {
+        let kind = usize::from(network_off);
+        self.wanted[kind] = true;
+        let (kit, made) = self.ready[kind].take()?;
+        (made.elapsed() < MAX_AGE).then_some(kit)
+    }
+
+    /// The descriptor to poll for a maker's word, or -1.
+    pub fn poll_fd(&self) -> RawFd {
+        self.maker.as_ref().map_or(-1, |m| m.ready.as_raw_fd())
+    }
+
+    /// Takes the kit of the maker whose word came (or its end), and lets it exit.
+    /// Called before the zygote reaps, so the maker, not yet reaped, still owns its
+    /// pid.
+    pub fn collect(&mut self) {
+        let Some(maker) = self.maker.take() else {
+            return;
+        };
+        let mut byte = 0u8;
+        // SAFETY: one byte into a local, from a descriptor the maker owns.
+        let got = unsafe { libc::read(maker.ready.as_raw_fd(), (&raw mut byte).cast(), 1) };
+        let kit = (got == 1)
+            .then(|| Kit::open(maker.pid, maker.network_off).ok())
+            .flatten();
+        match kit {
+            Some(kit) => self.ready[usize::from(maker.network_off)] = Some((kit, Instant::now())),
+            None => self.stopped = true,
+        }
+        // Closing `_release` lets the maker exit; the zygote reaps it with the rest.
+        drop(maker);
+    }
+
+    /// Starts a maker for a kind that is wanted and not ready, unless one runs.
+    /// `close` are the zygote's descriptors, which the maker closes first.
+    pub fn refill(&mut self, close: &[RawFd]) {
+        if self.stopped || self.maker.is_some() {
+            return;
+        }
+        let Some(kind) = (0..2).find(|&k| self.wanted[k] && self.ready[k].is_none()) else {
+            return;
+        };
+        let network_off = kind == 1;
+        let (Ok((ready_read, ready_write)), Ok((release_read, release_write))) = (
+            rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC),
+            rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC),
+        ) else {
+            self.stopped = true;
+            return;
+        };
+        // SAFETY: the zygote is single-threaded, so the child is a whole copy of it and
+        // may allocate.
+        match unsafe { libc::fork() } {
+            0 => {
+                for &fd in close {
+                    // SAFETY: the zygote's own descriptors, not the maker's to use.
+                    unsafe { libc::close(fd) };
+                }
+                self.forget();
+                drop((ready_read, release_write));
+                crate::set_name(c"bashd-kit");
+                if Kit::make(network_off).is_ok() {
+                    // SAFETY: one byte from a static, on a descriptor this process owns.
+                    unsafe { libc::write(ready_write.as_raw_fd(), b"k".as_ptr().cast(), 1) };
+                    let mut byte = 0u8;
+                    // Returns at end of file: the zygote holds the kit, or is gone.
+                    // SAFETY: one byte into a local.
+                    unsafe { libc::read(release_read.as_raw_fd(), (&raw mut byte).cast(), 1) };
+                }
+                // SAFETY: _exit ends this process and nothing else.
+                unsafe { libc::_exit(0) }
+            }
+            -1 => self.stopped = true,
+            pid => {
+                self.maker = Some(Maker {
+                    pid,
+                    ready: ready_read,
+                    _release: release_write,
+                    network_off,
+                })
+            }
+        }
+    }
+
+    /// Closes every descriptor of the store in a child of the zygote (a resident, a
+    /// maker): only the zygote hands kits out.
+    pub fn forget(&mut self) {
+        *self = Store::default();
+    }
+}

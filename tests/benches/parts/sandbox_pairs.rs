@@ -1,0 +1,69 @@
+//! `BASHD_BENCH=sandbox-pairs` (issue 30): `exec true` under each sandbox against no
+//! sandbox, one job of each in turn for every sample, so that a machine whose load
+//! comes and goes weighs on all of them alike: the figure is the median of the
+//! ratios of jobs run side by side, beside the medians of each. The `sandbox` part
+//! runs 20 jobs of a kind at a time, which a shared machine's load can skew.
+
+use std::time::{Duration, Instant};
+
+use bashc::protocol::{Network, SandboxProfile};
+use bashd_tests::Daemon;
+
+use super::median_of;
+
+const PAIRS: usize = 300;
+
+pub fn sandbox_pairs(tokio: &tokio::runtime::Runtime) {
+    let daemon = Daemon::start();
+    let kinds = [
+        ("off", SandboxProfile::Off, Network::On),
+        ("network off", SandboxProfile::Off, Network::Off),
+        (
+            "workspace-write",
+            SandboxProfile::WorkspaceWrite,
+            Network::On,
+        ),
+        ("read-only", SandboxProfile::ReadOnly, Network::On),
+        (
+            "workspace-write, network off",
+            SandboxProfile::WorkspaceWrite,
+            Network::Off,
+        ),
+    ];
+    tokio.block_on(async {
+        let client = daemon.client().await;
+        let mut times: Vec<Vec<Duration>> = vec![Vec::new(); kinds.len()];
+        // The first 20 warm the page cache and the zygote's namespaces, not counted.
+        for pair in 0..PAIRS + 20 {
+            for (i, (_, profile, network)) in kinds.iter().enumerate() {
+                let mut params = daemon.params("true");
+                params.sandbox = Some(*profile);
+                params.network = Some(*network);
+                let start = Instant::now();
+                client.exec(params).await.unwrap();
+                if pair >= 20 {
+                    times[i].push(start.elapsed());
+                }
+            }
+        }
+        let off = times[0].clone();
+        println!(
+            "sandbox-pairs off: exec true {:.2} ms (median of {PAIRS})",
+            median_of(off.clone()).as_secs_f64() * 1e3
+        );
+        for ((name, ..), samples) in kinds.iter().zip(&times).skip(1) {
+            let mut ratios: Vec<f64> = samples
+                .iter()
+                .zip(&off)
+                .map(|(s, o)| s.as_secs_f64() / o.as_secs_f64())
+                .collect();
+            ratios.sort_by(f64::total_cmp);
+            println!(
+                "sandbox-pairs {name}: exec true vs off, median of paired ratios {:.2}x (medians {:.2} ms vs {:.2} ms; target <= 1.5x with the network off and workspace-write)",
+                ratios[ratios.len() / 2],
+                median_of(samples.clone()).as_secs_f64() * 1e3,
+                median_of(off.clone()).as_secs_f64() * 1e3,
+            );
+        }
+    });
+}
