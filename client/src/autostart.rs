@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 use bashd_protocol::runtime;
 use rustix::fs::{FlockOperation, flock};
 
-use crate::client::{Client, ClientError};
+use crate::client::Client;
+use crate::error::ClientError;
 use crate::others::{OtherDaemon, other_daemons};
 
 /// Set to `1` to never start a daemon.

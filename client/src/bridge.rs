@@ -31,7 +31,8 @@ use tokio::sync::mpsc;
 use tokio_util::codec::{FramedRead, FramedWrite};
 
 use crate::autostart::connect_or_start;
-use crate::client::{ClientError, connect_checked};
+use crate::error::ClientError;
+use crate::local::connect_checked;
 use crate::mux::{
     MAGIC, MUX_VERSION, MuxCodec, MuxError, MuxFrame, Unwritten, Window, deliver, forward,
 };

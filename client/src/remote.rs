@@ -12,11 +12,17 @@ use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
 use std::time::Duration;
 
-use bashd_protocol::Request;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use bashd_protocol::{JobId, Request};
 use tokio::io::AsyncReadExt;
+use tokio::net::UnixStream;
 use tokio::process::Command;
 
-use crate::client::{Client, ClientError};
+use crate::client::{Client, Link};
+use crate::error::ClientError;
 
 /// Overrides `[remote] bridge_command` (the same syntax): how to reach a host's bridge.
 pub const BRIDGE_COMMAND_ENV: &str = "BASHD_BRIDGE_COMMAND";
@@ -111,12 +117,14 @@ pub(crate) async fn connect_remote(host: &str, runtime_dir: &Path) -> Result<Cli
             .peer_cred()
             .ok()
             .and_then(|cred| cred.pid())
-            .map(|pid| std::sync::Arc::new((pid as u32, socket)));
+            .map(|pid| (pid as u32, socket));
         let (read, write) = stream.into_split();
         match Client::handshake(read, write).await {
             Ok(mut client) => {
-                client.host = Some(host.into());
-                client.relay = relay;
+                client.link = Some(Arc::new(Remote {
+                    host: host.to_owned(),
+                    relay,
+                }));
                 return Ok(client);
             }
             Err(ClientError::Disconnected | ClientError::Frame(_)) if attempt == 0 => continue,
@@ -191,17 +199,55 @@ pub(crate) fn explain(
     remote_error(host, message)
 }
 
-/// Removes the owner a request names: on another host a local pid means nothing (or
-/// another process), and the bridge, which the daemon there takes as the owner of a
-/// request that names none, is the one whose end should make the session linger.
-pub(crate) fn clear_owner(request: &mut Request) {
-    if let Request::WaitMany(many) = request {
-        for wait in &mut many.waits {
-            wait.caller.owner = None;
+/// A connection to another host's daemon, through this machine's relay to it.
+#[derive(Debug)]
+struct Remote {
+    host: String,
+    /// The relay that carries it, its pid and socket.
+    relay: Option<(u32, PathBuf)>,
+}
+
+impl Remote {
+    /// Whether the relay that carried the connection still answers: a connection it
+    /// closed then ended on the far side, not on the link.
+    async fn relay_answers(&self) -> bool {
+        let Some((pid, socket)) = &self.relay else {
+            return false;
+        };
+        let connected =
+            tokio::time::timeout(Duration::from_secs(2), UnixStream::connect(socket)).await;
+        matches!(connected, Ok(Ok(stream))
+            if stream.peer_cred().ok().and_then(|cred| cred.pid()) == Some(*pid as i32))
+    }
+}
+
+impl Link for Remote {
+    /// Removes the owners a request names: on another host a local pid means nothing
+    /// (or another process), and the bridge, which the daemon there takes as the owner
+    /// of a request that names none, is the one whose end should make the session
+    /// linger.
+    fn prepare(&self, request: &mut Request) {
+        for owner in request.owners_mut() {
+            *owner = None;
         }
     }
-    if let Some(owner) = request.owner_mut() {
-        *owner = None;
+
+    /// A connection closed under a running job while the relay still answers: bashd
+    /// there stopped; else the link did.
+    fn lost(&self, job: Option<JobId>) -> Pin<Box<dyn Future<Output = ClientError> + Send + '_>> {
+        Box::pin(async move {
+            let host = self.host.clone();
+            match job {
+                Some(job) if self.relay_answers().await => ClientError::RemoteDied { host, job },
+                job => ClientError::Lost { host, job },
+            }
+        })
+    }
+
+    fn relay(&self) -> Option<(u32, &Path)> {
+        self.relay
+            .as_ref()
+            .map(|(pid, socket)| (*pid, socket.as_path()))
     }
 }
 
@@ -331,8 +377,12 @@ mod tests {
                 any_session: false,
             }),
         ];
+        let remote = Remote {
+            host: "box".to_owned(),
+            relay: None,
+        };
         for mut request in requests {
-            clear_owner(&mut request);
+            remote.prepare(&mut request);
             let shown = format!("{request:?}");
             assert_eq!(request.owner_mut(), Some(&mut None), "{shown}");
         }

@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use bashd_protocol::runtime::{self, RuntimeDirSource};
 
 use crate::autostart::connect_or_start;
-use crate::client::{Client, ClientError};
+use crate::client::Client;
+use crate::error::ClientError;
 use crate::remote::connect_remote;
 
 /// The daemon a client talks to: this machine's, or another host's over an SSH channel

@@ -129,6 +129,9 @@ impl Request {
     /// names one: the one list both ends use. The daemon fills in the connecting
     /// process for an owner left out; a client to another host clears it, since a pid
     /// of this machine means nothing there (the bridge owns the session).
+    ///
+    /// A wait on several jobs names an owner per job: [`Request::owners_mut`] has those
+    /// too.
     pub fn owner_mut(&mut self) -> Option<&mut Option<Owner>> {
         match self {
             Request::Exec(params) => Some(&mut params.owner),
@@ -150,6 +153,20 @@ impl Request {
             | Request::Shutdown
             | Request::WaitMany(_)
             | Request::Top(_) => None,
+        }
+    }
+
+    /// Every owner a request names: its one ([`Request::owner_mut`]), or a wait on
+    /// several jobs' one per job. What a front end clears for another host, and what
+    /// the daemon fills in, is this list.
+    pub fn owners_mut(&mut self) -> Vec<&mut Option<Owner>> {
+        match self {
+            Request::WaitMany(many) => many
+                .waits
+                .iter_mut()
+                .map(|wait| &mut wait.caller.owner)
+                .collect(),
+            request => request.owner_mut().into_iter().collect(),
         }
     }
 }
@@ -181,6 +198,18 @@ pub enum Response {
     Inbox(crate::inbox::Inbox),
     Waited(WaitedMany),
     Top(Vec<crate::top::TopJob>),
+}
+
+impl Response {
+    /// Whether this is the last response of its request: every response is, but
+    /// `Started`, `Output` and `Notice`, which come ahead of an `Exec`'s or a
+    /// `Follow`'s `Finished`, and `Inbox`, which comes ahead of any final response.
+    pub fn is_final(&self) -> bool {
+        !matches!(
+            self,
+            Response::Started(_) | Response::Output(_) | Response::Notice(_) | Response::Inbox(_)
+        )
+    }
 }
 
 /// On whose behalf a request acts: the session it names, re-adopted if it lingers, and

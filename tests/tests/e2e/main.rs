@@ -9,6 +9,7 @@ mod cli;
 mod contain;
 mod crash;
 mod cut_output;
+mod daemon_died;
 mod daemon_lifecycle;
 mod disk;
 mod docs;
