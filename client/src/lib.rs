@@ -1,8 +1,20 @@
-//! The async client library of bashd. [`Client`] speaks the protocol over one
-//! connection (any byte stream), with any number of requests in flight; [`connect`]
-//! reaches the daemon a [`Target`] names, starting a local one when none is running;
-//! [`ExecOptions`] makes a command's request from the options every front end shares.
-//! The `bashc` CLI and `bashc mcp` are built on this and nothing else.
+//! The async client library of bashd. [`connect`] reaches the daemon a [`Target`]
+//! names (starting a local one when none is running); a [`Session`] and its [`Job`]s
+//! are the handles a program holds, a method a request. Under them, [`Client`]
+//! speaks the protocol over one connection (any byte stream), with any number of
+//! requests in flight, and [`Responses::watch`] is the one loop that reads a
+//! request's responses to its end, with the hooks of [`Watch`]. [`ExecOptions`] makes
+//! a command's request from the options every front end shares. The `bashc` CLI and
+//! `bashc mcp` are built on this and nothing else.
+//!
+//! ```no_run
+//! # async fn example() -> Result<(), bashc::ClientError> {
+//! let client = bashc::connect(&bashc::Target::local()).await?;
+//! let session = bashc::Session::new(client, "my-agent");
+//! let result = session.run("ls").await?;
+//! print!("{}", result.stdout.text);
+//! # Ok(()) }
+//! ```
 
 mod agent;
 mod autostart;
@@ -17,6 +29,7 @@ mod others;
 mod peer;
 mod relay;
 mod remote;
+mod session;
 mod target;
 mod watch;
 
@@ -30,5 +43,6 @@ pub use options::{ExecOptions, parse_cpu, parse_size};
 pub use others::{OtherDaemon, describe as describe_others, other_daemons};
 pub use relay::relay;
 pub use remote::{BRIDGE_COMMAND_ENV, RemoteConfig, config_path, hostname};
-pub use target::{Target, connect};
+pub use session::{Job, Session};
+pub use target::{HOST_ENV, Target, connect};
 pub use watch::Watch;

@@ -47,7 +47,7 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::mpsc;
 use tokio_util::codec::{FramedRead, FramedWrite};
 
-use crate::autostart::{detach, lock_exclusive};
+use crate::autostart::{detach, look_lock_start};
 use crate::error::ClientError;
 use crate::local::connect_checked;
 use crate::mux::{
@@ -71,10 +71,6 @@ const HELLO_TIMEOUT: Duration = Duration::from_secs(50);
 
 /// How long the client that starts a relay waits for its word.
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// The variable that names the host when `--host` does not; a relay takes its host
-/// from its argument only.
-const HOST_ENV: &str = "BASHD_HOST";
 
 /// The descriptor of the start lock a relay inherits from the client that starts it,
 /// and holds until it listens: a second caller waits for it even when the first died
@@ -178,31 +174,30 @@ async fn connect_or_start(
         ),
         other => remote_error(host, other.to_string()),
     };
-    match connect().await {
-        Ok(stream) => return Ok(stream),
-        Err(e) if e.is_not_running() => {}
-        Err(e) => return Err(unreachable(e)),
-    }
-    runtime::ensure_runtime_dir(runtime_dir).map_err(|e| remote_error(host, e.to_string()))?;
-    ensure_private_dir(dir)
-        .map_err(|e| remote_error(host, format!("cannot make {}: {e}", dir.display())))?;
-    let lock = lock_exclusive(paths.lock.clone())
-        .await
-        .map_err(|e| remote_error(host, e))?;
-    // Another client may have started it while this one waited for the lock.
-    match connect().await {
-        Ok(stream) => return Ok(stream),
-        Err(e) if e.is_not_running() => {}
-        Err(e) => return Err(unreachable(e)),
-    }
-    let started = start_relay(host, runtime_dir, paths, &lock).await;
-    drop(lock);
-    match connect().await {
-        Ok(stream) => Ok(stream),
-        // Why the relay did not start says more than the socket it did not make.
-        Err(e) if e.is_not_running() => Err(started.err().unwrap_or_else(|| unreachable(e))),
-        Err(e) => Err(unreachable(e)),
-    }
+    let look = || async {
+        match connect().await {
+            Ok(stream) => Ok(Some(stream)),
+            Err(e) if e.is_not_running() => Ok(None),
+            Err(e) => Err(unreachable(e)),
+        }
+    };
+    let prepare = || {
+        runtime::ensure_runtime_dir(runtime_dir).map_err(|e| remote_error(host, e.to_string()))?;
+        ensure_private_dir(dir)
+            .map_err(|e| remote_error(host, format!("cannot make {}: {e}", dir.display())))
+    };
+    let start = |lock: std::fs::File| async move {
+        let started = start_relay(host, runtime_dir, paths, &lock).await;
+        drop(lock);
+        match connect().await {
+            Ok(stream) => Ok(stream),
+            // Why the relay did not start says more than the socket it did not make.
+            Err(e) if e.is_not_running() => Err(started.err().unwrap_or_else(|| unreachable(e))),
+            Err(e) => Err(unreachable(e)),
+        }
+    };
+    let lock_error = |e| remote_error(host, e);
+    look_lock_start(look, prepare, paths.lock.clone(), lock_error, start).await
 }
 
 /// Starts `bashc relay HOST` (this executable) in a session of its own and waits for
@@ -233,7 +228,8 @@ async fn start_relay(
         .arg("--runtime-dir")
         .arg(runtime_dir)
         .args(["relay", "--", host])
-        .env_remove(HOST_ENV)
+        // A relay takes its host from its argument only.
+        .env_remove(crate::target::HOST_ENV)
         .current_dir("/")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

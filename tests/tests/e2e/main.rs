@@ -18,6 +18,7 @@ mod exec;
 mod fuzz;
 mod inbox;
 mod jobs;
+mod library;
 mod live;
 mod manners;
 mod mcp;

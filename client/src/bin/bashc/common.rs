@@ -49,8 +49,7 @@ impl SessionArgs {
     }
 }
 
-/// The variable that names the host when `--host` does not.
-pub const HOST_ENV: &str = "BASHD_HOST";
+use bashc::HOST_ENV;
 
 /// This machine's name, set once `--host` names another host: the default session
 /// there is `<the local default>@<this hostname>` (DESIGN §14).
