@@ -31,10 +31,7 @@ impl Client {
 /// request, and choose what the command "printed". A directory that is missing is
 /// said as nothing listening ([`ClientError::is_not_running`]), so that autostart
 /// makes it.
-pub(crate) async fn connect_checked(
-    path: &Path,
-    dirs: &[&Path],
-) -> Result<UnixStream, ClientError> {
+pub async fn connect_checked(path: &Path, dirs: &[&Path]) -> Result<UnixStream, ClientError> {
     for dir in dirs {
         match runtime::check_runtime_dir(dir) {
             Ok(()) => {}

@@ -4,12 +4,16 @@
 //! daemon cannot be reached or refuses. A reader that closes stdout early (`| head`)
 //! changes nothing: the rest of the output is dropped quietly.
 
+mod bridge;
 mod common;
 mod deferred;
 mod jobs;
 mod live;
 mod mcp;
+mod mux;
 mod options;
+mod peer;
+mod relay;
 mod render;
 mod since;
 mod stop;
@@ -472,11 +476,11 @@ async fn run(command: Command, target: &bashc::Target, parent: u32) -> anyhow::R
         Command::Top(Deferred(args)) => top::top(args, target).await,
         Command::Mcp(Deferred(args)) => mcp::mcp(args, target, parent).await,
         Command::Bridge => {
-            bashc::bridge(target.runtime_dir()).await?;
+            bridge::bridge(target.runtime_dir()).await?;
             Ok(0)
         }
         Command::Relay { relay_host } => {
-            bashc::relay(&relay_host, target.runtime_dir()).await?;
+            relay::relay(&relay_host, target.runtime_dir()).await?;
             Ok(0)
         }
     }

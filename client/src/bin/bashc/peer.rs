@@ -10,7 +10,7 @@ use std::os::fd::AsFd;
 
 /// Why the relay will not carry a client, in the words its caller is shown.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Refusal {
+pub enum Refusal {
     /// Another user's process: the relay is this user's alone.
     OtherUser { uid: u32, me: u32 },
     /// A process inside a sandbox (or another user namespace).
@@ -21,7 +21,7 @@ pub(crate) enum Refusal {
 
 impl Refusal {
     /// What the refused client is told about `host`'s relay.
-    pub(crate) fn words(&self, host: &str) -> String {
+    pub fn words(&self, host: &str) -> String {
         match self {
             Refusal::OtherUser { uid, me } => format!(
                 "the relay to {host} (pid {}) serves uid {me} only, and you are uid {uid}; use a runtime dir of your own (set BASHD_RUNTIME_DIR to a directory of yours, or unset it)",
@@ -39,7 +39,7 @@ impl Refusal {
 
 /// Checks the process at the other end of `socket`: this user's, in the relay's user
 /// namespace (`bashd_protocol::peer`, which the daemon's check shares).
-pub(crate) fn check(socket: &impl AsFd) -> Result<(), Refusal> {
+pub fn check(socket: &impl AsFd) -> Result<(), Refusal> {
     let peer =
         bashd_protocol::peer::identify(socket).map_err(|e| Refusal::Unknown(e.to_string()))?;
     let me = rustix::process::getuid().as_raw();
