@@ -483,6 +483,16 @@ impl Client {
         }
     }
 
+    /// Every session's jobs and then their changes (`bashc top`'s view): the first
+    /// response is `Response::Watch(WatchUpdate::Table)`, every later one `Changed`,
+    /// until the request is cancelled ([`Client::cancel`]) or the connection ends.
+    pub async fn watch(
+        &self,
+        request: bashd_protocol::WatchRequest,
+    ) -> Result<Responses, ClientError> {
+        self.request(Request::Watch(request)).await
+    }
+
     /// Kills a session's jobs and removes its directory.
     pub async fn close_session(&self, session: String) -> Result<SessionClosed, ClientError> {
         match self.one(Request::CloseSession(session)).await? {

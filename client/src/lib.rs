@@ -39,7 +39,9 @@ pub use local::connect_checked;
 pub use options::{ExecOptions, parse_cpu, parse_size};
 pub use others::{OtherDaemon, describe as describe_others, other_daemons};
 pub use relay::{RELAY_LOCK_FD_ENV, RelayPaths};
-pub use remote::{BRIDGE_COMMAND_ENV, RemoteConfig, check_host, config_path, hostname};
+pub use remote::{
+    BRIDGE_COMMAND_ENV, RemoteConfig, check_host, config_path, hostname, load_remote,
+};
 pub use session::{Job, Session};
 pub use target::{HOST_ENV, Target, connect};
 pub use watch::Watch;

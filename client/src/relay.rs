@@ -29,7 +29,7 @@ use tokio::net::UnixStream;
 use crate::autostart::{detach, look_lock_start};
 use crate::error::ClientError;
 use crate::local::connect_checked;
-use crate::remote::{RemoteConfig, ensure_private_dir, remote_error};
+use crate::remote::{RemoteConfig, ensure_private_dir, load_remote, remote_error};
 
 /// How long the client that starts a relay waits for its word.
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
@@ -102,7 +102,7 @@ pub(crate) async fn connect_relay(
     host: &str,
     runtime_dir: &Path,
 ) -> Result<(UnixStream, PathBuf), ClientError> {
-    let config = RemoteConfig::load();
+    let config = load_remote().map_err(|e| remote_error(host, e.to_string()))?;
     let paths = RelayPaths::new(runtime_dir, host, &config);
     let stream = connect_or_start(host, runtime_dir, &paths).await?;
     Ok((stream, paths.socket))

@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use bashd_protocol::codec::DaemonCodec;
 use bashd_protocol::{
-    ClientFrame, ErrorKind, ErrorReply, ExecResult, JobId, Owner, PROTOCOL_VERSION, PolicyVerdict,
-    Request, RequestId, Response, ServerFrame, Stopping, Welcome,
+    ClientFrame, ErrorKind, ErrorReply, Owner, PROTOCOL_VERSION, Request, RequestId, ServerFrame,
+    Welcome,
 };
 use futures::SinkExt;
 use tokio::net::UnixStream;
@@ -27,7 +27,6 @@ use tokio::task::JoinSet;
 use tokio_util::codec::FramedWrite;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::OnCancel;
 use crate::inbound::{FrameReader, LargeFrames};
 use crate::jobs::JobsHandle;
 
@@ -154,16 +153,7 @@ async fn serve_requests(
                 in_flight.insert(id, cancel.clone());
                 let (jobs, out) = (jobs.clone(), out.clone());
                 let task = async move {
-                    match request {
-                        Request::Exec(params) => serve_exec(id, params, jobs, out, cancel).await,
-                        Request::Shutdown => serve_shutdown(id, jobs, out).await,
-                        // Dropping any other request's future is its cancel: a wait
-                        // stops waiting, and nothing is answered.
-                        request => tokio::select! {
-                            () = serve_request(id, request, jobs, out) => {}
-                            () = cancel.cancelled() => {}
-                        },
-                    }
+                    crate::jobs::requests::serve(id, request, jobs, out, cancel).await;
                     id
                 };
                 match task_kind {
@@ -222,172 +212,6 @@ fn with_owner(mut request: Request, client_pid: u32) -> Request {
         slot.get_or_insert(owner);
     }
     request
-}
-
-/// Runs a command and forwards its responses, until the last or a cancel. A cancel
-/// drops the job's channel, which stops a foreground job (`ended_by = cancel`); an MCP
-/// call under `[mcp] on_cancel = "background"` instead asks its job to move to the
-/// background and keeps the channel open until the job has answered that, so the job
-/// is never taken for abandoned. Nothing more is sent after a cancel.
-async fn serve_exec(
-    id: RequestId,
-    params: bashd_protocol::ExecParams,
-    jobs: JobsHandle,
-    out: mpsc::Sender<ServerFrame>,
-    cancel: CancellationToken,
-) {
-    let to_background = params.mcp_call;
-    let session = params.session.clone();
-    let mut events = jobs.exec(params).await;
-    let mut job: Option<JobId> = None;
-    let mut cancelled = false;
-    loop {
-        // Cancelling either branch loses nothing: events stay in their channel.
-        let event = tokio::select! {
-            event = events.recv() => event,
-            () = cancel.cancelled(), if !cancelled => {
-                cancelled = true;
-                if !to_background || jobs.mcp_on_cancel() == OnCancel::Kill {
-                    return;
-                }
-                if let Some(job) = job {
-                    jobs.detach(job).await;
-                }
-                continue;
-            }
-        };
-        let Some(event) = event else { return };
-        let last = matches!(event, Response::Finished(_) | Response::Error(_));
-        if cancelled {
-            if let Response::Started(started) = &event {
-                jobs.detach(started.job).await;
-            }
-            if last {
-                return;
-            }
-            continue;
-        }
-        if let Response::Started(started) = &event {
-            job = Some(started.job);
-        }
-        if last && !jobs.deliver_inbox(Some(&session), id, &event, &out).await {
-            return;
-        }
-        if out.send(ServerFrame::Response(id, event)).await.is_err() || last {
-            return;
-        }
-    }
-}
-
-async fn serve_request(
-    id: RequestId,
-    request: Request,
-    jobs: JobsHandle,
-    out: mpsc::Sender<ServerFrame>,
-) {
-    let answer = |result: Result<Response, ErrorReply>| match result {
-        Ok(response) => response,
-        Err(error) => Response::Error(error),
-    };
-    let finished = |result: Result<ExecResult, ErrorReply>| {
-        answer(result.map(|r| Response::Finished(Box::new(r))))
-    };
-    let session = crate::jobs::inbox::caller_session(&request);
-    let response = match request {
-        Request::Follow(request) => {
-            let events = jobs.follow(request);
-            return forward(id, events, &jobs, session.as_deref(), &out).await;
-        }
-        Request::Send(request) => answer(jobs.send(request).await.map(Response::Sent)),
-        Request::Grep(request) => answer(jobs.grep(request).await.map(Response::Page)),
-        Request::Screen(request) => answer(jobs.screen(request).await.map(Response::Screen)),
-        Request::Resize(request) => answer(jobs.resize(request).await.map(Response::Screen)),
-        // Served by `serve_exec` and `serve_shutdown`; a cancel has no answer.
-        Request::Exec(_) | Request::Shutdown | Request::Cancel(_) => return,
-        Request::Output(request) => answer(jobs.output(request).await.map(Response::Page)),
-        Request::CheckPolicy(command) => {
-            Response::Policy(match jobs.policy_verdict(command, None).await {
-                Ok(()) => PolicyVerdict {
-                    allowed: true,
-                    rule: None,
-                    message: None,
-                },
-                Err(denial) => PolicyVerdict {
-                    allowed: false,
-                    rule: Some(denial.rule),
-                    message: Some(denial.message),
-                },
-            })
-        }
-        Request::Status => match jobs.status().await {
-            Some(status) => Response::Status(status),
-            None => Response::Error(crate::jobs::shutting_down()),
-        },
-        Request::Jobs(request) => answer(jobs.jobs(request).await.map(Response::Jobs)),
-        Request::Check(request) => finished(jobs.new_output(request).await),
-        Request::Wait(request) => finished(jobs.wait(request).await),
-        Request::WaitMany(request) => answer(jobs.wait_many(request).await.map(Response::Waited)),
-        Request::Top(request) => answer(jobs.top(request).await.map(Response::Top)),
-        Request::Kill(request) => finished(jobs.kill(request).await),
-        Request::Sessions => answer(jobs.sessions().await.map(Response::Sessions)),
-        Request::CloseSession(session) => answer(
-            jobs.close_session(session)
-                .await
-                .map(Response::SessionClosed),
-        ),
-    };
-    if jobs
-        .deliver_inbox(session.as_deref(), id, &response, &out)
-        .await
-    {
-        let _ = out.send(ServerFrame::Response(id, response)).await;
-    }
-}
-
-/// Answers `Shutdown` (`bashc stop`), then asks the daemon to stop. A client inside
-/// a sandboxed job is refused: stopping the daemon ends every session's jobs, which a
-/// confined command may not reach.
-async fn serve_shutdown(id: RequestId, jobs: JobsHandle, out: mpsc::Sender<ServerFrame>) {
-    let response = if jobs.origin().is_some() {
-        Response::Error(ErrorReply::new(
-            ErrorKind::InvalidRequest,
-            "a command in a sandboxed job cannot stop bashd, which would end every session's jobs; stop it from outside the sandbox (bashc stop)",
-        ))
-    } else {
-        match jobs.status().await {
-            Some(status) => Response::Stopping(Stopping {
-                daemon_pid: status.daemon_pid,
-                running_jobs: status.running_jobs,
-            }),
-            None => Response::Error(crate::jobs::shutting_down()),
-        }
-    };
-    let stopping = matches!(response, Response::Stopping(_));
-    // The answer is queued before the stop begins (pueue): the connection is wound
-    // down, not dropped, so the client reads it.
-    let _ = out.send(ServerFrame::Response(id, response)).await;
-    if stopping {
-        jobs.request_stop();
-    }
-}
-
-/// Forwards the responses of a request that has many (`Exec`, `Follow`) until its last.
-async fn forward(
-    id: RequestId,
-    mut events: mpsc::Receiver<Response>,
-    jobs: &JobsHandle,
-    session: Option<&str>,
-    out: &mpsc::Sender<ServerFrame>,
-) {
-    while let Some(event) = events.recv().await {
-        let last = matches!(event, Response::Finished(_) | Response::Error(_));
-        if last && !jobs.deliver_inbox(session, id, &event, out).await {
-            return;
-        }
-        if out.send(ServerFrame::Response(id, event)).await.is_err() || last {
-            return;
-        }
-    }
 }
 
 async fn write_frames(

@@ -31,7 +31,7 @@ use tokio_util::task::TaskTracker;
 use crate::config::Config;
 use crate::jobs::JobsActor;
 use crate::jobs::contain::{Plan, Scanner};
-use crate::jobs::process::{self, Reaper};
+use crate::jobs::os::reaper::{self, Reaper};
 use crate::journal::Journal;
 use crate::runtime::Runtime;
 
@@ -50,7 +50,7 @@ pub async fn run(
     config_arg: Option<PathBuf>,
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
-    process::become_subreaper()?;
+    reaper::become_subreaper()?;
     let job_open_files = jobs::raise_open_files_limit().unwrap_or_else(|e| {
         tracing::warn!("cannot raise the open-file limit: {e}");
         None
@@ -90,7 +90,7 @@ pub async fn run(
         config_rx,
         instance,
         containment,
-        process::find_shell(),
+        reaper::find_shell(),
         runtime.dir.clone(),
         journal,
         arrivals_tx,

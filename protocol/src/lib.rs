@@ -2,11 +2,13 @@
 //! where the runtime directory and socket live, the limits both sides share, and how
 //! text a job chose is made safe to show a person.
 //!
-//! This is the only crate that derives serde; the daemon and the client depend on it
-//! and on nothing of each other.
+//! This is the only crate that derives serde, at the two boundaries: the wire and the
+//! config file a person writes (`config`). The daemon and the client depend on it and
+//! on nothing of each other.
 
 pub mod channel;
 pub mod codec;
+pub mod config;
 pub mod inbox;
 pub mod limits;
 pub mod message;
@@ -24,7 +26,8 @@ pub use notice::{BackgroundWhy, ErrorHint, JobId, Notice, WaitMet, Worded};
 pub use sandbox::{
     Network, SandboxDenial, SandboxInForce, SandboxMechanism, SandboxProfile, SandboxStatus,
 };
-pub use top::{TopJob, TopRequest};
+pub use top::{TopJob, TopRequest, WatchRequest, WatchUpdate};
 
 /// Bumped on every incompatible change of the messages; `Hello` and `Welcome` carry it.
-pub const PROTOCOL_VERSION: u32 = 6;
+/// 7: `Watch` (a stream of the table's changes for `bashc top`) and `TopRequest::jobs`.
+pub const PROTOCOL_VERSION: u32 = 7;

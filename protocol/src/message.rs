@@ -95,6 +95,9 @@ pub enum Request {
     /// Every session's jobs, with their CPU, memory, prompt and last line (`bashc
     /// top`); answers `Top`.
     Top(crate::top::TopRequest),
+    /// Every session's jobs and then their changes, until cancelled (`bashc top`'s
+    /// view); answers `Watch`, many times, and never a last response.
+    Watch(crate::top::WatchRequest),
 }
 
 impl Request {
@@ -116,6 +119,7 @@ impl Request {
             | Request::Resize(ResizeRequest { caller, .. }) => Some(&caller.session),
             Request::WaitMany(many) => many.waits.first().map(|wait| wait.caller.session.as_str()),
             Request::Top(_)
+            | Request::Watch(_)
             | Request::CheckPolicy(_)
             | Request::Status
             | Request::Sessions
@@ -152,7 +156,8 @@ impl Request {
             | Request::Cancel(_)
             | Request::Shutdown
             | Request::WaitMany(_)
-            | Request::Top(_) => None,
+            | Request::Top(_)
+            | Request::Watch(_) => None,
         }
     }
 
@@ -198,16 +203,23 @@ pub enum Response {
     Inbox(crate::inbox::Inbox),
     Waited(WaitedMany),
     Top(Vec<crate::top::TopJob>),
+    /// One answer of `Watch`; there are many, and none is the last.
+    Watch(crate::top::WatchUpdate),
 }
 
 impl Response {
     /// Whether this is the last response of its request: every response is, but
     /// `Started`, `Output` and `Notice`, which come ahead of an `Exec`'s or a
-    /// `Follow`'s `Finished`, and `Inbox`, which comes ahead of any final response.
+    /// `Follow`'s `Finished`, `Inbox`, which comes ahead of any final response, and
+    /// `Watch`, of which none is the last.
     pub fn is_final(&self) -> bool {
         !matches!(
             self,
-            Response::Started(_) | Response::Output(_) | Response::Notice(_) | Response::Inbox(_)
+            Response::Started(_)
+                | Response::Output(_)
+                | Response::Notice(_)
+                | Response::Inbox(_)
+                | Response::Watch(_)
         )
     }
 }

@@ -1,25 +1,21 @@
-//! The job table and everything that runs jobs: the actor that owns the table and the
-//! sessions, the handle others use to reach it, one supervisor task per running job,
-//! the reaper, and containment: which processes belong to a job and how they end.
+//! The job table and everything that runs jobs, by layer: `requests/` has one file per
+//! request a connection makes (its handle method, its message to the actor and the
+//! actor's handler); `table/` is the actor that owns the job table and the sessions,
+//! and the handle others use to reach it; `job/` is one running job (its supervisor,
+//! pipes, live readers, terminal, stdin, teller); `os/` and `contain/` are the OS
+//! side (the reaper, /proc, and which processes belong to a job and how they end).
 
-mod actor;
 pub(crate) mod contain;
-mod descriptors;
-mod handle;
-pub mod inbox;
-mod live;
-mod new_output;
-pub mod probe;
-pub mod process;
-pub mod pty;
-mod session;
-mod stdin;
-mod supervisor;
-mod teller;
-mod terminal;
-mod top;
-mod wait_many;
+mod job;
+pub mod os;
+pub(crate) mod requests;
+mod table;
 
-pub use actor::{JobsActor, LostJob, new_instance_id};
-pub use handle::{JobsHandle, shutting_down};
-pub use process::raise_open_files_limit;
+pub use job::pty;
+pub use os::reaper::raise_open_files_limit;
+pub use table::handle::{JobsHandle, shutting_down};
+pub use table::{JobsActor, LostJob, new_instance_id};
+
+// `contain/` still names the reaper by its old path: the sandbox-performance branch
+// edits those files, and this keeps its merge free of import churn. Drop it after.
+pub(crate) use os::reaper as process;

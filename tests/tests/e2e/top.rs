@@ -19,8 +19,11 @@ struct Tmux {
 
 impl Tmux {
     fn start(command: &str) -> Tmux {
+        // A server per test: tests run side by side in one process.
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let tmux = Tmux {
-            socket: format!("bashd-top-test-{}", std::process::id()),
+            socket: format!("bashd-top-test-{}-{n}", std::process::id()),
         };
         let out = tmux
             .run(&["new-session", "-d", "-x", "200", "-y", "50", command])
@@ -171,6 +174,50 @@ fn issue_32_top_shows_follows_types_into_and_kills_jobs_in_a_terminal() {
     };
     assert_eq!(state(&ticker), Some("killed".into()), "{jobs}");
     assert_eq!(state(&asker), Some("running".into()), "{jobs}");
+    tmux.keys(&["q"]);
+}
+
+/// The view learns of a job started after it opened, and of a line that job prints,
+/// from the daemon's watch: it looks at the table only every hour here, so polling
+/// would show neither.
+#[test]
+fn issue_32_top_redraws_from_the_watch_without_polling() {
+    if tmux_missing() {
+        eprintln!("skipped: tmux is not installed (apt-get install tmux)");
+        return;
+    }
+    let daemon = Daemon::start();
+    let first = background(&daemon, "agent-early", &[], "sleep 60");
+    let command = format!(
+        "env BASHD_RUNTIME_DIR={} XDG_CONFIG_HOME={} BASHD_NO_AUTOSTART=1 {} top --interval 3600",
+        daemon.runtime_dir().display(),
+        daemon.config_home().display(),
+        bin_path("bashc").display()
+    );
+    let tmux = Tmux::start(&command);
+    tmux.wait_for("the first job", |s| s.contains(&first));
+    let late = background(
+        &daemon,
+        "agent-late",
+        &[],
+        "sleep 1; echo late-marker-line; sleep 60",
+    );
+    tmux.wait_for("the job started after the view opened", |s| {
+        s.lines()
+            .any(|line| line.contains(&format!(" {late} ")) && line.contains("agent-late"))
+    });
+    tmux.wait_for("its line", |s| s.contains("late-marker-line"));
+    let out = daemon.run_bashc(&["kill", "--any-session", &first]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("killed"),
+        "{}",
+        show(&out)
+    );
+    let screen = tmux.wait_for("the first job killed", |s| {
+        s.lines()
+            .any(|line| line.contains(&format!(" {first} ")) && line.contains("killed"))
+    });
+    eprintln!("{screen}");
     tmux.keys(&["q"]);
 }
 

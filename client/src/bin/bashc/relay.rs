@@ -6,8 +6,9 @@
 //!
 //! The relay ends when its SSH channel ends (every client connection is closed then,
 //! so no call waits on a dead link; the next call starts a new relay), and after
-//! `[remote] relay_idle_secs` (default 10 minutes, at least [`MIN_IDLE`]) with no
-//! client. It removes its socket first (under the lock, and only if it is still its
+//! `[remote] relay_idle_secs` (default 10 minutes, at least 5 s: the config file is
+//! refused below that, since a relay idle at once would be gone before the call that
+//! started it connects) with no client. It removes its socket first (under the lock, and only if it is still its
 //! own), then closes the clients that connected in the instant before, which
 //! their callers retry once (a call retries a connection that ends or is reset before
 //! the handshake).
@@ -41,14 +42,6 @@ use tokio_util::codec::{FramedRead, FramedWrite};
 use crate::mux::{
     MAGIC, MUX_VERSION, MuxCodec, MuxError, MuxFrame, Unwritten, Window, deliver, forward,
 };
-
-/// How long a relay stays up with no client, unless `[remote] relay_idle_secs` says.
-pub const DEFAULT_IDLE: Duration = Duration::from_secs(600);
-
-/// The least idle time a relay keeps, whatever `[remote] relay_idle_secs` says: the
-/// call that started it connects only after it says `ready`, and a relay idle at once
-/// would be gone by then.
-pub const MIN_IDLE: Duration = Duration::from_secs(5);
 
 /// How long a new relay has to reach its bridge (an SSH login, perhaps a new master).
 const HELLO_TIMEOUT: Duration = Duration::from_secs(50);
@@ -174,12 +167,15 @@ pub async fn relay(host: &str, runtime_dir: &Path) -> Result<(), ClientError> {
         report(&format!("error: {why}"));
         return Err(remote_error(host, why));
     }
-    let config = RemoteConfig::load();
+    let config = match bashc::load_remote() {
+        Ok(config) => config,
+        Err(why) => {
+            report(&format!("error: {why}"));
+            return Err(remote_error(host, why.to_string()));
+        }
+    };
     let paths = RelayPaths::new(runtime_dir, host, &config);
-    let idle = config
-        .relay_idle_secs
-        .map_or(DEFAULT_IDLE, Duration::from_secs)
-        .max(MIN_IDLE);
+    let idle = config.relay_idle();
     let (mut child, channel) = match open_channel(host, runtime_dir, &config).await {
         Ok(opened) => opened,
         Err(why) => {
@@ -657,7 +653,7 @@ mod tests {
         let config = RemoteConfig {
             bridge_command: Some("ssh -F cfg {host} {bashc} bridge".to_owned()),
             bashc_path: Some("/opt/bashc".to_owned()),
-            relay_idle_secs: None,
+            ..RemoteConfig::default()
         };
         let command = bridge_command("it's", Path::new("/r/ssh"), &config);
         let args: Vec<_> = command.as_std().get_args().collect();

@@ -1,8 +1,13 @@
 //! `bashc top` (issue 32): a live view of every session's jobs for the person who runs
 //! the agents, in a terminal (ratatui on crossterm), or once as text for scripts
-//! (`--once`, the same table). It asks the daemon for the whole table (`Request::Top`)
-//! every `--interval` and after each action: a first step, not yet redrawing from
-//! events. It acts as a session of its own (`top-<pid>`), so it takes no agent's inbox.
+//! (`--once`, the same table, one `Request::Top`). The view redraws from events: it
+//! opens a `Request::Watch`, whose first answer is the whole table and every later one
+//! only the jobs that changed (started, changed state, ended, printed a new last line,
+//! began waiting for input); every `--interval` it asks `Top` for the CPU, memory and
+//! ports of the rows it shows, which the watch does not carry (reading /proc costs per
+//! process). Were the watch refused, it falls back to asking `Top` for the whole table
+//! every `--interval`. It acts as a session of its own (`top-<pid>`), so it takes no
+//! agent's inbox.
 //!
 //! Keys: Up/Down pick a job; f follows its output; s shows a terminal job's screen;
 //! i types a line into it (Enter sends it with a newline); k kills it and c closes its
@@ -14,8 +19,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use bashc::Target;
 use bashc::protocol::{
-    Caller, JobId, JobRef, JobRequest, JobState, KillRequest, OutputRequest, SendRequest,
-    StreamName, TopJob, TopRequest,
+    Caller, JobId, JobRef, JobRequest, JobState, KillRequest, OutputRequest, Response, SendRequest,
+    StreamName, TopJob, TopRequest, WatchRequest, WatchUpdate,
 };
 use clap::Args;
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind};
@@ -38,7 +43,8 @@ pub struct TopArgs {
     /// With --once: print the rows as JSON.
     #[arg(long, requires = "once")]
     json: bool,
-    /// Seconds between two looks at the table.
+    /// Seconds between two looks at the CPU, memory and ports of the rows shown (the
+    /// rest of the table is redrawn as it changes).
     #[arg(long, value_name = "SECS", default_value_t = 1.0)]
     interval: f64,
 }
@@ -51,6 +57,7 @@ pub async fn top(args: TopArgs, target: &Target) -> anyhow::Result<u8> {
     };
     let request = TopRequest {
         caller: caller.clone(),
+        jobs: Vec::new(),
     };
     if args.once {
         let rows = sorted(client.top(request).await?);
@@ -98,7 +105,16 @@ struct View {
     client: bashc::Client,
     caller: Caller,
     interval: Duration,
+    /// Every job, sorted as shown.
     rows: Vec<TopJob>,
+    /// When each running job's age was as its row says, to age it between updates.
+    aged_at: HashMap<JobId, Instant>,
+    /// The first row shown, and how many rows the table has room for.
+    scroll: usize,
+    room: usize,
+    /// The table's changes from the daemon; `None` once the watch failed, when the
+    /// view asks for the whole table every interval instead.
+    watch: Option<bashc::Responses>,
     /// CPU time of each running job at the previous look, for a rate.
     cpu_before: HashMap<JobId, (u64, Instant)>,
     cpu_rate: HashMap<JobId, f64>,
@@ -116,6 +132,10 @@ impl View {
             caller,
             interval,
             rows: Vec::new(),
+            aged_at: HashMap::new(),
+            scroll: 0,
+            room: usize::MAX,
+            watch: None,
             cpu_before: HashMap::new(),
             cpu_rate: HashMap::new(),
             selected: 0,
@@ -150,12 +170,27 @@ impl View {
                 }
             }
         });
+        self.watch = match self
+            .client
+            .watch(WatchRequest {
+                caller: self.caller.clone(),
+            })
+            .await
+        {
+            Ok(watch) => Some(watch),
+            Err(e) => {
+                self.message = format!("cannot watch the jobs, asking every interval: {e}");
+                None
+            }
+        };
         let mut tick = tokio::time::interval(self.interval);
         loop {
             terminal.draw(|frame| self.draw(frame))?;
-            // Cancelling either branch loses nothing: keys stay in their channel.
+            // Cancelling any branch loses nothing: keys and the watch's answers stay in
+            // their channels.
             tokio::select! {
                 _ = tick.tick() => self.refresh().await,
+                update = next(&mut self.watch) => self.apply(update),
                 event = keys.recv() => {
                     let Some(event) = event else { return Ok(()) };
                     if let Event::Key(key) = event
@@ -169,19 +204,77 @@ impl View {
         }
     }
 
+    /// An answer of the watch: the whole table, or what changed in it.
+    fn apply(&mut self, update: Result<Response, bashc::ClientError>) {
+        let (rows, gone) = match update {
+            Ok(Response::Watch(WatchUpdate::Table(rows))) => {
+                let keep = self.rows.drain(..).map(|row| (row.info.job, row)).collect();
+                (merged(keep, rows), Vec::new())
+            }
+            Ok(Response::Watch(WatchUpdate::Changed { rows, gone })) => {
+                let keep = self.rows.drain(..).map(|row| (row.info.job, row)).collect();
+                (merged(keep, rows), gone)
+            }
+            Ok(Response::Error(e)) => return self.watch_failed(e.to_string()),
+            Ok(_) => return,
+            Err(e) => return self.watch_failed(e.to_string()),
+        };
+        let now = Instant::now();
+        for job in &gone {
+            self.aged_at.remove(job);
+        }
+        let rows: Vec<TopJob> = rows
+            .into_values()
+            .filter(|row| !gone.contains(&row.info.job))
+            .collect();
+        for row in &rows {
+            self.aged_at.entry(row.info.job).or_insert(now);
+            if row.info.state != JobState::Running {
+                self.cpu_rate.remove(&row.info.job);
+            }
+        }
+        self.rows = sorted(rows);
+        self.selected = self.selected.min(self.rows.len().saturating_sub(1));
+    }
+
+    fn watch_failed(&mut self, why: String) {
+        self.watch = None;
+        self.message = format!("the watch ended ({why}); asking every interval");
+    }
+
+    /// Every interval: the CPU, memory and ports of the rows shown, with their last
+    /// lines; the whole table when there is no watch.
     async fn refresh(&mut self) {
-        match self
+        let shown: Vec<JobId> = match self.watch {
+            Some(_) => self
+                .rows
+                .iter()
+                .skip(self.scroll)
+                .take(self.room)
+                .filter(|row| row.info.state == JobState::Running)
+                .map(|row| row.info.job)
+                .collect(),
+            None => Vec::new(),
+        };
+        if self.watch.is_some() && shown.is_empty() {
+            return self.refresh_pane().await;
+        }
+        let looked = self
             .client
             .top(TopRequest {
                 caller: self.caller.clone(),
+                jobs: shown,
             })
-            .await
-        {
-            Ok(rows) => self.rows = sorted(rows),
-            Err(e) => self.message = format!("cannot read the jobs: {e}"),
-        }
+            .await;
+        let looked = match looked {
+            Ok(looked) => looked,
+            Err(e) => {
+                self.message = format!("cannot read the jobs: {e}");
+                return;
+            }
+        };
         let now = Instant::now();
-        for row in &self.rows {
+        for row in &looked {
             if let Some(cpu) = row.cpu_ms {
                 if let Some((before, at)) = self.cpu_before.get(&row.info.job) {
                     let elapsed = now.duration_since(*at).as_secs_f64() * 1000.0;
@@ -192,6 +285,20 @@ impl View {
                 }
                 self.cpu_before.insert(row.info.job, (cpu, now));
             }
+            self.aged_at.insert(row.info.job, now);
+        }
+        if self.watch.is_some() {
+            let mut by_job: HashMap<JobId, TopJob> =
+                looked.into_iter().map(|row| (row.info.job, row)).collect();
+            for row in &mut self.rows {
+                if let Some(looked) = by_job.remove(&row.info.job)
+                    && looked.info.state == row.info.state
+                {
+                    *row = looked;
+                }
+            }
+        } else {
+            self.rows = sorted(looked);
         }
         self.selected = self.selected.min(self.rows.len().saturating_sub(1));
         self.refresh_pane().await;
@@ -354,7 +461,7 @@ impl View {
         };
     }
 
-    fn draw(&self, frame: &mut ratatui::Frame) {
+    fn draw(&mut self, frame: &mut ratatui::Frame) {
         let pane_height = match self.pane {
             Pane::None => 0,
             _ => (self.pane_text.len() as u16 + 2).clamp(3, frame.area().height / 2),
@@ -365,12 +472,35 @@ impl View {
             Constraint::Length(1),
         ])
         .areas(frame.area());
-        let lines: Vec<Line> = table(&self.rows, Some(&self.cpu_rate))
+        // Only the rows there is room for are made into lines: the border and the
+        // heading take three.
+        self.room = (table_area.height as usize).saturating_sub(3).max(1);
+        self.scroll = self
+            .scroll
+            .min(self.selected)
+            .max((self.selected + 1).saturating_sub(self.room));
+        let now = Instant::now();
+        let shown: Vec<TopJob> = self
+            .rows
+            .iter()
+            .skip(self.scroll)
+            .take(self.room)
+            .map(|row| {
+                let mut row = row.clone();
+                if row.info.state == JobState::Running
+                    && let Some(at) = self.aged_at.get(&row.info.job)
+                {
+                    row.info.duration_ms += now.duration_since(*at).as_millis() as u64;
+                }
+                row
+            })
+            .collect();
+        let lines: Vec<Line> = table(&shown, Some(&self.cpu_rate))
             .into_iter()
             .enumerate()
             .map(|(i, text)| {
-                // The heading is line 0; a row is line 1 + its index.
-                if i == self.selected + 1 {
+                // The heading is line 0; a row is line 1 + its place among those shown.
+                if i == self.selected + 1 - self.scroll {
                     Line::styled(text, Style::new().add_modifier(Modifier::REVERSED))
                 } else {
                     Line::raw(text)
@@ -417,6 +547,30 @@ impl View {
         };
         frame.render_widget(Paragraph::new(clean(&keys)), key_area);
     }
+}
+
+/// The next answer of the watch, or never when there is none.
+async fn next(watch: &mut Option<bashc::Responses>) -> Result<Response, bashc::ClientError> {
+    match watch {
+        Some(watch) => watch.next().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The rows the view had, by job, with `rows` from the watch over them; a row keeps
+/// the CPU, memory and ports its last look read, which the watch does not carry.
+fn merged(mut keep: HashMap<JobId, TopJob>, rows: Vec<TopJob>) -> HashMap<JobId, TopJob> {
+    for mut row in rows {
+        if let Some(old) = keep.get(&row.info.job) {
+            row.cpu_ms = row.cpu_ms.or(old.cpu_ms);
+            row.rss_bytes = row.rss_bytes.or(old.rss_bytes);
+            if row.info.ports.is_empty() && row.info.state == JobState::Running {
+                row.info.ports = old.info.ports.clone();
+            }
+        }
+        keep.insert(row.info.job, row);
+    }
+    keep
 }
 
 /// Sessions with the latest activity first (a running job, then the newest start);

@@ -1,0 +1,609 @@
+//! `exec` (`bashc exec`, `bash`): runs a command as a job. The request's task asks the
+//! policy, sends the job to the actor and forwards the job's responses until the last
+//! (or a cancel); the actor's handler checks the request, makes or adopts the session,
+//! takes a job id from the journal and asks the reaper for the spawn on a task of its
+//! own (the actor never waits for the fork: meanwhile the job is `Starting`); when
+//! the answer comes back as a report, `table/start.rs` hands the job to a supervisor.
+
+use std::collections::HashMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use bashd_protocol::channel::CHANNEL_ENV;
+use bashd_protocol::{
+    BackgroundWhy, ErrorKind, ErrorReply, ExecParams, JobId, JobLimits, JobState, Mode, Notice,
+    RequestId, Response, SandboxInForce, SandboxProfile, ServerFrame, StdinMode,
+    is_valid_session_id, limits,
+};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::OnCancel;
+use crate::jobs::contain::LimitsFrom;
+use crate::jobs::job::supervisor::Control;
+use crate::jobs::job::supervisor::{JobMeta, Report, Settings, Subscriber};
+use crate::jobs::os::reaper::SpawnSpec;
+use crate::jobs::table::handle::{Cmd, JobsHandle, ToActor, shutting_down};
+use crate::jobs::table::reach;
+use crate::jobs::table::session::Session;
+use crate::jobs::table::start::not_run;
+use crate::jobs::table::{Job, JobsActor, Launch, Status};
+use crate::journal::{self};
+use crate::output::{self, Shape};
+use crate::policy::Denial;
+use crate::sandbox;
+use crate::sandbox::channel::{Channel, Origin};
+
+/// `bashc jobs` shows this much of a command.
+const LISTED_COMMAND_BYTES: usize = 4096;
+
+/// Runs a command and forwards its responses, until the last or a cancel. A cancel
+/// drops the job's channel, which stops a foreground job (`ended_by = cancel`); an MCP
+/// call under `[mcp] on_cancel = "background"` instead asks its job to move to the
+/// background and keeps the channel open until the job has answered that, so the job
+/// is never taken for abandoned. Nothing more is sent after a cancel.
+pub(super) async fn serve(
+    id: RequestId,
+    params: bashd_protocol::ExecParams,
+    jobs: JobsHandle,
+    out: mpsc::Sender<ServerFrame>,
+    cancel: CancellationToken,
+) {
+    let to_background = params.mcp_call;
+    let session = params.session.clone();
+    let mut events = jobs.exec(params).await;
+    let mut job: Option<JobId> = None;
+    let mut cancelled = false;
+    loop {
+        // Cancelling either branch loses nothing: events stay in their channel.
+        let event = tokio::select! {
+            event = events.recv() => event,
+            () = cancel.cancelled(), if !cancelled => {
+                cancelled = true;
+                if !to_background || jobs.mcp_on_cancel() == OnCancel::Kill {
+                    return;
+                }
+                if let Some(job) = job {
+                    jobs.detach(job).await;
+                }
+                continue;
+            }
+        };
+        let Some(event) = event else { return };
+        let last = matches!(event, Response::Finished(_) | Response::Error(_));
+        if cancelled {
+            if let Response::Started(started) = &event {
+                jobs.detach(started.job).await;
+            }
+            if last {
+                return;
+            }
+            continue;
+        }
+        if let Response::Started(started) = &event {
+            job = Some(started.job);
+        }
+        if last && !jobs.deliver_inbox(Some(&session), id, &event, &out).await {
+            return;
+        }
+        if out.send(ServerFrame::Response(id, event)).await.is_err() || last {
+            return;
+        }
+    }
+}
+
+impl JobsHandle {
+    /// Starts a job. Its responses arrive on the returned receiver; dropping it before
+    /// `Finished` stops a foreground job.
+    pub(in crate::jobs) async fn exec(&self, params: ExecParams) -> mpsc::Receiver<Response> {
+        let (events, rx) = mpsc::channel(64);
+        // The job's workdir, so that `$PWD`, `$(pwd)` and relative targets are judged
+        // as where they will run.
+        let denial = self
+            .policy_verdict(params.command.clone(), Some(params.workdir.clone()))
+            .await
+            .err();
+        let cmd = Cmd::Exec(Exec {
+            params: Box::new(params),
+            denial,
+            events: events.clone(),
+            origin: self.origin.clone(),
+        });
+        if self.cmds.send(cmd).await.is_err() {
+            let _ = events.send(Response::Error(shutting_down())).await;
+        }
+        rx
+    }
+
+    /// Asks a job to answer its request now and go on in the background.
+    pub(in crate::jobs) async fn detach(&self, job: JobId) {
+        self.tell(Detach { job }).await;
+    }
+}
+
+/// The message: start a job; every response for the request goes to `events`, ending
+/// with `Finished` or `Error`. Dropping the receiver of `events` stops a foreground job.
+#[derive(Debug)]
+pub struct Exec {
+    params: Box<ExecParams>,
+    /// The policy's refusal, checked before the actor sees the request.
+    denial: Option<Denial>,
+    events: mpsc::Sender<Response>,
+    /// The sandboxed job the request came from, through its channel: it bounds what
+    /// the request may start.
+    origin: Option<Arc<Origin>>,
+}
+
+impl Exec {
+    /// Handled on the actor's task.
+    pub(in crate::jobs) fn handle(self, actor: &mut JobsActor) {
+        actor.exec(*self.params, self.denial, self.events, self.origin);
+    }
+
+    /// The actor has stopped: the request is told so.
+    pub(in crate::jobs) fn refuse(self) {
+        let _ = self.events.try_send(Response::Error(shutting_down()));
+    }
+}
+
+/// The message: answer `job`'s request now and move it to the background.
+struct Detach {
+    job: JobId,
+}
+
+impl ToActor for Detach {
+    type Reply = ();
+    /// Nothing for a job that has ended.
+    fn handle(self, actor: &mut JobsActor) {
+        if let Some(control) = actor.jobs.get(&self.job.0).and_then(Job::control) {
+            let _ = control.send(Control::Detach(BackgroundWhy::Cancelled));
+        }
+    }
+}
+
+impl JobsActor {
+    /// Creates a job for a denied command, or starts one: its `job` line goes to the
+    /// journal, and the reaper is asked to spawn its shell. Every response here is the
+    /// first on the request's fresh channel, so `try_send` always finds room.
+    pub(in crate::jobs) fn exec(
+        &mut self,
+        params: ExecParams,
+        denial: Option<Denial>,
+        events: mpsc::Sender<Response>,
+        origin: Option<Arc<Origin>>,
+    ) {
+        let plan = match self.plan(&params, origin.as_deref()) {
+            Ok(plan) => plan,
+            Err(error) => {
+                let _ = events.try_send(Response::Error(error));
+                return;
+            }
+        };
+        let notify = match crate::jobs::job::teller::Spec::of(&params) {
+            Ok(notify) => notify,
+            Err(error) => {
+                let _ = events.try_send(Response::Error(error));
+                return;
+            }
+        };
+        // A denied command spawns nothing, so it needs no descriptors.
+        if denial.is_none()
+            && let Err(error) = self.descriptors.admit()
+        {
+            tracing::warn!("job refused: {}", error.message);
+            let _ = events.try_send(Response::Error(error));
+            return;
+        }
+        let unopened = match plan.sandbox.filter(|_| denial.is_none()) {
+            Some(_) => match Channel::make() {
+                Ok(unopened) => Some(unopened),
+                Err(e) => {
+                    let message = format!(
+                        "cannot make the sandboxed job's channel to bashd: {e}; try again (a sandboxed job reaches bashd through it)"
+                    );
+                    tracing::error!("{message}");
+                    let _ = events.try_send(Response::Error(ErrorReply::new(
+                        ErrorKind::Internal,
+                        message,
+                    )));
+                    return;
+                }
+            },
+            None => None,
+        };
+        let session = params.session.clone();
+        if !self.sessions.contains_key(&session) {
+            let mut new = Session::default();
+            if !new.adopt(&session, params.owner, &self.session_events_tx) {
+                new.linger(
+                    &session,
+                    self.config.sessions.linger,
+                    &self.session_events_tx,
+                );
+            }
+            self.sessions.insert(session.clone(), new);
+        } else {
+            self.adopt(&session, params.owner);
+        }
+        let n = match self.journal.job(&self.instance, &session) {
+            Ok(n) => n,
+            Err(e) => {
+                let message = format!(
+                    "cannot record the job in the journal {}: {e}; bashd runs nothing it could not clean up after a crash (free space in that directory, then try again)",
+                    journal::path(&self.runtime_dir).display()
+                );
+                tracing::error!("{message}");
+                let error = ErrorReply::new(ErrorKind::Internal, message);
+                let _ = events.try_send(Response::Error(error));
+                return;
+            }
+        };
+        let id = JobId(n);
+        if let Some(entry) = self.sessions.get_mut(&session) {
+            entry.jobs.insert(n);
+        }
+        let new_job = |status: Status| Job {
+            id,
+            session: session.clone(),
+            command: cut(&params.command, LISTED_COMMAND_BYTES),
+            description: params.description.clone(),
+            workdir: plan.workdir.to_string_lossy().into_owned(),
+            mode: params.mode,
+            pid: None,
+            started_at: SystemTime::now(),
+            started: Instant::now(),
+            // Mode `background` is answered as soon as the job starts: it is never a
+            // foreground job that its owners' exit would stop.
+            background: params.mode == Mode::Background,
+            cursors: HashMap::new(),
+            page_lines: plan.limits.max_lines,
+            max_bytes: plan.limits.max_bytes,
+            status,
+            root: None,
+            stdin: None,
+            stdin_mode: params.stdin,
+            sandbox: plan.sandbox,
+            channel: None,
+            notify: notify.clone(),
+        };
+
+        if let Some(denial) = denial {
+            tracing::info!(job = %id, session = %session, rule = %denial.rule, command = %params.command, "job denied");
+            let notice = Notice::Denied {
+                rule: denial.rule.clone(),
+                message: denial.message,
+            };
+            let meta = JobMeta {
+                job: id,
+                session: session.clone(),
+                description: params.description.clone(),
+                workdir: params.workdir.clone(),
+                started: Instant::now(),
+            };
+            let ended = not_run(&meta, params.merge_stderr, JobState::Denied, notice);
+            let _ = events.try_send(Response::Finished(Box::new(ended.result.clone())));
+            let job = new_job(Status::Ended(Box::new(ended)));
+            self.jobs.insert(n, job);
+            self.watchers.touch(n);
+            self.journal_end(n);
+            self.mark_finished(&session, n);
+            return;
+        }
+
+        let record = journal::JobRecord {
+            started_ms: SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64),
+            mode: params.mode,
+            merged: params.merge_stderr,
+            workdir: plan.workdir.to_string_lossy().into_owned(),
+            command: cut(&params.command, LISTED_COMMAND_BYTES),
+            description: params.description.clone(),
+        };
+        if let Err(e) = self.journal.info(n, record) {
+            // The job line is there: a crash still ends the job, only its listing and
+            // its kept output would be missing.
+            tracing::warn!(job = %id, "cannot record the job's details in the journal: {e}");
+        }
+        // A confined file system leaves the job the session's temp dir to write in.
+        let tmpdir = plan
+            .sandbox
+            .filter(|s| s.profile != SandboxProfile::Off)
+            .map(|_| sandbox::tmpdir(&self.session_dir(&session)));
+        // A sandboxed job's processes reach the daemon through a channel of its own,
+        // which says who they are; nothing they claim does.
+        let channel = unopened.zip(plan.sandbox).map(|(unopened, sandbox)| {
+            let origin = Origin {
+                job: id,
+                session: session.clone(),
+                sandbox,
+                workspace: plan.workspace.clone(),
+            };
+            unopened.open(Arc::new(origin), self.arrivals.clone())
+        });
+        let mut env = self.job_env(&params, id, channel.is_some());
+        if let Some(dir) = &tmpdir {
+            sandbox::set_tmpdir(&mut env, dir);
+        }
+        let (channel, channel_fd) = channel.unzip();
+        let spec = SpawnSpec {
+            shell: self.shell.clone(),
+            command: params.command.clone(),
+            workdir: plan.workdir.clone(),
+            env: crate::jobs::job::pty::terminal_env(params.pty, env),
+            merge_stderr: params.merge_stderr,
+            resident: None,
+            limits: plan.job_limits,
+            rlimit_as: None,
+            stdin_pipe: params.stdin == StdinMode::Pipe,
+            sandbox: plan.sandbox.map(|in_force| {
+                sandbox::spec(
+                    in_force,
+                    &self.config.sandbox,
+                    &plan.workspace,
+                    tmpdir.as_deref(),
+                    &self.runtime_dir,
+                )
+            }),
+            pty: params.pty,
+            channel: channel_fd,
+        };
+        // Unbounded so that a stop is never dropped for want of room: it holds at most
+        // a stop per reason and a snapshot per request in flight. Stops sent while the
+        // shell is being spawned wait in it for the supervisor.
+        let (control, control_rx) = mpsc::unbounded_channel();
+        let events_for_stream = events.clone();
+        let mut job = new_job(Status::Starting {
+            control,
+            waiters: Vec::new(),
+            launch: Box::new(Launch {
+                events,
+                control: control_rx,
+                settings: Settings {
+                    timeout: plan.timeout,
+                    on_timeout: params.on_timeout.unwrap_or(self.config.timeouts.on_timeout),
+                    background_timeout: Duration::from_secs(self.config.timeouts.background_secs)
+                        .max(plan.timeout),
+                    on_straggler: self.config.sessions.on_straggler,
+                    kill_grace: self.config.timeouts.kill_grace,
+                    limits: plan.limits,
+                    shape: plan.shape,
+                    session_dir: self.session_dir(&session),
+                    detached: params.mode == Mode::Background,
+                    spill_budget: Some(self.spill_ledger.charge(
+                        &session,
+                        n,
+                        self.config.limits.max_session_spill_bytes,
+                        self.config.limits.max_total_spill_bytes,
+                    )),
+                    sandbox: plan.sandbox,
+                    deny_read: spec
+                        .sandbox
+                        .as_ref()
+                        .map(|sandbox| sandbox.deny_read.clone())
+                        .unwrap_or_default(),
+                    // An MCP call returns by its budget; the job's timeout still holds.
+                    answer_by: (params.mcp_call && params.mode != Mode::Background)
+                        .then_some(self.config.mcp.max_call)
+                        .filter(|budget| *budget < plan.timeout),
+                },
+                cookie: journal::cookie(&self.instance, id),
+                merged: params.merge_stderr,
+                command: params.command.clone(),
+                subscriber: params
+                    .stream
+                    .then(|| Subscriber::new(events_for_stream.clone(), id, None)),
+            }),
+        });
+        job.channel = channel;
+        self.jobs.insert(n, job);
+        self.watchers.touch(n);
+        self.running += 1;
+        if let Some(entry) = self.sessions.get_mut(&session) {
+            entry.running += 1;
+        }
+        // The reaper forks; its answer comes back as a report, so the actor serves
+        // other requests meanwhile.
+        let (containment, reports) = (self.containment.clone(), self.reports_tx.clone());
+        tokio::spawn(async move {
+            let spawned = match tmpdir.as_deref().map(sandbox::make_tmpdir).transpose() {
+                Ok(_) => containment.spawn(id, spec).await,
+                Err(e) => Err(io::Error::new(
+                    e.kind(),
+                    format!("cannot make the session's temp dir: {e}"),
+                )),
+            };
+            let _ = reports.send(Report::Spawned { job: id, spawned });
+        });
+    }
+
+    /// Checks a request, from the sandboxed job `origin` when it came through that
+    /// job's channel, and works out how to run it, before anything is spawned.
+    fn plan(&self, params: &ExecParams, origin: Option<&Origin>) -> Result<Plan, ErrorReply> {
+        let invalid = |message: String| ErrorReply::new(ErrorKind::InvalidRequest, message);
+        let max_command = self.config.limits.max_command_bytes;
+        if params.command.len() > max_command {
+            return Err(invalid(format!(
+                "command is {} bytes, more than the limit of {max_command} bytes; write it to a script file and run that",
+                params.command.len()
+            )));
+        }
+        if !is_valid_session_id(&params.session) {
+            return Err(invalid(format!(
+                "session id {:?} is not valid: use 1 to 64 of A-Z a-z 0-9 . _ - @",
+                params.session
+            )));
+        }
+        if let Some(origin) = origin {
+            reach::from_job(origin, &params.session, false)?;
+        }
+        if self
+            .sessions
+            .get(&params.session)
+            .is_some_and(|s| s.closing.is_some())
+        {
+            return Err(invalid(format!(
+                "session {} is closing; try again in a moment, or use another session",
+                params.session
+            )));
+        }
+        let workdir = check_workdir(Path::new(&params.workdir))?;
+        // Never a silent no-op: a limit this daemon cannot hold refuses the job.
+        self.containment
+            .check_limits(&params.limits, LimitsFrom::Request)
+            .map_err(invalid)?;
+        let defaults = &self.config.limits.job;
+        let job_limits = JobLimits {
+            memory_bytes: params.limits.memory_bytes.or(defaults.memory_bytes),
+            cpu_millicores: params.limits.cpu_millicores.or(defaults.cpu_millicores),
+            pids: params.limits.pids.or(defaults.pids),
+        };
+        self.containment
+            .check_limits(&job_limits, LimitsFrom::Config)
+            .map_err(invalid)?;
+        // Never silently unconfined: a sandbox this daemon cannot hold refuses the job.
+        let sandbox = sandbox::decide(&self.config.sandbox, params, origin)
+            .and_then(|in_force| match in_force {
+                Some(in_force) => self
+                    .containment
+                    .sandbox()
+                    .check(in_force)
+                    .map(|()| Some(in_force)),
+                None => Ok(None),
+            })
+            .map_err(invalid)?;
+        let timeouts = &self.config.timeouts;
+        let timeout_secs = match (params.timeout_secs, params.mode) {
+            (Some(secs), _)
+                if !(limits::MIN_TIMEOUT_SECS..=limits::MAX_TIMEOUT_SECS).contains(&secs) =>
+            {
+                return Err(invalid(format!(
+                    "timeout {secs} s is outside 1 s .. 24 h ({} s); give a timeout in that range, or use mode background for jobs that run up to 24 h",
+                    limits::MAX_TIMEOUT_SECS
+                )));
+            }
+            (Some(secs), _) => secs,
+            (None, Mode::Default) => timeouts.default_secs,
+            (None, Mode::Slow) => timeouts.slow_secs,
+            (None, Mode::Background) => timeouts.background_secs,
+        };
+        if params.output.max_lines == Some(0) || params.output.max_bytes == Some(0) {
+            let what = if params.output.max_lines == Some(0) {
+                "max_lines"
+            } else {
+                "max_bytes"
+            };
+            return Err(invalid(format!(
+                "{what} 0 would show nothing of the output; give 1 or more (the whole output is kept either way, for output to page through)"
+            )));
+        }
+        let limits = &self.config.limits;
+        let max_bytes = params.output.max_bytes.unwrap_or(limits.max_bytes);
+        Ok(Plan {
+            // A job started from a sandboxed one writes where that one may, whatever
+            // workdir it names.
+            workspace: origin.map_or_else(|| workdir.clone(), |o| o.workspace.clone()),
+            workdir,
+            timeout: Duration::from_secs(timeout_secs),
+            job_limits,
+            limits: output::Limits {
+                max_lines: params
+                    .output
+                    .max_lines
+                    .unwrap_or(limits.max_lines)
+                    .max(1)
+                    .into(),
+                max_bytes: max_bytes.clamp(1, limits::MAX_SHOWN_BYTES) as usize,
+                max_spill_bytes: limits.max_spill_bytes,
+            },
+            shape: Shape::from_options(&params.output),
+            sandbox,
+        })
+    }
+
+    /// The client's environment, then the hardening set over it, then bashd's own:
+    /// a sandboxed job's `channel` is named there, and any other job has none, whatever
+    /// the client's environment said.
+    fn job_env(&self, params: &ExecParams, job: JobId, channel: bool) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut ours: Vec<(&str, String)> = vec![
+            (journal::COOKIE_VAR, format!("{}/{job}", self.instance)),
+            ("BASHD_SESSION", params.session.clone()),
+        ];
+        if channel {
+            ours.push((CHANNEL_ENV, crate::resident::CHANNEL_FD.to_string()));
+        }
+        let overridden = |key: &[u8]| {
+            key == CHANNEL_ENV.as_bytes()
+                || self.config.env.iter().any(|(k, _)| k.as_bytes() == key)
+                || ours.iter().any(|(k, _)| k.as_bytes() == key)
+        };
+        let mut env: Vec<(Vec<u8>, Vec<u8>)> = params
+            .env
+            .iter()
+            .filter(|(k, _)| !overridden(k))
+            .cloned()
+            .collect();
+        env.extend(
+            self.config
+                .env
+                .iter()
+                .map(|(k, v)| (k.clone().into_bytes(), v.clone().into_bytes())),
+        );
+        env.extend(
+            ours.into_iter()
+                .map(|(k, v)| (k.as_bytes().to_vec(), v.into_bytes())),
+        );
+        env
+    }
+}
+
+struct Plan {
+    workdir: PathBuf,
+    /// Where `workspace-write` lets it write.
+    workspace: PathBuf,
+    timeout: Duration,
+    /// The request's limits, with the config's defaults for those it did not set.
+    job_limits: JobLimits,
+    limits: output::Limits,
+    shape: Shape,
+    sandbox: Option<SandboxInForce>,
+}
+
+/// At most `max` bytes of `text`, cut on a char boundary.
+pub(in crate::jobs) fn cut(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+pub(in crate::jobs) fn check_workdir(path: &Path) -> Result<PathBuf, ErrorReply> {
+    let invalid = |message: String| ErrorReply::new(ErrorKind::InvalidRequest, message);
+    if !path.is_absolute() {
+        return Err(invalid(format!(
+            "Working directory must be an absolute path: {}",
+            path.display()
+        )));
+    }
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.is_dir() => Ok(path.to_owned()),
+        Ok(_) => Err(invalid(format!(
+            "Working directory is not a directory: {}",
+            path.display()
+        ))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(invalid(format!(
+            "Working directory does not exist: {}",
+            path.display()
+        ))),
+        Err(e) => Err(invalid(format!(
+            "Working directory cannot be used: {}: {e}",
+            path.display()
+        ))),
+    }
+}

@@ -1,0 +1,67 @@
+//! The request's side of the inbox (issue 32): which session a request acts for, and
+//! handing that session's inbox to the connection just before the request's final
+//! response. The inbox itself is the actor's (`table/inbox.rs`).
+//!
+//! Every request that names a caller takes its caller's inbox: a look at another
+//! session's job (`--any-session`) takes the looker's, never that session's.
+
+use std::sync::atomic::Ordering;
+
+use bashd_protocol::{Inbox, JobId, Request, RequestId, Response, ServerFrame};
+use tokio::sync::mpsc;
+
+use crate::jobs::table::handle::JobsHandle;
+use crate::jobs::table::inbox::TakeInbox;
+
+/// The session a request acts for, whose inbox its final response carries
+/// (`Request::session`, the one list of who names a session).
+pub fn caller_session(request: &Request) -> Option<String> {
+    request.session().map(str::to_owned)
+}
+
+/// The jobs a final response tells the result of, whose events it makes needless.
+fn about(response: &Response) -> Vec<JobId> {
+    match response {
+        Response::Finished(result) => vec![result.job],
+        Response::Waited(waited) => waited.done.clone(),
+        _ => Vec::new(),
+    }
+}
+
+impl JobsHandle {
+    /// Takes `session`'s inbox, if it has one, leaving out events about `about`; one
+    /// atomic load when no session has one.
+    pub async fn take_inbox(&self, session: &str, about: Vec<JobId>) -> Option<Inbox> {
+        if self.inbox_pending.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        self.call(TakeInbox {
+            session: session.to_owned(),
+            about,
+        })
+        .await
+        .ok()
+        .flatten()
+    }
+
+    /// Sends `session`'s inbox on the connection ahead of `last`, the request's final
+    /// response; false if the connection is gone.
+    pub async fn deliver_inbox(
+        &self,
+        session: Option<&str>,
+        id: RequestId,
+        last: &Response,
+        out: &mpsc::Sender<ServerFrame>,
+    ) -> bool {
+        let Some(session) = session else {
+            return true;
+        };
+        match self.take_inbox(session, about(last)).await {
+            Some(inbox) => out
+                .send(ServerFrame::Response(id, Response::Inbox(inbox)))
+                .await
+                .is_ok(),
+            None => true,
+        }
+    }
+}

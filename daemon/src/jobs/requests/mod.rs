@@ -1,0 +1,135 @@
+//! One file per request a connection makes, each holding all of it (pueue's
+//! `message_handler/`, mini-redis's `cmd/`): the `JobsHandle` method the request's
+//! task calls, its message to the jobs actor (a [`ToActor`]: the data, and the
+//! handler the actor runs), and the actor's handler, with whatever of the table only
+//! that request uses. [`serve`] is the one dispatch from a `Request` to its file.
+//!
+//! Adding a request: its payload and `Request`/`Response` variants in `protocol/`; a
+//! file here with its handle method and, if it needs the table, a `ToActor`; one arm
+//! in [`serve`]; and each front end's spelling (the CLI's subcommand, MCP's tool).
+//! The table's shared queries (`table/queries.rs`: find, reach, lookup, summary) and
+//! live readers (`table/live.rs`) are there for every request to use.
+//!
+//! `inbox.rs` is not a request: it hands a session's inbox to the connection ahead of
+//! any request's final response.
+
+pub(super) mod check;
+mod check_policy;
+mod close_session;
+pub(super) mod exec;
+mod follow;
+mod grep;
+pub mod inbox;
+pub(super) mod jobs;
+mod kill;
+mod output;
+pub(super) mod screen;
+mod send;
+mod sessions;
+mod shutdown;
+mod status;
+pub(super) mod top;
+pub(super) mod wait;
+mod wait_many;
+pub(super) mod watch;
+
+use bashd_protocol::{ErrorReply, ExecResult, Request, RequestId, Response, ServerFrame};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::jobs::JobsHandle;
+#[allow(unused_imports)]
+use crate::jobs::table::handle::ToActor;
+
+/// Serves request `id` on its task, sending its responses to `out`; `cancel` is the
+/// connection's cancel of it. Dropping a request's future is its cancel: a wait stops
+/// waiting, and nothing is answered. `exec` handles its cancel itself (an MCP call may
+/// move its job to the background instead), and `shutdown` answers before it acts.
+pub async fn serve(
+    id: RequestId,
+    request: Request,
+    jobs: JobsHandle,
+    out: mpsc::Sender<ServerFrame>,
+    cancel: CancellationToken,
+) {
+    match request {
+        Request::Exec(params) => exec::serve(id, params, jobs, out, cancel).await,
+        Request::Shutdown => shutdown::serve(id, jobs, out).await,
+        Request::Watch(request) => tokio::select! {
+            () = watch::serve(id, request, jobs, out) => {}
+            () = cancel.cancelled() => {}
+        },
+        request => tokio::select! {
+            () = answer(id, request, jobs, out) => {}
+            () = cancel.cancelled() => {}
+        },
+    }
+}
+
+/// The dispatch of every request with one answer (and `follow`, whose answers stream
+/// until the job's result).
+async fn answer(id: RequestId, request: Request, jobs: JobsHandle, out: mpsc::Sender<ServerFrame>) {
+    let answer = |result: Result<Response, ErrorReply>| match result {
+        Ok(response) => response,
+        Err(error) => Response::Error(error),
+    };
+    let finished = |result: Result<ExecResult, ErrorReply>| {
+        answer(result.map(|r| Response::Finished(Box::new(r))))
+    };
+    let session = inbox::caller_session(&request);
+    let response = match request {
+        Request::Follow(request) => {
+            let events = jobs.follow(request);
+            return forward(id, events, &jobs, session.as_deref(), &out).await;
+        }
+        Request::Send(request) => answer(jobs.send(request).await.map(Response::Sent)),
+        Request::Grep(request) => answer(jobs.grep(request).await.map(Response::Page)),
+        Request::Screen(request) => answer(jobs.screen(request).await.map(Response::Screen)),
+        Request::Resize(request) => answer(jobs.resize(request).await.map(Response::Screen)),
+        // Served by `serve`; a cancel has no answer.
+        Request::Exec(_) | Request::Shutdown | Request::Watch(_) | Request::Cancel(_) => return,
+        Request::Output(request) => answer(jobs.output(request).await.map(Response::Page)),
+        Request::CheckPolicy(command) => Response::Policy(jobs.check_policy(command).await),
+        Request::Status => match jobs.status().await {
+            Some(status) => Response::Status(status),
+            None => Response::Error(crate::jobs::shutting_down()),
+        },
+        Request::Jobs(request) => answer(jobs.jobs(request).await.map(Response::Jobs)),
+        Request::Check(request) => finished(jobs.check(request).await),
+        Request::Wait(request) => finished(jobs.wait(request).await),
+        Request::WaitMany(request) => answer(jobs.wait_many(request).await.map(Response::Waited)),
+        Request::Top(request) => answer(jobs.top(request).await.map(Response::Top)),
+        Request::Kill(request) => finished(jobs.kill(request).await),
+        Request::Sessions => answer(jobs.sessions().await.map(Response::Sessions)),
+        Request::CloseSession(session) => answer(
+            jobs.close_session(session)
+                .await
+                .map(Response::SessionClosed),
+        ),
+    };
+    if jobs
+        .deliver_inbox(session.as_deref(), id, &response, &out)
+        .await
+    {
+        let _ = out.send(ServerFrame::Response(id, response)).await;
+    }
+}
+
+/// Forwards the responses of a request that has many (`Exec`, `Follow`) until its last.
+async fn forward(
+    id: RequestId,
+    mut events: mpsc::Receiver<Response>,
+    jobs: &JobsHandle,
+    session: Option<&str>,
+    out: &mpsc::Sender<ServerFrame>,
+) {
+    while let Some(event) = events.recv().await {
+        let last = matches!(event, Response::Finished(_) | Response::Error(_));
+        if last && !jobs.deliver_inbox(session, id, &event, out).await {
+            return;
+        }
+        if out.send(ServerFrame::Response(id, event)).await.is_err() || last {
+            return;
+        }
+    }
+}

@@ -1,0 +1,276 @@
+//! The sessions' inboxes (issue 32): per session, what happened to its jobs since its
+//! last call. The actor owns them (like the sessions they belong to); events come from
+//! the actor itself (a background job ended) and from each job's teller
+//! (`job/teller.rs`: a pattern matched, the job went quiet, it waits for input), as
+//! `Report::Tell`. Each request of the session takes its inbox once, just before its
+//! final response (`requests/inbox.rs`), and a closed session drops its own.
+//!
+//! A counter of non-empty inboxes is shared with every `JobsHandle`, so a call with
+//! nothing to say costs one atomic load, not a message to the actor.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use bashd_protocol::{Inbox, InboxEvent, JobId, Notice};
+
+use super::{JobsActor, Status};
+use crate::jobs::job::supervisor::Ended;
+use crate::jobs::job::teller::Teller;
+use crate::jobs::table::handle::ToActor;
+
+/// Events one session's inbox holds; older ones are folded into a count.
+pub const MAX_EVENTS: usize = 32;
+
+#[derive(Debug)]
+pub(in crate::jobs) struct Inboxes {
+    by_session: HashMap<String, SessionInbox>,
+    /// How many sessions have something to say: only the actor writes it.
+    non_empty: Arc<AtomicUsize>,
+}
+
+#[derive(Debug, Default)]
+struct SessionInbox {
+    events: VecDeque<InboxEvent>,
+    folded: u64,
+}
+
+impl Inboxes {
+    pub(in crate::jobs) fn new() -> Inboxes {
+        Inboxes {
+            by_session: HashMap::new(),
+            non_empty: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    /// The counter a `JobsHandle` reads before asking for an inbox.
+    pub(in crate::jobs) fn non_empty(&self) -> Arc<AtomicUsize> {
+        Arc::clone(&self.non_empty)
+    }
+
+    /// Adds `event` to `session`'s inbox. What repeats is merged into the event still
+    /// unread: matches into their count (the first match stays), a wait for input or a
+    /// quiet stretch into the newest.
+    pub(in crate::jobs) fn tell(&mut self, session: &str, event: InboxEvent) {
+        let inbox = match self.by_session.get_mut(session) {
+            Some(inbox) => inbox,
+            None => self.by_session.entry(session.to_owned()).or_default(),
+        };
+        if inbox.events.is_empty() && inbox.folded == 0 {
+            self.non_empty.fetch_add(1, Ordering::Relaxed);
+        }
+        let job = event.job();
+        let same = inbox.events.iter_mut().find(|old| {
+            old.job() == job && std::mem::discriminant(*old) == std::mem::discriminant(&event)
+        });
+        match (same, event) {
+            (Some(InboxEvent::Matched { count, .. }), InboxEvent::Matched { count: more, .. }) => {
+                *count += more
+            }
+            (Some(old @ (InboxEvent::WaitingForInput { .. } | InboxEvent::Idle { .. })), new) => {
+                *old = new;
+            }
+            (_, event) => {
+                if inbox.events.len() == MAX_EVENTS {
+                    inbox.events.pop_front();
+                    inbox.folded += 1;
+                }
+                inbox.events.push_back(event);
+            }
+        }
+    }
+
+    /// Takes `session`'s inbox, leaving it empty. Events about `about`, the job the
+    /// final response is about, are dropped: that response says more.
+    pub(in crate::jobs) fn take(&mut self, session: &str, about: &[JobId]) -> Option<Inbox> {
+        let inbox = self.by_session.remove(session)?;
+        self.non_empty.fetch_sub(1, Ordering::Relaxed);
+        let inbox = Inbox {
+            events: inbox
+                .events
+                .into_iter()
+                .filter(|event| !about.contains(&event.job()))
+                .collect(),
+            folded: inbox.folded,
+        };
+        (!inbox.is_empty()).then_some(inbox)
+    }
+
+    /// Drops a session's inbox with the session.
+    pub(in crate::jobs) fn drop_session(&mut self, session: &str) {
+        if self.by_session.remove(session).is_some() {
+            self.non_empty.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Takes a session's inbox (issue 32); events about `about` are dropped.
+pub(in crate::jobs) struct TakeInbox {
+    pub session: String,
+    pub about: Vec<JobId>,
+}
+
+impl ToActor for TakeInbox {
+    type Reply = Option<Inbox>;
+    fn handle(self, actor: &mut JobsActor) -> Option<Inbox> {
+        actor.inboxes.take(&self.session, &self.about)
+    }
+}
+
+impl JobsActor {
+    /// Starts the teller of job `n`, now in the background, when it asked to be told
+    /// about or may wait for input (`job/teller.rs`).
+    pub(in crate::jobs) fn start_teller(&mut self, n: u64, seen: [u64; 2]) {
+        let Some(job) = self.jobs.get(&n) else {
+            return;
+        };
+        let Status::Running { control, .. } = &job.status else {
+            return;
+        };
+        let reads_input = job.stdin.is_some();
+        if !Teller::wanted(job.notify.as_ref(), reads_input) {
+            return;
+        }
+        let teller = Teller {
+            job: job.id,
+            session: job.session.clone(),
+            command: short_command(&job.command),
+            spec: job.notify.clone(),
+            reads_input,
+            control: control.clone(),
+            reports: self.reports_tx.clone(),
+            seen,
+        };
+        tokio::spawn(teller.run());
+    }
+
+    /// Tells job `n`'s session that it ended, when it ran in the background: a
+    /// foreground job's end is its request's answer.
+    pub(in crate::jobs) fn tell_ended(&mut self, n: u64, ended: &Ended) {
+        let Some(job) = self.jobs.get(&n) else {
+            return;
+        };
+        let closing = self
+            .sessions
+            .get(&job.session)
+            .is_none_or(|session| session.closing.is_some());
+        if !job.background || closing {
+            return;
+        }
+        let result = &ended.result;
+        let cursor = job.cursors.get(&job.session).copied().unwrap_or_default();
+        let lines = [
+            ended.streams.stdout.complete_lines,
+            ended
+                .streams
+                .stderr
+                .as_ref()
+                .map_or(0, |s| s.complete_lines),
+        ];
+        let new_lines = lines[0].saturating_sub(cursor[0]) + lines[1].saturating_sub(cursor[1]);
+        let record = result.record.as_ref();
+        let event = InboxEvent::Ended {
+            job: job.id,
+            command: short_command(&job.command),
+            state: result.state,
+            exit_code: result.exit_code,
+            signal: result.signal,
+            duration_ms: result.duration_ms,
+            ended_by: record.map(|r| r.ended_by),
+            limit: record.and_then(|r| r.limit.clone()),
+            sandbox_denied: result
+                .notices
+                .iter()
+                .any(|n| matches!(n, Notice::SandboxDenied { .. })),
+            new_lines,
+        };
+        let session = job.session.clone();
+        self.inboxes.tell(&session, event);
+    }
+}
+
+/// A command as an inbox line names it: its first line, at most 60 characters.
+pub fn short_command(command: &str) -> String {
+    const MAX_CHARS: usize = 60;
+    let first = command.lines().next().unwrap_or_default().trim();
+    let mut short: String = first.chars().take(MAX_CHARS).collect();
+    if short.len() < first.len() || command.trim().lines().nth(1).is_some() {
+        short.push_str("...");
+    }
+    short
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bashd_protocol::StreamName;
+
+    fn matched(job: u64, count: u64) -> InboxEvent {
+        InboxEvent::Matched {
+            job: JobId(job),
+            command: "make".to_owned(),
+            pattern: "error".to_owned(),
+            stream: StreamName::Stdout,
+            line: 3,
+            text: "error: one".to_owned(),
+            count,
+        }
+    }
+
+    fn idle(job: u64, idle_secs: u64) -> InboxEvent {
+        InboxEvent::Idle {
+            job: JobId(job),
+            command: "make".to_owned(),
+            idle_secs,
+        }
+    }
+
+    #[test]
+    fn an_inbox_is_taken_once() {
+        let mut inboxes = Inboxes::new();
+        let non_empty = inboxes.non_empty();
+        inboxes.tell("s", idle(1, 5));
+        assert_eq!(non_empty.load(Ordering::Relaxed), 1);
+        assert_eq!(inboxes.take("other", &[]), None);
+        assert_eq!(inboxes.take("s", &[]).unwrap().events, vec![idle(1, 5)]);
+        assert_eq!(inboxes.take("s", &[]), None);
+        assert_eq!(non_empty.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn repeats_merge_and_the_bound_folds_the_oldest() {
+        let mut inboxes = Inboxes::new();
+        inboxes.tell("s", matched(1, 1));
+        inboxes.tell("s", matched(1, 4));
+        inboxes.tell("s", idle(1, 5));
+        inboxes.tell("s", idle(1, 9));
+        let inbox = inboxes.take("s", &[]).unwrap();
+        assert_eq!(inbox.events, vec![matched(1, 5), idle(1, 9)]);
+        for job in 0..MAX_EVENTS as u64 + 10 {
+            inboxes.tell("s", idle(job, 1));
+        }
+        let inbox = inboxes.take("s", &[]).unwrap();
+        assert_eq!(inbox.events.len(), MAX_EVENTS);
+        assert_eq!(inbox.folded, 10);
+        assert_eq!(inbox.events[0].job(), JobId(10));
+    }
+
+    #[test]
+    fn the_job_a_response_is_about_is_left_out() {
+        let mut inboxes = Inboxes::new();
+        let non_empty = inboxes.non_empty();
+        inboxes.tell("s", idle(1, 5));
+        assert_eq!(inboxes.take("s", &[JobId(1)]), None);
+        assert_eq!(non_empty.load(Ordering::Relaxed), 0);
+        inboxes.tell("s", idle(2, 5));
+        inboxes.drop_session("s");
+        assert_eq!(non_empty.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn commands_are_cut_to_one_short_line() {
+        assert_eq!(short_command("npm test"), "npm test");
+        assert_eq!(short_command("make\nmake install"), "make...");
+        assert_eq!(short_command(&"x".repeat(100)).chars().count(), 63);
+    }
+}
