@@ -26,6 +26,7 @@ mod options;
 mod others;
 mod relay;
 mod remote;
+mod requests;
 mod session;
 mod target;
 mod watch;

@@ -16,6 +16,7 @@ mod peer;
 mod relay;
 mod render;
 mod since;
+mod ssh;
 mod stop;
 mod tables;
 mod terminal;
