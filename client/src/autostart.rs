@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 use bashd_protocol::runtime;
 use rustix::fs::{FlockOperation, flock};
 
-use crate::client::{Client, ClientError};
+use crate::client::Client;
+use crate::error::ClientError;
 use crate::others::{OtherDaemon, other_daemons};
 
 /// Set to `1` to never start a daemon.
@@ -28,30 +29,64 @@ const START_TIMEOUT: Duration = Duration::from_secs(20);
 /// `BASHD_NO_AUTOSTART` is not `1`.
 pub(crate) async fn connect_or_start(runtime_dir: &Path) -> Result<Client, ClientError> {
     let socket = runtime::socket_path(runtime_dir);
-    match Client::connect(&socket).await {
-        Err(e) if e.is_not_running() => {}
-        other => return other,
-    }
-    if std::env::var_os(AUTOSTART_ENV).is_some_and(|v| v == "1") {
-        return Err(ClientError::NotRunning { path: socket });
-    }
-    runtime::ensure_runtime_dir(runtime_dir).map_err(|e| ClientError::Autostart(e.to_string()))?;
+    let look = || async {
+        match Client::connect(&socket).await {
+            Err(e) if e.is_not_running() => Ok(None),
+            other => other.map(Some),
+        }
+    };
+    let prepare = || {
+        if std::env::var_os(AUTOSTART_ENV).is_some_and(|v| v == "1") {
+            return Err(ClientError::NotRunning {
+                path: socket.clone(),
+            });
+        }
+        runtime::ensure_runtime_dir(runtime_dir).map_err(|e| ClientError::Autostart(e.to_string()))
+    };
+    let start = |lock: std::fs::File| async {
+        let others = other_daemons(runtime_dir);
+        let mut client = start_daemon(runtime_dir, &socket, &others).await?;
+        drop(lock);
+        client.others = Some(std::sync::Arc::new(others));
+        Ok(client)
+    };
+    look_lock_start(
+        look,
+        prepare,
+        runtime::autostart_lock_path(runtime_dir),
+        ClientError::Autostart,
+        start,
+    )
+    .await
+}
 
-    let lock = lock_exclusive(runtime::autostart_lock_path(runtime_dir))
-        .await
-        .map_err(ClientError::Autostart)?;
-
+/// Connect, else lock, look again, start: the one way a client starts what should
+/// answer on a socket (a daemon, a host's relay), so that any number of clients
+/// starting at once start exactly one. `look` connects, `None` when nothing answers;
+/// `prepare` checks and makes what the start needs before the lock at `lock` is
+/// taken; `start` gets the lock (to hold while it starts, or hand on to what it
+/// starts) and answers the connection to what it started.
+pub(crate) async fn look_lock_start<T, E, Look, Start>(
+    look: impl Fn() -> Look,
+    prepare: impl FnOnce() -> Result<(), E>,
+    lock: PathBuf,
+    lock_error: impl FnOnce(String) -> E,
+    start: impl FnOnce(std::fs::File) -> Start,
+) -> Result<T, E>
+where
+    Look: std::future::Future<Output = Result<Option<T>, E>>,
+    Start: std::future::Future<Output = Result<T, E>>,
+{
+    if let Some(found) = look().await? {
+        return Ok(found);
+    }
+    prepare()?;
+    let lock = lock_exclusive(lock).await.map_err(lock_error)?;
     // Another client may have started it while this one waited for the lock.
-    match Client::connect(&socket).await {
-        Err(e) if e.is_not_running() => {}
-        other => return other,
+    if let Some(found) = look().await? {
+        return Ok(found);
     }
-    let others = other_daemons(runtime_dir);
-    let client = start_daemon(runtime_dir, &socket, &others).await;
-    drop(lock);
-    let mut client = client?;
-    client.others = Some(std::sync::Arc::new(others));
-    Ok(client)
+    start(lock).await
 }
 
 async fn start_daemon(

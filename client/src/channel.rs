@@ -15,7 +15,8 @@ use bashd_protocol::channel::{CHANNEL_ENV, CHANNEL_HELLO};
 use rustix::io::Errno;
 use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags, SocketType};
 
-use crate::client::{Client, ClientError};
+use crate::client::Client;
+use crate::error::ClientError;
 
 /// How long a send waits for room in a channel the daemon is slow to read.
 const SEND_WAIT: Duration = Duration::from_secs(10);

@@ -9,28 +9,19 @@
 //! a host without `bashc` on its PATH, a far side of another protocol version.
 
 use std::path::{Path, PathBuf};
-use std::process::ExitStatus;
 use std::time::Duration;
 
-use bashd_protocol::Request;
-use tokio::io::AsyncReadExt;
-use tokio::process::Command;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
 
-use crate::client::{Client, ClientError};
+use bashd_protocol::{JobId, Request};
+use tokio::net::UnixStream;
+
+use crate::client::{Client, Link};
+use crate::error::ClientError;
 
 pub use bashd_protocol::config::BRIDGE_COMMAND_ENV;
-
-/// How long an idle multiplexed master stays up after its last call.
-const CONTROL_PERSIST: &str = "10m";
-
-/// How much of ssh's stderr is kept to explain a failure.
-pub(crate) const STDERR_KEPT: usize = 4096;
-
-/// How long ssh has to exit once its stdout closed, before its status is read.
-pub(crate) const EXIT_WAIT: Duration = Duration::from_secs(5);
-
-/// How long ssh's stderr may stay open after ssh exited (a master it forked holds it).
-pub(crate) const STDERR_WAIT: Duration = Duration::from_millis(200);
 
 /// `[remote]` of the user's config file: how to reach a host. The daemon reads the
 /// file through the same type, so the two say the same of it.
@@ -78,12 +69,14 @@ pub(crate) async fn connect_remote(host: &str, runtime_dir: &Path) -> Result<Cli
             .peer_cred()
             .ok()
             .and_then(|cred| cred.pid())
-            .map(|pid| std::sync::Arc::new((pid as u32, socket)));
+            .map(|pid| (pid as u32, socket));
         let (read, write) = stream.into_split();
         match Client::handshake(read, write).await {
             Ok(mut client) => {
-                client.host = Some(host.into());
-                client.relay = relay;
+                client.link = Some(Arc::new(Remote {
+                    host: host.to_owned(),
+                    relay,
+                }));
                 return Ok(client);
             }
             Err(ClientError::Disconnected | ClientError::Frame(_)) if attempt == 0 => continue,
@@ -125,100 +118,59 @@ pub(crate) fn remote_error(host: &str, message: String) -> ClientError {
     }
 }
 
-/// Why the bridge did not answer, from ssh's exit status and what it said.
-pub(crate) fn explain(
-    host: &str,
-    config: &RemoteConfig,
-    status: Option<ExitStatus>,
-    said: &str,
-    error: ClientError,
-) -> ClientError {
-    let said = said.trim();
-    let last = said.lines().last().unwrap_or("").trim();
-    let bashc = config.bashc_path.as_deref().unwrap_or("bashc");
-    let message = match status.and_then(|s| s.code()) {
-        Some(127) => format!(
-            "{bashc} is not on the PATH of {host} ({last}): install it there (`cargo install --path client` and `cargo install --path daemon` in a bashd checkout), or set [remote] bashc_path in ~/.config/bashd/config.toml to where it is"
-        ),
-        Some(_) if said.contains("bad frame from the caller") => format!(
-            "the bashc on {host} has no relay mode, so it is older than this one: upgrade it there (`cargo install --path client` in a bashd checkout of this version)"
-        ),
-        Some(2) if said.contains("bridge") => format!(
-            "the bashc on {host} has no `bridge` command, so it is older than this one: upgrade it there (`cargo install --path client` in a bashd checkout of this version)"
-        ),
-        Some(255) if !said.is_empty() => format!(
-            "ssh could not reach {host}: {last} (check that `ssh {host} true` logs in without a password prompt; bashc runs ssh with BatchMode=yes)"
-        ),
-        Some(code) => format!(
-            "the bridge on {host} ended (exit {code}) before it answered: {} ({error})",
-            if said.is_empty() {
-                "it said nothing"
-            } else {
-                last
+/// A connection to another host's daemon, through this machine's relay to it.
+#[derive(Debug)]
+struct Remote {
+    host: String,
+    /// The relay that carries it, its pid and socket.
+    relay: Option<(u32, PathBuf)>,
+}
+
+impl Remote {
+    /// Whether the relay that carried the connection still answers: a connection it
+    /// closed then ended on the far side, not on the link.
+    async fn relay_answers(&self) -> bool {
+        let Some((pid, socket)) = &self.relay else {
+            return false;
+        };
+        let connected =
+            tokio::time::timeout(Duration::from_secs(2), UnixStream::connect(socket)).await;
+        matches!(connected, Ok(Ok(stream))
+            if stream.peer_cred().ok().and_then(|cred| cred.pid()) == Some(*pid as i32))
+    }
+}
+
+impl Link for Remote {
+    /// Removes the owners a request names: on another host a local pid means nothing
+    /// (or another process), and the bridge, which the daemon there takes as the owner
+    /// of a request that names none, is the one whose end should make the session
+    /// linger.
+    fn prepare(&self, request: &mut Request) {
+        for owner in request.owners_mut() {
+            *owner = None;
+        }
+    }
+
+    /// A connection closed under a running job while the relay still answers: bashd
+    /// there stopped; else the link did.
+    fn lost(&self, job: Option<JobId>) -> Pin<Box<dyn Future<Output = ClientError> + Send + '_>> {
+        Box::pin(async move {
+            let host = self.host.clone();
+            match job {
+                Some(job) if self.relay_answers().await => ClientError::RemoteDied { host, job },
+                job => ClientError::Lost { host, job },
             }
-        ),
-        None => format!("the bridge on {host} did not answer: {error} ({last})"),
-    };
-    remote_error(host, message)
-}
-
-/// Removes the owner a request names: on another host a local pid means nothing (or
-/// another process), and the bridge, which the daemon there takes as the owner of a
-/// request that names none, is the one whose end should make the session linger.
-pub(crate) fn clear_owner(request: &mut Request) {
-    if let Request::WaitMany(many) = request {
-        for wait in &mut many.waits {
-            wait.caller.owner = None;
-        }
+        })
     }
-    if let Some(owner) = request.owner_mut() {
-        *owner = None;
+
+    fn relay(&self) -> Option<(u32, &Path)> {
+        self.relay
+            .as_ref()
+            .map(|(pid, socket)| (*pid, socket.as_path()))
     }
 }
 
-/// `ssh -T ... -- HOST bashc bridge`, multiplexed through a control socket in
-/// `control_dir`; or the configured command, run by `sh -c`.
-pub(crate) fn bridge_command(host: &str, control_dir: &Path, config: &RemoteConfig) -> Command {
-    let control = control_dir.join("%C");
-    let bashc = config.bashc_path.as_deref().unwrap_or("bashc");
-    match &config.bridge_command {
-        Some(template) => {
-            let text = template
-                .replace("{host}", &shell_quote(host))
-                .replace("{control}", &shell_quote(&control.to_string_lossy()))
-                .replace("{bashc}", bashc);
-            let mut command = Command::new("sh");
-            command.arg("-c").arg(format!("exec {text}"));
-            command
-        }
-        None => {
-            let mut command = Command::new("ssh");
-            command
-                .args(["-T", "-o", "BatchMode=yes", "-o", "ControlMaster=auto"])
-                // A link that dies without a word ends the relay within a minute, so
-                // its calls fail instead of waiting.
-                .args([
-                    "-o",
-                    "ServerAliveInterval=20",
-                    "-o",
-                    "ServerAliveCountMax=3",
-                ])
-                .arg("-o")
-                .arg(format!("ControlPath={}", control.display()))
-                .arg("-o")
-                .arg(format!("ControlPersist={CONTROL_PERSIST}"))
-                .args(["--", host, bashc, "bridge"]);
-            command
-        }
-    }
-}
-
-/// `text` in single quotes, for `sh`.
-fn shell_quote(text: &str) -> String {
-    format!("'{}'", text.replace('\'', r"'\''"))
-}
-
-/// The directory of the control sockets, private to the user.
+/// A directory under the runtime dir (`remote/`), private to the user.
 pub(crate) fn ensure_private_dir(dir: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::DirBuilderExt;
     match std::fs::DirBuilder::new()
@@ -229,24 +181,6 @@ pub(crate) fn ensure_private_dir(dir: &Path) -> std::io::Result<()> {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
         Err(e) => Err(e),
-    }
-}
-
-/// Keeps the last [`STDERR_KEPT`] bytes ssh writes to stderr in `kept`, shared with
-/// the task that explains a failure (a std `Mutex`: held for a copy, never across an
-/// await).
-pub(crate) async fn keep_tail(
-    mut stderr: tokio::process::ChildStderr,
-    kept: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
-) {
-    let mut chunk = [0u8; 1024];
-    while let Ok(n @ 1..) = stderr.read(&mut chunk).await {
-        let mut kept = kept.lock().expect("never poisoned: no panics while held");
-        kept.extend_from_slice(&chunk[..n]);
-        if kept.len() > STDERR_KEPT {
-            let excess = kept.len() - STDERR_KEPT;
-            kept.drain(..excess);
-        }
     }
 }
 
@@ -298,8 +232,12 @@ mod tests {
                 any_session: false,
             }),
         ];
+        let remote = Remote {
+            host: "box".to_owned(),
+            relay: None,
+        };
         for mut request in requests {
-            clear_owner(&mut request);
+            remote.prepare(&mut request);
             let shown = format!("{request:?}");
             assert_eq!(request.owner_mut(), Some(&mut None), "{shown}");
         }
@@ -311,17 +249,5 @@ mod tests {
         assert!(check_host("a b").is_err());
         assert!(check_host("").is_err());
         assert!(check_host("user@build-box.example").is_ok());
-    }
-
-    #[test]
-    fn the_configured_command_gets_the_host_quoted() {
-        let config = RemoteConfig {
-            bridge_command: Some("ssh -F cfg {host} {bashc} bridge".to_owned()),
-            bashc_path: Some("/opt/bashc".to_owned()),
-            ..RemoteConfig::default()
-        };
-        let command = bridge_command("it's", Path::new("/r/ssh"), &config);
-        let args: Vec<_> = command.as_std().get_args().collect();
-        assert_eq!(args[1], r"exec ssh -F cfg 'it'\''s' /opt/bashc bridge");
     }
 }

@@ -6,8 +6,13 @@ use std::path::PathBuf;
 use bashd_protocol::runtime::{self, RuntimeDirSource};
 
 use crate::autostart::connect_or_start;
-use crate::client::{Client, ClientError};
+use crate::client::Client;
+use crate::error::ClientError;
 use crate::remote::connect_remote;
+
+/// The variable that names the host a front end acts on when none is named
+/// (`bashc --host`).
+pub const HOST_ENV: &str = "BASHD_HOST";
 
 /// The daemon a client talks to: this machine's, or another host's over an SSH channel
 /// (DESIGN §14); every caller goes through [`connect`] either way.

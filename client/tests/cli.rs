@@ -103,6 +103,10 @@ const EVERY_COMMAND: &[&str] = &["--help", "--version", "--runtime-dir", "--host
 /// Flags the README names that belong to other programs (bashd, git, cargo, systemctl,
 /// claude, rm).
 const OTHER_PROGRAMS: &[&str] = &[
+    // cargo test's, in the README's line that runs the agents' tests.
+    "--test",
+    "--nocapture",
+    "--test-threads",
     "--config",
     "--test",
     "--nocapture",

@@ -13,6 +13,7 @@ pub mod inbox;
 pub mod limits;
 pub mod message;
 pub mod notice;
+pub mod peer;
 pub mod runtime;
 pub mod sandbox;
 pub mod text;

@@ -133,6 +133,9 @@ impl Request {
     /// names one: the one list both ends use. The daemon fills in the connecting
     /// process for an owner left out; a client to another host clears it, since a pid
     /// of this machine means nothing there (the bridge owns the session).
+    ///
+    /// A wait on several jobs names an owner per job: [`Request::owners_mut`] has those
+    /// too.
     pub fn owner_mut(&mut self) -> Option<&mut Option<Owner>> {
         match self {
             Request::Exec(params) => Some(&mut params.owner),
@@ -155,6 +158,20 @@ impl Request {
             | Request::WaitMany(_)
             | Request::Top(_)
             | Request::Watch(_) => None,
+        }
+    }
+
+    /// Every owner a request names: its one ([`Request::owner_mut`]), or a wait on
+    /// several jobs' one per job. What a front end clears for another host, and what
+    /// the daemon fills in, is this list.
+    pub fn owners_mut(&mut self) -> Vec<&mut Option<Owner>> {
+        match self {
+            Request::WaitMany(many) => many
+                .waits
+                .iter_mut()
+                .map(|wait| &mut wait.caller.owner)
+                .collect(),
+            request => request.owner_mut().into_iter().collect(),
         }
     }
 }
@@ -188,6 +205,23 @@ pub enum Response {
     Top(Vec<crate::top::TopJob>),
     /// One answer of `Watch`; there are many, and none is the last.
     Watch(crate::top::WatchUpdate),
+}
+
+impl Response {
+    /// Whether this is the last response of its request: every response is, but
+    /// `Started`, `Output` and `Notice`, which come ahead of an `Exec`'s or a
+    /// `Follow`'s `Finished`, `Inbox`, which comes ahead of any final response, and
+    /// `Watch`, of which none is the last.
+    pub fn is_final(&self) -> bool {
+        !matches!(
+            self,
+            Response::Started(_)
+                | Response::Output(_)
+                | Response::Notice(_)
+                | Response::Inbox(_)
+                | Response::Watch(_)
+        )
+    }
 }
 
 /// On whose behalf a request acts: the session it names, re-adopted if it lingers, and

@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 use bashd_tests::Daemon;
 use bashd_tests::procs::memory_kib;
 
+#[path = "parts/cli.rs"]
+mod cli;
 #[path = "parts/inbox.rs"]
 mod inbox;
 #[path = "parts/rivals.rs"]
@@ -60,6 +62,9 @@ fn main() {
     }
     if wanted("inbox") {
         inbox::inbox(&tokio);
+    }
+    if wanted("cli") {
+        cli::cli();
     }
     if wanted("abuse") {
         abuse();

@@ -33,7 +33,9 @@ pub struct SessionArgs {
 impl SessionArgs {
     /// The session and owner a request acts for.
     pub fn caller(&self) -> Caller {
-        let agent = || bashc::find_agent_pid();
+        // Walked once: the session's default and the owner both come from it.
+        let found = std::cell::OnceCell::new();
+        let agent = || *found.get_or_init(bashc::find_agent_pid);
         let session = match &self.session {
             Some(session) => session.clone(),
             None => {
@@ -47,8 +49,7 @@ impl SessionArgs {
     }
 }
 
-/// The variable that names the host when `--host` does not.
-pub const HOST_ENV: &str = "BASHD_HOST";
+use bashc::HOST_ENV;
 
 /// This machine's name, set once `--host` names another host: the default session
 /// there is `<the local default>@<this hostname>` (DESIGN §14).

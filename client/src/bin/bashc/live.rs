@@ -7,7 +7,7 @@ use anyhow::{Context, bail};
 use bashc::protocol::{
     ExecResult, FollowFrom, FollowRequest, JobId, Notice, Response, SendRequest, StreamName, Worded,
 };
-use bashc::{ClientError, Responses, Target};
+use bashc::{Responses, Target};
 use clap::Args;
 
 use crate::common::{SessionArgs, connect, print, write_stdout};
@@ -145,16 +145,41 @@ pub async fn send(args: SendArgs, target: &Target) -> anyhow::Result<u8> {
 /// Prints the live events of a request (`exec --stream`, `follow`) as they come:
 /// stdout's lines to stdout, stderr's to stderr, notices to stderr; with `json`, one
 /// object a line on stdout. Returns the result that ends them.
-pub async fn print_events(mut responses: Responses, json: bool) -> anyhow::Result<ExecResult> {
-    // A reader far behind a loud job misses many stretches: the first is said as it
-    // happens, the rest once, at the end, rather than a notice between every two reads.
-    let mut missed: [Option<MissedSoFar>; 2] = [None, None];
-    loop {
-        match responses.next().await? {
+pub async fn print_events(responses: Responses, json: bool) -> anyhow::Result<ExecResult> {
+    let mut printer = Printer {
+        json,
+        missed: [None, None],
+    };
+    let result = responses.watch(&mut printer).await?;
+    for (stream, so_far) in [StreamName::Stdout, StreamName::Stderr]
+        .into_iter()
+        .zip(printer.missed)
+    {
+        if let Some(so_far) = so_far.filter(|m| m.stretches > 1) {
+            eprintln!("bashc: {}", so_far.text(stream));
+        }
+    }
+    Ok(result)
+}
+
+/// The CLI's hook on the client's response loop: prints each event.
+struct Printer {
+    json: bool,
+    /// A reader far behind a loud job misses many stretches: the first is said as it
+    /// happens, the rest once, at the end, rather than a notice between every two
+    /// reads.
+    missed: [Option<MissedSoFar>; 2],
+}
+
+impl bashc::Watch for Printer {
+    type Error = anyhow::Error;
+
+    fn event(&mut self, response: Response) -> anyhow::Result<()> {
+        let json = self.json;
+        match response {
             Response::Started(started) if json => {
                 json_line(&serde_json::json!({ "started": started }))?;
             }
-            Response::Started(_) => {}
             Response::Output(chunk) if json => json_line(&serde_json::json!({
                 "stream": chunk.stream,
                 "line": chunk.line,
@@ -177,8 +202,8 @@ pub async fn print_events(mut responses: Responses, json: bool) -> anyhow::Resul
                 lines,
                 path,
                 ..
-            }) if missed[stream as usize].is_some() => {
-                if let Some(so_far) = &mut missed[stream as usize] {
+            }) if self.missed[stream as usize].is_some() => {
+                if let Some(so_far) = &mut self.missed[stream as usize] {
                     so_far.stretches += 1;
                     so_far.lines += lines;
                     so_far.job = job;
@@ -194,7 +219,7 @@ pub async fn print_events(mut responses: Responses, json: bool) -> anyhow::Resul
                     ..
                 } = &notice
                 {
-                    missed[*stream as usize] = Some(MissedSoFar {
+                    self.missed[*stream as usize] = Some(MissedSoFar {
                         job: *job,
                         stretches: 1,
                         lines: *lines,
@@ -203,20 +228,9 @@ pub async fn print_events(mut responses: Responses, json: bool) -> anyhow::Resul
                 }
                 eprintln!("bashc: {}", render::notice_text(&notice));
             }
-            Response::Finished(result) => {
-                for (stream, so_far) in [StreamName::Stdout, StreamName::Stderr]
-                    .into_iter()
-                    .zip(missed)
-                {
-                    if let Some(so_far) = so_far.filter(|m| m.stretches > 1) {
-                        eprintln!("bashc: {}", so_far.text(stream));
-                    }
-                }
-                return Ok(*result);
-            }
-            Response::Error(error) => return Err(ClientError::Daemon(error).into()),
-            _ => bail!("bashd sent something other than output or a result"),
+            _ => {}
         }
+        Ok(())
     }
 }
 

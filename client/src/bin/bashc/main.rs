@@ -4,13 +4,19 @@
 //! daemon cannot be reached or refuses. A reader that closes stdout early (`| head`)
 //! changes nothing: the rest of the output is dropped quietly.
 
+mod bridge;
 mod common;
+mod deferred;
 mod jobs;
 mod live;
 mod mcp;
+mod mux;
 mod options;
+mod peer;
+mod relay;
 mod render;
 mod since;
+mod ssh;
 mod stop;
 mod tables;
 mod terminal;
@@ -29,6 +35,7 @@ use bashc::{ClientError, ExecOptions};
 use clap::{Args, Parser, Subcommand};
 
 use crate::common::{SessionArgs, command_text, connect, environment, print, target};
+use crate::deferred::Deferred;
 use crate::options::{
     DirectionArg, ModeArg, NetArg, OnTimeoutArg, SandboxArg, StdinArg, StreamArg,
 };
@@ -83,16 +90,16 @@ enum Command {
     /// 0 for a job that runs on in the background; 128+N if a signal ended it; 124 if
     /// it timed out and was killed (with every process it started); 126 if the policy
     /// denied it (nothing ran); 255 if bashd refused or could not be reached.
-    Exec(ExecArgs),
+    Exec(Deferred<ExecArgs>),
     /// List jobs: this session's, another's, or all, running and finished.
-    Jobs(jobs::JobsArgs),
+    Jobs(Deferred<jobs::JobsArgs>),
     /// Show a job's output since this session last checked it, and its state.
     ///
     /// Only whole lines are shown; a line still being written waits for the next check.
     /// When more lines came than the limits show, the last ones are shown and the
     /// result says how to read the others. Exit status as for `exec`; 0 while the job
     /// runs.
-    Check(jobs::CheckArgs),
+    Check(Deferred<jobs::CheckArgs>),
     /// Wait for a job to end, or for a line, a port or quiet, and show its result.
     ///
     /// With --until, --port or --idle (any combination), returns as soon as one of them
@@ -105,7 +112,7 @@ enum Command {
     /// (ended, or met the conditions), or with --all when every one is, and says which,
     /// with the result of each that is done. Exit status: that of the first job done
     /// (with --all, the first that is not 0), 124 if --timeout passes before.
-    Wait(jobs::WaitArgs),
+    Wait(Deferred<jobs::WaitArgs>),
     /// Print a job's output as it comes, like `tail -f`, until the job ends; then its
     /// exit code.
     ///
@@ -116,25 +123,25 @@ enum Command {
     /// stdout's lines go to stdout, stderr's to stderr. A reader that falls behind a
     /// fast job is told how many lines it missed and how to read them. Exit status: the
     /// job's, as for `exec`.
-    Follow(live::FollowArgs),
+    Follow(Deferred<live::FollowArgs>),
     /// Write to the stdin of a job started with `bashc exec --stdin pipe`.
     ///
     /// TEXT goes to the job as it is (--newline adds the newline Enter would); `-` reads
     /// it from bashc's stdin; --eof closes the job's stdin afterwards. Fails, with what
     /// was written, if the job reads nothing for 5 s while its pipe is full.
-    Send(live::SendArgs),
+    Send(Deferred<live::SendArgs>),
     /// Show the screen of a terminal job (`exec --pty`), as its emulator in bashd has
     /// it: the rows as text, then a line with the size, the cursor and the state
     /// (`waiting for input` when a process of the job is blocked reading the terminal).
-    Screen(terminal::ScreenArgs),
+    Screen(Deferred<terminal::ScreenArgs>),
     /// Give a terminal job's terminal a new size, COLSxROWS: its program gets SIGWINCH.
     /// Shows the screen after.
-    Resize(terminal::ResizeArgs),
+    Resize(Deferred<terminal::ResizeArgs>),
     /// Stop a job: the signal (default TERM) to every process of it, then SIGKILL to
     /// whatever is left after the grace time. Shows its result.
-    Kill(jobs::KillArgs),
+    Kill(Deferred<jobs::KillArgs>),
     /// List sessions: their owners, whether they linger, their jobs.
-    Sessions(jobs::SessionsArgs),
+    Sessions(Deferred<jobs::SessionsArgs>),
     /// Act on one session.
     #[command(subcommand)]
     Session(jobs::SessionCommand),
@@ -150,7 +157,7 @@ enum Command {
     ///
     /// Exit status: 0; with --grep, 1 when no line matched, as grep; 255 if bashd
     /// refused or could not be reached.
-    Output(OutputArgs),
+    Output(Deferred<OutputArgs>),
     /// The command policy: what bashd refuses to run.
     #[command(subcommand)]
     Policy(PolicyCommand),
@@ -159,7 +166,7 @@ enum Command {
     /// and the sandbox: the default, the floor, which kernel mechanisms are there and
     /// the doors each closes to a sandboxed job (unix sockets, other terminals, IPC,
     /// nested .git, signals to the job's resident).
-    Status(StatusArgs),
+    Status(Deferred<StatusArgs>),
     /// A live view of every session's jobs, for the person running the agents.
     ///
     /// A row per job, grouped by session (the most active first): its state (input?
@@ -168,7 +175,7 @@ enum Command {
     /// terminal job's screen, i types a line into it, k kills it, c closes its session,
     /// q quits. The table is read again every --interval seconds. --once prints it
     /// once, for scripts. With --host, the jobs of that host's bashd.
-    Top(top::TopArgs),
+    Top(Deferred<top::TopArgs>),
     /// Stop bashd: every job of every session is stopped (TERM, grace, KILL), then the
     /// daemon exits; waits until it has. Nothing to do when none is running.
     ///
@@ -176,12 +183,12 @@ enum Command {
     /// systemd's bashd.socket, the next connection starts it again: `systemctl --user
     /// stop bashd.socket bashd` stops both. A command inside a sandboxed job cannot
     /// stop bashd.
-    Stop(stop::StopArgs),
+    Stop(Deferred<stop::StopArgs>),
     /// Serve bashd to an MCP agent (Claude Code, Codex, Gemini CLI, OpenCode, ...) on
     /// stdin/stdout.
     // The long help names the tools from the list the server serves.
     #[command(long_about = mcp::long_about())]
-    Mcp(mcp::McpArgs),
+    Mcp(Deferred<mcp::McpArgs>),
     /// The far end of `bashc --host`: joins stdin and stdout to this machine's bashd,
     /// started if none is running. `ssh HOST bashc bridge` runs it; nothing else should.
     Bridge,
@@ -372,16 +379,22 @@ fn main() -> ExitCode {
         Err(e) => return fail(e),
     };
     let target = targets.first().cloned().unwrap_or(local);
-    let tokio = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    // One thread, and no signal driver but for the relay (which runs ssh as a tokio
+    // child): a call's runtime costs an epoll and an eventfd before its first frame.
+    let mut builder = tokio::runtime::Builder::new_current_thread();
+    match cli.command {
+        Command::Relay { .. } => builder.enable_all(),
+        _ => builder.enable_io().enable_time(),
+    };
+    let tokio = match builder.build() {
         Ok(tokio) => tokio,
         Err(e) => return fail(anyhow::Error::from(e).context("cannot start the async runtime")),
     };
     let outcome = tokio.block_on(async {
         match cli.command {
-            Command::Jobs(args) if targets.len() > 1 => jobs::jobs_of_hosts(args, &targets).await,
+            Command::Jobs(Deferred(args)) if targets.len() > 1 => {
+                jobs::jobs_of_hosts(args, &targets).await
+            }
             command => run(command, &target, parent).await,
         }
     });
@@ -430,29 +443,29 @@ fn bashd_size(text: &str) -> Result<bashc::protocol::PtySize, String> {
 
 async fn run(command: Command, target: &bashc::Target, parent: u32) -> anyhow::Result<u8> {
     match command {
-        Command::Exec(args) => exec(args, target).await,
-        Command::Output(args) => output(args, target).await,
-        Command::Jobs(args) => jobs::jobs(args, target).await,
-        Command::Check(args) => jobs::check(args, target).await,
-        Command::Wait(args) => jobs::wait(args, target).await,
-        Command::Follow(args) => live::follow(args, target).await,
-        Command::Send(args) => live::send(args, target).await,
-        Command::Screen(args) => terminal::screen(args, target).await,
-        Command::Resize(args) => terminal::resize(args, target).await,
-        Command::Kill(args) => jobs::kill(args, target).await,
-        Command::Sessions(args) => jobs::sessions(args, target).await,
+        Command::Exec(Deferred(args)) => exec(args, target).await,
+        Command::Output(Deferred(args)) => output(args, target).await,
+        Command::Jobs(Deferred(args)) => jobs::jobs(args, target).await,
+        Command::Check(Deferred(args)) => jobs::check(args, target).await,
+        Command::Wait(Deferred(args)) => jobs::wait(args, target).await,
+        Command::Follow(Deferred(args)) => live::follow(args, target).await,
+        Command::Send(Deferred(args)) => live::send(args, target).await,
+        Command::Screen(Deferred(args)) => terminal::screen(args, target).await,
+        Command::Resize(Deferred(args)) => terminal::resize(args, target).await,
+        Command::Kill(Deferred(args)) => jobs::kill(args, target).await,
+        Command::Sessions(Deferred(args)) => jobs::sessions(args, target).await,
         Command::Session(jobs::SessionCommand::Close(args)) => jobs::close(args, target).await,
         Command::Policy(PolicyCommand::Check(args)) => policy_check(args, target).await,
-        Command::Status(args) => status(args, target).await,
-        Command::Stop(args) => stop::stop(args, target).await,
-        Command::Top(args) => top::top(args, target).await,
-        Command::Mcp(args) => mcp::mcp(args, target, parent).await,
+        Command::Status(Deferred(args)) => status(args, target).await,
+        Command::Stop(Deferred(args)) => stop::stop(args, target).await,
+        Command::Top(Deferred(args)) => top::top(args, target).await,
+        Command::Mcp(Deferred(args)) => mcp::mcp(args, target, parent).await,
         Command::Bridge => {
-            bashc::bridge(target.runtime_dir()).await?;
+            bridge::bridge(target.runtime_dir()).await?;
             Ok(0)
         }
         Command::Relay { relay_host } => {
-            bashc::relay(&relay_host, target.runtime_dir()).await?;
+            relay::relay(&relay_host, target.runtime_dir()).await?;
             Ok(0)
         }
     }

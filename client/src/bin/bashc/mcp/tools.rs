@@ -8,12 +8,12 @@
 
 use std::path::PathBuf;
 use std::sync::{Arc, LazyLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bashc::protocol::{
     Caller, ErrorKind, ExecResult, GrepRequest, JobId, JobLimits, JobRef, JobRequest, JobState,
-    JobsRequest, KillRequest, Mode, OutputOptions, OutputPage, OutputRequest, Request, Response,
-    SendRequest, StdinMode, StreamName, WaitConditions, WaitRequest, limits,
+    JobsRequest, KillRequest, Mode, OutputOptions, OutputPage, OutputRequest, Request, SendRequest,
+    StdinMode, StreamName, WaitConditions, WaitRequest, limits,
 };
 use bashc::{Client, ClientError, ExecOptions, Responses};
 use rmcp::model::{
@@ -525,6 +525,7 @@ impl BashTools {
                 | ClientError::RemoteDied { .. }
                 | ClientError::Frame(_)
                 | ClientError::DiedWhileRunning { .. }
+                | ClientError::DiedDuring { .. }
         ) {
             *self.client.lock().await = None;
         }
@@ -616,9 +617,7 @@ impl BashTools {
         let client = self.client().await?;
         let responses = client.request(Request::Exec(params)).await;
         let responses = self.answer(responses, "command").await?;
-        let result = self
-            .follow(&client, responses, None, &call, "command")
-            .await?;
+        let result = self.follow(&client, responses, &call, "command").await?;
         let whole = |result: ExecResult| {
             let failed = is_failure(&result);
             words::exec_result(result, failed, true, stream_budget, &|_| None)
@@ -643,9 +642,7 @@ impl BashTools {
         };
         let responses = client.request(Request::Wait(request)).await;
         let responses = self.answer(responses, "wait_until").await?;
-        let mut waited = self
-            .follow(&client, responses, Some(result.job), &call, "wait_until")
-            .await?;
+        let mut waited = self.follow(&client, responses, &call, "wait_until").await?;
         // How to follow the job, from the start's answer, before what the wait found.
         let mut notices = result.notices;
         notices.append(&mut waited.notices);
@@ -693,53 +690,27 @@ impl BashTools {
         Ok(words::tool_result(text, false))
     }
 
-    /// Waits for the final answer of a `bash` or `bash_wait` request, telling the
-    /// caller of its progress when it asked, and cancelling the request when the
-    /// caller cancels the call. `job` is the job when the request names it; a `bash`
-    /// request learns it from `Started`.
+    /// Waits for the final answer of a `bash` or `bash_wait` request through the
+    /// client's response loop, telling the caller of its progress when it asked, and
+    /// cancelling the request when the caller cancels the call.
     async fn follow(
         &self,
         client: &Client,
-        mut responses: Responses,
-        mut job: Option<JobId>,
+        responses: Responses,
         call: &Call,
         subject: &str,
     ) -> Result<ExecResult, CallError> {
-        let started = Instant::now();
-        let mut ticks =
-            tokio::time::interval_at(tokio::time::Instant::now() + PROGRESS_EVERY, PROGRESS_EVERY);
-        loop {
-            // Cancelling a branch loses nothing: responses wait in their channel.
-            tokio::select! {
-                response = responses.next() => match response {
-                    Ok(Response::Started(started)) => job = Some(started.job),
-                    Ok(Response::Output(_)) => {}
-                    Ok(Response::Finished(result)) => return Ok(*result),
-                    Ok(Response::Error(error)) => {
-                        return self.answer(Err(ClientError::Daemon(error)), subject).await;
-                    }
-                    Ok(_) => return Err(ClientError::Unexpected("a reply to another request").into()),
-                    Err(e) => return self.answer(Err(e), subject).await,
-                },
-                _ = ticks.tick(), if call.progress.is_some() => {
-                    if let (Some((token, peer)), Some(job)) = (&call.progress, job) {
-                        let message = self.progress_message(client, job, started.elapsed()).await;
-                        let progress = ProgressNotificationParam::new(
-                            token.clone(),
-                            started.elapsed().as_secs_f64().floor(),
-                        )
-                        .with_message(message);
-                        let _ = peer.notify_progress(progress).await;
-                    }
-                }
-                () = call.cancelled.cancelled() => {
-                    // The client gave up: the daemon kills the job, or moves it to the
-                    // background (`[mcp] on_cancel`), or stops waiting. rmcp sends no
-                    // answer to a cancelled request.
-                    let _ = client.cancel(responses.id()).await;
-                    return Err(CallError("the call was cancelled".to_owned()));
-                }
-            }
+        let mut progress = Progress {
+            tools: self,
+            client,
+            call,
+        };
+        match responses.watch(&mut progress).await {
+            Ok(result) => Ok(result),
+            // rmcp sends no answer to a cancelled request; the daemon kills the job,
+            // or moves it to the background (`[mcp] on_cancel`), or stops waiting.
+            Err(ClientError::Cancelled) => Err(CallError("the call was cancelled".to_owned())),
+            Err(e) => self.answer(Err(e), subject).await,
         }
     }
 
@@ -895,7 +866,6 @@ impl BashTools {
             }
             (None, _) => return Err(bad("job", "name the job to wait for (j12), or `jobs`")),
         };
-        let job = one.parse::<JobId>().ok();
         let request = WaitRequest {
             caller: self.caller.clone(),
             job: JobRef::Id(one),
@@ -912,7 +882,7 @@ impl BashTools {
         let client = self.client().await?;
         let responses = client.request(Request::Wait(request)).await;
         let responses = self.answer(responses, "job").await?;
-        let result = self.follow(&client, responses, job, &call, "job").await?;
+        let result = self.follow(&client, responses, &call, "job").await?;
         Ok(job_result(result, &call))
     }
 
@@ -1093,6 +1063,36 @@ impl BashTools {
         path.to_str()
             .map(str::to_owned)
             .ok_or_else(|| bad("workdir", format!("{} is not valid UTF-8", path.display())))
+    }
+}
+
+/// MCP's hooks on the client's response loop: progress notifications for a call that
+/// asked for them, and the call's cancellation.
+struct Progress<'a> {
+    tools: &'a BashTools,
+    client: &'a Client,
+    call: &'a Call,
+}
+
+impl bashc::Watch for Progress<'_> {
+    type Error = ClientError;
+
+    fn tick_every(&self) -> Option<Duration> {
+        self.call.progress.as_ref().map(|_| PROGRESS_EVERY)
+    }
+
+    async fn tick(&mut self, job: Option<JobId>, elapsed: Duration) {
+        if let (Some((token, peer)), Some(job)) = (&self.call.progress, job) {
+            let message = self.tools.progress_message(self.client, job, elapsed).await;
+            let progress =
+                ProgressNotificationParam::new(token.clone(), elapsed.as_secs_f64().floor())
+                    .with_message(message);
+            let _ = peer.notify_progress(progress).await;
+        }
+    }
+
+    fn cancellation(&self) -> Option<tokio_util::sync::CancellationToken> {
+        Some(self.call.cancelled.clone())
     }
 }
 

@@ -20,9 +20,10 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use bashd_protocol::codec::{ClientCodec, DaemonCodec};
-use bashd_protocol::runtime;
-use bashd_protocol::{ClientFrame, ErrorKind, ErrorReply, PROTOCOL_VERSION, Request, ServerFrame};
+use bashc::protocol::codec::{ClientCodec, DaemonCodec};
+use bashc::protocol::runtime;
+use bashc::protocol::{ClientFrame, ErrorKind, ErrorReply, PROTOCOL_VERSION, Request, ServerFrame};
+use bashc::{ClientError, Target, connect_checked};
 use bytes::Bytes;
 use futures::{SinkExt, StreamExt};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -30,8 +31,6 @@ use tokio::net::UnixStream;
 use tokio::sync::mpsc;
 use tokio_util::codec::{FramedRead, FramedWrite};
 
-use crate::autostart::connect_or_start;
-use crate::client::{ClientError, connect_checked};
 use crate::mux::{
     MAGIC, MUX_VERSION, MuxCodec, MuxError, MuxFrame, Unwritten, Window, deliver, forward,
 };
@@ -42,7 +41,7 @@ pub enum BridgeError {
     #[error(transparent)]
     Daemon(#[from] ClientError),
     #[error("bad frame from the caller: {0}")]
-    Frame(#[from] bashd_protocol::FrameError),
+    Frame(#[from] bashc::protocol::FrameError),
     #[error("bad frame from the relay: {0}")]
     Mux(#[from] MuxError),
     #[error("cannot relay between the SSH channel and bashd: {0}")]
@@ -116,7 +115,7 @@ where
         Ok(socket) => socket,
         Err(e) => {
             // Said to the caller, who names the host; the bridge serves on.
-            let host = crate::remote::hostname();
+            let host = bashc::hostname();
             let fatal = ErrorReply::new(
                 ErrorKind::Internal,
                 format!("bashd on {host} does not answer and cannot be started there: {e}"),
@@ -305,7 +304,7 @@ struct Relayed {
 
 /// The error a caller of another protocol version gets, naming both sides.
 fn version_mismatch(client: &str, protocol: u32) -> ErrorReply {
-    let host = crate::remote::hostname();
+    let host = bashc::hostname();
     let upgrade = if protocol < PROTOCOL_VERSION {
         "upgrade bashc on the calling machine"
     } else {
@@ -333,7 +332,7 @@ async fn daemon_socket(runtime_dir: &Path) -> Result<UnixStream, ClientError> {
     }
     // Started (or found started by another) with a handshake of its own, then dropped:
     // the bridge's connection is a plain socket it relays.
-    drop(connect_or_start(runtime_dir).await?);
+    drop(bashc::connect(&Target::local_at(runtime_dir.to_owned())).await?);
     connect().await
 }
 

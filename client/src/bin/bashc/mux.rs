@@ -29,23 +29,23 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio_util::codec::{Decoder, Encoder};
 
 /// The first bytes a relay sends.
-pub(crate) const MAGIC: [u8; 8] = *b"BASHDMUX";
+pub const MAGIC: [u8; 8] = *b"BASHDMUX";
 
 /// The version of this framing; bumped when a frame changes meaning.
-pub(crate) const MUX_VERSION: u32 = 1;
+pub const MUX_VERSION: u32 = 1;
 
 /// The most bytes one `Data` frame carries; a connection's bytes are cut to it.
-pub(crate) const MAX_CHUNK: usize = 64 * 1024;
+pub const MAX_CHUNK: usize = 64 * 1024;
 
 /// The most bytes one side sends a connection before the other acknowledges them.
-pub(crate) const WINDOW: usize = 1024 * 1024;
+pub const WINDOW: usize = 1024 * 1024;
 
 /// The header of a frame: kind, id, length.
 const HEADER: usize = 9;
 
 /// One frame of the relay's channel.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum MuxFrame {
+pub enum MuxFrame {
     /// The first frame each way: this framing's version, and who speaks it (`bashc
     /// 0.1.0 on build-box`), for messages.
     Hello { version: u32, speaker: String },
@@ -82,7 +82,7 @@ pub enum MuxError {
 
 /// Encodes and decodes [`MuxFrame`]s (after [`MAGIC`], which is read and written apart).
 #[derive(Debug, Default)]
-pub(crate) struct MuxCodec;
+pub struct MuxCodec;
 
 const HELLO: u8 = 0;
 const OPEN: u8 = 1;
@@ -153,10 +153,10 @@ impl Encoder<MuxFrame> for MuxCodec {
 /// What this side may still send one connection: bytes, taken before a `Data` goes
 /// out and given back by the other side's `Ack`s.
 #[derive(Debug, Clone)]
-pub(crate) struct Window(Arc<Semaphore>);
+pub struct Window(Arc<Semaphore>);
 
 impl Window {
-    pub(crate) fn new() -> Window {
+    pub fn new() -> Window {
         Window(Arc::new(Semaphore::new(WINDOW)))
     }
 
@@ -174,7 +174,7 @@ impl Window {
     /// The other side wrote `bytes` more of connection `id` on; more than was sent
     /// and not yet acknowledged is an error of the other side (a window grown past
     /// its size would let a side send without bound).
-    pub(crate) fn give(&self, id: u32, bytes: u32) -> Result<(), MuxError> {
+    pub fn give(&self, id: u32, bytes: u32) -> Result<(), MuxError> {
         // Only `take` lowers the permits meanwhile, which only raises what is unacked.
         let unacked = WINDOW.saturating_sub(self.0.available_permits());
         if bytes as usize > unacked {
@@ -189,7 +189,7 @@ impl Window {
     }
 
     /// The connection is gone: a [`forward`] waiting for room gives up.
-    pub(crate) fn close(&self) {
+    pub fn close(&self) {
         self.0.close();
     }
 }
@@ -200,16 +200,16 @@ impl Window {
 /// held here means the other side ignores the window; counted, not trusted, so that
 /// a far side that floods a client that never reads cannot grow this process.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Unwritten(Arc<AtomicUsize>);
+pub struct Unwritten(Arc<AtomicUsize>);
 
 impl Unwritten {
-    pub(crate) fn new() -> Unwritten {
+    pub fn new() -> Unwritten {
         Unwritten::default()
     }
 
     /// Counts `bytes` more received for connection `id` from `far`; an error, and
     /// nothing counted, when they would pass the window.
-    pub(crate) fn add(&self, id: u32, bytes: usize, far: &str) -> Result<(), MuxError> {
+    pub fn add(&self, id: u32, bytes: usize, far: &str) -> Result<(), MuxError> {
         let held = self.0.load(Ordering::Acquire) + bytes;
         if held > WINDOW {
             return Err(MuxError::Flooded {
@@ -230,7 +230,7 @@ impl Unwritten {
 
 /// Sends what `from` yields as connection `id`'s `Data`, within its window, then its
 /// `Close` (at the end of `from`, or when the window is closed).
-pub(crate) async fn forward<R: AsyncRead + Unpin>(
+pub async fn forward<R: AsyncRead + Unpin>(
     id: u32,
     mut from: R,
     window: Window,
@@ -252,7 +252,7 @@ pub(crate) async fn forward<R: AsyncRead + Unpin>(
 /// Writes connection `id`'s chunks on to `to`, acknowledging each once written; shuts
 /// `to` down when the chunks end (the connection closed on the other side). Each
 /// chunk written leaves `unwritten`.
-pub(crate) async fn deliver<W: AsyncWrite + Unpin>(
+pub async fn deliver<W: AsyncWrite + Unpin>(
     id: u32,
     mut to: W,
     mut chunks: mpsc::UnboundedReceiver<Bytes>,
@@ -276,11 +276,11 @@ pub(crate) async fn deliver<W: AsyncWrite + Unpin>(
 }
 
 /// Who this side is, for the other side's messages.
-pub(crate) fn speaker() -> String {
+pub fn speaker() -> String {
     format!(
         "bashc {} on {}",
         env!("CARGO_PKG_VERSION"),
-        crate::remote::hostname()
+        bashc::hostname()
     )
 }
 

@@ -1,0 +1,72 @@
+//! The local transport: a Unix socket of this machine, spoken to only once its
+//! directory and the process listening on it are found to be the caller's own.
+
+use std::io;
+use std::path::Path;
+
+use bashd_protocol::runtime::{self, RuntimeDirError};
+use tokio::net::UnixStream;
+
+use crate::client::Client;
+use crate::error::ClientError;
+
+impl Client {
+    /// Connects to the socket at `path` and completes the handshake, once its directory
+    /// and its listener are found to be the caller's own (`connect_checked`). Starts
+    /// no daemon: [`crate::connect`] does, for a [`crate::Target`].
+    pub async fn connect(path: &Path) -> Result<Client, ClientError> {
+        let dir = path.parent().unwrap_or(Path::new("/"));
+        let stream = connect_checked(path, &[dir]).await?;
+        let (read, write) = stream.into_split();
+        Client::handshake(read, write).await
+    }
+}
+
+/// A connection to the socket at `path`, made only when each of `dirs` (the socket's
+/// directory and those above it that hold it) is a real directory of the caller's,
+/// mode 0700, and kept only when the process listening runs as the caller (its
+/// `SO_PEERCRED`); otherwise why not, with nothing sent. Whoever can make such a
+/// directory (`/tmp/bashd-$UID`, the last resort of DESIGN §2, is open to every user
+/// until it exists) would otherwise get the caller's environment with its first
+/// request, and choose what the command "printed". A directory that is missing is
+/// said as nothing listening ([`ClientError::is_not_running`]), so that autostart
+/// makes it.
+pub async fn connect_checked(path: &Path, dirs: &[&Path]) -> Result<UnixStream, ClientError> {
+    for dir in dirs {
+        match runtime::check_runtime_dir(dir) {
+            Ok(()) => {}
+            Err(RuntimeDirError::Inspect { source, .. })
+                if source.kind() == io::ErrorKind::NotFound =>
+            {
+                return Err(ClientError::Connect {
+                    path: path.to_owned(),
+                    source,
+                });
+            }
+            Err(e) => return Err(ClientError::UnsafeDir(e)),
+        }
+    }
+    let stream = UnixStream::connect(path)
+        .await
+        .map_err(|source| ClientError::Connect {
+            path: path.to_owned(),
+            source,
+        })?;
+    let me = rustix::process::getuid().as_raw();
+    match stream.peer_cred() {
+        Ok(cred) if cred.uid() == me => Ok(stream),
+        Ok(cred) => Err(ClientError::NotYours {
+            path: path.to_owned(),
+            uid: cred.uid(),
+            me,
+        }),
+        // Who listens cannot be told: not spoken to, as if another user did.
+        Err(source) => Err(ClientError::Connect {
+            path: path.to_owned(),
+            source: io::Error::new(
+                source.kind(),
+                format!("cannot tell who listens there ({source}), so bashc sent nothing"),
+            ),
+        }),
+    }
+}

@@ -1,0 +1,73 @@
+//! `BASHD_BENCH=cli` (issue 31): what the CLI itself costs, as whole processes.
+//! `bashc exec -- true` against `bash -c true` (the call it stands for) and against
+//! the start of a Rust hello world, the floor of any Rust program: the difference is
+//! bashc's own start (arguments, runtime, connection) and the daemon's round trip,
+//! which runs one `bash -c true` itself. `bashc --version` against the same hello
+//! world is the start alone. The hello world is built here with `rustc -O`; where
+//! that fails, `/bin/true` stands in as the floor, and the line says so.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use bashd_tests::Daemon;
+
+use super::{PROCESS_RUNS, paired_medians, report, run};
+
+pub fn cli() {
+    let daemon = Daemon::start();
+    let (floor, floor_name) = match hello_world(daemon.scratch()) {
+        Ok(hello) => (hello, "a Rust hello world"),
+        Err(why) => {
+            println!("cli: no Rust hello world ({why}); /bin/true is the floor");
+            (PathBuf::from("/bin/true"), "/bin/true")
+        }
+    };
+    // Each pair runs one after the other, so load from outside the bench weighs on
+    // both sides alike.
+    let exec = || run(daemon.bashc().args(["exec", "--", "true"]));
+    let (bashc, bash) = paired_medians(PROCESS_RUNS, exec, || {
+        run(Command::new("bash").args(["-c", "true"]))
+    });
+    report(
+        "bashc exec -- true vs bash -c true (median, whole processes)",
+        bashc,
+        bash,
+        2.0,
+    );
+    let (bashc, hello) = paired_medians(PROCESS_RUNS, exec, || run(&mut Command::new(&floor)));
+    report(
+        &format!("bashc exec -- true vs {floor_name} (median, whole processes)"),
+        bashc,
+        hello,
+        2.7,
+    );
+    let (version, hello) = paired_medians(
+        PROCESS_RUNS,
+        || run(daemon.bashc().arg("--version")),
+        || run(&mut Command::new(&floor)),
+    );
+    report(
+        &format!("bashc --version vs {floor_name} (median, whole processes)"),
+        version,
+        hello,
+        1.3,
+    );
+}
+
+/// `fn main() { println!("hello") }`, built by `rustc -O` in `dir`.
+fn hello_world(dir: &Path) -> Result<PathBuf, String> {
+    let source = dir.join("hello.rs");
+    let binary = dir.join("hello");
+    std::fs::write(&source, "fn main() { println!(\"hello\"); }\n").map_err(|e| e.to_string())?;
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".to_owned());
+    let built = Command::new(rustc)
+        .args(["-O", "-o"])
+        .arg(&binary)
+        .arg(&source)
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !built.status.success() {
+        return Err(String::from_utf8_lossy(&built.stderr).trim().to_owned());
+    }
+    Ok(binary)
+}
