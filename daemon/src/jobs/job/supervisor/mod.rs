@@ -15,6 +15,9 @@
 //! It is generic over the job's processes and takes its pipes and the leader's exit
 //! channel as plain descriptors and a oneshot, so its unit tests (`tests.rs`) run it
 //! on a fake that spawns nothing.
+//!
+//! About 600 lines: the state machine is read as one piece, its phases beside each
+//! other; what it is given and says is `messages.rs`.
 
 mod live;
 mod messages;
