@@ -16,7 +16,9 @@
 //!
 //! The relay ends when its SSH channel ends (every client connection is closed then,
 //! so no call waits on a dead link; the next call starts a new relay), and after
-//! `[remote] relay_idle_secs` (default 10 minutes, at least [`MIN_IDLE`]) with no
+//! `[remote] relay_idle_secs` (default 10 minutes, at least 5 s: the config file is
+//! refused below that, since a relay idle at once would be gone before the call that
+//! started it connects) with no
 //! client. It removes its socket first (under the lock, and only if it is still its
 //! own), then closes the clients that connected in the instant before, which
 //! their callers retry once (a call retries a connection that ends or is reset before
@@ -54,16 +56,8 @@ use crate::mux::{
 };
 use crate::remote::{
     EXIT_WAIT, RemoteConfig, STDERR_WAIT, bridge_command, ensure_private_dir, explain, keep_tail,
-    remote_error,
+    load_remote, remote_error,
 };
-
-/// How long a relay stays up with no client, unless `[remote] relay_idle_secs` says.
-pub const DEFAULT_IDLE: Duration = Duration::from_secs(600);
-
-/// The least idle time a relay keeps, whatever `[remote] relay_idle_secs` says: the
-/// call that started it connects only after it says `ready`, and a relay idle at once
-/// would be gone by then.
-pub const MIN_IDLE: Duration = Duration::from_secs(5);
 
 /// How long a new relay has to reach its bridge (an SSH login, perhaps a new master).
 const HELLO_TIMEOUT: Duration = Duration::from_secs(50);
@@ -148,7 +142,7 @@ pub(crate) async fn connect_relay(
     host: &str,
     runtime_dir: &Path,
 ) -> Result<(UnixStream, PathBuf), ClientError> {
-    let config = RemoteConfig::load();
+    let config = load_remote().map_err(|e| remote_error(host, e.to_string()))?;
     let paths = RelayPaths::new(runtime_dir, host, &config);
     let stream = connect_or_start(host, runtime_dir, &paths).await?;
     Ok((stream, paths.socket))
@@ -375,12 +369,15 @@ pub async fn relay(host: &str, runtime_dir: &Path) -> Result<(), ClientError> {
         report(&format!("error: {why}"));
         return Err(remote_error(host, why));
     }
-    let config = RemoteConfig::load();
+    let config = match load_remote() {
+        Ok(config) => config,
+        Err(why) => {
+            report(&format!("error: {why}"));
+            return Err(remote_error(host, why.to_string()));
+        }
+    };
     let paths = RelayPaths::new(runtime_dir, host, &config);
-    let idle = config
-        .relay_idle_secs
-        .map_or(DEFAULT_IDLE, Duration::from_secs)
-        .max(MIN_IDLE);
+    let idle = config.relay_idle();
     let (mut child, channel) = match open_channel(host, runtime_dir, &config).await {
         Ok(opened) => opened,
         Err(why) => {

@@ -18,8 +18,7 @@ use tokio::process::Command;
 
 use crate::client::{Client, ClientError};
 
-/// Overrides `[remote] bridge_command` (the same syntax): how to reach a host's bridge.
-pub const BRIDGE_COMMAND_ENV: &str = "BASHD_BRIDGE_COMMAND";
+pub use bashd_protocol::config::BRIDGE_COMMAND_ENV;
 
 /// How long an idle multiplexed master stays up after its last call.
 const CONTROL_PERSIST: &str = "10m";
@@ -33,48 +32,16 @@ pub(crate) const EXIT_WAIT: Duration = Duration::from_secs(5);
 /// How long ssh's stderr may stay open after ssh exited (a master it forked holds it).
 pub(crate) const STDERR_WAIT: Duration = Duration::from_millis(200);
 
-/// `[remote]` of the user's config file: how to reach a host.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RemoteConfig {
-    /// A command run by `sh -c` that reaches a host's bridge; `{host}` and `{control}`
-    /// (the control socket path for multiplexing) are replaced, shell-quoted.
-    pub bridge_command: Option<String>,
-    /// Where `bashc` is on the remote hosts, when not on their PATH.
-    pub bashc_path: Option<String>,
-    /// How long a host's relay stays up with no client (`relay_idle_secs`; default
-    /// [`crate::relay::DEFAULT_IDLE`]).
-    pub relay_idle_secs: Option<u64>,
-}
+/// `[remote]` of the user's config file: how to reach a host. The daemon reads the
+/// file through the same type, so the two say the same of it.
+pub type RemoteConfig = bashd_protocol::config::Remote;
 
-impl RemoteConfig {
-    /// `[remote]` of `$XDG_CONFIG_HOME/bashd/config.toml` (else
-    /// `~/.config/bashd/config.toml`), with `$BASHD_BRIDGE_COMMAND` over it. A missing
-    /// or unreadable file means the defaults: the daemon reports a broken one.
-    pub fn load() -> RemoteConfig {
-        let mut config = config_path()
-            .and_then(|path| std::fs::read_to_string(path).ok())
-            .and_then(|text| text.parse::<toml::Table>().ok())
-            .and_then(|mut table| table.remove("remote"))
-            .map(|remote| {
-                let text = |key: &str| remote.get(key).and_then(|v| v.as_str()).map(str::to_owned);
-                RemoteConfig {
-                    bridge_command: text("bridge_command"),
-                    bashc_path: text("bashc_path"),
-                    relay_idle_secs: remote
-                        .get("relay_idle_secs")
-                        .and_then(|v| v.as_integer())
-                        .and_then(|secs| u64::try_from(secs).ok()),
-                }
-            })
-            .unwrap_or_default();
-        if let Some(command) = std::env::var(BRIDGE_COMMAND_ENV)
-            .ok()
-            .filter(|c| !c.is_empty())
-        {
-            config.bridge_command = Some(command);
-        }
-        config
-    }
+/// `[remote]` of `$XDG_CONFIG_HOME/bashd/config.toml` (else
+/// `~/.config/bashd/config.toml`), with `$BASHD_BRIDGE_COMMAND` over it; a missing file
+/// means the defaults. A broken one is refused in the daemon's words (`bashd
+/// --check-config` says the same): its `[remote]` cannot be trusted either.
+pub fn load_remote() -> Result<RemoteConfig, bashd_protocol::config::ConfigError> {
+    bashd_protocol::config::ConfigFile::load().map(|file| file.remote.in_force())
 }
 
 /// This machine's name, as `hostname` prints it: the suffix of the remote sessions it
@@ -129,9 +96,13 @@ pub(crate) async fn connect_remote(host: &str, runtime_dir: &Path) -> Result<Cli
                     host,
                     format!(
                         "the relay to {host} closed the connection before bashd there answered{why}; see {}",
-                        crate::relay::RelayPaths::new(runtime_dir, host, &RemoteConfig::load())
-                            .log
-                            .display()
+                        crate::relay::RelayPaths::new(
+                            runtime_dir,
+                            host,
+                            &load_remote().unwrap_or_default()
+                        )
+                        .log
+                        .display()
                     ),
                 ));
             }
@@ -282,11 +253,7 @@ pub(crate) async fn keep_tail(
 /// The config file every bashd program reads: `$XDG_CONFIG_HOME/bashd/config.toml`, else
 /// `~/.config/bashd/config.toml`.
 pub fn config_path() -> Option<PathBuf> {
-    let non_empty = |name| std::env::var_os(name).filter(|v| !v.is_empty());
-    let base = non_empty("XDG_CONFIG_HOME")
-        .map(PathBuf::from)
-        .or_else(|| non_empty("HOME").map(|home| PathBuf::from(home).join(".config")))?;
-    Some(base.join("bashd").join("config.toml"))
+    bashd_protocol::config::default_path()
 }
 
 #[cfg(test)]
@@ -351,7 +318,7 @@ mod tests {
         let config = RemoteConfig {
             bridge_command: Some("ssh -F cfg {host} {bashc} bridge".to_owned()),
             bashc_path: Some("/opt/bashc".to_owned()),
-            relay_idle_secs: None,
+            ..RemoteConfig::default()
         };
         let command = bridge_command("it's", Path::new("/r/ssh"), &config);
         let args: Vec<_> = command.as_std().get_args().collect();

@@ -2,11 +2,13 @@
 //! where the runtime directory and socket live, the limits both sides share, and how
 //! text a job chose is made safe to show a person.
 //!
-//! This is the only crate that derives serde; the daemon and the client depend on it
-//! and on nothing of each other.
+//! This is the only crate that derives serde, at the two boundaries: the wire and the
+//! config file a person writes (`config`). The daemon and the client depend on it and
+//! on nothing of each other.
 
 pub mod channel;
 pub mod codec;
+pub mod config;
 pub mod inbox;
 pub mod limits;
 pub mod message;

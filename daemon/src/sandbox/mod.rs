@@ -44,19 +44,7 @@ pub struct SandboxConfig {
 }
 
 /// The credential stores `deny_read` hides unless the config says otherwise.
-pub const DEFAULT_DENY_READ: &[&str] = &[
-    "~/.ssh",
-    "~/.aws",
-    "~/.gnupg",
-    "~/.config/gcloud",
-    "~/.kube",
-    "~/.docker/config.json",
-    "~/.netrc",
-    "~/.git-credentials",
-    "~/.config/gh",
-    "~/.azure",
-    "~/.cargo/credentials.toml",
-];
+pub use bashd_protocol::config::DEFAULT_DENY_READ;
 
 impl Default for SandboxConfig {
     fn default() -> Self {

@@ -6,6 +6,7 @@ mod abuse;
 mod boundary;
 mod chaos;
 mod cli;
+mod config;
 mod contain;
 mod crash;
 mod cut_output;

@@ -10,6 +10,7 @@
 //! itself, on lines, saying what it left out (`fit`). A client named in the config's
 //! `[mcp.clients."NAME"]` gets the budget written there.
 
+use bashc::protocol::config::{ClientBudget, ConfigFile, Whole};
 use bashc::protocol::{Direction, ExecResult, Notice, StreamName, StreamResult, TruncatedBy};
 
 /// How much of one tool result a client shows its model whole: its lines, and its
@@ -130,71 +131,26 @@ const CONFIGURED_DEFAULT: Budget = Budget {
 
 /// What the config file says to `bashc mcp`: budgets by client name
 /// (`[mcp.clients."NAME"]`) and the credentials to pass into jobs all the same
-/// (`[env] pass`). The daemon checks the file; a missing or broken one means none.
+/// (`[env] pass`). Read through the daemon's own types; a broken file means none here,
+/// and the daemon, which refuses it, says why.
 #[derive(Debug, Default, Clone)]
 pub struct Settings {
-    clients: Vec<(String, BudgetKeys)>,
+    clients: Vec<(String, ClientBudget)>,
     pass: Vec<String>,
-}
-
-/// The keys of one `[mcp.clients."NAME"]`.
-#[derive(Debug, Default, Clone, Copy)]
-struct BudgetKeys {
-    result_lines: Option<u64>,
-    result_bytes: Option<u64>,
-    error_result_bytes: Option<u64>,
 }
 
 impl Settings {
     pub fn load() -> Settings {
-        bashc::config_path()
-            .and_then(|path| std::fs::read_to_string(path).ok())
-            .and_then(|text| text.parse::<toml::Table>().ok())
-            .map(|table| Settings::from_table(&table))
+        ConfigFile::load()
+            .map(|file| Settings::from_file(&file))
             .unwrap_or_default()
     }
 
-    fn from_table(table: &toml::Table) -> Settings {
-        let number = |client: &toml::Table, key: &str| {
-            client
-                .get(key)
-                .and_then(toml::Value::as_integer)
-                .and_then(|n| u64::try_from(n).ok())
-                .filter(|n| *n > 0)
-        };
-        let clients = table
-            .get("mcp")
-            .and_then(|mcp| mcp.get("clients"))
-            .and_then(toml::Value::as_table)
-            .map(|clients| {
-                clients
-                    .iter()
-                    .filter_map(|(name, client)| {
-                        let client = client.as_table()?;
-                        Some((
-                            name.clone(),
-                            BudgetKeys {
-                                result_lines: number(client, "result_lines"),
-                                result_bytes: number(client, "result_bytes"),
-                                error_result_bytes: number(client, "error_result_bytes"),
-                            },
-                        ))
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        let pass = table
-            .get("env")
-            .and_then(|env| env.get("pass"))
-            .and_then(toml::Value::as_array)
-            .map(|names| {
-                names
-                    .iter()
-                    .filter_map(|n| n.as_str().map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default();
-        Settings { clients, pass }
+    fn from_file(file: &ConfigFile) -> Settings {
+        Settings {
+            clients: file.mcp.clients.clone().into_iter().collect(),
+            pass: file.env.pass.clone(),
+        }
     }
 
     /// The budget of the client `name`, `None` for a client neither known nor
@@ -211,12 +167,12 @@ impl Settings {
             (known, Some(keys)) => {
                 let base = known.unwrap_or(CONFIGURED_DEFAULT);
                 Some(Budget {
-                    result_lines: keys.result_lines.unwrap_or(base.result_lines),
-                    result_bytes: keys.result_bytes.unwrap_or(base.result_bytes),
+                    result_lines: keys.result_lines.map_or(base.result_lines, Whole::get),
+                    result_bytes: keys.result_bytes.map_or(base.result_bytes, Whole::get),
                     error_result_bytes: keys
                         .error_result_bytes
                         .or(keys.result_bytes)
-                        .unwrap_or(base.error_result_bytes),
+                        .map_or(base.error_result_bytes, Whole::get),
                 })
             }
             (known, None) => known,
@@ -557,10 +513,12 @@ mod tests {
 
     #[test]
     fn budgets_come_from_the_name_and_the_config() {
-        let settings = Settings::from_table(
-            &"[mcp.clients.\"codex-mcp-client\"]\nresult_bytes = 20000\n[mcp.clients.cursor]\nresult_lines = 50\n[env]\npass = [\"OPENAI_API_KEY\"]\n"
-                .parse()
-                .unwrap(),
+        let settings = Settings::from_file(
+            &ConfigFile::parse(
+                "[mcp.clients.\"codex-mcp-client\"]\nresult_bytes = 20000\n[mcp.clients.cursor]\nresult_lines = 50\n[env]\npass = [\"OPENAI_API_KEY\"]\n",
+                std::path::Path::new("config.toml"),
+            )
+            .unwrap(),
         );
         assert_eq!(settings.budget(None), None);
         assert_eq!(settings.budget(Some("some-agent")), None);

@@ -1,0 +1,177 @@
+//! A bad config file's error in the user's words: the file, the line, the key and
+//! the fix. serde's own wording (`unknown field`, `invalid type`) is rewritten here
+//! into the file's terms (`unknown key limits.max_linez; known keys of [limits]: ...`).
+
+use std::path::{Path, PathBuf};
+
+use serde_path_to_error::Segment;
+use toml::de::{DeTable, DeValue};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}:{line}: {message}")]
+    Invalid {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
+}
+
+/// A check across keys that failed: the key the error is placed at (its line; the
+/// section's when the key is not written) and the message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub key: Vec<String>,
+    pub message: String,
+}
+
+impl Refusal {
+    pub fn at(key: &[&str], message: String) -> Refusal {
+        Refusal {
+            key: key.iter().map(|part| part.to_string()).collect(),
+            message,
+        }
+    }
+}
+
+/// The text being read and the file it came from.
+pub(super) struct Source<'a> {
+    pub text: &'a str,
+    pub path: &'a Path,
+}
+
+impl Source<'_> {
+    fn line_of(&self, offset: usize) -> usize {
+        let before = &self.text[..offset.min(self.text.len())];
+        before.matches('\n').count() + 1
+    }
+
+    fn error(&self, line: usize, message: String) -> ConfigError {
+        ConfigError::Invalid {
+            path: self.path.to_owned(),
+            line,
+            message,
+        }
+    }
+
+    pub fn syntax(&self, e: &toml::de::Error) -> ConfigError {
+        let line = e.span().map_or(1, |span| self.line_of(span.start));
+        self.error(line, e.message().trim_end().to_owned())
+    }
+
+    pub fn typed(&self, e: &serde_path_to_error::Error<toml::de::Error>) -> ConfigError {
+        let inner = e.inner();
+        let line = inner.span().map_or(1, |span| self.line_of(span.start));
+        let keys: Vec<String> = e
+            .path()
+            .iter()
+            .filter_map(|segment| match segment {
+                Segment::Map { key } => Some(key.clone()),
+                _ => None,
+            })
+            .collect();
+        let in_list = e
+            .path()
+            .iter()
+            .any(|segment| matches!(segment, Segment::Seq { .. }));
+        self.error(line, reworded(&keys, in_list, inner.message().trim_end()))
+    }
+
+    pub fn refused(&self, document: &DeTable<'_>, refusal: Refusal) -> ConfigError {
+        self.error(
+            self.line_of(key_offset(document, &refusal.key)),
+            refusal.message,
+        )
+    }
+}
+
+/// Where the last of `keys` that the document has is written.
+fn key_offset(document: &DeTable<'_>, keys: &[String]) -> usize {
+    let mut table = document;
+    let mut offset = 0;
+    for key in keys {
+        let Some((found, value)) = table.get_key_value(key.as_str()) else {
+            break;
+        };
+        offset = found.span().start;
+        match value.get_ref() {
+            DeValue::Table(inner) => table = inner,
+            _ => break,
+        }
+    }
+    offset
+}
+
+/// `keys` as the file writes them: `mcp.clients."codex-mcp-client".result_bytes`.
+fn dotted(keys: &[String]) -> String {
+    let parts: Vec<String> = keys.iter().map(|key| bare_key(key)).collect();
+    parts.join(".")
+}
+
+/// `name` as a TOML key: bare when it can be, quoted otherwise.
+pub fn bare_key(name: &str) -> String {
+    let bare = !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if bare {
+        name.to_owned()
+    } else {
+        super::quoted(name)
+    }
+}
+
+/// serde's words for what went wrong at `keys` in the file's terms. The value types
+/// word their own errors to follow the key ("must be ...", or ": ..." after it).
+fn reworded(keys: &[String], in_list: bool, message: &str) -> String {
+    let at = dotted(keys);
+    if let Some(rest) = message.strip_prefix("unknown field `") {
+        let (field, expected) = rest.split_once('`').unwrap_or((rest, ""));
+        let known = backticked(expected);
+        // The path ends with the unknown key itself.
+        let keys = keys.strip_suffix(&[field.to_owned()]).unwrap_or(keys);
+        let at = dotted(keys);
+        if keys.is_empty() {
+            let known: Vec<String> = known.iter().map(|k| format!("[{k}]")).collect();
+            return format!("unknown section [{field}]; known: {}", known.join(", "));
+        }
+        return format!(
+            "unknown key {at}.{}; known keys of [{at}]: {}",
+            bare_key(field),
+            known.join(", ")
+        );
+    }
+    if let Some(rest) = message.strip_prefix("missing field `") {
+        let field = rest.trim_end_matches('`');
+        return match in_list {
+            true => format!("a [[{at}]] rule needs `{field}`"),
+            false => format!("{at} needs `{field}`"),
+        };
+    }
+    for kind in ["invalid type: ", "invalid value: ", "invalid length "] {
+        if message.starts_with(kind)
+            && let Some((_, expected)) = message.rsplit_once(", expected ")
+        {
+            return format!("{at} must be {expected}");
+        }
+    }
+    if message.starts_with("must ") {
+        format!("{at} {message}")
+    } else if message.starts_with(':') {
+        format!("{at}{message}")
+    } else if at.is_empty() {
+        message.to_owned()
+    } else {
+        format!("{at}: {message}")
+    }
+}
+
+/// The names in serde's list of what it expected: "one of `a`, `b`", "`a` or `b`".
+fn backticked(text: &str) -> Vec<&str> {
+    text.split('`').skip(1).step_by(2).collect()
+}

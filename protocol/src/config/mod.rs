@@ -1,0 +1,145 @@
+//! The config file every bashd program reads (DESIGN §11), as serde types: the daemon
+//! takes its settings from it and `bashc` its `[remote]` and `[mcp.clients]`, through
+//! the same types, so both give one answer about one file.
+//!
+//! A file is read in three passes: TOML syntax; the types, where every section refuses
+//! an unknown key (`deny_unknown_fields`) and every value checks its own range
+//! (`value.rs`); then the checks across keys (`ConfigFile::check`, and the reader's
+//! own, such as the daemon's names of built-in rules). Each error names the file, the
+//! line, the key, and what to write instead.
+
+mod effective;
+mod env;
+mod error;
+mod sections;
+mod value;
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+pub use effective::{quoted, section_text};
+pub use env::Env;
+pub use error::{ConfigError, Refusal, bare_key};
+pub use sections::*;
+pub use value::{
+    Choice, Cores, Mechanism, OnCancel, OnStraggler, Size, Strings, Text, Whole, choice,
+};
+
+/// The whole file; a section not written is all defaults.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ConfigFile {
+    pub limits: Limits,
+    pub timeouts: Timeouts,
+    pub sessions: Sessions,
+    pub containment: Containment,
+    pub env: Env,
+    pub policy: Policy,
+    pub sandbox: Sandbox,
+    pub mcp: Mcp,
+    pub remote: Remote,
+}
+
+/// `$XDG_CONFIG_HOME/bashd/config.toml`, else `~/.config/bashd/config.toml`.
+pub fn default_path() -> Option<PathBuf> {
+    let non_empty = |name| std::env::var_os(name).filter(|v| !v.is_empty());
+    let base = non_empty("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .or_else(|| non_empty("HOME").map(|home| PathBuf::from(home).join(".config")))?;
+    Some(base.join("bashd").join("config.toml"))
+}
+
+impl ConfigFile {
+    /// Loads `path`, or the default path when `None`, with the reader's own checks
+    /// (`check`) after the file's; returns the file it read, `None` when a missing
+    /// default file meant all defaults. A missing named file is an error.
+    pub fn load_with<T>(
+        path: Option<&Path>,
+        check: impl FnOnce(&ConfigFile) -> Result<T, Refusal>,
+    ) -> Result<(ConfigFile, T, Option<PathBuf>), ConfigError> {
+        let (path, must_exist) = match path {
+            Some(path) => (path.to_owned(), true),
+            None => match default_path() {
+                Some(path) => (path, false),
+                None => return Self::defaults_with(check),
+            },
+        };
+        match std::fs::read_to_string(&path) {
+            Ok(text) => {
+                let (file, checked) = ConfigFile::parse_with(&text, &path, check)?;
+                Ok((file, checked, Some(path)))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !must_exist => {
+                Self::defaults_with(check)
+            }
+            Err(source) => Err(ConfigError::Read { path, source }),
+        }
+    }
+
+    /// The user's file at the default path, all defaults when there is none.
+    pub fn load() -> Result<ConfigFile, ConfigError> {
+        Self::load_with(None, |_| Ok(())).map(|(file, (), _)| file)
+    }
+
+    fn defaults_with<T>(
+        check: impl FnOnce(&ConfigFile) -> Result<T, Refusal>,
+    ) -> Result<(ConfigFile, T, Option<PathBuf>), ConfigError> {
+        let file = ConfigFile::default();
+        let checked = check(&file).map_err(|refusal| ConfigError::Invalid {
+            path: PathBuf::from("(defaults)"),
+            line: 0,
+            message: refusal.message,
+        })?;
+        Ok((file, checked, None))
+    }
+
+    /// Parses the text of a config file; `path` only names it in errors.
+    pub fn parse(text: &str, path: &Path) -> Result<ConfigFile, ConfigError> {
+        Self::parse_with(text, path, |_| Ok(())).map(|(file, ())| file)
+    }
+
+    /// [`ConfigFile::parse`], then the reader's own `check`, whose refusal is placed
+    /// at the line of the key it names.
+    pub fn parse_with<T>(
+        text: &str,
+        path: &Path,
+        check: impl FnOnce(&ConfigFile) -> Result<T, Refusal>,
+    ) -> Result<(ConfigFile, T), ConfigError> {
+        let source = error::Source { text, path };
+        let document = toml::de::DeTable::parse(text).map_err(|e| source.syntax(&e))?;
+        let deserializer = toml::Deserializer::from(document.clone());
+        let file: ConfigFile =
+            serde_path_to_error::deserialize(deserializer).map_err(|e| source.typed(&e))?;
+        let checked = file
+            .check()
+            .and_then(|()| check(&file))
+            .map_err(|refusal| source.refused(document.get_ref(), refusal))?;
+        Ok((file, checked))
+    }
+
+    /// What no single key's type can see: keys that contradict each other.
+    fn check(&self) -> Result<(), Refusal> {
+        let sandbox = &self.sandbox;
+        if sandbox.default.looseness() > sandbox.floor.looseness() {
+            return Err(Refusal::at(
+                &["sandbox"],
+                format!(
+                    "sandbox.default = \"{}\" is looser than sandbox.floor = \"{}\": every job would be refused; set default to the floor or tighter",
+                    sandbox.default, sandbox.floor
+                ),
+            ));
+        }
+        let env = &self.env;
+        if let Some((name, _)) = env.set.iter().find(|(name, _)| env.unset.contains(name)) {
+            return Err(Refusal::at(
+                &["env", name],
+                format!("env.{name} is both set and in env.unset; keep one"),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,145 @@
+//! The file's types and their errors, as a person meets them.
+
+use std::path::Path;
+
+use super::*;
+
+fn parse(text: &str) -> Result<ConfigFile, String> {
+    ConfigFile::parse(text, Path::new("/c.toml")).map_err(|e| e.to_string())
+}
+
+fn error(text: &str) -> String {
+    parse(text).expect_err(text)
+}
+
+#[test]
+fn an_unknown_key_is_refused_with_its_name_and_the_valid_ones() {
+    assert_eq!(
+        error("[remote]\nbashc_path = \"/b\"\nrelay_idle = 5\n"),
+        "/c.toml:3: unknown key remote.relay_idle; known keys of [remote]: bridge_command, bashc_path, relay_idle_secs"
+    );
+    assert_eq!(
+        error("[limits]\nmax_lines = 10\nmax_linez = 3\n"),
+        "/c.toml:3: unknown key limits.max_linez; known keys of [limits]: max_lines, max_bytes, max_spill_bytes, max_frame_bytes, max_command_bytes, memory, cpu, pids, max_session_spill_bytes, max_total_spill_bytes, max_connections"
+    );
+    assert_eq!(
+        error("\n[limitz]\n"),
+        "/c.toml:2: unknown section [limitz]; known: [limits], [timeouts], [sessions], [containment], [env], [policy], [sandbox], [mcp], [remote]"
+    );
+    assert_eq!(
+        error("[mcp.clients.\"a b\"]\nresult_byte = 5000\n"),
+        "/c.toml:2: unknown key mcp.clients.\"a b\".result_byte; known keys of [mcp.clients.\"a b\"]: result_lines, result_bytes, error_result_bytes"
+    );
+    assert_eq!(
+        error("[[policy.deny]]\nid = \"x\"\ncmd = \"npm\"\n"),
+        "/c.toml:3: unknown key policy.deny.cmd; known keys of [policy.deny]: id, command, args, message"
+    );
+}
+
+#[test]
+fn a_range_error_reads_as_before() {
+    assert_eq!(
+        error("[timeouts]\ndefault_secs = 0\n"),
+        "/c.toml:2: timeouts.default_secs must be a whole number from 1 to 86400"
+    );
+    assert_eq!(
+        error("[limits]\nmax_lines = \"many\"\n"),
+        "/c.toml:2: limits.max_lines must be a whole number from 1 to 4294967295"
+    );
+    assert_eq!(
+        error("[sessions]\nlinger_secs = -1\n"),
+        "/c.toml:2: sessions.linger_secs must be a whole number from 0 to 604800"
+    );
+    assert_eq!(
+        error("[limits]\nmemory = \"lots\"\n"),
+        "/c.toml:2: limits.memory: \"lots\" is not a size: write it like 512M or 2G"
+    );
+    assert_eq!(
+        error("[sessions]\non_straggler = \"ignore\"\n"),
+        "/c.toml:2: sessions.on_straggler must be one of \"background\", \"kill\""
+    );
+    assert_eq!(
+        error("[mcp]\non_cancel = 3\n"),
+        "/c.toml:2: mcp.on_cancel must be one of \"kill\", \"background\""
+    );
+    assert_eq!(
+        error("[remote]\nbashc_path = 3\n"),
+        "/c.toml:2: remote.bashc_path must be a string"
+    );
+    assert_eq!(
+        error("[env]\nunset = [\"A\", 3]\n"),
+        "/c.toml:2: env.unset must be a list of strings, like [\"a\", \"b\"]"
+    );
+    assert_eq!(
+        error("[env]\nNO_COLOR = 1\n"),
+        "/c.toml:2: env.NO_COLOR must be a string (`unset = [\"NAME\"]` removes a variable)"
+    );
+    assert_eq!(
+        error("[containment]\ncgroup = \"relative\"\n"),
+        "/c.toml:2: containment.cgroup must be an absolute path, like \"/sys/fs/cgroup/user.slice/bashd\""
+    );
+    assert_eq!(
+        error("[[policy.deny]]\nid = \"x\"\ncommand = \"npm\"\n"),
+        "/c.toml:1: a [[policy.deny]] rule needs `message`"
+    );
+    assert_eq!(
+        error("[policy]\ndeny = 3\n"),
+        "/c.toml:2: policy.deny must be written as [[policy.deny]] tables"
+    );
+    assert_eq!(
+        error("limits = 3\n"),
+        "/c.toml:1: limits must be a section ([limits])"
+    );
+    assert_eq!(
+        error("[mcp]\nclients = 3\n"),
+        "/c.toml:2: mcp.clients must be a table of clients, like [mcp.clients.\"codex-mcp-client\"]"
+    );
+}
+
+/// Issue 31: bashc clamped an idle time below 5 s that the daemon refused; both read
+/// `[remote]` through this one type now.
+#[test]
+fn a_relay_idle_time_below_the_floor_is_refused() {
+    for secs in [0, 3, 4] {
+        let err = error(&format!("[remote]\nrelay_idle_secs = {secs}\n"));
+        assert!(
+            err.starts_with(
+                "/c.toml:2: remote.relay_idle_secs must be a whole number from 5 to 86400: "
+            ) && err.contains("0 cannot turn relays off"),
+            "{err}"
+        );
+    }
+    let remote = parse("[remote]\nrelay_idle_secs = 5\n").unwrap().remote;
+    assert_eq!(remote.relay_idle(), std::time::Duration::from_secs(5));
+    assert_eq!(
+        ConfigFile::default().remote.relay_idle(),
+        std::time::Duration::from_secs(600)
+    );
+}
+
+#[test]
+fn keys_across_sections_are_checked_at_their_line() {
+    assert_eq!(
+        error("[env]\nTERM = \"xterm\"\nunset = [\"TERM\"]\n"),
+        "/c.toml:2: env.TERM is both set and in env.unset; keep one"
+    );
+    let err = error("\n[sandbox]\nfloor = \"read-only\"\n");
+    assert!(
+        err.starts_with("/c.toml:2: sandbox.default = \"off\" is looser than sandbox.floor"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_effective_section_shows_every_key_and_what_differs() {
+    let file = parse("[limits]\nmax_lines = 10\ncpu = 1.5\n").unwrap();
+    let text = section_text("limits", &file.limits, &Limits::default(), &|_| None);
+    assert!(
+        text.starts_with("[limits]\nmax_lines = 10  # default: 2000\nmax_bytes = 51200\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("\n# memory: none\ncpu = 1.5  # default: none\n# pids: none\n"),
+        "{text}"
+    );
+}

@@ -1,0 +1,97 @@
+//! The config file as `bashd` and `bashc` both read it (issue 31): one set of types, so
+//! one answer about one file.
+
+use std::time::Duration;
+
+use bashd_tests::sshd::relay_pids;
+use bashd_tests::{Daemon, wait_until};
+
+use crate::{show, stderr, stdout};
+
+/// `bashc --host nowhere.invalid exec -- true`, reaching the host through a bridge
+/// command that fails at once, so that nothing waits on a network.
+fn bashc_to_another_host(daemon: &Daemon) -> std::process::Output {
+    daemon
+        .bashc()
+        .env(bashc::BRIDGE_COMMAND_ENV, "exit 3")
+        .args(["--host", "nowhere.invalid", "exec", "--", "true"])
+        .output()
+        .unwrap()
+}
+
+/// bashd refused `[remote] relay_idle_secs` below 5 while bashc took it as 5: the same
+/// file was broken for one and fine for the other. Both read it through one type now.
+#[test]
+fn issue31_a_relay_idle_time_below_five_gets_one_answer_from_bashd_and_bashc() {
+    let daemon = Daemon::unstarted();
+    daemon.write_config("[remote]\nbashc_path = \"/opt/bashc\"\nrelay_idle_secs = 3\n");
+    let config = daemon.config_home().join("bashd/config.toml");
+    let expected = format!(
+        "{}:3: remote.relay_idle_secs must be a whole number from 5 to 86400",
+        config.display()
+    );
+
+    let out = daemon
+        .bashd_command()
+        .arg("--check-config")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    assert!(stderr(&out).contains(&expected), "{}", show(&out));
+
+    // bashc reads [remote] before it reaches the host, and refuses the file in the
+    // daemon's words, starting no relay.
+    let out = bashc_to_another_host(&daemon);
+    assert_ne!(out.status.code(), Some(0), "{}", show(&out));
+    assert!(stderr(&out).contains(&expected), "{}", show(&out));
+    assert!(relay_pids(daemon.runtime_dir()).is_empty());
+
+    // Positive control: at the floor, both take the file, and bashc goes on to the
+    // host, which its bridge command cannot reach.
+    daemon.write_config("[remote]\nbashc_path = \"/opt/bashc\"\nrelay_idle_secs = 5\n");
+    let out = daemon
+        .bashd_command()
+        .arg("--check-config")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert!(
+        stdout(&out).contains("relay_idle_secs = 5  # default: 600\n"),
+        "{}",
+        show(&out)
+    );
+    let out = bashc_to_another_host(&daemon);
+    assert_ne!(out.status.code(), Some(0), "{}", show(&out));
+    assert!(
+        stderr(&out).contains("nowhere.invalid") && !stderr(&out).contains("relay_idle_secs"),
+        "{}",
+        show(&out)
+    );
+    assert!(
+        wait_until(Duration::from_secs(20), || relay_pids(daemon.runtime_dir())
+            .is_empty()),
+        "a relay outlived its failed bridge"
+    );
+}
+
+/// Issue 31: an unknown key is refused by name, with the keys the section has, by
+/// `bashd` and by `bashc` alike.
+#[test]
+fn issue31_an_unknown_key_names_the_keys_its_section_has() {
+    let daemon = Daemon::unstarted();
+    daemon.write_config("[remote]\nrelay_idle = 60\n");
+    let config = daemon.config_home().join("bashd/config.toml");
+    let expected = format!(
+        "{}:2: unknown key remote.relay_idle; known keys of [remote]: bridge_command, bashc_path, relay_idle_secs",
+        config.display()
+    );
+    let out = daemon
+        .bashd_command()
+        .arg("--check-config")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    assert!(stderr(&out).contains(&expected), "{}", show(&out));
+    let out = bashc_to_another_host(&daemon);
+    assert!(stderr(&out).contains(&expected), "{}", show(&out));
+}
