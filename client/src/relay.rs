@@ -16,10 +16,9 @@
 //!
 //! The relay ends when its SSH channel ends (every client connection is closed then,
 //! so no call waits on a dead link; the next call starts a new relay), and after
-//! `[remote] relay_idle_secs` (default 10 minutes, at least 5 s: the config file is
-//! refused below that, since a relay idle at once would be gone before the call that
-//! started it connects) with no
-//! client. It removes its socket first (under the lock, and only if it is still its
+//! `[remote] relay_idle_secs` (default 10 minutes; at least 5 s, as a relay idle at
+//! once would be gone before the call that started it connects) with no client. It
+//! removes its socket first (under the lock, and only if it is still its
 //! own), then closes the clients that connected in the instant before, which
 //! their callers retry once (a call retries a connection that ends or is reset before
 //! the handshake).

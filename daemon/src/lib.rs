@@ -16,6 +16,9 @@ pub mod runtime;
 pub mod sandbox;
 mod server;
 
+#[cfg(test)]
+mod front_end_words;
+
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -121,7 +124,7 @@ pub async fn run(
     tokio::select! {
         () = shutdown => tracing::info!("shutting down: stopping every job"),
         () = stop_requested.cancelled() => {
-            tracing::info!("a client asked bashd to stop (bashc stop): stopping every job");
+            tracing::info!("a client asked bashd to stop (a stop request): stopping every job");
         }
     }
     notify(&[NotifyState::Stopping]);

@@ -85,7 +85,7 @@ pub async fn serve(
         if open.load(Ordering::Relaxed) >= cap {
             tracing::warn!("refused a connection: {cap} are open already (limits.max_connections)");
             let reason = format!(
-                "bashd (pid {}) already serves {cap} connections, its limit; close some (each bashc and bashc mcp holds one), or raise [limits] max_connections in the config and reload it (systemctl --user reload bashd)",
+                "bashd (pid {}) already serves {cap} connections, its limit; close some (each client and each MCP server holds one), or raise [limits] max_connections in the config and reload it (systemctl --user reload bashd)",
                 std::process::id()
             );
             tracker.spawn(refuse(stream, ErrorKind::Busy, reason));

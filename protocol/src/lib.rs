@@ -21,7 +21,7 @@ pub mod top;
 pub use codec::{FrameCodec, FrameError};
 pub use inbox::{Inbox, InboxEvent};
 pub use message::*;
-pub use notice::{BackgroundWhy, ErrorHint, JobId, Notice, WaitMet, Worded};
+pub use notice::{Argument, BackgroundWhy, ErrorHint, JobId, Notice, WaitMet, Worded};
 pub use sandbox::{
     Network, SandboxDenial, SandboxInForce, SandboxMechanism, SandboxProfile, SandboxStatus,
 };
@@ -29,4 +29,5 @@ pub use top::{TopJob, TopRequest, WatchRequest, WatchUpdate};
 
 /// Bumped on every incompatible change of the messages; `Hello` and `Welcome` carry it.
 /// 7: `Watch` (a stream of the table's changes for `bashc top`) and `TopRequest::jobs`.
-pub const PROTOCOL_VERSION: u32 = 7;
+/// 8: a refusal's way out as data (`ErrorHint::NetworkOn`, ..., `Argument`; issue 31).
+pub const PROTOCOL_VERSION: u32 = 8;

@@ -28,9 +28,17 @@ pub const MAX_TIMEOUT_SECS: u64 = 24 * 60 * 60;
 /// Time between SIGTERM and SIGKILL when a job is stopped.
 pub const DEFAULT_KILL_GRACE_MS: u64 = 2000;
 
-/// Clamps an explicit timeout into the accepted range.
-pub fn clamp_timeout_secs(secs: u64) -> u64 {
-    secs.clamp(MIN_TIMEOUT_SECS, MAX_TIMEOUT_SECS)
+/// An explicit timeout, or why it is refused: the one check of the range, which the
+/// daemon makes of every request (and `bashc mcp` of the wait its `wait_until` makes),
+/// in words of no front end; each front end names the argument.
+pub fn check_timeout_secs(secs: u64) -> Result<u64, String> {
+    if (MIN_TIMEOUT_SECS..=MAX_TIMEOUT_SECS).contains(&secs) {
+        Ok(secs)
+    } else {
+        Err(format!(
+            "{secs} s is outside {MIN_TIMEOUT_SECS} s .. 24 h ({MAX_TIMEOUT_SECS} s); give a timeout in that range"
+        ))
+    }
 }
 
 /// The most text one page of `output` carries, whatever is asked: a line longer than

@@ -211,6 +211,57 @@ pub enum ErrorHint {
     /// The job belongs to `session`, not the caller's: name that session, or ask
     /// for any session's job, to act on it.
     OtherSession { session: String },
+    /// `argument` of the request is what the message speaks of: the front end names
+    /// it as its user wrote it (`--max-lines`, `max_lines`).
+    BadArgument { argument: Argument },
+    /// The job can start here less confined: with the sandbox off (`sandbox_off`)
+    /// and the network on (`network_on`), where bashd's config allows.
+    LooserSandbox { sandbox_off: bool, network_on: bool },
+    /// The request turned the network on where the config keeps it off: without
+    /// that, the job starts.
+    NetworkOn,
+    /// A job started from a sandboxed job asked for a looser sandbox: asking for
+    /// none gives it the same as the job it came from.
+    SameSandbox,
+    /// The limit `argument` needs a cgroup controller bashd lacks: the job starts
+    /// without that limit.
+    ControllerMissing { argument: Argument },
+    /// The job has no terminal: one started on a pty has one.
+    NeedsPty,
+    /// The job's stdin is /dev/null: one started with a stdin pipe (or a pty) takes
+    /// input.
+    NeedsStdinPipe,
+    /// A send with end-of-file closed the job's stdin.
+    StdinClosed,
+    /// The job has ended, and its output is kept to page through.
+    OutputKept { job: JobId },
+}
+
+/// A request's argument, as data: the CLI spells it as a flag (`--timeout`), `bashc
+/// mcp` as a tool argument (`timeout_secs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Argument {
+    /// `timeout_secs` of an exec.
+    Timeout,
+    /// `output.max_lines`.
+    MaxLines,
+    /// `output.max_bytes`.
+    MaxBytes,
+    /// `workdir`.
+    Workdir,
+    /// `limits.cpu_millicores`.
+    Cpu,
+    /// `limits.pids`.
+    Pids,
+    /// `notify`: the pattern a later call is told about.
+    Notify,
+    /// `notify_idle_secs`.
+    NotifyIdle,
+    /// `sandbox`: the profile asked for.
+    Sandbox,
+    /// `network`.
+    Network,
 }
 
 /// A value as `--json` prints it: its own keys, then `notice`, its notices worded by

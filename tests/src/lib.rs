@@ -4,6 +4,7 @@
 
 pub mod attack;
 pub mod daemon;
+pub mod fake_model;
 pub mod procs;
 pub mod sshd;
 

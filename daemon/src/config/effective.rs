@@ -90,7 +90,7 @@ fn env_text(env: &[(String, String)], section: &file::Env) -> String {
     if !section.pass.is_empty() {
         let list: Vec<String> = section.pass.iter().map(|name| quoted(name)).collect();
         out.push_str(&format!(
-            "pass = [{}]  # the agent's credentials bashc mcp passes into jobs\n",
+            "pass = [{}]  # the agent's credentials the MCP server passes into jobs\n",
             list.join(", ")
         ));
     }
@@ -101,8 +101,8 @@ fn env_text(env: &[(String, String)], section: &file::Env) -> String {
 fn clients_text(mcp: &file::Mcp) -> String {
     let mut out = String::new();
     let own = |key: &str| match key {
-        "error_result_bytes" => Some("result_bytes if given, else bashc mcp's own figure"),
-        _ => Some("bashc mcp's own figure for this client"),
+        "error_result_bytes" => Some("result_bytes if given, else the MCP server's own figure"),
+        _ => Some("the MCP server's own figure for this client"),
     };
     for (name, budget) in &mcp.clients {
         let name = format!("mcp.clients.{}", quoted(name));
@@ -121,7 +121,7 @@ fn clients_text(mcp: &file::Mcp) -> String {
 fn remote_text(remote: &file::Remote) -> String {
     let note = |key: &str| match key {
         "bridge_command" => Some("ssh ... HOST bashc bridge, over a control socket"),
-        "bashc_path" => Some("bashc on the host's PATH"),
+        "bashc_path" => Some("the host's PATH finds bashc"),
         _ => None,
     };
     let mut out = section_text("remote", remote, &file::Remote::default(), &note);

@@ -16,8 +16,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use bashd_protocol::{
-    ExecParams, ExecResult, JobState, Network, Notice, SandboxDenial, SandboxInForce,
-    SandboxMechanism, SandboxProfile, SandboxStatus,
+    ErrorHint, ErrorKind, ErrorReply, ExecParams, ExecResult, JobState, Network, Notice,
+    SandboxDenial, SandboxInForce, SandboxMechanism, SandboxProfile, SandboxStatus,
 };
 
 use confine::Probe;
@@ -88,12 +88,13 @@ pub fn expand_home(path: &str) -> Result<PathBuf, String> {
 /// The sandbox job `params` gets under `config`, or why it is refused: asking for
 /// less than the floor, or than the sandboxed job `around` the client (a request that
 /// came through its channel), whose sandbox is also the default. `None` when nothing
-/// is confined.
+/// is confined. A refusal's hint says what the client can ask for instead, for the
+/// front end to spell.
 pub fn decide(
     config: &SandboxConfig,
     params: &ExecParams,
     around: Option<&channel::Origin>,
-) -> Result<Option<SandboxInForce>, String> {
+) -> Result<Option<SandboxInForce>, ErrorReply> {
     let profile = params
         .sandbox
         .or(around.map(|o| o.sandbox.profile))
@@ -105,33 +106,39 @@ pub fn decide(
     if let Some(origin) = around {
         let asked = SandboxInForce { profile, network };
         if !channel::at_most(asked, origin.sandbox) {
-            return Err(format!(
-                "this job ({}) runs under {}; a job it starts can be as tight, not looser (asked for sandbox {profile}, network {network}): leave out --sandbox and --net to get the same",
+            return Err(refused(format!(
+                "this job ({}) runs under {}; a job it starts can be as tight, not looser (asked for sandbox {profile}, network {network})",
                 origin.job,
                 origin.describe(),
-            ));
+            ))
+            .with_hint(ErrorHint::SameSandbox));
         }
     }
     if profile.looseness() > config.floor.looseness() {
-        return Err(format!(
+        return Err(refused(format!(
             "sandbox {profile} is looser than this daemon allows: [sandbox] floor = \"{}\" in bashd's config (bashd --check-config shows it); ask for {}, or lower the floor there",
             config.floor,
             allowed(config.floor)
-        ));
+        )));
     }
     if network == Network::On
         && config.network == Network::Off
         && config.floor != SandboxProfile::Off
     {
-        return Err(format!(
-            "the network is off for jobs here and may not be turned on: [sandbox] network = \"off\" with floor = \"{}\" in bashd's config; run the job without --net on, or set network = \"on\" there",
+        return Err(refused(format!(
+            "the network is off for jobs here and may not be turned on: [sandbox] network = \"off\" with floor = \"{}\" in bashd's config; set network = \"on\" there",
             config.floor
-        ));
+        ))
+        .with_hint(ErrorHint::NetworkOn));
     }
     if profile == SandboxProfile::Off && network == Network::On {
         return Ok(None);
     }
     Ok(Some(SandboxInForce { profile, network }))
+}
+
+fn refused(message: String) -> ErrorReply {
+    ErrorReply::new(ErrorKind::InvalidRequest, message)
 }
 
 /// The profiles at or below `floor`, as a person lists them.
@@ -246,19 +253,25 @@ impl Support {
     }
 
     /// Whether `in_force` can be held here; the refusal names what is missing and the
-    /// fix.
-    pub fn check(&self, in_force: SandboxInForce) -> Result<(), String> {
+    /// fix. The system's own fixes, which the resident's probe words, say how to run
+    /// the job looser in words of no front end; the daemon's refusal here says it as a
+    /// hint, for the front end to spell.
+    pub fn check(&self, in_force: SandboxInForce) -> Result<(), ErrorReply> {
         let probe = match self {
             Support::Probed(probe) => probe,
             Support::NoResident(why) => {
-                return Err(format!(
-                    "sandbox {}, network {}: the sandbox is applied by bashd-resident, and this daemon starts jobs without it ({why}); run the job with --sandbox off --net on, or use the resident",
+                return Err(refused(format!(
+                    "sandbox {}, network {}: the sandbox is applied by bashd-resident, and this daemon starts jobs without it ({why}); use the resident",
                     in_force.profile, in_force.network
-                ));
+                ))
+                .with_hint(ErrorHint::LooserSandbox {
+                    sandbox_off: in_force.profile != SandboxProfile::Off,
+                    network_on: in_force.network == Network::Off,
+                }));
             }
         };
         if in_force.profile != SandboxProfile::Off && probe.landlock_abi < 3 {
-            return Err(format!(
+            return Err(refused(format!(
                 "sandbox {} needs Landlock ABI 3 or later, and this kernel has {} ({})",
                 in_force.profile,
                 if probe.landlock_abi == 0 {
@@ -267,32 +280,34 @@ impl Support {
                     format!("ABI {}", probe.landlock_abi)
                 },
                 confine::FIX_LANDLOCK
-            ));
+            )));
         }
         if let Err(why) = &probe.user {
-            return Err(format!(
+            return Err(refused(format!(
                 "sandbox {}, network {} needs a user namespace: {why}",
                 in_force.profile, in_force.network
-            ));
+            )));
         }
         if in_force.profile != SandboxProfile::Off
             && let Err(why) = &probe.mount
         {
-            return Err(format!(
+            return Err(refused(format!(
                 "sandbox {} needs a mount namespace: {why}",
                 in_force.profile
-            ));
+            )));
         }
         if in_force.network == Network::Off
             && let Err(why) = &probe.network
         {
-            return Err(format!("network off needs a network namespace: {why}"));
+            return Err(refused(format!(
+                "network off needs a network namespace: {why}"
+            )));
         }
         if let Err(why) = &probe.seccomp {
-            return Err(format!(
+            return Err(refused(format!(
                 "sandbox {}, network {} keeps the job from unix sockets with seccomp: {why}",
                 in_force.profile, in_force.network
-            ));
+            )));
         }
         Ok(())
     }
@@ -360,8 +375,8 @@ impl Support {
                 "network namespace",
                 &probe.network,
                 &[
-                    "the network (--net off)",
-                    "abstract unix sockets of the host (--net off)",
+                    "the network (with the network off)",
+                    "abstract unix sockets of the host (with the network off)",
                 ][..],
             ),
             (

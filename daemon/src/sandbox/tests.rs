@@ -33,7 +33,9 @@ fn a_client_may_tighten_but_never_loosen_past_the_floor() {
     );
 
     let floored = config(WorkspaceWrite, On, WorkspaceWrite);
-    let error = decide(&floored, &params(Some(Off), None), None).unwrap_err();
+    let error = decide(&floored, &params(Some(Off), None), None)
+        .unwrap_err()
+        .message;
     assert!(error.contains("floor = \"workspace-write\""), "{error}");
     assert!(error.contains("workspace-write or read-only"), "{error}");
     assert_eq!(
@@ -45,8 +47,10 @@ fn a_client_may_tighten_but_never_loosen_past_the_floor() {
     );
 
     // With a floor, the config's network off is a floor too; without one, a default.
+    // The refusal says what to ask for as data, for the front end to spell.
     let offline = config(WorkspaceWrite, NetOff, WorkspaceWrite);
-    assert!(decide(&offline, &params(None, Some(On)), None).is_err());
+    let error = decide(&offline, &params(None, Some(On)), None).unwrap_err();
+    assert_eq!(error.hint, Some(bashd_protocol::ErrorHint::NetworkOn));
     let offline_by_default = config(WorkspaceWrite, NetOff, Off);
     assert_eq!(
         decide(&offline_by_default, &params(None, Some(On)), None),
@@ -84,6 +88,8 @@ fn a_job_started_from_inside_a_sandbox_gets_no_more_than_it() {
     );
     // Looser is refused, naming the job, even where the floor would allow it.
     let error = decide(&open, &params(Some(Off), None), around).unwrap_err();
+    assert_eq!(error.hint, Some(bashd_protocol::ErrorHint::SameSandbox));
+    let error = error.message;
     assert!(
         error.contains(
             "this job (j7) runs under workspace-write with the network off; a job it starts can be as tight, not looser"

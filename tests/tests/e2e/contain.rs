@@ -13,7 +13,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use bashc::protocol::JobLimits;
+use bashc::protocol::{Argument, ErrorHint, JobLimits};
 use bashd_tests::{Daemon, alive, pids_running, wait_for_running, wait_until};
 use rustix::process::{Pid, Signal};
 
@@ -559,18 +559,32 @@ fn cpu_and_pids_limits_are_refused_without_their_controllers() {
     let daemon = Daemon::start();
     tokio::runtime::Runtime::new().unwrap().block_on(async {
         let client = daemon.client().await;
-        for (flag, set) in [
+        // The limit is named as data (issue 31), for each front end to spell.
+        for (key, argument, set) in [
             (
-                "--cpu",
+                "cpu",
+                Argument::Cpu,
                 (|l: &mut JobLimits| l.cpu_millicores = Some(500)) as fn(&mut JobLimits),
             ),
-            ("--pids", |l: &mut JobLimits| l.pids = Some(50)),
+            ("pids", Argument::Pids, |l: &mut JobLimits| {
+                l.pids = Some(50)
+            }),
         ] {
             let mut params = daemon.params("touch should-not-exist");
             set(&mut params.limits);
-            let error = client.exec(params).await.unwrap_err().to_string();
+            let error = client.exec(params).await.unwrap_err();
+            let bashc::ClientError::Daemon(reply) = &error else {
+                panic!("not the daemon's refusal: {error}")
+            };
             assert!(
-                error.starts_with(&format!("{flag} needs the cgroup v2 ")),
+                reply
+                    .message
+                    .starts_with(&format!("a {key} limit needs the cgroup v2 ")),
+                "{error}"
+            );
+            assert_eq!(
+                reply.hint,
+                Some(ErrorHint::ControllerMissing { argument }),
                 "{error}"
             );
         }
@@ -643,7 +657,8 @@ fn the_cli_takes_limits_and_shows_the_record() {
     let out = daemon.run_bashc(&["exec", "--cpu", "0.5", "--", "touch cpu-ran"]);
     assert_eq!(out.status.code(), Some(255), "{}", show(&out));
     assert!(
-        crate::stderr(&out).contains("--cpu needs the cgroup v2 cpu controller"),
+        crate::stderr(&out).contains("a cpu limit needs the cgroup v2 cpu controller")
+            && crate::stderr(&out).contains("or run the job without --cpu"),
         "{}",
         show(&out)
     );

@@ -336,12 +336,13 @@ fn issue_15_a_timeout_out_of_range_or_a_zero_limit_is_refused_not_clamped() {
         ),
         (
             vec!["--max-lines", "0"],
-            "max_lines 0 would show nothing",
+            // Issue 31: named as the CLI's flag, not the protocol's field.
+            "--max-lines: 0 would show nothing",
             255,
         ),
         (
             vec!["--max-bytes", "0"],
-            "max_bytes 0 would show nothing",
+            "--max-bytes: 0 would show nothing",
             255,
         ),
     ] {

@@ -376,3 +376,49 @@ async fn issue_32_mcp_results_end_with_the_inbox_and_a_restarted_server_sees_wha
     call(&client, "bash_kill", json!({"job": a})).await;
     client.cancel().await.unwrap();
 }
+
+/// The inbox is the agent's: a `bashc` inside a sandboxed job of the same session
+/// neither sees its events (they name jobs looser than the job: their commands, what
+/// they ask) nor takes them from the agent, whose next call still shows them.
+#[test]
+fn issue_32_a_sandboxed_jobs_own_bashc_neither_sees_nor_takes_the_inbox() {
+    let daemon = Daemon::start();
+    let job = background(&daemon, "a", &[], "echo secret-i32-looser; exit 4");
+    wait_ended(&daemon, &job);
+    let bashc = bashd_tests::bin_path("bashc").display().to_string();
+    let inside = run(
+        &daemon,
+        "a",
+        &[
+            "exec",
+            "--json",
+            "--sandbox",
+            "read-only",
+            "--net",
+            "off",
+            "--",
+            &format!("{bashc} jobs; echo \"jobs: $?\""),
+        ],
+    );
+    let result = json(&inside);
+    let shown = format!(
+        "{}{}",
+        result["stdout"]["text"].as_str().unwrap_or(""),
+        result["stderr"]["text"].as_str().unwrap_or("")
+    );
+    // Positive control: the nested call ran and answered.
+    assert!(shown.contains("jobs: 0"), "{}", show(&inside));
+    assert!(
+        !shown.contains(SINCE) && !shown.contains("secret-i32-looser"),
+        "the job's own bashc saw the agent's inbox:\n{shown}"
+    );
+    // The sandboxed job's own call (the agent's) carries the event, so it is still there.
+    let said = format!("{}{}", stderr(&inside), result["since_last_call"]);
+    assert!(
+        said.contains(&format!(
+            "{job} (echo secret-i32-looser; exit 4) ended with exit 4"
+        )),
+        "the agent lost the event:\n{}",
+        show(&inside)
+    );
+}

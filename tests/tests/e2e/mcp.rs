@@ -692,3 +692,74 @@ fn the_server_exits_when_its_agent_dies_even_with_stdin_still_open() {
     );
     drop(stdin_write);
 }
+
+/// Issue 31: with `[sandbox] network = "off"` under a floor, asking for the network is
+/// refused in the asker's words: an MCP agent is told `net="on"` (it was told "run the
+/// job without --net on", a flag it has no way to give), and the CLI, as the positive
+/// control of the same refusal, `--net on`. Nothing runs either way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_31_a_refused_network_is_told_in_tool_words_not_flags() {
+    let daemon = Daemon::start_with_config(
+        "[sandbox]\ndefault = \"read-only\"\nnetwork = \"off\"\nfloor = \"read-only\"\n",
+    );
+    let ran = daemon.scratch().join("ran-i31");
+    let command = format!("touch {}", ran.display());
+
+    let client = connect(&daemon).await;
+    let refused = call(&client, "bash", json!({"command": command, "net": "on"})).await;
+    let said = text_of(&refused);
+    assert!(is_error(&refused), "{said}");
+    assert!(said.contains("may not be turned on"), "{said}");
+    assert!(said.contains("without net=\"on\""), "{said}");
+    assert!(!said.contains("--"), "a CLI flag in a tool result: {said}");
+    client.cancel().await.unwrap();
+
+    let out = daemon.run_bashc(&["exec", "--net", "on", "--", &command]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("may not be turned on"), "{stderr}");
+    assert!(stderr.contains("without --net on"), "{stderr}");
+    assert!(
+        !stderr.contains("net=\""),
+        "a tool argument in the CLI's words: {stderr}"
+    );
+    assert!(!ran.exists(), "a refused command ran");
+}
+
+/// Issue 31: the tools are one list: the unknown-tool error and `bashc mcp --help` name
+/// every tool `tools/list` gives (they named 7 of 8, without bash_screen).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_31_the_unknown_tool_error_and_help_name_every_listed_tool() {
+    let daemon = Daemon::start();
+    let client = connect(&daemon).await;
+    let tools = client.list_all_tools().await.expect("tools/list failed");
+    assert!(tools.len() >= 8, "{tools:?}");
+    let unknown = client
+        .call_tool(CallToolRequestParams::new("bash_nope"))
+        .await
+        .expect_err("an unknown tool was called")
+        .to_string();
+    let help = std::process::Command::new(bin_path("bashc"))
+        .args(["mcp", "--help"])
+        .output()
+        .expect("cannot run bashc mcp --help");
+    let help = String::from_utf8_lossy(&help.stdout).into_owned();
+    for tool in &tools {
+        // A name as a word: `bash` is in every other name too.
+        let named = |text: &str| {
+            text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .any(|word| word == tool.name)
+        };
+        assert!(
+            named(&unknown),
+            "the error does not name {}: {unknown}",
+            tool.name
+        );
+        assert!(
+            named(&help),
+            "bashc mcp --help does not name {}: {help}",
+            tool.name
+        );
+    }
+    client.cancel().await.unwrap();
+}

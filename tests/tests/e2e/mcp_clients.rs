@@ -506,3 +506,69 @@ async fn issue_34_vim_on_pipes_is_told_to_run_on_a_terminal() {
     call_as(&client, "bash_kill", json!({"job": job})).await;
     client.cancel().await.unwrap();
 }
+
+/// Claude Code 2.1.332 speaks MCP 2026-07-28 where the server has it (rmcp 3.9 does):
+/// `server/discover`, no `initialize`, and its `clientInfo` in every request's `_meta`.
+/// The budget follows that name as it follows `initialize`'s: Codex's 10,000 bytes here,
+/// where the daemon's default would send about 51 KB.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_34_a_client_named_in_the_request_meta_gets_its_budget() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let daemon = Daemon::start();
+    let mut child = crate::mcp::mcp_command(&daemon, daemon.scratch())
+        .env("BASHD_NO_AUTOSTART", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "codex-mcp-client", "version": "0.169.0"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    });
+    let requests = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": meta}}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "bash", "arguments": {"command": "seq 1 100000"}, "_meta": meta}}),
+    ];
+    let mut answers = Vec::new();
+    for (id, request) in (1..).zip(requests) {
+        stdin
+            .write_all(format!("{request}\n").as_bytes())
+            .await
+            .unwrap();
+        let answer = loop {
+            let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+                .await
+                .expect("bashc mcp answered in time")
+                .unwrap()
+                .expect("bashc mcp closed stdout");
+            let message: Value = serde_json::from_str(&line).unwrap();
+            if message["id"] == id {
+                break message;
+            }
+        };
+        answers.push(answer);
+    }
+    assert!(
+        answers[0]["result"]["supportedVersions"]
+            .as_array()
+            .is_some_and(|v| v.contains(&json!("2026-07-28"))),
+        "{}",
+        answers[0]
+    );
+    let text = answers[1]["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{}", answers[1]));
+    assert!(
+        text.len() <= 10_000,
+        "{} bytes for codex-mcp-client, whose budget is 10,000",
+        text.len()
+    );
+    assert_eq!(text.lines().next(), Some("exit code: 0"), "{text}");
+    assert!(text.contains("bash_output(job="), "{text}");
+}

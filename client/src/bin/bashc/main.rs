@@ -16,6 +16,7 @@ mod tables;
 mod terminal;
 mod top;
 mod waited;
+mod wording;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -178,25 +179,8 @@ enum Command {
     Stop(stop::StopArgs),
     /// Serve bashd to an MCP agent (Claude Code, Codex, Gemini CLI, OpenCode, ...) on
     /// stdin/stdout.
-    ///
-    /// An MCP server with the tools bash, bash_check, bash_wait, bash_kill, bash_jobs,
-    /// bash_output, bash_send and bash_screen. One server is one session (mcp-<agent pid> unless --session
-    /// or $BASHD_SESSION), owned by the agent that started it; it exits when its stdin
-    /// closes. Commands run in the directory it was started in unless a call names
-    /// another. Starts bashd when none is running, as a daemon of its own that the
-    /// agent's exit does not reach.
-    ///
-    /// Every bash and bash_wait call returns within bashd's [mcp] max_call_secs (50 s
-    /// by default; a command still running goes on in the background); a cancelled
-    /// call kills its command ([mcp] on_cancel = "background" keeps it); a call with a
-    /// progressToken gets progress notifications every 3 s. The job tools reach only
-    /// this session's jobs.
-    ///
-    /// Results are fitted to what the client (its clientInfo.name) shows whole, cut on
-    /// lines with the call that reads the rest; [mcp.clients."NAME"] in the config sets
-    /// a client's budget. Jobs do not get the client's own model credentials
-    /// (ANTHROPIC_API_KEY, OPENAI_API_KEY, GEMINI_API_KEY, ...) unless [env] pass names
-    /// them.
+    // The long help names the tools from the list the server serves.
+    #[command(long_about = mcp::long_about())]
     Mcp(mcp::McpArgs),
     /// The far end of `bashc --host`: joins stdin and stdout to this machine's bashd,
     /// started if none is running. `ssh HOST bashc bridge` runs it; nothing else should.
@@ -433,10 +417,10 @@ fn fail(e: anyhow::Error) -> ExitCode {
         Some(ClientError::Daemon(reply) | ClientError::Refused(reply)) => reply.hint.clone(),
         _ => None,
     });
-    match hint {
-        Some(hint) => eprintln!("bashc: {e:#}: {}", render::hint_text(&hint)),
-        None => eprintln!("bashc: {e:#}"),
-    }
+    eprintln!(
+        "bashc: {}",
+        wording::error(&format!("{e:#}"), hint.as_ref(), &wording::Cli)
+    );
     ExitCode::from(EXIT_UNREACHABLE)
 }
 
@@ -481,12 +465,8 @@ fn timeout_secs(text: &str) -> Result<u64, String> {
     let secs: u64 = text.parse().map_err(|_| {
         format!("a whole number of seconds, {MIN_TIMEOUT_SECS} to {MAX_TIMEOUT_SECS}")
     })?;
-    if !(MIN_TIMEOUT_SECS..=MAX_TIMEOUT_SECS).contains(&secs) {
-        return Err(format!(
-            "{secs} s is outside {MIN_TIMEOUT_SECS} s .. 24 h ({MAX_TIMEOUT_SECS} s); give a timeout in that range, or use --mode background for jobs that run up to 24 h"
-        ));
-    }
-    Ok(secs)
+    bashc::protocol::limits::check_timeout_secs(secs)
+        .map_err(|e| format!("{e}{}", wording::timeout_fix(&wording::Cli)))
 }
 
 /// `--offset`: a line number, which counts from 1, said in the user's words.

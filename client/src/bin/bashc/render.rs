@@ -1,15 +1,15 @@
-//! The text forms of results (DESIGN §9), the CLI's words for notices and error hints,
-//! and the exit status a result maps to. `bashc mcp` words notices and hints as tool
-//! calls in `mcp/words.rs`, and shares the rest.
+//! The text forms of results (DESIGN §9) and the exit status a result maps to. Notices
+//! and error hints become words in `wording.rs`, in the CLI's spelling or `bashc mcp`'s.
 
 use std::fmt::Write;
 use std::time::Duration;
 
 use bashc::protocol::{
-    BackgroundWhy, Direction, EndedBy, ErrorHint, ExecResult, ExitRecord, JobId, JobState, Killer,
-    Network, Notice, OutputPage, PolicyVerdict, SandboxDenial, SandboxProfile, StatusInfo,
-    StreamName, StreamResult, WaitMet,
+    Direction, EndedBy, ExecResult, ExitRecord, JobId, JobState, Killer, Notice, OutputPage,
+    PolicyVerdict, StatusInfo, StreamName, StreamResult,
 };
+
+use crate::wording;
 
 const EXIT_TIMEOUT: u8 = 124;
 const EXIT_DENIED: u8 = 126;
@@ -36,21 +36,6 @@ pub fn status_of(state: JobState, exit_code: Option<i32>, signal: Option<i32>) -
             .unwrap_or(EXIT_FAILED),
         JobState::Failed | JobState::Lost => EXIT_FAILED,
     }
-}
-
-/// What a front end says of a job whose daemon died while it ran; `read` is its way
-/// to the job's kept output.
-pub fn lost_text(job: JobId, in_memory: &[StreamName], read: &str) -> String {
-    let mut text = format!(
-        "bashd stopped while {job} ran, and the next bashd ended what was left of it (state lost). What it printed to its output files was kept: {read}."
-    );
-    for stream in in_memory {
-        text.push_str(&format!(
-            " {}: what it printed before bashd stopped was held in memory only and is lost.",
-            stream_name(*stream)
-        ));
-    }
-    text
 }
 
 /// The lines of a cut stream that its result does not show, as a page of `output`:
@@ -117,14 +102,8 @@ fn head_lines(stream: &StreamResult, hidden: u64) -> Option<u64> {
 /// `bashc output j3 --stream stderr --offset 1 --limit 8000`: the unseen lines in the
 /// CLI's words (`--stream stdout` is the default, left out as in every notice).
 pub fn output_command(unseen: &Unseen) -> String {
-    let flag = match unseen.stream {
-        StreamName::Stdout => "",
-        StreamName::Stderr => " --stream stderr",
-    };
-    format!(
-        "bashc output {}{flag} --offset {} --limit {}",
-        unseen.job, unseen.offset, unseen.limit
-    )
+    use wording::Spelling;
+    wording::Cli.output_call(unseen.job, unseen.stream, unseen.offset, unseen.limit)
 }
 
 /// A job's result as `bashc exec`, `check`, `wait` and `kill` print it. `whole`: its
@@ -132,6 +111,17 @@ pub fn output_command(unseen: &Unseen) -> String {
 pub fn exec_text(result: &ExecResult, whole: bool) -> String {
     let rest = whole.then_some(output_command as fn(&Unseen) -> String);
     result_text(result, notices_text(&result.notices).as_deref(), rest)
+}
+
+/// The notices of a result or page as the CLI says them, a line each in their order;
+/// `None` when there are none. `--json` shows it as `notice`.
+pub fn notices_text(notices: &[Notice]) -> Option<String> {
+    wording::notices(notices, &wording::Cli)
+}
+
+/// A notice as the CLI says it, naming the `bashc` commands that act on it.
+pub fn notice_text(notice: &Notice) -> String {
+    wording::notice(notice, &wording::Cli)
 }
 
 /// A job's result with its notices worded as `notice`: its streams (the screen in
@@ -229,40 +219,6 @@ pub fn status_line(result: &ExecResult) -> String {
     }
 }
 
-/// What a failure that reads like a sandbox refusal means, and how to ask for more:
-/// `looser` words asking for profile `off` and `workspace-write`, `network_on` asking
-/// for the network, each in the front end's own terms.
-pub fn sandbox_denied_text(
-    profile: SandboxProfile,
-    network: Network,
-    denied: SandboxDenial,
-    looser: [&str; 2],
-    network_on: &str,
-) -> String {
-    const LIKELY: &str = "so \"Permission denied\" or \"Read-only file system\" here is likely the sandbox, not a file permission";
-    match denied {
-        // `writable` widens workspace-write only: read-only ignores it, so the way to
-        // write in the workdir is the next profile up.
-        SandboxDenial::Files if profile == SandboxProfile::ReadOnly => format!(
-            "This job ran in the sandbox (profile read-only: writes only in $TMPDIR; credential stores in [sandbox] deny_read are hidden), {LIKELY}. To let it write in its workdir, run it with {} if bashd's [sandbox] floor allows ({} to write elsewhere too); [sandbox] writable in bashd's config adds paths for workspace-write jobs only, never for read-only ones.",
-            looser[1], looser[0]
-        ),
-        SandboxDenial::Files => format!(
-            "This job ran in the sandbox (profile {profile}: writes only in the workdir, $TMPDIR and [sandbox] writable paths, never in .git; credential stores in [sandbox] deny_read are hidden), {LIKELY}. To allow more, run it with {} if bashd's [sandbox] floor allows, or add the path to [sandbox] writable in bashd's config.",
-            looser[0]
-        ),
-        // No profile but `off` and no `writable` path shows a hidden path: only
-        // `deny_read` does.
-        SandboxDenial::Read => format!(
-            "This job ran in the sandbox (profile {profile}), which hides the paths of bashd's [sandbox] deny_read (credential stores: ~/.ssh, ~/.aws, ...) from every confined job, so \"Permission denied\" reading one is the sandbox, not a file permission. To let confined jobs read it, set [sandbox] deny_read in bashd's config to a list without it (bashd --check-config prints the list in force), or run it with {} if bashd's [sandbox] floor allows.",
-            looser[0]
-        ),
-        SandboxDenial::Network => format!(
-            "This job ran with the network off (sandbox {profile}, network {network}): it reaches no other host, nor listeners on this host's loopback. To allow it, run it with {network_on} if bashd's config allows."
-        ),
-    }
-}
-
 /// The exit record as one line, when it tells something the exit code does not: the
 /// job ran a second or more, or something other than its own end or timeout ended it.
 /// A quick command's result stays as short as before.
@@ -357,286 +313,15 @@ fn shown_part(stream: &StreamResult) -> String {
     }
 }
 
-/// The notices of a result or page as one text, a line each in their order; `None`
-/// when there are none. `--json` shows it as `notice`.
-pub fn notices_text(notices: &[Notice]) -> Option<String> {
-    join_notices(notices, notice_text)
-}
-
-/// Notices worded by `word`, a line each; `None` when there are none.
-pub fn join_notices(notices: &[Notice], word: fn(&Notice) -> String) -> Option<String> {
-    (!notices.is_empty()).then(|| notices.iter().map(word).collect::<Vec<_>>().join("\n"))
-}
-
-/// A notice as the CLI says it, naming the `bashc` commands that act on it.
-pub fn notice_text(notice: &Notice) -> String {
-    match notice {
-        Notice::Background {
-            job,
-            pid,
-            why,
-            timeout_secs,
-        } => {
-            let how = format!(
-                "New output: bashc check {job}; wait for it: bashc wait {job}; stop it: bashc kill {job}."
-            );
-            background_text(*job, *pid, *why, *timeout_secs, &how)
-        }
-        Notice::TimedOut { after_secs } => format!(
-            "Command timed out after {after_secs} s and was killed with every process it started. Use --mode slow, --timeout SECS or --on-timeout background for longer commands."
-        ),
-        Notice::LinesNotShown {
-            job,
-            stream,
-            offset,
-            lines,
-        } => {
-            let flag = match stream {
-                StreamName::Stdout => "",
-                StreamName::Stderr => " --stream stderr",
-            };
-            format!(
-                "{}: {lines} of the new lines are not shown; read them with: bashc output {job}{flag} --offset {offset} --limit {lines}",
-                stream_name(*stream)
-            )
-        }
-        Notice::StillRunning { job, waited_ms } => format!(
-            "{job} is still running after waiting {} s. New output: bashc check {job}; wait again: bashc wait {job}; stop it: bashc kill {job}.",
-            waited_secs(*waited_ms)
-        ),
-        Notice::Shutdown {} => "bashd is shutting down; the command was killed.".to_owned(),
-        Notice::OwnersGone { session } => format!(
-            "Every process that owned session {session} has exited, so its foreground command was killed."
-        ),
-        Notice::SessionEnded { session } => format!(
-            "Session {session} ended (closed, or its linger time ran out), so the job was killed."
-        ),
-        Notice::StragglersKilled {} => "The command's shell exited while processes it started were still running; they were killed (sessions.on_straggler = \"kill\").".to_owned(),
-        Notice::SpillIncomplete { path, error, .. } => {
-            format!("Full output file may be incomplete: {path} ({error})")
-        }
-        Notice::SpillCapped {
-            stream,
-            path,
-            cap_bytes,
-            written_bytes,
-            total_bytes,
-        } => format!(
-            "{}: full output truncated at {} (limits.max_spill_bytes): {path} holds the first {written_bytes} of {total_bytes} bytes.",
-            stream_name(*stream),
-            human_size(*cap_bytes)
-        ),
-        Notice::NoNewOutput { job, ended: false } => {
-            format!("No new output from {job} since the last check.")
-        }
-        Notice::NoNewOutput { job, ended: true } => {
-            format!("No new output from {job} since the last check; it has ended.")
-        }
-        Notice::AlreadyEnded { job } => format!("{job} had already ended; nothing was killed."),
-        Notice::Denied { message, .. } => message.clone(),
-        Notice::NotStarted { error } => error.clone(),
-        Notice::LineCut {
-            line,
-            page_bytes,
-            path,
-        } => format!(
-            "Line {line} is longer than {} KiB and is cut here; the whole line is in {}.",
-            page_bytes / 1024,
-            path.as_deref().unwrap_or("the output")
-        ),
-        Notice::SandboxDenied {
-            profile,
-            network,
-            denied,
-        } => sandbox_denied_text(
-            *profile,
-            *network,
-            *denied,
-            ["--sandbox off", "--sandbox workspace-write"],
-            "--net on",
-        ),
-        Notice::PageCapped {
-            last_line,
-            lost_lines,
-        } => format!(
-            "The full output file stopped at its size cap after line {last_line}; the {lost_lines} lines after it were not kept."
-        ),
-        Notice::OutputMissed {
-            job,
-            stream,
-            offset,
-            lines,
-            path,
-        } => {
-            let flag = match stream {
-                StreamName::Stdout => "",
-                StreamName::Stderr => " --stream stderr",
-            };
-            missed_text(
-                *stream,
-                *offset,
-                *lines,
-                path.as_deref(),
-                &format!("bashc output {job}{flag} --offset {offset} --limit {lines}"),
-            )
-        }
-        Notice::ConditionMet { job, met } => condition_text(*job, met),
-        Notice::WaitingForInput {
-            job,
-            idle_secs,
-            prompt,
-        } => waiting_text(
-            *job,
-            *idle_secs,
-            prompt.as_deref(),
-            &format!("bashc send {job} TEXT --newline (or --eof to close it)"),
-            &format!("bashc kill {job}"),
-        ),
-        Notice::Lost { job, in_memory } => lost_text(*job, in_memory, &format!("bashc output {job}")),
-        Notice::PageFull { max_bytes } => format!(
-            "The page is full at {max_bytes} bytes; it holds whole lines only."
-        ),
-        Notice::TerminalWanted {} => terminal_wanted_text("--pty"),
-    }
-}
-
-/// That the program asked for a terminal and had none; `pty` is how to give it one.
-pub fn terminal_wanted_text(pty: &str) -> String {
-    format!(
-        "The program wanted a terminal and ran without one (on pipes): run it again with {pty} to give it one."
-    )
-}
-
-/// That a live reader missed lines, and where they are; `read` is the command that
-/// shows them.
-pub fn missed_text(
-    stream: StreamName,
-    offset: u64,
-    lines: u64,
-    path: Option<&str>,
-    read: &str,
-) -> String {
-    let file = path.map_or(String::new(), |p| format!(" (the file {p} has them)"));
-    format!(
-        "{}: {lines} line{} from line {offset} went by while this reader was behind and were not shown{file}; read them with: {read}",
-        stream_name(stream),
-        plural(lines)
-    )
-}
-
-/// Which condition ended a wait, with the matching line and the lines around it.
-pub fn condition_text(job: JobId, met: &WaitMet) -> String {
-    match met {
-        WaitMet::Line {
-            stream,
-            line,
-            text,
-            before,
-            after,
-        } => {
-            let mut out = format!(
-                "Condition met: {} line {line} of {job} matches:",
-                stream_name(*stream)
-            );
-            let first = line.saturating_sub(before.len() as u64);
-            for (i, context) in before.iter().enumerate() {
-                let _ = write!(out, "\n  {}| {context}", first + i as u64);
-            }
-            let _ = write!(out, "\n> {line}| {text}");
-            for (i, context) in after.iter().enumerate() {
-                let _ = write!(out, "\n  {}| {context}", line + 1 + i as u64);
-            }
-            out
-        }
-        WaitMet::Port { port, pid } => {
-            format!("Condition met: pid {pid} of {job} listens on TCP port {port}.")
-        }
-        WaitMet::Idle { idle_ms } => format!(
-            "Condition met: {job} printed nothing for {} s.",
-            waited_secs(*idle_ms)
-        ),
-    }
-}
-
-/// That a job seems to wait for input; `send` and `kill` say how to answer or end it.
-pub fn waiting_text(
-    job: JobId,
-    idle_secs: u64,
-    prompt: Option<&str>,
-    send: &str,
-    kill: &str,
-) -> String {
-    let asks = prompt.map_or(String::new(), |prompt| format!(" It asks: {prompt:?}."));
-    let quiet = match idle_secs {
-        0 => String::new(),
-        secs => format!(", printing nothing for {secs} s"),
-    };
-    format!(
-        "{job} is waiting for input? It is blocked reading its stdin{quiet}.{asks} Answer it: {send}; or stop it ({kill}) and pass the input another way (a file, a here-string, a flag such as --yes)."
-    )
-}
-
-/// That a job runs on in the background, and why; `how` says how to follow it.
-pub fn background_text(
-    job: JobId,
-    pid: u32,
-    why: BackgroundWhy,
-    timeout_secs: Option<u64>,
-    how: &str,
-) -> String {
-    match why {
-        BackgroundWhy::Requested => {
-            format!("Running in the background as {job} (pid {pid}). {how}")
-        }
-        BackgroundWhy::Timeout => {
-            let timeout = timeout_secs.map_or(String::new(), |secs| format!(" of {secs} s"));
-            format!(
-                "The command passed its timeout{timeout} and moved to the background as {job} (pid {pid}); it keeps running. {how}"
-            )
-        }
-        BackgroundWhy::Stragglers => format!(
-            "The command's shell exited, but processes it started are still running; they stay in the background as {job}. {how}"
-        ),
-        BackgroundWhy::CallBudget => {
-            let budget = timeout_secs.map_or(String::new(), |secs| format!(" of {secs} s"));
-            format!(
-                "The call reached its time budget{budget} (mcp.max_call_secs) and returned; the command keeps running in the background as {job} (pid {pid}) until it ends or reaches its own timeout. {how}"
-            )
-        }
-        BackgroundWhy::Cancelled => format!(
-            "The call was cancelled; the command keeps running in the background as {job} (pid {pid}). {how}"
-        ),
-    }
-}
-
 /// How long a wait waited, in seconds, as exactly as it was measured (`0.2`, `1.5`).
 pub fn waited_secs(waited_ms: u64) -> f64 {
     Duration::from_millis(waited_ms).as_secs_f64()
 }
 
-/// What the CLI adds to an error the daemon gave a hint for.
-pub fn hint_text(hint: &ErrorHint) -> String {
-    match hint {
-        ErrorHint::JobIds => {
-            "job ids look like j12, as `bashc exec` and `bashc jobs` show them".to_owned()
-        }
-        ErrorHint::JobPids => {
-            "--pid takes the pid of a job's shell, as `bashc jobs` shows it".to_owned()
-        }
-        ErrorHint::Sessions => "`bashc sessions` lists the sessions bashd has".to_owned(),
-        ErrorHint::OtherSession { session } => format!(
-            "to act on it anyway, add --session {session}, or --any-session; `bashc jobs --all` lists every session's jobs"
-        ),
-    }
-}
-
 /// `bashc output j3 --stream stderr --offset 86`: the next page, in the CLI's words.
 pub fn output_page_command(job: JobId, stream: StreamName, offset: u64) -> String {
-    let flag = match stream {
-        StreamName::Stdout => "",
-        StreamName::Stderr => " --stream stderr",
-    };
-    format!("bashc output {job}{flag} --offset {offset}")
+    use wording::Spelling;
+    wording::Cli.page_call(job, stream, offset)
 }
 
 /// What a page that is not the stream's last says: the range shown, the stream's
@@ -664,7 +349,7 @@ pub fn stream_name(stream: StreamName) -> &'static str {
 }
 
 /// `100 MiB` for a whole number of mebibytes, else the number of bytes.
-fn human_size(bytes: u64) -> String {
+pub fn human_size(bytes: u64) -> String {
     const MIB: u64 = 1024 * 1024;
     if bytes >= MIB && bytes.is_multiple_of(MIB) {
         format!("{} MiB", bytes / MIB)
@@ -712,7 +397,7 @@ pub fn empty_page_note(page: &OutputPage, other: Option<&OutputPage>) -> Option<
     })
 }
 
-fn plural(n: u64) -> &'static str {
+pub fn plural(n: u64) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
 
@@ -791,7 +476,7 @@ pub fn signal_name(signal: i32) -> String {
 
 #[cfg(test)]
 mod tests {
-    use bashc::protocol::{ErrorHint, Worded};
+    use bashc::protocol::{BackgroundWhy, ErrorHint, Worded};
 
     use super::*;
 
@@ -946,7 +631,8 @@ mod tests {
                     page_bytes: 1 << 20,
                     path: None,
                 },
-                "Line 4 is longer than 1024 KiB and is cut here; the whole line is in the output.".to_owned(),
+                // Issue 31: in the words `bashc mcp` has always used, one sentence for both.
+                "Line 4 is longer than the page (1048576 bytes) and is cut here; the whole line is in the output.".to_owned(),
             ),
             (
                 Notice::PageCapped {
@@ -960,8 +646,8 @@ mod tests {
             assert_eq!(notice_text(&notice), words);
         }
         assert_eq!(
-            hint_text(&ErrorHint::JobIds),
-            "job ids look like j12, as `bashc exec` and `bashc jobs` show them"
+            wording::error("no job j99", Some(&ErrorHint::JobIds), &wording::Cli),
+            "no job j99: job ids look like j12, as `bashc exec` and `bashc jobs` show them"
         );
     }
 

@@ -375,7 +375,10 @@ impl View {
                                 .await;
                             self.message = match sent {
                                 Ok(sent) => format!("sent {} bytes to {}", sent.written, info.job),
-                                Err(e) => format!("cannot send: {e}"),
+                                Err(e) => format!(
+                                    "cannot send: {}",
+                                    crate::wording::client_error(&e, &crate::wording::Cli)
+                                ),
                             };
                         }
                         self.refresh().await;
@@ -448,7 +451,10 @@ impl View {
                     .await;
                 match killed {
                     Ok(result) => format!("{job}: {}", result.state),
-                    Err(e) => format!("cannot kill {job}: {e}"),
+                    Err(e) => format!(
+                        "cannot kill {job}: {}",
+                        crate::wording::client_error(&e, &crate::wording::Cli)
+                    ),
                 }
             }
             Action::Close(session) => match self.client.close_session(session.clone()).await {

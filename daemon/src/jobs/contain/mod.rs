@@ -42,7 +42,7 @@ use std::time::Duration;
 
 use rustix::process::Signal;
 
-use bashd_protocol::{JobId, JobLimits};
+use bashd_protocol::{Argument, ErrorHint, ErrorKind, ErrorReply, JobId, JobLimits};
 
 use crate::config::{ContainmentConfig, Mechanism};
 use crate::jobs::process::{ReaperHandle, SpawnSpec, Spawned};
@@ -226,30 +226,37 @@ impl Containment {
     /// Whether `limits` can be enforced here, each by its cgroup controller or the
     /// nearest rlimit; the refusal names what is missing, where the limit was set and
     /// what to do.
-    pub fn check_limits(&self, limits: &JobLimits, from: LimitsFrom) -> Result<(), String> {
+    /// A limit the request asked for is named by its hint, for the front end to spell
+    /// with the way to run the job without it.
+    pub fn check_limits(&self, limits: &JobLimits, from: LimitsFrom) -> Result<(), ErrorReply> {
         let root = match self {
             Containment::Resident { cgroup, .. } => cgroup.as_ref(),
             Containment::Scan { .. } => None,
         };
         let has = |controller: &str| root.is_some_and(|root| root.has(controller));
-        let missing = |flag: &str, key: &str, controller: &str| {
-            let (asked, or_else) = match from {
-                LimitsFrom::Request => (flag.to_owned(), format!("run the job without {flag}")),
-                LimitsFrom::Config => (
-                    format!("[limits] {key} in bashd's config"),
-                    format!("remove {key} from [limits]"),
-                ),
-            };
-            format!(
-                "{asked} needs the cgroup v2 {controller} controller, which bashd does not have here (containment: {}); give bashd a cgroup with it delegated ([containment] cgroup in its config, or systemd's Delegate=yes), or {or_else}",
+        let missing = |argument: Argument, key: &str, controller: &str| {
+            let needs = format!(
+                "needs the cgroup v2 {controller} controller, which bashd does not have here (containment: {}); give bashd a cgroup with it delegated ([containment] cgroup in its config, or systemd's Delegate=yes)",
                 self.describe()
-            )
+            );
+            match from {
+                LimitsFrom::Request => {
+                    ErrorReply::new(ErrorKind::InvalidRequest, format!("a {key} limit {needs}"))
+                        .with_hint(ErrorHint::ControllerMissing { argument })
+                }
+                LimitsFrom::Config => ErrorReply::new(
+                    ErrorKind::InvalidRequest,
+                    format!(
+                        "[limits] {key} in bashd's config {needs}, or remove {key} from [limits]"
+                    ),
+                ),
+            }
         };
         if limits.cpu_millicores.is_some() && !has("cpu") {
-            return Err(missing("--cpu", "cpu", "cpu"));
+            return Err(missing(Argument::Cpu, "cpu", "cpu"));
         }
         if limits.pids.is_some() && !has("pids") {
-            return Err(missing("--pids", "pids", "pids"));
+            return Err(missing(Argument::Pids, "pids", "pids"));
         }
         // Memory always has RLIMIT_AS to fall back on.
         Ok(())

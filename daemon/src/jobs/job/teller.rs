@@ -10,7 +10,8 @@
 use std::time::Duration;
 
 use bashd_protocol::{
-    ErrorKind, ErrorReply, ExecParams, InboxEvent, JobId, Response, StreamName, limits,
+    Argument, ErrorHint, ErrorKind, ErrorReply, ExecParams, InboxEvent, JobId, Response,
+    StreamName, limits,
 };
 use regex::bytes::Regex;
 use tokio::sync::{mpsc, oneshot};
@@ -40,21 +41,28 @@ impl Spec {
     /// The job's `notify` and `notify_idle_secs`; a bad pattern is refused with the
     /// regex's own error, before anything runs.
     pub fn of(params: &ExecParams) -> Result<Option<Spec>, ErrorReply> {
-        let invalid = |message: String| ErrorReply::new(ErrorKind::InvalidRequest, message);
+        let invalid = |argument: Argument, message: String| {
+            ErrorReply::new(ErrorKind::InvalidRequest, message)
+                .with_hint(ErrorHint::BadArgument { argument })
+        };
         let pattern = match &params.notify {
             None => None,
             Some(pattern) if pattern.len() > MAX_PATTERN_BYTES => {
-                return Err(invalid(format!(
-                    "the --notify pattern is {} bytes, more than {MAX_PATTERN_BYTES}; give a shorter one",
-                    pattern.len()
-                )));
+                return Err(invalid(
+                    Argument::Notify,
+                    format!(
+                        "the pattern is {} bytes, more than {MAX_PATTERN_BYTES}; give a shorter one",
+                        pattern.len()
+                    ),
+                ));
             }
             Some(pattern) => match Regex::new(pattern) {
                 Ok(regex) => Some((pattern.clone(), regex)),
                 Err(e) => {
-                    return Err(invalid(format!(
-                        "the --notify pattern {pattern:?} is not a valid regex: {e}"
-                    )));
+                    return Err(invalid(
+                        Argument::Notify,
+                        format!("the pattern {pattern:?} is not a valid regex: {e}"),
+                    ));
                 }
             },
         };
@@ -62,10 +70,13 @@ impl Spec {
             None => None,
             Some(secs @ 1..=limits::MAX_TIMEOUT_SECS) => Some(Duration::from_secs(secs)),
             Some(secs) => {
-                return Err(invalid(format!(
-                    "--notify-idle {secs} is outside 1 to {} seconds",
-                    limits::MAX_TIMEOUT_SECS
-                )));
+                return Err(invalid(
+                    Argument::NotifyIdle,
+                    format!(
+                        "{secs} is outside 1 to {} seconds",
+                        limits::MAX_TIMEOUT_SECS
+                    ),
+                ));
             }
         };
         Ok((pattern.is_some() || idle.is_some()).then_some(Spec { pattern, idle }))

@@ -16,9 +16,9 @@ use std::time::{Duration, Instant, SystemTime};
 
 use bashd_protocol::channel::CHANNEL_ENV;
 use bashd_protocol::{
-    BackgroundWhy, ErrorKind, ErrorReply, ExecParams, JobId, JobLimits, JobState, Mode, Notice,
-    RequestId, Response, SandboxInForce, SandboxProfile, ServerFrame, StdinMode,
-    is_valid_session_id, limits,
+    Argument, BackgroundWhy, ErrorHint, ErrorKind, ErrorReply, ExecParams, JobId, JobLimits,
+    JobState, Mode, Notice, RequestId, Response, SandboxInForce, SandboxProfile, ServerFrame,
+    StdinMode, is_valid_session_id, limits,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -455,8 +455,7 @@ impl JobsActor {
         let workdir = check_workdir(Path::new(&params.workdir))?;
         // Never a silent no-op: a limit this daemon cannot hold refuses the job.
         self.containment
-            .check_limits(&params.limits, LimitsFrom::Request)
-            .map_err(invalid)?;
+            .check_limits(&params.limits, LimitsFrom::Request)?;
         let defaults = &self.config.limits.job;
         let job_limits = JobLimits {
             memory_bytes: params.limits.memory_bytes.or(defaults.memory_bytes),
@@ -464,43 +463,38 @@ impl JobsActor {
             pids: params.limits.pids.or(defaults.pids),
         };
         self.containment
-            .check_limits(&job_limits, LimitsFrom::Config)
-            .map_err(invalid)?;
+            .check_limits(&job_limits, LimitsFrom::Config)?;
         // Never silently unconfined: a sandbox this daemon cannot hold refuses the job.
-        let sandbox = sandbox::decide(&self.config.sandbox, params, origin)
-            .and_then(|in_force| match in_force {
-                Some(in_force) => self
-                    .containment
-                    .sandbox()
-                    .check(in_force)
-                    .map(|()| Some(in_force)),
-                None => Ok(None),
-            })
-            .map_err(invalid)?;
+        let sandbox =
+            sandbox::decide(&self.config.sandbox, params, origin).and_then(|in_force| {
+                match in_force {
+                    Some(in_force) => self
+                        .containment
+                        .sandbox()
+                        .check(in_force)
+                        .map(|()| Some(in_force)),
+                    None => Ok(None),
+                }
+            })?;
         let timeouts = &self.config.timeouts;
         let timeout_secs = match (params.timeout_secs, params.mode) {
-            (Some(secs), _)
-                if !(limits::MIN_TIMEOUT_SECS..=limits::MAX_TIMEOUT_SECS).contains(&secs) =>
-            {
-                return Err(invalid(format!(
-                    "timeout {secs} s is outside 1 s .. 24 h ({} s); give a timeout in that range, or use mode background for jobs that run up to 24 h",
-                    limits::MAX_TIMEOUT_SECS
-                )));
+            (Some(secs), _) => {
+                limits::check_timeout_secs(secs).map_err(|e| bad(Argument::Timeout, e))?
             }
-            (Some(secs), _) => secs,
             (None, Mode::Default) => timeouts.default_secs,
             (None, Mode::Slow) => timeouts.slow_secs,
             (None, Mode::Background) => timeouts.background_secs,
         };
         if params.output.max_lines == Some(0) || params.output.max_bytes == Some(0) {
             let what = if params.output.max_lines == Some(0) {
-                "max_lines"
+                Argument::MaxLines
             } else {
-                "max_bytes"
+                Argument::MaxBytes
             };
-            return Err(invalid(format!(
-                "{what} 0 would show nothing of the output; give 1 or more (the whole output is kept either way, for output to page through)"
-            )));
+            return Err(bad(
+                what,
+                "0 would show nothing of the output; give 1 or more (the whole output is kept either way, to page through)".to_owned(),
+            ));
         }
         let limits = &self.config.limits;
         let max_bytes = params.output.max_bytes.unwrap_or(limits.max_bytes);
@@ -586,8 +580,14 @@ pub(in crate::jobs) fn cut(text: &str, max: usize) -> String {
     format!("{}…", &text[..end])
 }
 
+/// A refusal of `argument`, which the front end names as its user wrote it.
+fn bad(argument: Argument, message: String) -> ErrorReply {
+    ErrorReply::new(ErrorKind::InvalidRequest, message)
+        .with_hint(ErrorHint::BadArgument { argument })
+}
+
 pub(in crate::jobs) fn check_workdir(path: &Path) -> Result<PathBuf, ErrorReply> {
-    let invalid = |message: String| ErrorReply::new(ErrorKind::InvalidRequest, message);
+    let invalid = |message: String| bad(Argument::Workdir, message);
     if !path.is_absolute() {
         return Err(invalid(format!(
             "Working directory must be an absolute path: {}",

@@ -3,7 +3,10 @@
 //! response. The inbox itself is the actor's (`table/inbox.rs`).
 //!
 //! Every request that names a caller takes its caller's inbox: a look at another
-//! session's job (`--any-session`) takes the looker's, never that session's.
+//! session's job (`--any-session`) takes the looker's, never that session's. A request
+//! from inside a sandboxed job (through its channel) takes none: the inbox is the
+//! agent's, and a job's own `bashc` would read events about jobs looser than itself
+//! (their commands, what they ask) and take them from the agent that should see them.
 
 use std::sync::atomic::Ordering;
 
@@ -53,7 +56,7 @@ impl JobsHandle {
         last: &Response,
         out: &mpsc::Sender<ServerFrame>,
     ) -> bool {
-        let Some(session) = session else {
+        let Some(session) = session.filter(|_| self.origin.is_none()) else {
             return true;
         };
         match self.take_inbox(session, about(last)).await {

@@ -5,8 +5,8 @@
 use std::time::{Duration, Instant};
 
 use bashd_protocol::{
-    ErrorKind, ErrorReply, ExecResult, JobId, JobRef, JobRequest, JobState, ResizeRequest,
-    ScreenInfo,
+    ErrorHint, ErrorKind, ErrorReply, ExecResult, JobId, JobRef, JobRequest, JobState,
+    ResizeRequest, ScreenInfo,
 };
 use tokio::sync::{mpsc, oneshot};
 
@@ -135,11 +135,10 @@ async fn look(
     control
         .send(Control::Screen { job, reply })
         .map_err(|_| ended(job))?;
-    answer.await.map_err(|_| ended(job))?.ok_or_else(|| {
-        invalid(format!(
-            "{job} has no terminal: run it with --pty (MCP: pty: true) to see a screen"
-        ))
-    })
+    answer
+        .await
+        .map_err(|_| ended(job))?
+        .ok_or_else(|| invalid(format!("{job} has no terminal")).with_hint(ErrorHint::NeedsPty))
 }
 
 fn invalid(message: String) -> ErrorReply {
@@ -147,7 +146,6 @@ fn invalid(message: String) -> ErrorReply {
 }
 
 fn ended(job: JobId) -> ErrorReply {
-    invalid(format!(
-        "{job} has ended and its terminal with it; its output is in `bashc output {job}`"
-    ))
+    invalid(format!("{job} has ended and its terminal with it"))
+        .with_hint(ErrorHint::OutputKept { job })
 }

@@ -13,7 +13,7 @@ pub(super) async fn serve(id: RequestId, jobs: JobsHandle, out: mpsc::Sender<Ser
     let response = if jobs.origin().is_some() {
         Response::Error(ErrorReply::new(
             ErrorKind::InvalidRequest,
-            "a command in a sandboxed job cannot stop bashd, which would end every session's jobs; stop it from outside the sandbox (bashc stop)",
+            "a command in a sandboxed job cannot stop bashd, which would end every session's jobs; stop it from outside the sandbox",
         ))
     } else {
         match jobs.status().await {

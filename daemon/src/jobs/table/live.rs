@@ -2,7 +2,9 @@
 //! supervisor (`follow`, `wait --until/--port/--idle`), handing out a job's stdin for
 //! `send`, and what `jobs` needs to look at running jobs' processes.
 
-use bashd_protocol::{ErrorKind, ErrorReply, JobId, JobRef, Response, StdinMode, StreamName};
+use bashd_protocol::{
+    ErrorHint, ErrorKind, ErrorReply, JobId, JobRef, Response, StdinMode, StreamName,
+};
 use tokio::sync::{mpsc, oneshot};
 
 use super::{JobsActor, Status};
@@ -130,15 +132,13 @@ impl JobsActor {
                 entry.id
             ))),
             (Status::Running { .. }, None) if entry.stdin_mode == StdinMode::Pipe => {
-                Err(invalid(format!(
-                    "the stdin of {} was closed (send --eof); it reads no more",
-                    entry.id
-                )))
+                Err(invalid(format!("the stdin of {} was closed", entry.id))
+                    .with_hint(ErrorHint::StdinClosed))
             }
-            (Status::Running { .. }, None) => Err(invalid(format!(
-                "{} runs with stdin /dev/null; only a job started with --stdin pipe (MCP stdin: \"pipe\") takes input",
-                entry.id
-            ))),
+            (Status::Running { .. }, None) => {
+                Err(invalid(format!("{} runs with stdin /dev/null", entry.id))
+                    .with_hint(ErrorHint::NeedsStdinPipe))
+            }
         }
     }
 
@@ -162,9 +162,10 @@ impl JobsActor {
                 entry.id
             ))),
             Status::Ended(_) => Err(invalid(format!(
-                "{} has ended and its terminal with it; its output is in `bashc output {}`",
-                entry.id, entry.id
-            ))),
+                "{} has ended and its terminal with it",
+                entry.id
+            ))
+            .with_hint(ErrorHint::OutputKept { job: entry.id })),
         }
     }
 

@@ -103,7 +103,7 @@ pub(in crate::jobs) fn from_job(
         ))
     };
     if any_session {
-        return refuse("--any-session is refused".to_owned());
+        return refuse("a request for any session's job is refused".to_owned());
     }
     if session != origin.session {
         return refuse(format!("session {session} is not this job's"));

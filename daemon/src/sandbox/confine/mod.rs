@@ -88,9 +88,9 @@ impl From<Failure> for io::Error {
 }
 
 /// The fix for a missing user namespace, the first thing every profile needs.
-pub const FIX_USER_NAMESPACES: &str = "unprivileged user namespaces are off on this system: allow them (sysctl user.max_user_namespaces=15000; kernel.unprivileged_userns_clone=1 on Debian; kernel.apparmor_restrict_unprivileged_userns=0 or an AppArmor profile for bashd-resident on Ubuntu), or run the job with --sandbox off --net on";
+pub const FIX_USER_NAMESPACES: &str = "unprivileged user namespaces are off on this system: allow them (sysctl user.max_user_namespaces=15000; kernel.unprivileged_userns_clone=1 on Debian; kernel.apparmor_restrict_unprivileged_userns=0 or an AppArmor profile for bashd-resident on Ubuntu), or run the job unsandboxed (sandbox off, network on)";
 /// The fix for a kernel without Landlock or with too old a version of it.
-pub const FIX_LANDLOCK: &str = "the file system sandbox needs Landlock ABI 3 (Linux 6.2) or later, enabled at boot (lsm=...,landlock); upgrade the kernel or enable Landlock, or run the job with --sandbox off";
+pub const FIX_LANDLOCK: &str = "the file system sandbox needs Landlock ABI 3 (Linux 6.2) or later, enabled at boot (lsm=...,landlock); upgrade the kernel or enable Landlock, or run the job with sandbox off";
 
 impl Spec {
     /// Whether the spec confines anything at all.
@@ -148,7 +148,7 @@ impl Spec {
                     };
                     let path = unescape(rest).filter(|p| p.is_absolute()).ok_or_else(|| {
                         format!(
-                            "--sandbox: {:?} is not an absolute path",
+                            "sandbox spec: {:?} is not an absolute path",
                             String::from_utf8_lossy(rest)
                         )
                     })?;
@@ -158,7 +158,7 @@ impl Spec {
                         b"runtime" => spec.runtime_dir = Some(path),
                         _ => {
                             return Err(format!(
-                                "--sandbox: unknown item {:?}",
+                                "sandbox spec: unknown item {:?}",
                                 String::from_utf8_lossy(line)
                             ));
                         }

@@ -20,9 +20,9 @@ use rustix::mount::{
 
 use super::{Failure, Spec, git};
 
-const FIX_MOUNTS: &str = "the user namespace cannot mount here (an AppArmor or seccomp policy may forbid it): allow mounts in unprivileged user namespaces, set [sandbox] deny_read = [] in the daemon's config if nothing is to be hidden, or run the job with --sandbox off";
+const FIX_MOUNTS: &str = "the user namespace cannot mount here (an AppArmor or seccomp policy may forbid it): allow mounts in unprivileged user namespaces, set [sandbox] deny_read = [] in the daemon's config if nothing is to be hidden, or run the job with sandbox off";
 const FIX_NETWORK: &str =
-    "network namespaces cannot be made here: allow them, or run the job with --net on";
+    "network namespaces cannot be made here: allow them, or run the job with the network on";
 
 /// What must be mounted for a job whose file system is confined: found before any
 /// namespace is made.
@@ -473,7 +473,7 @@ pub(super) fn no_new_privs() -> Result<(), Failure> {
         return Err(failure(
             "set no_new_privs",
             io::Error::last_os_error(),
-            "this kernel is older than Linux 3.5; run the job with --sandbox off --net on",
+            "this kernel is older than Linux 3.5: upgrade it, or run the job unsandboxed (sandbox off, network on)",
         ));
     }
     Ok(())

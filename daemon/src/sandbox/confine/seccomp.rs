@@ -18,7 +18,7 @@ use seccompiler::{
 
 use super::Failure;
 
-const FIX_SECCOMP: &str = "this kernel refuses the seccomp filter that keeps a job from unix sockets; run the job with --sandbox off --net on";
+const FIX_SECCOMP: &str = "this kernel refuses the seccomp filter that keeps a job from unix sockets: run the job unsandboxed (sandbox off, network on)";
 
 /// Installs the filter on the calling thread, which has `no_new_privs`; everything it
 /// starts inherits it. A process of another architecture (a 32-bit program, whose

@@ -15,7 +15,7 @@ mod tools;
 mod words;
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use bashc::protocol::{Caller, Owner};
 use clap::Args;
@@ -34,6 +34,23 @@ pub struct McpArgs {
     /// and its background jobs after the linger time (15 min) unless it comes back.
     #[arg(long, value_name = "PID")]
     owner_pid: Option<u32>,
+}
+
+/// `bashc mcp --help`: the tools named from the list the server serves.
+pub fn long_about() -> &'static str {
+    static LONG_ABOUT: LazyLock<String> = LazyLock::new(|| {
+        format!(
+            "Serve bashd to an MCP agent (Claude Code, Codex, Gemini CLI, OpenCode, ...) on stdin/stdout.
+
+An MCP server with the tools {}. One server is one session (mcp-<agent pid> unless --session or $BASHD_SESSION), owned by the agent that started it; it exits when its stdin closes. Commands run in the directory it was started in unless a call names another. Starts bashd when none is running, as a daemon of its own that the agent's exit does not reach.
+
+Every bash and bash_wait call returns within bashd's [mcp] max_call_secs (50 s by default; a command still running goes on in the background); a cancelled call kills its command ([mcp] on_cancel = \"background\" keeps it); a call with a progressToken gets progress notifications every 3 s. The job tools reach only this session's jobs.
+
+Results are fitted to what the client (its clientInfo.name) shows whole, cut on lines with the call that reads the rest; [mcp.clients.\"NAME\"] in the config sets a client's budget. Jobs do not get the client's own model credentials (ANTHROPIC_API_KEY, OPENAI_API_KEY, GEMINI_API_KEY, ...) unless [env] pass names them.",
+            tools::tool_names()
+        )
+    });
+    LONG_ABOUT.as_str()
 }
 
 /// `agent` is the parent bashc had when it started: the agent, unless it has died.

@@ -246,37 +246,100 @@ impl From<ClientError> for CallError {
     }
 }
 
+/// The tools: the one list that `tools/list`, the unknown-tool error and `bashc mcp
+/// --help` read, and that a call dispatches on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolName {
+    Bash,
+    Check,
+    Wait,
+    Kill,
+    Jobs,
+    Output,
+    Send,
+    Screen,
+}
+
+impl ToolName {
+    /// Every tool, in the order `tools/list` gives them.
+    pub const ALL: [ToolName; 8] = [
+        ToolName::Bash,
+        ToolName::Check,
+        ToolName::Wait,
+        ToolName::Kill,
+        ToolName::Jobs,
+        ToolName::Output,
+        ToolName::Send,
+        ToolName::Screen,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolName::Bash => "bash",
+            ToolName::Check => "bash_check",
+            ToolName::Wait => "bash_wait",
+            ToolName::Kill => "bash_kill",
+            ToolName::Jobs => "bash_jobs",
+            ToolName::Output => "bash_output",
+            ToolName::Send => "bash_send",
+            ToolName::Screen => "bash_screen",
+        }
+    }
+
+    fn find(name: &str) -> Option<ToolName> {
+        ToolName::ALL.into_iter().find(|tool| tool.as_str() == name)
+    }
+
+    /// The tool's definition: its description, flat schema and annotations.
+    fn tool(self) -> Tool {
+        let read_only = || ToolAnnotations::new().read_only(true).destructive(false);
+        let (description, schema, annotations) = match self {
+            ToolName::Bash => (
+                BASH,
+                schema::flat_schema::<BashArgs>(),
+                ToolAnnotations::new()
+                    .read_only(false)
+                    .destructive(true)
+                    .open_world(true),
+            ),
+            ToolName::Check => (BASH_CHECK, schema::flat_schema::<JobArgs>(), read_only()),
+            ToolName::Wait => (BASH_WAIT, schema::flat_schema::<WaitArgs>(), read_only()),
+            ToolName::Kill => (
+                BASH_KILL,
+                schema::flat_schema::<KillArgs>(),
+                ToolAnnotations::new().read_only(false).destructive(true),
+            ),
+            ToolName::Jobs => (BASH_JOBS, schema::flat_schema::<NoArgs>(), read_only()),
+            ToolName::Output => (
+                BASH_OUTPUT,
+                schema::flat_schema::<OutputArgs>(),
+                read_only(),
+            ),
+            ToolName::Send => (
+                BASH_SEND,
+                schema::flat_schema::<SendArgs>(),
+                ToolAnnotations::new().read_only(false).destructive(false),
+            ),
+            ToolName::Screen => (BASH_SCREEN, schema::flat_schema::<JobArgs>(), read_only()),
+        };
+        Tool::new(self.as_str(), description, Arc::new(schema)).annotate(annotations)
+    }
+}
+
+/// The tools' names as a sentence lists them: `bash, bash_check, ... and bash_screen`.
+pub fn tool_names() -> String {
+    let names: Vec<&str> = ToolName::ALL.iter().map(|tool| tool.as_str()).collect();
+    match names.split_last() {
+        Some((last, [])) => (*last).to_owned(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+        None => String::new(),
+    }
+}
+
 /// The tools and their flat schemas, made once: a call's arguments are read against
 /// its tool's schema.
-static TOOLS: LazyLock<Vec<Tool>> = LazyLock::new(|| {
-    let read_only = || ToolAnnotations::new().read_only(true).destructive(false);
-    let tool = |name: &'static str, description: &'static str, schema: JsonObject| {
-        Tool::new(name, description, Arc::new(schema))
-    };
-    vec![
-        tool("bash", BASH, schema::flat_schema::<BashArgs>()).annotate(
-            ToolAnnotations::new()
-                .read_only(false)
-                .destructive(true)
-                .open_world(true),
-        ),
-        tool("bash_check", BASH_CHECK, schema::flat_schema::<JobArgs>()).annotate(read_only()),
-        tool("bash_wait", BASH_WAIT, schema::flat_schema::<WaitArgs>())
-            .annotate(ToolAnnotations::new().read_only(true).destructive(false)),
-        tool("bash_kill", BASH_KILL, schema::flat_schema::<KillArgs>())
-            .annotate(ToolAnnotations::new().read_only(false).destructive(true)),
-        tool("bash_jobs", BASH_JOBS, schema::flat_schema::<NoArgs>()).annotate(read_only()),
-        tool(
-            "bash_output",
-            BASH_OUTPUT,
-            schema::flat_schema::<OutputArgs>(),
-        )
-        .annotate(read_only()),
-        tool("bash_send", BASH_SEND, schema::flat_schema::<SendArgs>())
-            .annotate(ToolAnnotations::new().read_only(false).destructive(false)),
-        tool("bash_screen", BASH_SCREEN, schema::flat_schema::<JobArgs>()).annotate(read_only()),
-    ]
-});
+static TOOLS: LazyLock<Vec<Tool>> =
+    LazyLock::new(|| ToolName::ALL.into_iter().map(ToolName::tool).collect());
 
 /// The schema of the tool `name`.
 fn schema_of(name: &str) -> Option<&'static JsonObject> {
@@ -310,20 +373,17 @@ impl ServerHandler for BashTools {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let name = request.name.as_ref();
-        let Some(schema) = schema_of(name) else {
+        let (Some(tool), Some(schema)) = (ToolName::find(name), schema_of(name)) else {
             return Err(ErrorData::invalid_params(
-                format!(
-                    "no tool {name:?}; the tools are bash, bash_check, bash_wait, bash_kill, bash_jobs, bash_output, bash_send"
-                ),
+                format!("no tool {name:?}; the tools are {}", tool_names()),
                 None,
             ));
         };
         let mut arguments = request.arguments.unwrap_or_default();
         prepare(&mut arguments, schema);
-        let client = context
-            .peer
-            .peer_info()
-            .map(|info| info.client_info.name.clone());
+        // Claude Code 2.1.332 speaks MCP 2026-07-28 where the server has it: no
+        // `initialize`, its clientInfo in every request's `_meta` instead.
+        let client = context.client_info().map(|info| info.name);
         let arguments = serde_json::Value::Object(arguments);
         let call = Call {
             progress: context
@@ -334,38 +394,37 @@ impl ServerHandler for BashTools {
             budget: self.settings.budget(client.as_deref()),
             client,
         };
-        let outcome = match name {
-            "bash" => match parse(arguments) {
+        let outcome = match tool {
+            ToolName::Bash => match parse(arguments) {
                 Ok(args) => self.bash(args, call).await,
                 Err(e) => Err(e),
             },
-            "bash_check" => match parse::<JobArgs>(arguments) {
+            ToolName::Check => match parse::<JobArgs>(arguments) {
                 Ok(args) => self.check(args, call).await,
                 Err(e) => Err(e),
             },
-            "bash_wait" => match parse(arguments) {
+            ToolName::Wait => match parse(arguments) {
                 Ok(args) => self.wait(args, call).await,
                 Err(e) => Err(e),
             },
-            "bash_kill" => match parse(arguments) {
+            ToolName::Kill => match parse(arguments) {
                 Ok(args) => self.kill(args, call).await,
                 Err(e) => Err(e),
             },
-            "bash_jobs" => match parse::<NoArgs>(arguments) {
+            ToolName::Jobs => match parse::<NoArgs>(arguments) {
                 Ok(_) => self.jobs().await,
                 Err(e) => Err(e),
             },
-            "bash_send" => match parse(arguments) {
+            ToolName::Output => match parse(arguments) {
+                Ok(args) => self.output(args, call).await,
+                Err(e) => Err(e),
+            },
+            ToolName::Send => match parse(arguments) {
                 Ok(args) => self.send(args).await,
                 Err(e) => Err(e),
             },
-            "bash_screen" => match parse::<JobArgs>(arguments) {
+            ToolName::Screen => match parse::<JobArgs>(arguments) {
                 Ok(args) => self.screen(args).await,
-                Err(e) => Err(e),
-            },
-            // `schema_of` let only the tools' names through.
-            _ => match parse(arguments) {
-                Ok(args) => self.output(args, call).await,
                 Err(e) => Err(e),
             },
         };
@@ -472,22 +531,23 @@ impl BashTools {
     }
 
     async fn bash(&self, args: BashArgs, call: Call) -> Result<CallToolResult, CallError> {
+        // The timeout's range, limits of 0 and the workdir are the daemon's to check,
+        // whose refusal names the argument for `words` to spell (issue 31). A
+        // `wait_until` call's timeout is its wait's, which the daemon does not see as
+        // one: the same check, made here.
         let workdir = self.workdir_of(args.workdir.as_deref())?;
-        if let Some(secs) = args.timeout_secs
-            && !(limits::MIN_TIMEOUT_SECS..=limits::MAX_TIMEOUT_SECS).contains(&secs)
+        if args.wait_until.is_some()
+            && let Some(secs) = args.timeout_secs
         {
-            return Err(bad(
-                "timeout_secs",
-                format!(
-                    "{secs} is outside 1 to {} (24 h); for longer jobs use mode=\"background\"",
-                    limits::MAX_TIMEOUT_SECS
-                ),
-            ));
-        }
-        for (name, value) in [("max_lines", args.max_lines), ("max_bytes", args.max_bytes)] {
-            if value == Some(0) {
-                return Err(bad(name, "0 would show nothing; give 1 or more"));
-            }
+            limits::check_timeout_secs(secs).map_err(|e| {
+                CallError(words::reply(
+                    &bashc::protocol::ErrorReply::new(ErrorKind::InvalidRequest, e).with_hint(
+                        bashc::protocol::ErrorHint::BadArgument {
+                            argument: bashc::protocol::Argument::Timeout,
+                        },
+                    ),
+                ))
+            })?;
         }
         // A call's own limits win: what it asked for is shown, uncut.
         let own_limits = args.max_lines.is_some() || args.max_bytes.is_some();
@@ -853,14 +913,7 @@ impl BashTools {
         let responses = client.request(Request::Wait(request)).await;
         let responses = self.answer(responses, "job").await?;
         let result = self.follow(&client, responses, job, &call, "job").await?;
-        let failed = job_failure(&result);
-        Ok(words::exec_result(
-            result,
-            failed,
-            true,
-            call.budget,
-            &|_| None,
-        ))
+        Ok(job_result(result, &call))
     }
 
     /// `bash_wait(jobs=[...])`: the results of the jobs done, then which are and which
@@ -906,14 +959,7 @@ impl BashTools {
         };
         let result = self.client().await?.kill(request).await;
         let result = self.answer(result, "job").await?;
-        let failed = job_failure(&result);
-        Ok(words::exec_result(
-            result,
-            failed,
-            true,
-            call.budget,
-            &|_| None,
-        ))
+        Ok(job_result(result, &call))
     }
 
     async fn jobs(&self) -> Result<CallToolResult, CallError> {
@@ -1032,11 +1078,10 @@ impl BashTools {
         }
     }
 
-    /// `workdir` resolved against the server's own directory, checked to be a
-    /// directory, so that a bad one is named as the argument it is. On another host
-    /// it is sent as given (empty: the login directory there), which the bridge there
-    /// resolves and the daemon there checks: this machine's directories mean nothing
-    /// there.
+    /// `workdir` resolved against the server's own directory; the daemon checks that
+    /// it is a directory, and its refusal names the argument. On another host it is
+    /// sent as given (empty: the login directory there), which the bridge there
+    /// resolves: this machine's directories mean nothing there.
     fn workdir_of(&self, given: Option<&str>) -> Result<String, CallError> {
         if self.target.host().is_some() {
             return Ok(given.unwrap_or_default().to_owned());
@@ -1045,18 +1090,9 @@ impl BashTools {
             Some(dir) => self.workdir.join(dir),
             None => self.workdir.clone(),
         };
-        let bad = |why: &str| bad("workdir", format!("{} {why}", path.display()));
-        match std::fs::metadata(&path) {
-            Ok(meta) if meta.is_dir() => {}
-            Ok(_) => return Err(bad("is not a directory")),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(bad("does not exist"));
-            }
-            Err(e) => return Err(bad(&format!("cannot be used: {e}"))),
-        }
         path.to_str()
             .map(str::to_owned)
-            .ok_or_else(|| bad("is not valid UTF-8"))
+            .ok_or_else(|| bad("workdir", format!("{} is not valid UTF-8", path.display())))
     }
 }
 
@@ -1074,6 +1110,13 @@ fn is_failure(result: &ExecResult) -> bool {
         | JobState::Failed
         | JobState::Lost => true,
     }
+}
+
+/// The result of `bash_wait` or `bash_kill`: the job's whole streams, fitted to the
+/// client's budget, an error as `job_failure` says.
+fn job_result(result: ExecResult, call: &Call) -> CallToolResult {
+    let failed = job_failure(&result);
+    words::exec_result(result, failed, true, call.budget, &|_| None)
 }
 
 /// Whether a job tool's result (`bash_check`, `bash_wait`, `bash_kill`) is an error:

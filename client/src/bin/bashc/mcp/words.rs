@@ -1,7 +1,7 @@
-//! `bashc mcp`'s words: results, notices and error hints as an agent on MCP reads them,
-//! naming tool calls (`bash_check(job="j4")`) where the CLI names `bashc` commands.
-//! Built from the daemon's data, never from its text; the text a notice has in
-//! both front ends (one that names no command) is the CLI's, from `render`.
+//! `bashc mcp`'s result texts: results, pages and errors as an agent on MCP reads them.
+//! Notices and error hints are worded in `wording.rs`, the same sentences as the CLI's
+//! in the `Mcp` spelling, naming tool calls (`bash_check(job="j4")`) where the CLI
+//! names `bashc` commands. Built from the daemon's data, never from its text.
 //!
 //! A result is one text content block and nothing else: no `structuredContent`.
 //! Claude Code, Codex and OpenCode pass `structuredContent` to the model instead of
@@ -11,12 +11,13 @@
 //! exit code.
 
 use bashc::ClientError;
-use bashc::protocol::{ErrorHint, ErrorReply, ExecResult, JobId, Notice, OutputPage, StreamName};
+use bashc::protocol::{ErrorReply, ExecResult, JobId, Notice, OutputPage, StreamName};
 use rmcp::model::{CallToolResult, ContentBlock};
 
 use super::clients::{self, Budget};
 use super::tools::CallError;
 use crate::render::{self, Unseen};
+use crate::wording::{self, JobCall, Mcp, Spelling};
 
 /// A job's result: its text, with the notices in tool words and, under each cut
 /// stream, the `bash_output` call that shows the rest. `whole`: the result's streams
@@ -199,11 +200,7 @@ fn empty_page(page: &OutputPage, other: Option<&OutputPage>) -> String {
 
 /// `bash_output(job="j4", stream="stderr", offset=86)`.
 fn next_page_call(job: JobId, stream: StreamName, offset: u64) -> String {
-    let stream_argument = match stream {
-        StreamName::Stdout => "",
-        StreamName::Stderr => ", stream=\"stderr\"",
-    };
-    format!("bash_output(job=\"{job}\"{stream_argument}, offset={offset})")
+    Mcp.page_call(job, stream, offset)
 }
 
 /// A tool's answer: `text` as its one content block, an error (`isError`) when
@@ -249,16 +246,16 @@ pub fn call_error(CallError(message): CallError) -> CallToolResult {
 pub fn error(error: &ClientError) -> String {
     match error {
         ClientError::Daemon(reply) => self::reply(reply),
-        ClientError::Refused(ErrorReply {
-            hint: Some(given), ..
-        }) => format!("{error}: {}", hint(given)),
+        ClientError::Refused(refused) => {
+            wording::error(&error.to_string(), refused.hint.as_ref(), &Mcp)
+        }
         ClientError::DiedWhileRunning { job } => format!(
             "bashd stopped while {job} ran; {} has what it printed once bashd is back",
-            call("bash_output", *job)
+            Mcp.job_call(JobCall::Output, *job)
         ),
         ClientError::RemoteDied { host, job } => format!(
             "host {host}: bashd on {host} stopped while {job} ran; {} has what it printed once bashd there is back (the next call starts it)",
-            call("bash_output", *job)
+            Mcp.job_call(JobCall::Output, *job)
         ),
         ClientError::DiedDuring { doing, job } => format!(
             "bashd stopped while {doing} {job}; once it is back (the next call starts it), bash_check(job=\"{job}\") says what became of the job and bash_output(job=\"{job}\") has what it printed"
@@ -269,181 +266,29 @@ pub fn error(error: &ClientError) -> String {
 
 /// The daemon's error message, with its hint in tool words when it gave one.
 pub fn reply(reply: &ErrorReply) -> String {
-    match &reply.hint {
-        Some(given) => format!("{}: {}", reply.message, hint(given)),
-        None => reply.message.clone(),
-    }
+    wording::error(&reply.message, reply.hint.as_ref(), &Mcp)
 }
 
 /// Notices in tool words, a line each; `None` when there are none.
 fn notices(notices: &[Notice]) -> Option<String> {
-    render::join_notices(notices, notice)
+    wording::notices(notices, &Mcp)
 }
 
 /// A notice as an agent on MCP reads it: the calls that act on it are tool calls.
 fn notice(notice: &Notice) -> String {
-    match notice {
-        Notice::Background {
-            job,
-            pid,
-            why,
-            timeout_secs,
-        } => {
-            let how = format!(
-                "New output: {}; wait for it: {}; stop it: {}.",
-                call("bash_check", *job),
-                call("bash_wait", *job),
-                call("bash_kill", *job)
-            );
-            render::background_text(*job, *pid, *why, *timeout_secs, &how)
-        }
-        Notice::TimedOut { after_secs } => format!(
-            "Command timed out after {after_secs} s and was killed with every process it started. Use mode=\"slow\", timeout_secs or on_timeout=\"background\" for longer commands."
-        ),
-        Notice::LinesNotShown {
-            job,
-            stream,
-            offset,
-            lines,
-        } => {
-            let stream_argument = match stream {
-                StreamName::Stdout => String::new(),
-                StreamName::Stderr => ", stream=\"stderr\"".to_owned(),
-            };
-            format!(
-                "{}: {lines} of the new lines are not shown; read them with: bash_output(job=\"{job}\"{stream_argument}, offset={offset}, limit={lines})",
-                render::stream_name(*stream)
-            )
-        }
-        Notice::StillRunning { job, waited_ms } => format!(
-            "{job} is still running after waiting {} s. New output: {}; wait again: {}; stop it: {}.",
-            render::waited_secs(*waited_ms),
-            call("bash_check", *job),
-            call("bash_wait", *job),
-            call("bash_kill", *job)
-        ),
-        Notice::OutputMissed {
-            job,
-            stream,
-            offset,
-            lines,
-            path,
-        } => {
-            let stream_argument = match stream {
-                StreamName::Stdout => String::new(),
-                StreamName::Stderr => ", stream=\"stderr\"".to_owned(),
-            };
-            render::missed_text(
-                *stream,
-                *offset,
-                *lines,
-                path.as_deref(),
-                &format!(
-                    "bash_output(job=\"{job}\"{stream_argument}, offset={offset}, limit={lines})"
-                ),
-            )
-        }
-        Notice::WaitingForInput {
-            job,
-            idle_secs,
-            prompt,
-        } => render::waiting_text(
-            *job,
-            *idle_secs,
-            prompt.as_deref(),
-            &format!("bash_send(job=\"{job}\", text=\"...\\n\") (eof=true closes it)"),
-            &call("bash_kill", *job),
-        ),
-        Notice::ConditionMet { job, met } => render::condition_text(*job, met),
-        Notice::Lost { job, in_memory } => {
-            render::lost_text(*job, in_memory, &call("bash_output", *job))
-        }
-        Notice::LineCut {
-            line,
-            page_bytes,
-            path,
-        } => {
-            let more = if *page_bytes < bashc::protocol::limits::MAX_PAGE_BYTES {
-                format!(
-                    "; pass max_bytes (up to {}) to see more of it",
-                    bashc::protocol::limits::MAX_PAGE_BYTES
-                )
-            } else {
-                String::new()
-            };
-            let whole = path.as_deref().map_or(String::new(), |path| {
-                format!("; the whole line is in {path}")
-            });
-            format!(
-                "Line {line} is longer than the page ({page_bytes} bytes) and is cut here{more}{whole}."
-            )
-        }
-        // These name no command: both front ends say them alike.
-        Notice::Shutdown {}
-        | Notice::OwnersGone { .. }
-        | Notice::SessionEnded { .. }
-        | Notice::StragglersKilled {}
-        | Notice::SpillIncomplete { .. }
-        | Notice::SpillCapped { .. }
-        | Notice::NoNewOutput { .. }
-        | Notice::AlreadyEnded { .. }
-        | Notice::Denied { .. }
-        | Notice::NotStarted { .. }
-        | Notice::PageFull { .. }
-        | Notice::PageCapped { .. } => render::notice_text(notice),
-        Notice::SandboxDenied {
-            profile,
-            network,
-            denied,
-        } => render::sandbox_denied_text(
-            *profile,
-            *network,
-            *denied,
-            ["bash(sandbox=\"off\")", "bash(sandbox=\"workspace-write\")"],
-            "bash(net=\"on\")",
-        ),
-        Notice::TerminalWanted {} => render::terminal_wanted_text("bash(pty=true)"),
-    }
-}
-
-/// What an agent can do about an error the daemon gave a hint for.
-fn hint(hint: &ErrorHint) -> &'static str {
-    match hint {
-        ErrorHint::JobIds => "job ids look like j12, as `bash` and `bash_jobs()` show them",
-        // The tools name jobs by id only; the daemon's words for a pid, kept for
-        // completeness.
-        ErrorHint::JobPids => "a job's pid is the pid of its shell, as `bash_jobs()` shows it",
-        // The tools reach no session but the server's own.
-        ErrorHint::Sessions => "these tools act in this server's session only",
-        // Another agent's job: nothing here may touch it.
-        ErrorHint::OtherSession { .. } => {
-            "these tools reach only this session's jobs, so leave it alone; bash_jobs() lists this session's"
-        }
-    }
+    wording::notice(notice, &Mcp)
 }
 
 /// `bash_output(job="j4", stream="stderr", offset=1, limit=8000)`: the unseen lines of a
 /// cut stream as the call that shows them (`stream="stdout"` is the default, left out
 /// as in every notice).
 fn output_call(unseen: &Unseen) -> String {
-    let stream_argument = match unseen.stream {
-        StreamName::Stdout => "",
-        StreamName::Stderr => ", stream=\"stderr\"",
-    };
-    format!(
-        "bash_output(job=\"{}\"{stream_argument}, offset={}, limit={})",
-        unseen.job, unseen.offset, unseen.limit
-    )
-}
-
-/// `bash_check(job="j4")`.
-fn call(tool: &str, job: JobId) -> String {
-    format!("{tool}(job=\"{job}\")")
+    Mcp.output_call(unseen.job, unseen.stream, unseen.offset, unseen.limit)
 }
 
 #[cfg(test)]
 mod tests {
-    use bashc::protocol::{BackgroundWhy, ErrorKind};
+    use bashc::protocol::{BackgroundWhy, ErrorHint, ErrorKind};
 
     use super::*;
 
@@ -498,82 +343,5 @@ mod tests {
             reply(&not_found),
             "no job j999: job ids look like j12, as `bash` and `bash_jobs()` show them"
         );
-    }
-
-    #[test]
-    fn no_notice_words_name_the_cli() {
-        for notice in every_notice() {
-            let words = self::notice(&notice);
-            assert!(!words.contains("bashc "), "{words}");
-            assert!(!words.contains("--"), "{words}");
-        }
-    }
-
-    /// One of each notice.
-    fn every_notice() -> Vec<Notice> {
-        let job = JobId(5);
-        let stream = StreamName::Stdout;
-        let path = "/r/sessions/s/j5.stdout".to_owned();
-        let mut notices: Vec<Notice> = [
-            BackgroundWhy::Requested,
-            BackgroundWhy::Timeout,
-            BackgroundWhy::Stragglers,
-        ]
-        .into_iter()
-        .map(|why| Notice::Background {
-            job,
-            pid: 1,
-            why,
-            timeout_secs: Some(30),
-        })
-        .collect();
-        notices.extend([
-            Notice::TimedOut { after_secs: 30 },
-            Notice::Shutdown {},
-            Notice::OwnersGone {
-                session: "s".to_owned(),
-            },
-            Notice::SessionEnded {
-                session: "s".to_owned(),
-            },
-            Notice::StragglersKilled {},
-            Notice::SpillIncomplete {
-                stream,
-                path: path.clone(),
-                error: "disk full".to_owned(),
-            },
-            Notice::SpillCapped {
-                stream,
-                path: path.clone(),
-                cap_bytes: 1 << 20,
-                written_bytes: 1 << 20,
-                total_bytes: 2 << 20,
-            },
-            Notice::LinesNotShown {
-                job,
-                stream: StreamName::Stderr,
-                offset: 1,
-                lines: 2,
-            },
-            Notice::NoNewOutput { job, ended: true },
-            Notice::StillRunning {
-                job,
-                waited_ms: 1500,
-            },
-            Notice::AlreadyEnded { job },
-            Notice::NotStarted {
-                error: "no such directory".to_owned(),
-            },
-            Notice::LineCut {
-                line: 3,
-                page_bytes: 1 << 20,
-                path: Some(path),
-            },
-            Notice::PageCapped {
-                last_line: 9,
-                lost_lines: 4,
-            },
-        ]);
-        notices
     }
 }

@@ -1,0 +1,984 @@
+//! The one wording layer (issue 31): what the daemon says as data (a [`Notice`], an
+//! [`ErrorHint`]) made into sentences, the same sentences for every front end, with
+//! the calls and arguments in each front end's own spelling: the CLI's (`bashc check
+//! j3`, `--net on`) and `bashc mcp`'s (`bash_check(job="j3")`, `net="on"`).
+//!
+//! A front end is a [`Spelling`]; [`notice`] and [`error`] are the only places a notice
+//! or a hint becomes text, in the manner of ripgrep's printers over one sink. The daemon
+//! holds no sentence that names a front end's command or flag (a test in
+//! `daemon/src/front_end_words.rs` keeps it so), and nothing here rewrites its text.
+
+use std::fmt::Write;
+
+use bashc::protocol::{
+    Argument, BackgroundWhy, ErrorHint, JobId, Network, Notice, SandboxDenial, SandboxProfile,
+    StreamName, WaitMet, limits,
+};
+
+use crate::render::{human_size, plural, stream_name, waited_secs};
+
+/// A call that acts on one job as a whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobCall {
+    Check,
+    Wait,
+    Kill,
+    /// Its whole output, from the first line.
+    Output,
+}
+
+/// A call that names no job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Call {
+    /// The call that runs a command.
+    Exec,
+    /// The call that lists jobs.
+    Jobs,
+}
+
+/// A setting of the call that runs a command, with its value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Setting {
+    ModeSlow,
+    ModeBackground,
+    /// A timeout of the caller's choosing.
+    Timeout,
+    OnTimeoutBackground,
+    Sandbox(SandboxProfile),
+    Network(Network),
+    Pty,
+    StdinPipe,
+}
+
+/// How a front end spells the calls and arguments a sentence names. Each method gives
+/// the words and nothing around them: the sentences are [`notice`]'s and [`error`]'s.
+pub trait Spelling {
+    /// `bashc check j3`, `bash_check(job="j3")`.
+    fn job_call(&self, call: JobCall, job: JobId) -> String;
+    /// `bashc jobs`, `bash_jobs()`.
+    fn call(&self, call: Call) -> &'static str;
+    /// The call that reads `limit` lines of `stream` from line `offset`: `bashc output
+    /// j3 --stream stderr --offset 3 --limit 7`. stdout, the default, goes unsaid.
+    fn output_call(&self, job: JobId, stream: StreamName, offset: u64, limit: u64) -> String;
+    /// The call that reads a page of `stream` from line `offset`: `bashc output j3
+    /// --offset 86`, `bash_output(job="j3", offset=86)`.
+    fn page_call(&self, job: JobId, stream: StreamName, offset: u64) -> String;
+    /// The call that answers a job waiting for input, and how to close its stdin.
+    fn send_call(&self, job: JobId) -> String;
+    /// An argument as its user writes it: `--max-lines`, `max_lines`.
+    fn argument(&self, argument: Argument) -> &'static str;
+    /// A setting with its value: `--net on`, `net="on"`.
+    fn setting(&self, setting: Setting) -> String;
+    /// Running the command again with `settings`: `--sandbox off --net on`,
+    /// `bash(sandbox="off", net="on")`.
+    fn again_with(&self, settings: &[Setting]) -> String;
+    /// Closing a job's stdin: `--eof`, `eof=true`.
+    fn eof(&self) -> &'static str;
+    /// An error about `argument`: `--workdir: MESSAGE`, ``bad argument `workdir`: MESSAGE``.
+    fn bad_argument(&self, argument: Argument, message: &str) -> String;
+    /// How to reach a job of another session, when this front end can: `None` when it
+    /// reaches its own session only.
+    fn other_session(&self, session: &str) -> Option<String>;
+    /// The call that lists sessions, when this front end has one.
+    fn sessions_call(&self) -> Option<&'static str>;
+}
+
+/// The CLI's spelling: `bashc` commands and their flags.
+pub struct Cli;
+
+/// `bashc mcp`'s spelling: tool calls and their arguments.
+pub struct Mcp;
+
+impl Spelling for Cli {
+    fn job_call(&self, call: JobCall, job: JobId) -> String {
+        let verb = match call {
+            JobCall::Check => "check",
+            JobCall::Wait => "wait",
+            JobCall::Kill => "kill",
+            JobCall::Output => "output",
+        };
+        format!("bashc {verb} {job}")
+    }
+
+    fn call(&self, call: Call) -> &'static str {
+        match call {
+            Call::Exec => "bashc exec",
+            Call::Jobs => "bashc jobs",
+        }
+    }
+
+    fn output_call(&self, job: JobId, stream: StreamName, offset: u64, limit: u64) -> String {
+        let flag = match stream {
+            StreamName::Stdout => "",
+            StreamName::Stderr => " --stream stderr",
+        };
+        format!("bashc output {job}{flag} --offset {offset} --limit {limit}")
+    }
+
+    fn page_call(&self, job: JobId, stream: StreamName, offset: u64) -> String {
+        let flag = match stream {
+            StreamName::Stdout => "",
+            StreamName::Stderr => " --stream stderr",
+        };
+        format!("bashc output {job}{flag} --offset {offset}")
+    }
+
+    fn send_call(&self, job: JobId) -> String {
+        format!("bashc send {job} TEXT --newline (or --eof to close it)")
+    }
+
+    fn argument(&self, argument: Argument) -> &'static str {
+        match argument {
+            Argument::Timeout => "--timeout",
+            Argument::MaxLines => "--max-lines",
+            Argument::MaxBytes => "--max-bytes",
+            Argument::Workdir => "--workdir",
+            Argument::Cpu => "--cpu",
+            Argument::Pids => "--pids",
+            Argument::Notify => "--notify",
+            Argument::NotifyIdle => "--notify-idle",
+            Argument::Sandbox => "--sandbox",
+            Argument::Network => "--net",
+        }
+    }
+
+    fn setting(&self, setting: Setting) -> String {
+        match setting {
+            Setting::ModeSlow => "--mode slow".to_owned(),
+            Setting::ModeBackground => "--mode background".to_owned(),
+            Setting::Timeout => "--timeout SECS".to_owned(),
+            Setting::OnTimeoutBackground => "--on-timeout background".to_owned(),
+            Setting::Sandbox(profile) => format!("--sandbox {profile}"),
+            Setting::Network(network) => format!("--net {network}"),
+            Setting::Pty => "--pty".to_owned(),
+            Setting::StdinPipe => "--stdin pipe".to_owned(),
+        }
+    }
+
+    fn again_with(&self, settings: &[Setting]) -> String {
+        let words: Vec<String> = settings.iter().map(|s| self.setting(*s)).collect();
+        words.join(" ")
+    }
+
+    fn eof(&self) -> &'static str {
+        "--eof"
+    }
+
+    fn bad_argument(&self, argument: Argument, message: &str) -> String {
+        format!("{}: {message}", self.argument(argument))
+    }
+
+    fn other_session(&self, session: &str) -> Option<String> {
+        Some(format!(
+            "add --session {session}, or --any-session; `bashc jobs --all` lists every session's jobs"
+        ))
+    }
+
+    fn sessions_call(&self) -> Option<&'static str> {
+        Some("bashc sessions")
+    }
+}
+
+impl Spelling for Mcp {
+    fn job_call(&self, call: JobCall, job: JobId) -> String {
+        let tool = match call {
+            JobCall::Check => "bash_check",
+            JobCall::Wait => "bash_wait",
+            JobCall::Kill => "bash_kill",
+            JobCall::Output => "bash_output",
+        };
+        format!("{tool}(job=\"{job}\")")
+    }
+
+    fn call(&self, call: Call) -> &'static str {
+        match call {
+            Call::Exec => "bash",
+            Call::Jobs => "bash_jobs()",
+        }
+    }
+
+    fn output_call(&self, job: JobId, stream: StreamName, offset: u64, limit: u64) -> String {
+        let stream_argument = match stream {
+            StreamName::Stdout => "",
+            StreamName::Stderr => ", stream=\"stderr\"",
+        };
+        format!("bash_output(job=\"{job}\"{stream_argument}, offset={offset}, limit={limit})")
+    }
+
+    fn page_call(&self, job: JobId, stream: StreamName, offset: u64) -> String {
+        let stream_argument = match stream {
+            StreamName::Stdout => "",
+            StreamName::Stderr => ", stream=\"stderr\"",
+        };
+        format!("bash_output(job=\"{job}\"{stream_argument}, offset={offset})")
+    }
+
+    fn send_call(&self, job: JobId) -> String {
+        format!("bash_send(job=\"{job}\", text=\"...\\n\") (eof=true closes it)")
+    }
+
+    fn argument(&self, argument: Argument) -> &'static str {
+        match argument {
+            Argument::Timeout => "timeout_secs",
+            Argument::MaxLines => "max_lines",
+            Argument::MaxBytes => "max_bytes",
+            Argument::Workdir => "workdir",
+            Argument::Cpu => "cpu",
+            Argument::Pids => "pids",
+            Argument::Notify => "notify",
+            Argument::NotifyIdle => "notify_idle_secs",
+            Argument::Sandbox => "sandbox",
+            Argument::Network => "net",
+        }
+    }
+
+    fn setting(&self, setting: Setting) -> String {
+        match setting {
+            Setting::ModeSlow => "mode=\"slow\"".to_owned(),
+            Setting::ModeBackground => "mode=\"background\"".to_owned(),
+            Setting::Timeout => "timeout_secs".to_owned(),
+            Setting::OnTimeoutBackground => "on_timeout=\"background\"".to_owned(),
+            Setting::Sandbox(profile) => format!("sandbox=\"{profile}\""),
+            Setting::Network(network) => format!("net=\"{network}\""),
+            Setting::Pty => "pty=true".to_owned(),
+            Setting::StdinPipe => "stdin=\"pipe\"".to_owned(),
+        }
+    }
+
+    fn again_with(&self, settings: &[Setting]) -> String {
+        let words: Vec<String> = settings.iter().map(|s| self.setting(*s)).collect();
+        format!("bash({})", words.join(", "))
+    }
+
+    fn eof(&self) -> &'static str {
+        "eof=true"
+    }
+
+    fn bad_argument(&self, argument: Argument, message: &str) -> String {
+        format!("bad argument `{}`: {message}", self.argument(argument))
+    }
+
+    fn other_session(&self, _session: &str) -> Option<String> {
+        // Another agent's job: nothing here may touch it.
+        None
+    }
+
+    fn sessions_call(&self) -> Option<&'static str> {
+        // The tools reach no session but the server's own.
+        None
+    }
+}
+
+/// The notices of a result or page in `spelling`, a line each in their order; `None`
+/// when there are none.
+pub fn notices(notices: &[Notice], spelling: &dyn Spelling) -> Option<String> {
+    (!notices.is_empty()).then(|| {
+        notices
+            .iter()
+            .map(|n| notice(n, spelling))
+            .collect::<Vec<_>>()
+            .join("\n")
+    })
+}
+
+/// A notice as a person or an agent reads it, naming the calls that act on it in
+/// `spelling`.
+pub fn notice(notice: &Notice, spelling: &dyn Spelling) -> String {
+    let follow = |job: JobId, again: &str| {
+        format!(
+            "New output: {}; {again}: {}; stop it: {}.",
+            spelling.job_call(JobCall::Check, job),
+            spelling.job_call(JobCall::Wait, job),
+            spelling.job_call(JobCall::Kill, job)
+        )
+    };
+    match notice {
+        Notice::Background {
+            job,
+            pid,
+            why,
+            timeout_secs,
+        } => background_text(
+            *job,
+            *pid,
+            *why,
+            *timeout_secs,
+            &follow(*job, "wait for it"),
+        ),
+        Notice::TimedOut { after_secs } => format!(
+            "Command timed out after {after_secs} s and was killed with every process it started. Use {}, {} or {} for longer commands.",
+            spelling.setting(Setting::ModeSlow),
+            spelling.setting(Setting::Timeout),
+            spelling.setting(Setting::OnTimeoutBackground)
+        ),
+        Notice::LinesNotShown {
+            job,
+            stream,
+            offset,
+            lines,
+        } => format!(
+            "{}: {lines} of the new lines are not shown; read them with: {}",
+            stream_name(*stream),
+            spelling.output_call(*job, *stream, *offset, *lines)
+        ),
+        Notice::StillRunning { job, waited_ms } => format!(
+            "{job} is still running after waiting {} s. {}",
+            waited_secs(*waited_ms),
+            follow(*job, "wait again")
+        ),
+        Notice::Shutdown {} => "bashd is shutting down; the command was killed.".to_owned(),
+        Notice::OwnersGone { session } => format!(
+            "Every process that owned session {session} has exited, so its foreground command was killed."
+        ),
+        Notice::SessionEnded { session } => format!(
+            "Session {session} ended (closed, or its linger time ran out), so the job was killed."
+        ),
+        Notice::StragglersKilled {} => "The command's shell exited while processes it started were still running; they were killed (sessions.on_straggler = \"kill\").".to_owned(),
+        Notice::SpillIncomplete { path, error, .. } => {
+            format!("Full output file may be incomplete: {path} ({error})")
+        }
+        Notice::SpillCapped {
+            stream,
+            path,
+            cap_bytes,
+            written_bytes,
+            total_bytes,
+        } => format!(
+            "{}: full output truncated at {} (limits.max_spill_bytes): {path} holds the first {written_bytes} of {total_bytes} bytes.",
+            stream_name(*stream),
+            human_size(*cap_bytes)
+        ),
+        Notice::NoNewOutput { job, ended: false } => {
+            format!("No new output from {job} since the last check.")
+        }
+        Notice::NoNewOutput { job, ended: true } => {
+            format!("No new output from {job} since the last check; it has ended.")
+        }
+        Notice::AlreadyEnded { job } => format!("{job} had already ended; nothing was killed."),
+        Notice::Denied { message, .. } => message.clone(),
+        Notice::NotStarted { error } => error.clone(),
+        Notice::LineCut {
+            line,
+            page_bytes,
+            path,
+        } => {
+            let more = if *page_bytes < limits::MAX_PAGE_BYTES {
+                format!(
+                    "; pass {} (up to {}) to see more of it",
+                    spelling.argument(Argument::MaxBytes),
+                    limits::MAX_PAGE_BYTES
+                )
+            } else {
+                String::new()
+            };
+            format!(
+                "Line {line} is longer than the page ({page_bytes} bytes) and is cut here{more}; the whole line is in {}.",
+                path.as_deref().unwrap_or("the output")
+            )
+        }
+        Notice::SandboxDenied {
+            profile,
+            network,
+            denied,
+        } => sandbox_denied_text(*profile, *network, *denied, spelling),
+        Notice::PageCapped {
+            last_line,
+            lost_lines,
+        } => format!(
+            "The full output file stopped at its size cap after line {last_line}; the {lost_lines} lines after it were not kept."
+        ),
+        Notice::OutputMissed {
+            job,
+            stream,
+            offset,
+            lines,
+            path,
+        } => {
+            let file = path
+                .as_deref()
+                .map_or(String::new(), |p| format!(" (the file {p} has them)"));
+            format!(
+                "{}: {lines} line{} from line {offset} went by while this reader was behind and were not shown{file}; read them with: {}",
+                stream_name(*stream),
+                plural(*lines),
+                spelling.output_call(*job, *stream, *offset, *lines)
+            )
+        }
+        Notice::ConditionMet { job, met } => condition_text(*job, met),
+        Notice::WaitingForInput {
+            job,
+            idle_secs,
+            prompt,
+        } => {
+            let asks = prompt
+                .as_deref()
+                .map_or(String::new(), |prompt| format!(" It asks: {prompt:?}."));
+            let quiet = match idle_secs {
+                0 => String::new(),
+                secs => format!(", printing nothing for {secs} s"),
+            };
+            format!(
+                "{job} is waiting for input? It is blocked reading its stdin{quiet}.{asks} Answer it: {}; or stop it ({}) and pass the input another way (a file, a here-string, a flag such as --yes).",
+                spelling.send_call(*job),
+                spelling.job_call(JobCall::Kill, *job)
+            )
+        }
+        Notice::Lost { job, in_memory } => {
+            let mut text = format!(
+                "bashd stopped while {job} ran, and the next bashd ended what was left of it (state lost). What it printed to its output files was kept: {}.",
+                spelling.job_call(JobCall::Output, *job)
+            );
+            for stream in in_memory {
+                text.push_str(&format!(
+                    " {}: what it printed before bashd stopped was held in memory only and is lost.",
+                    stream_name(*stream)
+                ));
+            }
+            text
+        }
+        Notice::PageFull { max_bytes } => format!(
+            "The page is full at {max_bytes} bytes; it holds whole lines only."
+        ),
+        Notice::TerminalWanted {} => format!(
+            "The program wanted a terminal and ran without one (on pipes): run it again with {} to give it one.",
+            spelling.again_with(&[Setting::Pty])
+        ),
+    }
+}
+
+/// The daemon's error `message` with what its `hint` says, in `spelling`.
+pub fn error(message: &str, hint: Option<&ErrorHint>, spelling: &dyn Spelling) -> String {
+    let Some(hint) = hint else {
+        return message.to_owned();
+    };
+    let again = |settings: &[Setting]| spelling.again_with(settings);
+    match hint {
+        ErrorHint::JobIds => format!(
+            "{message}: job ids look like j12, as `{}` and `{}` show them",
+            spelling.call(Call::Exec),
+            spelling.call(Call::Jobs)
+        ),
+        ErrorHint::JobPids => format!(
+            "{message}: a job's pid is the pid of its shell, as `{}` shows it",
+            spelling.call(Call::Jobs)
+        ),
+        ErrorHint::Sessions => match spelling.sessions_call() {
+            Some(call) => format!("{message}: `{call}` lists the sessions bashd has"),
+            None => format!("{message}: these tools act in this server's session only"),
+        },
+        ErrorHint::OtherSession { session } => match spelling.other_session(session) {
+            Some(how) => format!("{message}: to act on it anyway, {how}"),
+            None => format!(
+                "{message}: these tools reach only this session's jobs, so leave it alone; {} lists this session's",
+                spelling.call(Call::Jobs)
+            ),
+        },
+        ErrorHint::BadArgument {
+            argument: Argument::Timeout,
+        } => spelling.bad_argument(
+            Argument::Timeout,
+            &format!("{message}{}", timeout_fix(spelling)),
+        ),
+        ErrorHint::BadArgument { argument } => spelling.bad_argument(*argument, message),
+        ErrorHint::LooserSandbox {
+            sandbox_off,
+            network_on,
+        } => {
+            let mut settings = Vec::new();
+            if *sandbox_off {
+                settings.push(Setting::Sandbox(SandboxProfile::Off));
+            }
+            if *network_on {
+                settings.push(Setting::Network(Network::On));
+            }
+            format!("{message}, or run the job with {}", again(&settings))
+        }
+        ErrorHint::NetworkOn => format!(
+            "{message}, or run the job without {}",
+            spelling.setting(Setting::Network(Network::On))
+        ),
+        ErrorHint::SameSandbox => format!(
+            "{message}: leave out {} and {} to get the same",
+            spelling.argument(Argument::Sandbox),
+            spelling.argument(Argument::Network)
+        ),
+        ErrorHint::ControllerMissing { argument } => format!(
+            "{message}, or run the job without {}",
+            spelling.argument(*argument)
+        ),
+        ErrorHint::NeedsPty => format!(
+            "{message}: run it with {} to see a screen",
+            again(&[Setting::Pty])
+        ),
+        ErrorHint::NeedsStdinPipe => format!(
+            "{message}; only a job started with {} or {} takes input",
+            again(&[Setting::StdinPipe]),
+            again(&[Setting::Pty])
+        ),
+        ErrorHint::StdinClosed => format!(
+            "{message} by a send with {}; it reads no more",
+            spelling.eof()
+        ),
+        ErrorHint::OutputKept { job } => format!(
+            "{message}; its output is in `{}`",
+            spelling.job_call(JobCall::Output, *job)
+        ),
+    }
+}
+
+/// A client error as one line in `spelling`: the daemon's message with its hint, or
+/// the error itself.
+pub fn client_error(e: &bashc::ClientError, spelling: &dyn Spelling) -> String {
+    match e {
+        bashc::ClientError::Daemon(reply) | bashc::ClientError::Refused(reply) => {
+            error(&e.to_string(), reply.hint.as_ref(), spelling)
+        }
+        _ => e.to_string(),
+    }
+}
+
+/// What follows a refused timeout: the mode for longer jobs.
+pub fn timeout_fix(spelling: &dyn Spelling) -> String {
+    format!(
+        ", or use {} for jobs that run up to 24 h",
+        spelling.setting(Setting::ModeBackground)
+    )
+}
+
+/// That a job runs on in the background, and why; `how` says how to follow it.
+fn background_text(
+    job: JobId,
+    pid: u32,
+    why: BackgroundWhy,
+    timeout_secs: Option<u64>,
+    how: &str,
+) -> String {
+    match why {
+        BackgroundWhy::Requested => {
+            format!("Running in the background as {job} (pid {pid}). {how}")
+        }
+        BackgroundWhy::Timeout => {
+            let timeout = timeout_secs.map_or(String::new(), |secs| format!(" of {secs} s"));
+            format!(
+                "The command passed its timeout{timeout} and moved to the background as {job} (pid {pid}); it keeps running. {how}"
+            )
+        }
+        BackgroundWhy::Stragglers => format!(
+            "The command's shell exited, but processes it started are still running; they stay in the background as {job}. {how}"
+        ),
+        BackgroundWhy::CallBudget => {
+            let budget = timeout_secs.map_or(String::new(), |secs| format!(" of {secs} s"));
+            format!(
+                "The call reached its time budget{budget} (mcp.max_call_secs) and returned; the command keeps running in the background as {job} (pid {pid}) until it ends or reaches its own timeout. {how}"
+            )
+        }
+        BackgroundWhy::Cancelled => format!(
+            "The call was cancelled; the command keeps running in the background as {job} (pid {pid}). {how}"
+        ),
+    }
+}
+
+/// Which condition ended a wait, with the matching line and the lines around it.
+fn condition_text(job: JobId, met: &WaitMet) -> String {
+    match met {
+        WaitMet::Line {
+            stream,
+            line,
+            text,
+            before,
+            after,
+        } => {
+            let mut out = format!(
+                "Condition met: {} line {line} of {job} matches:",
+                stream_name(*stream)
+            );
+            let first = line.saturating_sub(before.len() as u64);
+            for (i, context) in before.iter().enumerate() {
+                let _ = write!(out, "\n  {}| {context}", first + i as u64);
+            }
+            let _ = write!(out, "\n> {line}| {text}");
+            for (i, context) in after.iter().enumerate() {
+                let _ = write!(out, "\n  {}| {context}", line + 1 + i as u64);
+            }
+            out
+        }
+        WaitMet::Port { port, pid } => {
+            format!("Condition met: pid {pid} of {job} listens on TCP port {port}.")
+        }
+        WaitMet::Idle { idle_ms } => format!(
+            "Condition met: {job} printed nothing for {} s.",
+            waited_secs(*idle_ms)
+        ),
+    }
+}
+
+/// What a failure that reads like a sandbox refusal means, and how to ask for more, in
+/// `spelling`.
+fn sandbox_denied_text(
+    profile: SandboxProfile,
+    network: Network,
+    denied: SandboxDenial,
+    spelling: &dyn Spelling,
+) -> String {
+    const LIKELY: &str = "so \"Permission denied\" or \"Read-only file system\" here is likely the sandbox, not a file permission";
+    let off = spelling.again_with(&[Setting::Sandbox(SandboxProfile::Off)]);
+    match denied {
+        // `writable` widens workspace-write only: read-only ignores it, so the way to
+        // write in the workdir is the next profile up.
+        SandboxDenial::Files if profile == SandboxProfile::ReadOnly => format!(
+            "This job ran in the sandbox (profile read-only: writes only in $TMPDIR; credential stores in [sandbox] deny_read are hidden), {LIKELY}. To let it write in its workdir, run it with {} if bashd's [sandbox] floor allows ({off} to write elsewhere too); [sandbox] writable in bashd's config adds paths for workspace-write jobs only, never for read-only ones.",
+            spelling.again_with(&[Setting::Sandbox(SandboxProfile::WorkspaceWrite)])
+        ),
+        SandboxDenial::Files => format!(
+            "This job ran in the sandbox (profile {profile}: writes only in the workdir, $TMPDIR and [sandbox] writable paths, never in .git; credential stores in [sandbox] deny_read are hidden), {LIKELY}. To allow more, run it with {off} if bashd's [sandbox] floor allows, or add the path to [sandbox] writable in bashd's config."
+        ),
+        // No profile but `off` and no `writable` path shows a hidden path: only
+        // `deny_read` does.
+        SandboxDenial::Read => format!(
+            "This job ran in the sandbox (profile {profile}), which hides the paths of bashd's [sandbox] deny_read (credential stores: ~/.ssh, ~/.aws, ...) from every confined job, so \"Permission denied\" reading one is the sandbox, not a file permission. To let confined jobs read it, set [sandbox] deny_read in bashd's config to a list without it (bashd --check-config prints the list in force), or run it with {off} if bashd's [sandbox] floor allows."
+        ),
+        SandboxDenial::Network => format!(
+            "This job ran with the network off (sandbox {profile}, network {network}): it reaches no other host, nor listeners on this host's loopback. To allow it, run it with {} if bashd's config allows.",
+            spelling.again_with(&[Setting::Network(Network::On)])
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bashc::protocol::{BackgroundWhy, SandboxProfile};
+
+    use super::*;
+
+    /// What each front end's words for a notice or hint must hold: the call it names in
+    /// that front end's spelling, when it names one.
+    struct Expect {
+        cli: Option<&'static str>,
+        mcp: Option<&'static str>,
+    }
+
+    const fn says(cli: &'static str, mcp: &'static str) -> Expect {
+        Expect {
+            cli: Some(cli),
+            mcp: Some(mcp),
+        }
+    }
+
+    const NEITHER: Expect = Expect {
+        cli: None,
+        mcp: None,
+    };
+
+    /// The notice variants `expect_notice` knows; the list below must hold each.
+    const NOTICE_VARIANTS: usize = 23;
+
+    /// One arm a variant, numbered: adding a notice fails to compile here until it is
+    /// given an arm, and the test until the list has an example of it.
+    fn expect_notice(notice: &Notice) -> (usize, Expect) {
+        match notice {
+            Notice::Background { .. } => (0, says("bashc wait j5", "bash_wait(job=\"j5\")")),
+            Notice::TimedOut { .. } => (
+                1,
+                says("--on-timeout background", "on_timeout=\"background\""),
+            ),
+            Notice::Shutdown {} => (2, NEITHER),
+            Notice::OwnersGone { .. } => (3, NEITHER),
+            Notice::SessionEnded { .. } => (4, NEITHER),
+            Notice::StragglersKilled {} => (5, NEITHER),
+            Notice::SpillIncomplete { .. } => (6, NEITHER),
+            Notice::SpillCapped { .. } => (7, NEITHER),
+            Notice::LinesNotShown { .. } => (
+                8,
+                says(
+                    "bashc output j5 --stream stderr --offset 1 --limit 2",
+                    "bash_output(job=\"j5\", stream=\"stderr\", offset=1, limit=2)",
+                ),
+            ),
+            Notice::NoNewOutput { .. } => (9, NEITHER),
+            Notice::StillRunning { .. } => (10, says("bashc kill j5", "bash_kill(job=\"j5\")")),
+            Notice::AlreadyEnded { .. } => (11, NEITHER),
+            Notice::Denied { .. } => (12, NEITHER),
+            Notice::NotStarted { .. } => (13, NEITHER),
+            Notice::LineCut { .. } => (14, says("--max-bytes", "max_bytes")),
+            Notice::PageCapped { .. } => (15, NEITHER),
+            Notice::OutputMissed { .. } => (
+                16,
+                says(
+                    "bashc output j5 --offset 4 --limit 3",
+                    "bash_output(job=\"j5\", offset=4, limit=3)",
+                ),
+            ),
+            Notice::ConditionMet { .. } => (17, NEITHER),
+            Notice::WaitingForInput { .. } => (18, says("bashc send j5", "bash_send(job=\"j5\"")),
+            Notice::Lost { .. } => (19, says("bashc output j5", "bash_output(job=\"j5\")")),
+            Notice::SandboxDenied { .. } => (20, says("--net on", "bash(net=\"on\")")),
+            Notice::PageFull { .. } => (21, NEITHER),
+            Notice::TerminalWanted {} => (22, says("--pty", "bash(pty=true)")),
+        }
+    }
+
+    fn every_notice() -> Vec<Notice> {
+        let job = JobId(5);
+        let stream = StreamName::Stdout;
+        let path = "/r/sessions/s/j5.stdout".to_owned();
+        vec![
+            Notice::Background {
+                job,
+                pid: 1,
+                why: BackgroundWhy::Timeout,
+                timeout_secs: Some(30),
+            },
+            Notice::TimedOut { after_secs: 30 },
+            Notice::Shutdown {},
+            Notice::OwnersGone {
+                session: "s".to_owned(),
+            },
+            Notice::SessionEnded {
+                session: "s".to_owned(),
+            },
+            Notice::StragglersKilled {},
+            Notice::SpillIncomplete {
+                stream,
+                path: path.clone(),
+                error: "disk full".to_owned(),
+            },
+            Notice::SpillCapped {
+                stream,
+                path: path.clone(),
+                cap_bytes: 1 << 20,
+                written_bytes: 1 << 20,
+                total_bytes: 2 << 20,
+            },
+            Notice::LinesNotShown {
+                job,
+                stream: StreamName::Stderr,
+                offset: 1,
+                lines: 2,
+            },
+            Notice::NoNewOutput { job, ended: true },
+            Notice::StillRunning {
+                job,
+                waited_ms: 1500,
+            },
+            Notice::AlreadyEnded { job },
+            Notice::Denied {
+                rule: "git-add-blind".to_owned(),
+                message: "permission denied: git-add-blind: stage paths by name".to_owned(),
+            },
+            Notice::NotStarted {
+                error: "no such directory".to_owned(),
+            },
+            Notice::LineCut {
+                line: 3,
+                page_bytes: 1000,
+                path: Some(path.clone()),
+            },
+            Notice::PageCapped {
+                last_line: 9,
+                lost_lines: 4,
+            },
+            Notice::OutputMissed {
+                job,
+                stream,
+                offset: 4,
+                lines: 3,
+                path: Some(path),
+            },
+            Notice::ConditionMet {
+                job,
+                met: WaitMet::Port { port: 80, pid: 9 },
+            },
+            Notice::WaitingForInput {
+                job,
+                idle_secs: 3,
+                prompt: Some("Continue? [y/N]".to_owned()),
+            },
+            Notice::Lost {
+                job,
+                in_memory: vec![StreamName::Stderr],
+            },
+            Notice::SandboxDenied {
+                profile: SandboxProfile::ReadOnly,
+                network: Network::Off,
+                denied: SandboxDenial::Network,
+            },
+            Notice::PageFull { max_bytes: 100 },
+            Notice::TerminalWanted {},
+        ]
+    }
+
+    /// The hint variants `expect_hint` knows; the list below must hold each.
+    const HINT_VARIANTS: usize = 13;
+
+    /// As `expect_notice`, for hints.
+    fn expect_hint(hint: &ErrorHint) -> (usize, Expect) {
+        match hint {
+            ErrorHint::JobIds => (0, says("`bashc jobs`", "`bash_jobs()`")),
+            ErrorHint::JobPids => (1, says("`bashc jobs`", "`bash_jobs()`")),
+            ErrorHint::Sessions => (
+                2,
+                Expect {
+                    cli: Some("`bashc sessions`"),
+                    mcp: None,
+                },
+            ),
+            ErrorHint::OtherSession { .. } => (3, says("--session s", "bash_jobs()")),
+            ErrorHint::BadArgument { .. } => {
+                (4, says("--timeout: ", "bad argument `timeout_secs`: "))
+            }
+            ErrorHint::LooserSandbox { .. } => (
+                5,
+                says(
+                    "--sandbox off --net on",
+                    "bash(sandbox=\"off\", net=\"on\")",
+                ),
+            ),
+            ErrorHint::NetworkOn => (6, says("without --net on", "without net=\"on\"")),
+            ErrorHint::SameSandbox => (
+                7,
+                says("leave out --sandbox and --net", "leave out sandbox and net"),
+            ),
+            ErrorHint::ControllerMissing { .. } => (8, says("without --cpu", "without cpu")),
+            ErrorHint::NeedsPty => (9, says("--pty", "bash(pty=true)")),
+            ErrorHint::NeedsStdinPipe => (10, says("--stdin pipe", "bash(stdin=\"pipe\")")),
+            ErrorHint::StdinClosed => (11, says("--eof", "eof=true")),
+            ErrorHint::OutputKept { .. } => {
+                (12, says("`bashc output j5`", "`bash_output(job=\"j5\")`"))
+            }
+        }
+    }
+
+    fn every_hint() -> Vec<ErrorHint> {
+        vec![
+            ErrorHint::JobIds,
+            ErrorHint::JobPids,
+            ErrorHint::Sessions,
+            ErrorHint::OtherSession {
+                session: "s".to_owned(),
+            },
+            ErrorHint::BadArgument {
+                argument: Argument::Timeout,
+            },
+            ErrorHint::LooserSandbox {
+                sandbox_off: true,
+                network_on: true,
+            },
+            ErrorHint::NetworkOn,
+            ErrorHint::SameSandbox,
+            ErrorHint::ControllerMissing {
+                argument: Argument::Cpu,
+            },
+            ErrorHint::NeedsPty,
+            ErrorHint::NeedsStdinPipe,
+            ErrorHint::StdinClosed,
+            ErrorHint::OutputKept { job: JobId(5) },
+        ]
+    }
+
+    /// Words of the other front end: a CLI text has no tool call or argument, an MCP
+    /// text no `bashc` command or flag (but a shell program's own, `--yes`).
+    fn foreign(spelling: &str, text: &str) -> Option<String> {
+        let bytes = text.as_bytes();
+        let lower_at = |i: usize| bytes.get(i).is_some_and(u8::is_ascii_lowercase);
+        for (i, _) in text.char_indices() {
+            let rest = &text[i..];
+            let word_start = i == 0 || !bytes[i - 1].is_ascii_alphanumeric();
+            let found = match spelling {
+                "cli" => {
+                    (word_start && (rest.starts_with("bash(") || rest.starts_with("bash_")))
+                        || rest.starts_with("=\"")
+                        || rest.starts_with("=true")
+                }
+                _ => {
+                    (word_start && rest.starts_with("bashc ") && lower_at(i + 6))
+                        || (word_start
+                            && rest.starts_with("--")
+                            && lower_at(i + 2)
+                            && !rest.starts_with("--yes"))
+                }
+            };
+            if found {
+                return Some(rest.chars().take(20).collect());
+            }
+        }
+        None
+    }
+
+    fn check(kind: &str, index: usize, expect: Expect, cli: String, mcp: String) {
+        for (spelling, text, marker) in [("cli", &cli, expect.cli), ("mcp", &mcp, expect.mcp)] {
+            if let Some(marker) = marker {
+                assert!(
+                    text.contains(marker),
+                    "{kind} {index} in the {spelling} spelling lacks {marker:?}: {text}"
+                );
+            }
+            if let Some(word) = foreign(spelling, text) {
+                panic!("{kind} {index} in the {spelling} spelling says {word:?}: {text}");
+            }
+        }
+    }
+
+    /// Issue 31: every notice and every hint, through both spellings, comes out in that
+    /// front end's words and none of the other's.
+    #[test]
+    fn every_notice_and_hint_is_spelled_by_each_front_end_and_no_other() {
+        let mut seen = std::collections::BTreeSet::new();
+        for notice in every_notice() {
+            let (index, expect) = expect_notice(&notice);
+            seen.insert(index);
+            let words = |spelling: &dyn Spelling| super::notice(&notice, spelling);
+            check("notice", index, expect, words(&Cli), words(&Mcp));
+        }
+        assert_eq!(
+            seen,
+            (0..NOTICE_VARIANTS).collect(),
+            "a notice without an example"
+        );
+
+        let mut seen = std::collections::BTreeSet::new();
+        for hint in every_hint() {
+            let (index, expect) = expect_hint(&hint);
+            seen.insert(index);
+            let words = |spelling: &dyn Spelling| error("refused", Some(&hint), spelling);
+            check("hint", index, expect, words(&Cli), words(&Mcp));
+        }
+        assert_eq!(
+            seen,
+            (0..HINT_VARIANTS).collect(),
+            "a hint without an example"
+        );
+
+        // Every argument has a name in each front end, the CLI's a flag.
+        for argument in [
+            Argument::Timeout,
+            Argument::MaxLines,
+            Argument::MaxBytes,
+            Argument::Workdir,
+            Argument::Cpu,
+            Argument::Pids,
+            Argument::Notify,
+            Argument::NotifyIdle,
+            Argument::Sandbox,
+            Argument::Network,
+        ] {
+            assert!(Cli.argument(argument).starts_with("--"), "{argument:?}");
+            assert!(!Mcp.argument(argument).contains('-'), "{argument:?}");
+        }
+    }
+
+    /// Issue 31: a daemon's refusal of the network reads in the words of the front end
+    /// that asked.
+    #[test]
+    fn a_refused_network_is_told_in_the_askers_words() {
+        let message = "the network is off for jobs here and may not be turned on: [sandbox] network = \"off\" with floor = \"read-only\" in bashd's config; set network = \"on\" there";
+        let hint = ErrorHint::NetworkOn;
+        assert_eq!(
+            error(message, Some(&hint), &Cli),
+            format!("{message}, or run the job without --net on")
+        );
+        assert_eq!(
+            error(message, Some(&hint), &Mcp),
+            format!("{message}, or run the job without net=\"on\"")
+        );
+    }
+}
