@@ -6,6 +6,9 @@
 //! not job leaders (descendants reparented to the daemon, which is a child subreaper)
 //! are reaped and dropped. Which processes belong to a job, and signalling them, is
 //! `contain/`'s.
+//!
+//! Over 600 lines: it still holds the spawn paths (scan, resident, zygote) besides
+//! spawn-and-wait; issue 31's step 5 moves them to containment.
 
 use std::collections::HashMap;
 use std::ffi::OsStr;

@@ -4,6 +4,9 @@
 //! takes a job id from the journal and asks the reaper for the spawn on a task of its
 //! own (the actor never waits for the fork: meanwhile the job is `Starting`); when
 //! the answer comes back as a report, `table/start.rs` hands the job to a supervisor.
+//!
+//! Over 600 lines, as one request's whole: most of it is `plan`, the checks a request
+//! passes before anything is spawned, which only `exec` makes.
 
 use std::collections::HashMap;
 use std::io;

@@ -28,7 +28,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::jobs::job::supervisor::Control;
 use crate::jobs::requests::jobs::waiting_for_input;
 use crate::jobs::requests::top::last_line;
-use crate::jobs::table::handle::{JobsHandle, ToActor, blocking};
+use crate::jobs::table::handle::{JobsHandle, ToActor, blocking, shutting_down};
 use crate::jobs::table::{JobsActor, Status};
 use crate::sandbox::channel::Origin;
 
@@ -84,7 +84,17 @@ pub(super) async fn serve(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut probed = Instant::now();
     loop {
-        tick.tick().await;
+        // Cancelling either branch loses nothing. The actor closes its channel once it
+        // has stopped every job: the watch ends then, so that it does not hold up the
+        // daemon's stop, which waits for its connections' requests.
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = jobs.cmds.closed() => {
+                let stopping = Response::Error(shutting_down());
+                let _ = out.send(ServerFrame::Response(id, stopping)).await;
+                return;
+            }
+        }
         let touched: Vec<u64> = std::mem::take(&mut *lock(&watcher.changed))
             .into_iter()
             .collect();
