@@ -15,7 +15,3 @@ pub use job::pty;
 pub use os::reaper::raise_open_files_limit;
 pub use table::handle::{JobsHandle, shutting_down};
 pub use table::{JobsActor, LostJob, new_instance_id};
-
-// `contain/` still names the reaper by its old path: the sandbox-performance branch
-// edits those files, and this keeps its merge free of import churn. Drop it after.
-pub(crate) use os::reaper as process;

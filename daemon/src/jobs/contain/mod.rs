@@ -45,7 +45,7 @@ use rustix::process::Signal;
 use bashd_protocol::{Argument, ErrorHint, ErrorKind, ErrorReply, JobId, JobLimits};
 
 use crate::config::{ContainmentConfig, Mechanism};
-use crate::jobs::process::{ReaperHandle, SpawnSpec, Spawned};
+use crate::jobs::os::reaper::{ReaperHandle, SpawnSpec, Spawned};
 use crate::journal::OpenJob;
 use crate::sandbox::Support;
 use cgroup::CgroupRoot;

@@ -99,7 +99,7 @@ impl Member {
 
     /// Resolves when the process has exited.
     pub async fn exited(self) {
-        crate::jobs::process::exited(self.pidfd).await;
+        crate::jobs::os::reaper::exited(self.pidfd).await;
     }
 }
 

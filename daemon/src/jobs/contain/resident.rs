@@ -26,7 +26,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use super::cgroup::JobCgroup;
 use super::scan::ScanJob;
 use super::{JobProcesses, Leader, Usage as JobUsage};
-use crate::jobs::process::{LeaderExit, ResidentStarted, Spawned};
+use crate::jobs::os::reaper::{LeaderExit, ResidentStarted, Spawned};
 use crate::resident::{Order, Report, Usage};
 
 /// How long the resident has to fork the shell and say so.

@@ -18,7 +18,7 @@ use rustix::process::{Pid, Signal};
 
 use super::proc::{Matcher, Scanner, Seen, all_exited};
 use super::{DeadJobsEnded, JobProcesses, Leader};
-use crate::jobs::process::ReaperHandle;
+use crate::jobs::os::reaper::ReaperHandle;
 use crate::journal::{self, OpenJob};
 
 /// Rounds of SIGKILL before giving up on a job whose processes keep forking.

@@ -3,7 +3,7 @@
 //! process that holds nothing is cheaper than starting the resident binary for each
 //! job (`docs/PERFORMANCE.md`), and the daemon itself is never copied.
 //!
-//! The reaper owns it (`jobs/process.rs`): it performs every spawn, and the zygote is
+//! The reaper owns it (`jobs/os/reaper.rs`): it performs every spawn, and the zygote is
 //! the daemon's child. Spawn frames go one at a time on a blocking socket, which the
 //! zygote reads at once; a zygote that stops reading for [`SEND_TIMEOUT`] is taken for
 //! lost.
