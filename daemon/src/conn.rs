@@ -202,13 +202,9 @@ fn with_owner(mut request: Request, client_pid: u32) -> Request {
         pid: client_pid,
         start_time: None,
     };
-    // A wait on several jobs names an owner per job it waits on.
-    if let Request::WaitMany(many) = &mut request {
-        for wait in &mut many.waits {
-            wait.caller.owner.get_or_insert(owner);
-        }
-    }
-    if let Some(slot) = request.owner_mut() {
+    // A wait on several jobs names an owner per job it waits on: `owners_mut` is the
+    // one list of them, the client's as well.
+    for slot in request.owners_mut() {
         slot.get_or_insert(owner);
     }
     request
