@@ -19,6 +19,15 @@ fn bashc_to_another_host(daemon: &Daemon) -> std::process::Output {
         .unwrap()
 }
 
+/// `bashd --check-config` on the daemon's config file.
+fn check_config(daemon: &Daemon) -> std::process::Output {
+    daemon
+        .bashd_command()
+        .arg("--check-config")
+        .output()
+        .unwrap()
+}
+
 /// bashd refused `[remote] relay_idle_secs` below 5 while bashc took it as 5: the same
 /// file was broken for one and fine for the other. Both read it through one type now.
 #[test]
@@ -31,11 +40,7 @@ fn issue31_a_relay_idle_time_below_five_gets_one_answer_from_bashd_and_bashc() {
         config.display()
     );
 
-    let out = daemon
-        .bashd_command()
-        .arg("--check-config")
-        .output()
-        .unwrap();
+    let out = check_config(&daemon);
     assert_eq!(out.status.code(), Some(1), "{}", show(&out));
     assert!(stderr(&out).contains(&expected), "{}", show(&out));
 
@@ -49,11 +54,7 @@ fn issue31_a_relay_idle_time_below_five_gets_one_answer_from_bashd_and_bashc() {
     // Positive control: at the floor, both take the file, and bashc goes on to the
     // host, which its bridge command cannot reach.
     daemon.write_config("[remote]\nbashc_path = \"/opt/bashc\"\nrelay_idle_secs = 5\n");
-    let out = daemon
-        .bashd_command()
-        .arg("--check-config")
-        .output()
-        .unwrap();
+    let out = check_config(&daemon);
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     assert!(
         stdout(&out).contains("relay_idle_secs = 5  # default: 600\n"),
@@ -85,11 +86,7 @@ fn issue31_an_unknown_key_names_the_keys_its_section_has() {
         "{}:2: unknown key remote.relay_idle; known keys of [remote]: bridge_command, bashc_path, relay_idle_secs",
         config.display()
     );
-    let out = daemon
-        .bashd_command()
-        .arg("--check-config")
-        .output()
-        .unwrap();
+    let out = check_config(&daemon);
     assert_eq!(out.status.code(), Some(1), "{}", show(&out));
     assert!(stderr(&out).contains(&expected), "{}", show(&out));
     let out = bashc_to_another_host(&daemon);
