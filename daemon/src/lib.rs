@@ -11,7 +11,6 @@ mod journal;
 pub mod output;
 pub mod policy;
 mod recovery;
-pub mod resident;
 pub mod runtime;
 pub mod sandbox;
 mod server;

@@ -11,7 +11,7 @@
 //! - it forks the shell into a process group of its own, reaps whatever is reparented
 //!   to it, and exits only when it has no child left, which, being a subreaper, means
 //!   no process of the job is left;
-//! - it holds a socket to the daemon (see `wire`, the daemon's `resident.rs`): it
+//! - it holds a socket to the daemon (see `bashd_resident_core::wire`): it
 //!   reports the shell's pid, the shell's status and, at the end, what the job used; it
 //!   signals every process of the subtree when the daemon says so, and SIGKILLs the
 //!   subtree when the daemon's end closes, which is how a job never outlives a daemon
@@ -25,8 +25,10 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use crate::wire::{Order, Report, Spawn, Usage};
-use crate::{Never, check, confine};
+use bashd_resident_core::confine;
+use bashd_resident_core::wire::{self, Order, Report, Spawn, Usage};
+
+use crate::{Never, check};
 
 /// How often a subtree being signalled or killed is walked again for processes forked
 /// or reparented meanwhile.
@@ -312,10 +314,10 @@ pub fn run(
             // inherits: a copy at its number (dup2 clears close-on-exec), or the
             // descriptor itself made inheritable where it landed there.
             if let Some(fd) = channel_fd {
-                if fd == crate::wire::CHANNEL_FD {
+                if fd == wire::CHANNEL_FD {
                     libc::fcntl(fd, libc::F_SETFD, 0);
                 } else {
-                    libc::dup2(fd, crate::wire::CHANNEL_FD);
+                    libc::dup2(fd, wire::CHANNEL_FD);
                 }
             }
             libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());

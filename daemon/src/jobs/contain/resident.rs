@@ -23,11 +23,12 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 use tokio::sync::{mpsc, oneshot, watch};
 
+use bashd_resident_core::wire::{Order, Report, Usage};
+
 use super::cgroup::JobCgroup;
 use super::scan::ScanJob;
 use super::{JobProcesses, Leader, Usage as JobUsage};
 use crate::jobs::os::reaper::{LeaderExit, ResidentStarted, Spawned};
-use crate::resident::{Order, Report, Usage};
 
 /// How long the resident has to fork the shell and say so.
 pub const START_TIMEOUT: Duration = Duration::from_secs(10);
@@ -57,7 +58,7 @@ pub struct ResidentSpawn {
     /// The cgroup the job's processes start in, when the daemon has one for it.
     pub cgroup: Option<PathBuf>,
     /// What the resident confines the shell to, in the child it forks, before `exec`.
-    pub sandbox: Option<crate::sandbox::confine::Spec>,
+    pub sandbox: Option<bashd_resident_core::confine::Spec>,
 }
 
 /// Where a job is, as its resident last said.

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
 
-use crate::resident::MAX_SPAWN_FDS;
+use bashd_resident_core::wire::MAX_SPAWN_FDS;
 
 /// How long a spawn frame may wait for the zygote to read it.
 const SEND_TIMEOUT: Duration = Duration::from_secs(5);

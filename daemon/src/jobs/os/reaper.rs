@@ -30,7 +30,7 @@ use bashd_protocol::JobLimits;
 
 use crate::jobs::contain::resident::{Held, JOB_OOM_SCORE_ADJ, ResidentSpawn};
 use crate::jobs::contain::zygote::Zygote;
-use crate::resident::Spawn;
+use bashd_resident_core::wire::Spawn;
 
 /// Everything needed to start one job's shell.
 #[derive(Debug)]
@@ -50,7 +50,7 @@ pub struct SpawnSpec {
     /// Give the shell a pipe as stdin (`send` writes to it) instead of /dev/null.
     pub stdin_pipe: bool,
     /// What confines the job, applied by its resident (`crate::sandbox`).
-    pub sandbox: Option<crate::sandbox::confine::Spec>,
+    pub sandbox: Option<bashd_resident_core::confine::Spec>,
     /// Run the job on a new pseudo-terminal of this size (`exec --pty`) instead of
     /// pipes: `stdout` and `stdin` of [`Spawned`] are then its master.
     pub pty: Option<bashd_protocol::PtySize>,

@@ -529,7 +529,10 @@ impl JobsActor {
             ("BASHD_SESSION", params.session.clone()),
         ];
         if channel {
-            ours.push((CHANNEL_ENV, crate::resident::CHANNEL_FD.to_string()));
+            ours.push((
+                CHANNEL_ENV,
+                bashd_resident_core::wire::CHANNEL_FD.to_string(),
+            ));
         }
         let overridden = |key: &[u8]| {
             key == CHANNEL_ENV.as_bytes()
