@@ -27,8 +27,10 @@ use bashd_resident_core::wire::{Order, Report, Usage};
 
 use super::cgroup::JobCgroup;
 use super::scan::ScanJob;
+use super::zygote::ResidentStarted;
 use super::{JobProcesses, Leader, Usage as JobUsage};
-use crate::jobs::os::reaper::{LeaderExit, ResidentStarted, Spawned};
+use crate::jobs::os::reaper::LeaderExit;
+use crate::jobs::os::spawn::Spawned;
 
 /// How long the resident has to fork the shell and say so.
 pub const START_TIMEOUT: Duration = Duration::from_secs(10);
@@ -38,9 +40,6 @@ pub const START_TIMEOUT: Duration = Duration::from_secs(10);
 const LAST_REPORT_WAIT: Duration = Duration::from_millis(100);
 /// How long SIGKILL rounds may take before the job is left to the scan.
 const KILL_WAIT: Duration = Duration::from_secs(30);
-/// What jobs get in `oom_score_adj`, so that under memory pressure the kernel picks a
-/// job, never the daemon. Raising it needs no privilege.
-pub const JOB_OOM_SCORE_ADJ: i32 = 500;
 
 /// Where the resident binary is: beside the daemon's own, as cargo builds and installs
 /// them. `None` if it is not there (the daemon then contains jobs by scan).
@@ -49,16 +48,6 @@ pub fn find_binary() -> Option<PathBuf> {
         .ok()?
         .with_file_name("bashd-resident");
     path.is_file().then_some(path)
-}
-
-/// What a job's spawn needs beyond its shell and command.
-#[derive(Debug, Clone)]
-pub struct ResidentSpawn {
-    pub binary: PathBuf,
-    /// The cgroup the job's processes start in, when the daemon has one for it.
-    pub cgroup: Option<PathBuf>,
-    /// What the resident confines the shell to, in the child it forks, before `exec`.
-    pub sandbox: Option<bashd_resident_core::confine::Spec>,
 }
 
 /// Where a job is, as its resident last said.
@@ -195,10 +184,11 @@ pub async fn take(started: ResidentStarted, cgroup: Option<JobCgroup>) -> io::Re
             )));
         }
     };
+    let ends = started.ends;
     Ok(Spawned {
         pid,
-        stdout: started.stdout,
-        stderr: started.stderr,
+        stdout: ends.stdout,
+        stderr: ends.stderr,
         exit: linked.exit,
         // The shell may already have exited and been reaped by its resident: 0 then,
         // as for a leader whose stat could not be read.
@@ -210,8 +200,8 @@ pub async fn take(started: ResidentStarted, cgroup: Option<JobCgroup>) -> io::Re
             cgroup,
             resident,
         }),
-        stdin: started.stdin,
-        pty: started.pty,
+        stdin: ends.stdin,
+        pty: ends.pty,
     })
 }
 
