@@ -237,7 +237,6 @@ impl bashc::Watch for Progress<'_> {
 }
 
 /// Whether a `bash` result is one the agent must see as failed: a non-zero exit, a
-
 /// signal, a timeout that killed, a kill (the command did not finish), a denial, a
 /// job that could not start.
 pub(super) fn is_failure(result: &ExecResult) -> bool {
