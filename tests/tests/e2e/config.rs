@@ -92,3 +92,52 @@ fn issue31_an_unknown_key_names_the_keys_its_section_has() {
     let out = bashc_to_another_host(&daemon);
     assert!(stderr(&out).contains(&expected), "{}", show(&out));
 }
+
+/// Issue 31: `[policy] disable` naming no built-in rule, and a sandbox path that is
+/// neither absolute nor under `~`, were refused by bashd alone, while bashc read the
+/// same file and went on. Both refuse them now, in the same words at the same line.
+#[test]
+fn issue31_a_rule_name_or_a_sandbox_path_gets_one_answer_from_bashd_and_bashc() {
+    let daemon = Daemon::unstarted();
+    let config = daemon.config_home().join("bashd/config.toml");
+    let cases = [
+        (
+            "[policy]\ndisable = [\"git-add-blnd\"]\n",
+            "2: policy.disable names \"git-add-blnd\", which is no built-in rule; built-in rules: git-add-blind, git-push-force, rm-dangerous, dynamic-command",
+        ),
+        (
+            "[sandbox]\ndeny_read = [\"~/.ssh\"]\nwritable = [\"cache\"]\n",
+            "3: sandbox.writable: \"cache\" is neither absolute nor under ~: write it like \"/data/cache\" or \"~/.cache\"",
+        ),
+    ];
+    for (text, error) in cases {
+        daemon.write_config(text);
+        let expected = format!("{}:{error}", config.display());
+        let out = check_config(&daemon);
+        assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+        assert!(stderr(&out).contains(&expected), "{}", show(&out));
+        let out = bashc_to_another_host(&daemon);
+        assert_ne!(out.status.code(), Some(0), "{}", show(&out));
+        assert!(stderr(&out).contains(&expected), "{}", show(&out));
+        assert!(relay_pids(daemon.runtime_dir()).is_empty());
+    }
+
+    // Positive control: a built-in rule's name and paths under ~ and absolute pass both.
+    daemon.write_config(
+        "[policy]\ndisable = [\"git-add-blind\"]\n[sandbox]\nwritable = [\"~/.cache\", \"/data\"]\n",
+    );
+    let out = check_config(&daemon);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let out = bashc_to_another_host(&daemon);
+    assert!(
+        stderr(&out).contains("nowhere.invalid")
+            && !stderr(&out).contains(&config.display().to_string()),
+        "{}",
+        show(&out)
+    );
+    assert!(
+        wait_until(Duration::from_secs(20), || relay_pids(daemon.runtime_dir())
+            .is_empty()),
+        "a relay outlived its failed bridge"
+    );
+}
