@@ -5,6 +5,8 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer, Visitor};
 
 use super::*;
+use crate::exec::{PtySize, StreamName};
+use crate::requests::{FollowFrom, WaitConditions};
 use crate::top::{TopRequest, WatchRequest};
 
 /// Requests that carry a caller but act for none, on purpose: `bashc top` names a
