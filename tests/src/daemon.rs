@@ -261,6 +261,22 @@ impl Daemon {
         json(&out)["job"].as_str().unwrap().to_owned()
     }
 
+    /// Like [`Daemon::background_in`], for a job that ends at once and whose end the
+    /// test wants told in the inbox: a job that ended before its background answer was
+    /// told there, so has no event; it is started again until its answer says running.
+    pub fn background_running_in(&self, session: &str, command: &str) -> String {
+        for _ in 0..20 {
+            let args = ["exec", "--json", "--mode", "background", "--", command];
+            let out = self.run_bashc_in(session, &args);
+            assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+            let answer = json(&out);
+            if answer["state"] == "running" {
+                return answer["job"].as_str().unwrap().to_owned();
+            }
+        }
+        panic!("`{command}` ended before its background answer 20 times");
+    }
+
     /// A connected library client.
     pub async fn client(&self) -> bashc::Client {
         bashc::Client::connect(&self.socket_path())

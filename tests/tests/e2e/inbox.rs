@@ -31,7 +31,7 @@ fn wait_ended(daemon: &Daemon, job: &str) {
 #[test]
 fn issue_32_an_ended_job_reaches_the_next_call_of_its_session_once_and_no_other() {
     let daemon = Daemon::start();
-    let job = daemon.background_in("a", &[], "echo one; echo two; echo three >&2; exit 3");
+    let job = daemon.background_running_in("a", "echo one; echo two; echo three >&2; exit 3");
     wait_ended(&daemon, &job);
     // Another session never sees it.
     let other = daemon.run_bashc_in("b", &["exec", "--", "true"]);
@@ -51,7 +51,7 @@ fn issue_32_an_ended_job_reaches_the_next_call_of_its_session_once_and_no_other(
     let again = daemon.run_bashc_in("a", &["jobs"]);
     assert!(!stderr(&again).contains(SINCE), "{}", show(&again));
     // A look at the session from another (`--any-session`) leaves its inbox alone.
-    let job2 = daemon.background_in("a", &[], "exit 5");
+    let job2 = daemon.background_running_in("a", "exit 5");
     wait_ended(&daemon, &job2);
     let look = daemon.run_bashc_in("b", &["check", &job2, "--any-session"]);
     assert!(!stderr(&look).contains(SINCE), "{}", show(&look));
@@ -64,7 +64,7 @@ fn issue_32_an_ended_job_reaches_the_next_call_of_its_session_once_and_no_other(
         "{}",
         show(&next)
     );
-    let job3 = daemon.background_in("a", &[], "exit 6");
+    let job3 = daemon.background_running_in("a", "exit 6");
     wait_ended(&daemon, &job3);
     let next = daemon.run_bashc_in("a", &["exec", "--json", "--", "true"]);
     let result = json(&next);
@@ -338,7 +338,7 @@ async fn issue_32_mcp_results_end_with_the_inbox_and_a_restarted_server_sees_wha
 #[test]
 fn issue_32_a_sandboxed_jobs_own_bashc_neither_sees_nor_takes_the_inbox() {
     let daemon = Daemon::start();
-    let job = daemon.background_in("a", &[], "echo secret-i32-looser; exit 4");
+    let job = daemon.background_running_in("a", "echo secret-i32-looser; exit 4");
     wait_ended(&daemon, &job);
     let bashc = bashd_tests::bin_path("bashc").display().to_string();
     let inside = daemon.run_bashc_in(
