@@ -109,13 +109,17 @@ pub enum Request {
     Watch(crate::top::WatchRequest),
 }
 
-impl Request {
-    /// The session a request acts for, for every request that names one (a wait on
-    /// several jobs: its first wait's); `None` for the others (`bashc top` looks at
-    /// every session and acts for none).
-    pub fn session(&self) -> Option<&str> {
-        match self {
-            Request::Exec(params) => Some(&params.session),
+/// The one list of which requests act for a caller, and where their callers are:
+/// [`Request::callers`] and [`Request::callers_mut`] expand it for a shared and for a
+/// mutable borrow (match ergonomics give each binding the borrow's kind), so the two
+/// cannot drift apart. Its match has no `_` arm: a new request does not compile until
+/// it is placed here.
+macro_rules! callers_of {
+    ($request:expr) => {{
+        let (one, many) = match $request {
+            Request::Exec(ExecParams { session, owner, .. }) => {
+                (Some(CallerFields { session, owner }), None)
+            }
             Request::Jobs(JobsRequest { caller, .. })
             | Request::Check(JobRequest { caller, .. })
             | Request::Wait(WaitRequest { caller, .. })
@@ -125,8 +129,14 @@ impl Request {
             | Request::Grep(GrepRequest { caller, .. })
             | Request::Output(OutputRequest { caller, .. })
             | Request::Screen(JobRequest { caller, .. })
-            | Request::Resize(ResizeRequest { caller, .. }) => Some(&caller.session),
-            Request::WaitMany(many) => many.waits.first().map(|wait| wait.caller.session.as_str()),
+            | Request::Resize(ResizeRequest { caller, .. }) => {
+                let Caller { session, owner } = caller;
+                (Some(CallerFields { session, owner }), None)
+            }
+            // A wait on several jobs acts for the caller of each of its waits.
+            Request::WaitMany(WaitManyRequest { waits, .. }) => (None, Some(waits)),
+            // `bashc top` names a session of its own, but looks at every session and
+            // acts for none: it takes no inbox and owns nothing.
             Request::Top(_)
             | Request::Watch(_)
             | Request::CheckPolicy(_)
@@ -134,54 +144,59 @@ impl Request {
             | Request::Sessions
             | Request::CloseSession(_)
             | Request::Cancel(_)
-            | Request::Shutdown => None,
-        }
+            | Request::Shutdown => (None, None),
+        };
+        one.into_iter().chain(many.into_iter().flatten().map(
+            |WaitRequest {
+                 caller: Caller { session, owner },
+                 ..
+             }| CallerFields { session, owner },
+        ))
+    }};
+}
+
+/// On whose behalf a request acts, borrowed from it: its session and the owner it
+/// names for that session. `S` and `O` are shared or mutable references, as the
+/// request was borrowed ([`CallerRef`], [`CallerMut`]).
+#[derive(Debug, PartialEq)]
+pub struct CallerFields<S, O> {
+    pub session: S,
+    /// `None`: the process that opened the connection; the daemon fills it in.
+    pub owner: O,
+}
+
+/// A caller read from a request ([`Request::callers`]).
+pub type CallerRef<'a> = CallerFields<&'a String, &'a Option<Owner>>;
+
+/// A caller of a request to change ([`Request::callers_mut`]).
+pub type CallerMut<'a> = CallerFields<&'a mut String, &'a mut Option<Owner>>;
+
+impl Request {
+    /// Every caller a request acts for, in order: one for a request that names a
+    /// session, one per wait for a wait on several jobs, none for the others (`bashc
+    /// top` looks at every session and acts for none).
+    pub fn callers(&self) -> impl Iterator<Item = CallerRef<'_>> {
+        callers_of!(self)
     }
 
-    /// The owner a request names for the session it acts in, for every request that
-    /// names one: the one list both ends use. The daemon fills in the connecting
-    /// process for an owner left out; a client to another host clears it, since a pid
-    /// of this machine means nothing there (the bridge owns the session).
-    ///
-    /// A wait on several jobs names an owner per job: [`Request::owners_mut`] has those
-    /// too.
-    pub fn owner_mut(&mut self) -> Option<&mut Option<Owner>> {
-        match self {
-            Request::Exec(params) => Some(&mut params.owner),
-            Request::Jobs(JobsRequest { caller, .. })
-            | Request::Check(JobRequest { caller, .. })
-            | Request::Wait(WaitRequest { caller, .. })
-            | Request::Kill(KillRequest { caller, .. })
-            | Request::Follow(FollowRequest { caller, .. })
-            | Request::Send(SendRequest { caller, .. })
-            | Request::Grep(GrepRequest { caller, .. })
-            | Request::Output(OutputRequest { caller, .. })
-            | Request::Screen(JobRequest { caller, .. })
-            | Request::Resize(ResizeRequest { caller, .. }) => Some(&mut caller.owner),
-            Request::CheckPolicy(_)
-            | Request::Status
-            | Request::Sessions
-            | Request::CloseSession(_)
-            | Request::Cancel(_)
-            | Request::Shutdown
-            | Request::WaitMany(_)
-            | Request::Top(_)
-            | Request::Watch(_) => None,
-        }
+    /// [`Request::callers`], to change: the one list both ends use. The daemon fills
+    /// in the connecting process for an owner left out; a client to another host clears
+    /// the owners, since a pid of this machine means nothing there (the bridge owns the
+    /// session).
+    pub fn callers_mut(&mut self) -> impl Iterator<Item = CallerMut<'_>> {
+        callers_of!(self)
     }
 
-    /// Every owner a request names: its one ([`Request::owner_mut`]), or a wait on
-    /// several jobs' one per job. What a front end clears for another host, and what
-    /// the daemon fills in, is this list.
+    /// The session a request acts for: its first caller's (a wait on several jobs: its
+    /// first wait's); `None` for a request that acts for none.
+    pub fn session(&self) -> Option<&str> {
+        self.callers().next().map(|caller| caller.session.as_str())
+    }
+
+    /// Every owner a request names, of each of its callers: what a front end clears for
+    /// another host, and what the daemon fills in.
     pub fn owners_mut(&mut self) -> Vec<&mut Option<Owner>> {
-        match self {
-            Request::WaitMany(many) => many
-                .waits
-                .iter_mut()
-                .map(|wait| &mut wait.caller.owner)
-                .collect(),
-            request => request.owner_mut().into_iter().collect(),
-        }
+        self.callers_mut().map(|caller| caller.owner).collect()
     }
 }
 
@@ -360,3 +375,7 @@ mod owner_tests {
         assert_eq!(Owner::of(u32::MAX).start_time, None);
     }
 }
+
+#[cfg(test)]
+#[path = "message_tests.rs"]
+mod callers_tests;
