@@ -382,10 +382,7 @@ mod tests {
             .read_line(&mut line)
             .unwrap();
         let sleep: u32 = line.trim().parse().unwrap();
-        let alive = || {
-            std::fs::read_to_string(format!("/proc/{sleep}/stat"))
-                .is_ok_and(|stat| !stat.contains(") Z "))
-        };
+        let alive = || bashd_protocol::ProcStat::read(sleep).is_some_and(|stat| stat.alive());
         assert!(alive());
         kill_group(&mut child);
         let deadline = std::time::Instant::now() + Duration::from_secs(10);

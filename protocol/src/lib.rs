@@ -14,6 +14,7 @@ pub mod limits;
 pub mod message;
 pub mod notice;
 pub mod peer;
+pub mod proc_stat;
 pub mod runtime;
 pub mod sandbox;
 pub mod text;
@@ -23,6 +24,7 @@ pub use codec::{FrameCodec, FrameError};
 pub use inbox::{Inbox, InboxEvent};
 pub use message::*;
 pub use notice::{Argument, BackgroundWhy, ErrorHint, JobId, Notice, WaitMet, Worded};
+pub use proc_stat::{ProcStat, process_start_time};
 pub use sandbox::{
     Network, SandboxDenial, SandboxInForce, SandboxMechanism, SandboxProfile, SandboxStatus,
 };

@@ -8,6 +8,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::notice::{ErrorHint, JobId, Notice};
+use crate::proc_stat::process_start_time;
 
 /// Echoed by every response, so one connection can carry many requests at once.
 pub type RequestId = u64;
@@ -250,18 +251,6 @@ impl Owner {
             start_time: process_start_time(pid),
         }
     }
-}
-
-/// Field 22 of `/proc/<pid>/stat`: when the process started, in clock ticks since
-/// boot. With the pid it names one process for the whole life of the system.
-pub fn process_start_time(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The name is in parentheses and may itself hold spaces or parentheses.
-    stat.get(stat.rfind(')')? + 2..)?
-        .split(' ')
-        .nth(19)?
-        .parse()
-        .ok()
 }
 
 /// Names a job: by id (`j12`) or by the pid of its leader.

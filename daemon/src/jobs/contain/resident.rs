@@ -18,6 +18,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bashd_protocol::ProcStat;
 use rustix::process::{Pid, Signal};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
@@ -256,8 +257,7 @@ impl ResidentJob {
     async fn end_orphans(&self) {
         // The socket closes before the kernel reparents the resident's children: once
         // it is a zombie or gone, they are the daemon's.
-        let resident = self.resident as i32;
-        let gone = || super::proc::read_stat(resident).is_none_or(|stat| !stat.alive());
+        let gone = || ProcStat::read(self.resident).is_none_or(|stat| !stat.alive());
         let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
         while !gone() && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(5)).await;
