@@ -136,7 +136,7 @@ impl Link {
                             // far as anyone can tell, and the scan looks for the rest.
                             if let Some(tx) = exit_tx.take() {
                                 tracing::warn!("a job's resident was killed; its processes are looked for by the scan from now on");
-                                let _ = tx.send(LeaderExit::Signal(libc::SIGKILL));
+                                let _ = tx.send(LeaderExit::Signal(Signal::KILL.as_raw()));
                             }
                             heard_tx.send_if_modified(|heard| {
                                 let lost = *heard == Heard::Running;

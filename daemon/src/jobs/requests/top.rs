@@ -121,13 +121,8 @@ fn only(jobs: Vec<JobInfo>, live: Vec<LiveJob>, wanted: &[JobId]) -> (Vec<JobInf
 /// CPU time (ms) and resident memory (bytes) of `pids`, from /proc; a process gone
 /// meanwhile counts nothing.
 fn usage(pids: &[u32]) -> (u64, u64) {
-    // SAFETY: sysconf reads a constant of the system; it has no preconditions.
-    let (ticks, page) = unsafe {
-        (
-            libc::sysconf(libc::_SC_CLK_TCK).max(1) as u64,
-            libc::sysconf(libc::_SC_PAGESIZE).max(1) as u64,
-        )
-    };
+    let ticks = rustix::param::clock_ticks_per_second().max(1);
+    let page = rustix::param::page_size().max(1) as u64;
     let mut cpu_ticks = 0;
     let mut rss_pages = 0;
     for stat in pids.iter().filter_map(|&pid| ProcStat::read(pid)) {
