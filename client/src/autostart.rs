@@ -228,6 +228,7 @@ fn spawn_daemon(
     let (pid_read, pid_write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
         .map_err(|e| ClientError::Autostart(format!("cannot make a pipe: {e}")))?;
     let pid_fd = std::os::fd::AsRawFd::as_raw_fd(&pid_write);
+    // fork and _exit through libc: rustix offers no fork for a program's own use.
     // SAFETY: between the spawn's fork and its exec, only async-signal-safe calls:
     // fork, write (a system call through rustix) and _exit; the child of this second
     // fork is the only process that goes on to exec. `pid_fd` is open in the forked

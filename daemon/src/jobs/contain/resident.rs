@@ -215,7 +215,8 @@ pub async fn take(started: ResidentStarted, cgroup: Option<JobCgroup>) -> io::Re
     })
 }
 
-/// A raw wait status as the resident's `waitpid` gave it.
+/// A raw wait status as the resident's `waitpid` gave it. Read with libc's macros:
+/// rustix makes a `WaitStatus` only from a wait of its own.
 fn leader_exit(status: i32) -> LeaderExit {
     if libc::WIFEXITED(status) {
         LeaderExit::Code(libc::WEXITSTATUS(status))
