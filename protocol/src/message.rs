@@ -12,12 +12,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::exec::{ExecParams, ExecResult, OutputChunk, ScreenInfo, Started};
 use crate::notice::{ErrorHint, Notice};
+use crate::proc_stat::process_start_time;
 use crate::requests::{
     FollowRequest, GrepRequest, JobInfo, JobRequest, JobsRequest, KillRequest, OutputPage,
     OutputRequest, PolicyVerdict, ResizeRequest, SendReply, SendRequest, SessionClosed,
     SessionInfo, StatusInfo, Stopping, WaitManyRequest, WaitRequest, WaitedMany,
 };
-use crate::proc_stat::process_start_time;
 
 /// Echoed by every response, so one connection can carry many requests at once.
 pub type RequestId = u64;
