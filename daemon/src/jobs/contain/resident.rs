@@ -18,6 +18,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bashd_protocol::ProcStat;
 use rustix::process::{Pid, Signal};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
@@ -125,7 +126,7 @@ impl Link {
                             // far as anyone can tell, and the scan looks for the rest.
                             if let Some(tx) = exit_tx.take() {
                                 tracing::warn!("a job's resident was killed; its processes are looked for by the scan from now on");
-                                let _ = tx.send(LeaderExit::Signal(libc::SIGKILL));
+                                let _ = tx.send(LeaderExit::Signal(Signal::KILL.as_raw()));
                             }
                             heard_tx.send_if_modified(|heard| {
                                 let lost = *heard == Heard::Running;
@@ -205,7 +206,8 @@ pub async fn take(started: ResidentStarted, cgroup: Option<JobCgroup>) -> io::Re
     })
 }
 
-/// A raw wait status as the resident's `waitpid` gave it.
+/// A raw wait status as the resident's `waitpid` gave it. Read with libc's macros:
+/// rustix makes a `WaitStatus` only from a wait of its own.
 fn leader_exit(status: i32) -> LeaderExit {
     if libc::WIFEXITED(status) {
         LeaderExit::Code(libc::WEXITSTATUS(status))
@@ -247,8 +249,7 @@ impl ResidentJob {
     async fn end_orphans(&self) {
         // The socket closes before the kernel reparents the resident's children: once
         // it is a zombie or gone, they are the daemon's.
-        let resident = self.resident as i32;
-        let gone = || super::proc::read_stat(resident).is_none_or(|stat| !stat.alive());
+        let gone = || ProcStat::read(self.resident).is_none_or(|stat| !stat.alive());
         let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
         while !gone() && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(5)).await;
