@@ -8,8 +8,5 @@
 //! library: it is exec'd once per daemon and forks every job's resident, so its start
 //! and its size are on the first job's path.
 
-// Every `unsafe` block says why it holds (issue 31).
-#![warn(clippy::undocumented_unsafe_blocks)]
-
 pub mod confine;
 pub mod wire;

@@ -597,7 +597,9 @@ fn children(tasks: &str) -> Vec<i32> {
         .collect()
 }
 
-/// Field 4 of `/proc/PID/stat`.
+/// Field 4 of `/proc/PID/stat`. The one reader of it outside `bashd_protocol::ProcStat`:
+/// the resident links no daemon or protocol code (that would bring tokio-util, serde
+/// and toml into the process forked for every job), and needs this one field.
 fn parent_of(pid: i32) -> Option<i32> {
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     stat.get(stat.rfind(')')? + 2..)?

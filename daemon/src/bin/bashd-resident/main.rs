@@ -13,8 +13,6 @@
 //! Single-threaded, no async runtime: it must start fast and fork safely.
 
 #![no_main]
-// Every `unsafe` block of the resident says why it holds (issue 31).
-#![warn(clippy::undocumented_unsafe_blocks)]
 
 mod job;
 mod kit;
