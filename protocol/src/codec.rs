@@ -159,7 +159,8 @@ mod tests {
 
     #[test]
     fn streamed_output_is_one_length_and_its_bytes_and_a_frame_too_large_writes_nothing() {
-        use crate::message::{OutputChunk, Response, StreamName};
+        use crate::exec::{OutputChunk, StreamName};
+        use crate::message::Response;
         let chunk = |len: usize| {
             ServerFrame::Response(
                 9,

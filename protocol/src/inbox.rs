@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::message::{EndedBy, JobState, StreamName};
+use crate::exec::{EndedBy, JobState, StreamName};
 use crate::notice::JobId;
 
 /// What a session's jobs did since its last call, oldest first.

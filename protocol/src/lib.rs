@@ -9,20 +9,24 @@
 pub mod channel;
 pub mod codec;
 pub mod config;
+pub mod exec;
 pub mod inbox;
 pub mod limits;
 pub mod message;
 pub mod notice;
 pub mod peer;
+pub mod requests;
 pub mod runtime;
 pub mod sandbox;
 pub mod text;
 pub mod top;
 
 pub use codec::{FrameCodec, FrameError};
+pub use exec::*;
 pub use inbox::{Inbox, InboxEvent};
 pub use message::*;
 pub use notice::{Argument, BackgroundWhy, ErrorHint, JobId, Notice, WaitMet, Worded};
+pub use requests::*;
 pub use sandbox::{
     Network, SandboxDenial, SandboxInForce, SandboxMechanism, SandboxProfile, SandboxStatus,
 };

@@ -11,7 +11,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::message::StreamName;
+use crate::exec::StreamName;
 
 /// A job's id as bashd gives it out: `j12`. Ids increase and are never reused within a
 /// runtime directory.

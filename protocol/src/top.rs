@@ -6,8 +6,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::message::{Caller, JobInfo};
+use crate::message::Caller;
 use crate::notice::JobId;
+use crate::requests::JobInfo;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TopRequest {

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use bashc::protocol::{ExecParams, runtime};
 
+use crate::output::{json, show};
 use crate::procs;
 
 /// How long a daemon has to start answering on its socket.
@@ -228,6 +229,52 @@ impl Daemon {
     /// Runs `bashc ARGS` to completion.
     pub fn run_bashc(&self, args: &[&str]) -> Output {
         self.bashc().args(args).output().expect("cannot run bashc")
+    }
+
+    /// A `bashc` command aimed at this daemon as a client of `session`
+    /// (`BASHD_SESSION`).
+    pub fn bashc_in(&self, session: &str) -> Command {
+        let mut command = self.bashc();
+        command.env("BASHD_SESSION", session);
+        command
+    }
+
+    /// Runs `bashc ARGS` as a client of `session` to completion.
+    pub fn run_bashc_in(&self, session: &str, args: &[&str]) -> Output {
+        self.bashc_in(session)
+            .args(args)
+            .output()
+            .expect("cannot run bashc")
+    }
+
+    /// Starts `command` in the background in `session` (`bashc exec --json --mode
+    /// background EXTRA -- COMMAND`); its job id.
+    pub fn background_in(&self, session: &str, extra: &[&str], command: &str) -> String {
+        let args = [
+            &["exec", "--json", "--mode", "background"][..],
+            extra,
+            &["--", command],
+        ]
+        .concat();
+        let out = self.run_bashc_in(session, &args);
+        assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+        json(&out)["job"].as_str().unwrap().to_owned()
+    }
+
+    /// Like [`Daemon::background_in`], for a job that ends at once and whose end the
+    /// test wants told in the inbox: a job that ended before its background answer was
+    /// told there, so has no event; it is started again until its answer says running.
+    pub fn background_running_in(&self, session: &str, command: &str) -> String {
+        for _ in 0..20 {
+            let args = ["exec", "--json", "--mode", "background", "--", command];
+            let out = self.run_bashc_in(session, &args);
+            assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+            let answer = json(&out);
+            if answer["state"] == "running" {
+                return answer["job"].as_str().unwrap().to_owned();
+            }
+        }
+        panic!("`{command}` ended before its background answer 20 times");
     }
 
     /// A connected library client.

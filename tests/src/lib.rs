@@ -5,6 +5,7 @@
 pub mod attack;
 pub mod daemon;
 pub mod fake_model;
+pub mod output;
 pub mod procs;
 pub mod sshd;
 

@@ -1,9 +1,9 @@
 //! The daemon's settings (DESIGN §11), made from the config file's types
 //! (`bashd_protocol::config`, which bashc reads too): each section as the daemon uses
 //! it, with durations, paths with `~` expanded, the hardening set merged with `[env]`
-//! and the command policy built. The checks only the daemon can make (the names of
-//! built-in rules, `~` under its `HOME`) run here, placed at the file's line like the
-//! rest.
+//! and the command policy built. The check only the daemon can make (`~` under its
+//! `HOME`) runs here, placed at the file's line like the rest; the others are the
+//! file's (`ConfigFile::check`), which bashc makes too.
 
 mod effective;
 
@@ -13,7 +13,7 @@ use std::time::Duration;
 use bashd_protocol::config::{self as file, ConfigFile, Refusal};
 use bashd_protocol::{JobLimits, OnTimeout};
 
-use crate::policy::{BUILTIN_RULES, CustomRule, Policy};
+use crate::policy::{CustomRule, Policy};
 use crate::sandbox::{self, SandboxConfig};
 
 pub use bashd_protocol::config::{ConfigError, Mechanism, OnCancel, OnStraggler, default_path};
@@ -188,7 +188,7 @@ impl Config {
             sessions,
             containment,
             env: environment(&file.env),
-            policy: policy(&file.policy)?,
+            policy: policy(&file.policy),
             sandbox: sandbox_config(&file.sandbox)?,
             mcp,
             file,
@@ -213,30 +213,17 @@ fn environment(env: &file::Env) -> Vec<(String, String)> {
     vars
 }
 
-/// The built-in rules less those `[policy] disable` names, which must be built-in
-/// rules, plus `[[policy.deny]]`.
-fn policy(source: &file::Policy) -> Result<Policy, Refusal> {
+/// The built-in rules less those `[policy] disable` names (built-in rules, as the
+/// file's own check made sure), plus `[[policy.deny]]`.
+fn policy(source: &file::Policy) -> Policy {
     let disabled = &source.disable.0;
-    if let Some(id) = disabled
-        .iter()
-        .find(|id| !BUILTIN_RULES.iter().any(|rule| rule.id == *id))
-    {
-        let known: Vec<&str> = BUILTIN_RULES.iter().map(|r| r.id).collect();
-        return Err(Refusal::at(
-            &["policy", "disable"],
-            format!(
-                "policy.disable names {id:?}, which is no built-in rule; built-in rules: {}",
-                known.join(", ")
-            ),
-        ));
-    }
     let custom = source.deny.0.iter().map(|rule| CustomRule {
         id: rule.id.0.clone(),
         command: rule.command.0.clone(),
         args: rule.args.0.clone(),
         message: rule.message.0.clone(),
     });
-    Ok(Policy::new(disabled.clone(), custom.collect()))
+    Policy::new(disabled.clone(), custom.collect())
 }
 
 /// `[sandbox]` with its paths under the daemon's `HOME`. A default credential store

@@ -30,6 +30,8 @@ pub struct BuiltinRule {
     pub message: &'static str,
 }
 
+/// Their ids are also `bashd_protocol::config::BUILTIN_RULE_IDS`, what the config
+/// file's `[policy] disable` may name (a test keeps the two alike).
 pub const BUILTIN_RULES: &[BuiltinRule] = &[
     BuiltinRule {
         id: "git-add-blind",

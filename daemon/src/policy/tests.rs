@@ -91,6 +91,14 @@ fn a_denial_names_the_rule_and_a_safer_way() {
     assert!(denial.message.contains("--force-with-lease"));
 }
 
+/// The config file's list of built-in rule names, which bashc checks `[policy]
+/// disable` against too, is this daemon's rules'.
+#[test]
+fn the_files_names_of_built_in_rules_are_the_rules() {
+    let ids: Vec<&str> = BUILTIN_RULES.iter().map(|rule| rule.id).collect();
+    assert_eq!(ids, bashd_protocol::config::BUILTIN_RULE_IDS);
+}
+
 #[test]
 fn config_disables_builtins_and_adds_rules() {
     let policy = Policy::new(

@@ -15,6 +15,7 @@ use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use bashd_protocol::config::{SandboxPath, sandbox_path};
 use bashd_protocol::{
     ErrorHint, ErrorKind, ErrorReply, ExecParams, ExecResult, JobState, Network, Notice,
     SandboxDenial, SandboxInForce, SandboxMechanism, SandboxProfile, SandboxStatus,
@@ -62,26 +63,15 @@ impl Default for SandboxConfig {
     }
 }
 
-/// `~` and `~/...` under the daemon's `HOME`; any other path must be absolute.
+/// `~` and `~/...` under the daemon's `HOME`; any other path must be absolute (the
+/// file's rule, `config::sandbox_path`, which bashc checks too).
 pub fn expand_home(path: &str) -> Result<PathBuf, String> {
-    let home = || {
-        std::env::var_os("HOME")
+    match sandbox_path(path)? {
+        SandboxPath::Absolute(path) => Ok(PathBuf::from(path)),
+        SandboxPath::Home(rest) => std::env::var_os("HOME")
             .filter(|home| !home.is_empty())
-            .map(PathBuf::from)
-            .ok_or_else(|| format!("{path:?} starts with ~, and the daemon has no HOME"))
-    };
-    if path == "~" {
-        return home();
-    }
-    if let Some(rest) = path.strip_prefix("~/") {
-        return Ok(home()?.join(rest));
-    }
-    if Path::new(path).is_absolute() {
-        Ok(PathBuf::from(path))
-    } else {
-        Err(format!(
-            "{path:?} is neither absolute nor under ~: write it like \"/data/cache\" or \"~/.cache\""
-        ))
+            .map(|home| PathBuf::from(home).join(rest))
+            .ok_or_else(|| format!("{path:?} starts with ~, and the daemon has no HOME")),
     }
 }
 

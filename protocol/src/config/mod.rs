@@ -4,9 +4,10 @@
 //!
 //! A file is read in three passes: TOML syntax; the types, where every section refuses
 //! an unknown key (`deny_unknown_fields`) and every value checks its own range
-//! (`value.rs`); then the checks across keys (`ConfigFile::check`, and the reader's
-//! own, such as the daemon's names of built-in rules). Each error names the file, the
-//! line, the key, and what to write instead.
+//! (`value.rs`); then the checks across keys and of the values' form that every reader
+//! makes alike (`ConfigFile::check`: the names of built-in rules, the form of sandbox
+//! paths), and the reader's own (the daemon's `~` under its `HOME`). Each error names
+//! the file, the line, the key, and what to write instead.
 
 mod effective;
 mod env;
@@ -39,6 +40,46 @@ pub struct ConfigFile {
     pub sandbox: Sandbox,
     pub mcp: Mcp,
     pub remote: Remote,
+}
+
+impl Policy {
+    /// `disable` names built-in rules only.
+    fn check(&self) -> Result<(), Refusal> {
+        let Some(id) = self
+            .disable
+            .0
+            .iter()
+            .find(|id| !BUILTIN_RULE_IDS.contains(&id.as_str()))
+        else {
+            return Ok(());
+        };
+        Err(Refusal::at(
+            &["policy", "disable"],
+            format!(
+                "policy.disable names {id:?}, which is no built-in rule; built-in rules: {}",
+                BUILTIN_RULE_IDS.join(", ")
+            ),
+        ))
+    }
+}
+
+impl Sandbox {
+    /// Every path is `~`, `~/...` or absolute.
+    fn check(&self) -> Result<(), Refusal> {
+        for (key, paths) in [
+            ("writable", &self.writable),
+            ("deny_read", &self.deny_read),
+            ("unix_sockets", &self.unix_sockets),
+        ] {
+            if let Some(why) = paths.0.iter().find_map(|path| sandbox_path(path).err()) {
+                return Err(Refusal::at(
+                    &["sandbox", key],
+                    format!("sandbox.{key}: {why}"),
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// `$XDG_CONFIG_HOME/bashd/config.toml`, else `~/.config/bashd/config.toml`.
@@ -118,7 +159,9 @@ impl ConfigFile {
         Ok((file, checked))
     }
 
-    /// What no single key's type can see: keys that contradict each other.
+    /// What no single key's type can see: keys that contradict each other, names of
+    /// built-in rules, and the form of sandbox paths. Every reader checks these, so
+    /// bashc refuses a file in the daemon's words.
     fn check(&self) -> Result<(), Refusal> {
         let sandbox = &self.sandbox;
         if sandbox.default.looseness() > sandbox.floor.looseness() {
@@ -137,7 +180,8 @@ impl ConfigFile {
                 format!("env.{name} is both set and in env.unset; keep one"),
             ));
         }
-        Ok(())
+        self.policy.check()?;
+        self.sandbox.check()
     }
 }
 

@@ -153,8 +153,36 @@ pub const DEFAULT_DENY_READ: &[&str] = &[
     "~/.cargo/credentials.toml",
 ];
 
+/// A `[sandbox]` path as written: `~`, `~/...` or absolute ([`sandbox_path`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SandboxPath<'a> {
+    /// Under the home of whoever expands it (the daemon: its own `HOME`); what follows
+    /// `~/`, empty for `~` itself.
+    Home(&'a str),
+    Absolute(&'a str),
+}
+
+/// Where a `[sandbox]` path is, or why it is none: the file's rule, checked alike by
+/// every reader; only the daemon, which confines jobs, knows the `HOME` it is under.
+pub fn sandbox_path(path: &str) -> Result<SandboxPath<'_>, String> {
+    if path == "~" {
+        return Ok(SandboxPath::Home(""));
+    }
+    if let Some(rest) = path.strip_prefix("~/") {
+        return Ok(SandboxPath::Home(rest));
+    }
+    if path.starts_with('/') {
+        Ok(SandboxPath::Absolute(path))
+    } else {
+        Err(format!(
+            "{path:?} is neither absolute nor under ~: write it like \"/data/cache\" or \"~/.cache\""
+        ))
+    }
+}
+
 /// `[sandbox]`: the sandbox jobs get and the floor a client may not go below. The
-/// paths are as written; the daemon expands `~` under its own `HOME`.
+/// paths are as written ([`sandbox_path`]); the daemon expands `~` under its own
+/// `HOME`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default, expecting = "a section ([sandbox])")]
 pub struct Sandbox {
@@ -329,11 +357,22 @@ impl<'de> Deserialize<'de> for RelayIdle {
     }
 }
 
+/// The ids of the daemon's built-in policy rules, which `[policy] disable` may name:
+/// only the names, so that bashc refuses a wrong one as the daemon does. The rules
+/// themselves are the daemon's (`policy/rules.rs`, whose test keeps the two alike).
+pub const BUILTIN_RULE_IDS: &[&str] = &[
+    "git-add-blind",
+    "git-push-force",
+    "rm-dangerous",
+    "dynamic-command",
+];
+
 /// `[policy]`: built-in rules switched off and rules of the user's own.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default, expecting = "a section ([policy])")]
 pub struct Policy {
-    /// Built-in rules switched off, in the file's order; the daemon checks the names.
+    /// Built-in rules switched off, in the file's order; each one of
+    /// [`BUILTIN_RULE_IDS`].
     pub disable: Strings,
     pub deny: DenyRules,
 }

@@ -143,3 +143,32 @@ fn the_effective_section_shows_every_key_and_what_differs() {
         "{text}"
     );
 }
+
+/// Issue 31: the names of built-in rules and the form of sandbox paths are the file's
+/// checks, so bashc refuses what bashd refuses, in the same words at the same line.
+#[test]
+fn a_rule_name_or_a_sandbox_path_is_refused_by_every_reader() {
+    assert_eq!(
+        error("[policy]\ndisable = [\"git-add-blnd\"]\n"),
+        "/c.toml:2: policy.disable names \"git-add-blnd\", which is no built-in rule; built-in rules: git-add-blind, git-push-force, rm-dangerous, dynamic-command"
+    );
+    assert_eq!(
+        error("[sandbox]\ndefault = \"off\"\nwritable = [\"/data\", \"cache\"]\n"),
+        "/c.toml:3: sandbox.writable: \"cache\" is neither absolute nor under ~: write it like \"/data/cache\" or \"~/.cache\""
+    );
+    assert_eq!(
+        error("[sandbox]\nunix_sockets = [\"~user/s\"]\n"),
+        "/c.toml:2: sandbox.unix_sockets: \"~user/s\" is neither absolute nor under ~: write it like \"/data/cache\" or \"~/.cache\""
+    );
+    // Positive control: every built-in rule, `~`, `~/...` and absolute paths.
+    let names: Vec<String> = BUILTIN_RULE_IDS.iter().map(|id| quoted(id)).collect();
+    let file = parse(&format!(
+        "[policy]\ndisable = [{}]\n[sandbox]\nwritable = [\"~\", \"~/.cache\", \"/data\"]\ndeny_read = [\"~/.ssh\"]\n",
+        names.join(", ")
+    ))
+    .unwrap();
+    assert_eq!(file.policy.disable.0.len(), BUILTIN_RULE_IDS.len());
+    assert_eq!(sandbox_path("~"), Ok(SandboxPath::Home("")));
+    assert_eq!(sandbox_path("~/.cache"), Ok(SandboxPath::Home(".cache")));
+    assert_eq!(sandbox_path("/data"), Ok(SandboxPath::Absolute("/data")));
+}

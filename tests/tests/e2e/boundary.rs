@@ -62,12 +62,7 @@ impl Bounds {
 
     /// `bashc ARGS` as a client of `session`.
     fn bashc(&self, session: &str, args: &[&str]) -> Output {
-        self.daemon
-            .bashc()
-            .env("BASHD_SESSION", session)
-            .args(args)
-            .output()
-            .expect("cannot run bashc")
+        self.daemon.run_bashc_in(session, args)
     }
 
     /// `bashc exec --json` of `command` in `workdir`, as a client of `session`.

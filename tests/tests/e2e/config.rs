@@ -28,6 +28,35 @@ fn check_config(daemon: &Daemon) -> std::process::Output {
         .unwrap()
 }
 
+/// `bashd --check-config` and bashc (which reads the file before it reaches a host)
+/// both refuse the config file with `expected`, and bashc starts no relay.
+fn assert_both_refuse(daemon: &Daemon, expected: &str) {
+    let out = check_config(daemon);
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    assert!(stderr(&out).contains(expected), "{}", show(&out));
+    let out = bashc_to_another_host(daemon);
+    assert_ne!(out.status.code(), Some(0), "{}", show(&out));
+    assert!(stderr(&out).contains(expected), "{}", show(&out));
+    assert!(relay_pids(daemon.runtime_dir()).is_empty());
+}
+
+/// bashc takes the config file and goes on to the host, which its bridge command cannot
+/// reach: it fails naming the host, not `not_said` from the file, and its relay ends.
+fn assert_bashc_goes_on(daemon: &Daemon, not_said: &str) {
+    let out = bashc_to_another_host(daemon);
+    assert_ne!(out.status.code(), Some(0), "{}", show(&out));
+    assert!(
+        stderr(&out).contains("nowhere.invalid") && !stderr(&out).contains(not_said),
+        "{}",
+        show(&out)
+    );
+    assert!(
+        wait_until(Duration::from_secs(20), || relay_pids(daemon.runtime_dir())
+            .is_empty()),
+        "a relay outlived its failed bridge"
+    );
+}
+
 /// bashd refused `[remote] relay_idle_secs` below 5 while bashc took it as 5: the same
 /// file was broken for one and fine for the other. Both read it through one type now.
 #[test]
@@ -39,17 +68,9 @@ fn issue31_a_relay_idle_time_below_five_gets_one_answer_from_bashd_and_bashc() {
         "{}:3: remote.relay_idle_secs must be a whole number from 5 to 86400",
         config.display()
     );
-
-    let out = check_config(&daemon);
-    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
-    assert!(stderr(&out).contains(&expected), "{}", show(&out));
-
     // bashc reads [remote] before it reaches the host, and refuses the file in the
     // daemon's words, starting no relay.
-    let out = bashc_to_another_host(&daemon);
-    assert_ne!(out.status.code(), Some(0), "{}", show(&out));
-    assert!(stderr(&out).contains(&expected), "{}", show(&out));
-    assert!(relay_pids(daemon.runtime_dir()).is_empty());
+    assert_both_refuse(&daemon, &expected);
 
     // Positive control: at the floor, both take the file, and bashc goes on to the
     // host, which its bridge command cannot reach.
@@ -61,18 +82,7 @@ fn issue31_a_relay_idle_time_below_five_gets_one_answer_from_bashd_and_bashc() {
         "{}",
         show(&out)
     );
-    let out = bashc_to_another_host(&daemon);
-    assert_ne!(out.status.code(), Some(0), "{}", show(&out));
-    assert!(
-        stderr(&out).contains("nowhere.invalid") && !stderr(&out).contains("relay_idle_secs"),
-        "{}",
-        show(&out)
-    );
-    assert!(
-        wait_until(Duration::from_secs(20), || relay_pids(daemon.runtime_dir())
-            .is_empty()),
-        "a relay outlived its failed bridge"
-    );
+    assert_bashc_goes_on(&daemon, "relay_idle_secs");
 }
 
 /// Issue 31: an unknown key is refused by name, with the keys the section has, by
@@ -91,4 +101,35 @@ fn issue31_an_unknown_key_names_the_keys_its_section_has() {
     assert!(stderr(&out).contains(&expected), "{}", show(&out));
     let out = bashc_to_another_host(&daemon);
     assert!(stderr(&out).contains(&expected), "{}", show(&out));
+}
+
+/// Issue 31: `[policy] disable` naming no built-in rule, and a sandbox path that is
+/// neither absolute nor under `~`, were refused by bashd alone, while bashc read the
+/// same file and went on. Both refuse them now, in the same words at the same line.
+#[test]
+fn issue31_a_rule_name_or_a_sandbox_path_gets_one_answer_from_bashd_and_bashc() {
+    let daemon = Daemon::unstarted();
+    let config = daemon.config_home().join("bashd/config.toml");
+    let cases = [
+        (
+            "[policy]\ndisable = [\"git-add-blnd\"]\n",
+            "2: policy.disable names \"git-add-blnd\", which is no built-in rule; built-in rules: git-add-blind, git-push-force, rm-dangerous, dynamic-command",
+        ),
+        (
+            "[sandbox]\ndeny_read = [\"~/.ssh\"]\nwritable = [\"cache\"]\n",
+            "3: sandbox.writable: \"cache\" is neither absolute nor under ~: write it like \"/data/cache\" or \"~/.cache\"",
+        ),
+    ];
+    for (text, error) in cases {
+        daemon.write_config(text);
+        assert_both_refuse(&daemon, &format!("{}:{error}", config.display()));
+    }
+
+    // Positive control: a built-in rule's name and paths under ~ and absolute pass both.
+    daemon.write_config(
+        "[policy]\ndisable = [\"git-add-blind\"]\n[sandbox]\nwritable = [\"~/.cache\", \"/data\"]\n",
+    );
+    let out = check_config(&daemon);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert_bashc_goes_on(&daemon, &config.display().to_string());
 }

@@ -3,47 +3,21 @@
 //! a restarted `bashc mcp --session S` sees what happened while it was gone; `--notify`
 //! and `--notify-idle`; `wait J1 J2 --any/--all`; the bound.
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use bashd_tests::{Daemon, wait_until};
-use rmcp::ServiceExt;
-use rmcp::transport::TokioChildProcess;
 use serde_json::json;
 
-use crate::mcp::{call, mcp_command, text_of};
+use crate::mcp::{call, mcp_command, serve, text_of};
 use crate::{json, show, stderr, stdout};
 
 const SINCE: &str = "since your last call";
 const WITHIN: Duration = Duration::from_secs(20);
 
-/// `bashc --session SESSION ARGS...`.
-fn run(daemon: &Daemon, session: &str, args: &[&str]) -> std::process::Output {
-    daemon
-        .bashc()
-        .env("BASHD_SESSION", session)
-        .args(args)
-        .output()
-        .expect("cannot run bashc")
-}
-
-/// Starts `command` in the background in `session`; its job id.
-fn background(daemon: &Daemon, session: &str, extra: &[&str], command: &str) -> String {
-    let args = [
-        &["exec", "--json", "--mode", "background"][..],
-        extra,
-        &["--", command],
-    ]
-    .concat();
-    let out = run(daemon, session, &args);
-    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
-    json(&out)["job"].as_str().unwrap().to_owned()
-}
-
 /// Waits, as session `watcher` (whose own inbox stays empty), until `job` has ended.
 fn wait_ended(daemon: &Daemon, job: &str) {
     let ended = wait_until(WITHIN, || {
-        let out = run(daemon, "watcher", &["jobs", "--all", "--json"]);
+        let out = daemon.run_bashc_in("watcher", &["jobs", "--all", "--json"]);
         assert!(!stderr(&out).contains(SINCE), "{}", show(&out));
         json(&out)
             .as_array()
@@ -57,18 +31,13 @@ fn wait_ended(daemon: &Daemon, job: &str) {
 #[test]
 fn issue_32_an_ended_job_reaches_the_next_call_of_its_session_once_and_no_other() {
     let daemon = Daemon::start();
-    let job = background(
-        &daemon,
-        "a",
-        &[],
-        "echo one; echo two; echo three >&2; exit 3",
-    );
+    let job = daemon.background_running_in("a", "echo one; echo two; echo three >&2; exit 3");
     wait_ended(&daemon, &job);
     // Another session never sees it.
-    let other = run(&daemon, "b", &["exec", "--", "true"]);
+    let other = daemon.run_bashc_in("b", &["exec", "--", "true"]);
     assert!(!stderr(&other).contains(SINCE), "{}", show(&other));
     // The session's next call, whatever it is, ends with it, in one line.
-    let next = run(&daemon, "a", &["exec", "--", "echo", "hello"]);
+    let next = daemon.run_bashc_in("a", &["exec", "--", "echo", "hello"]);
     assert!(stdout(&next).contains("hello"), "{}", show(&next));
     let said = stderr(&next);
     assert!(
@@ -79,15 +48,15 @@ fn issue_32_an_ended_job_reaches_the_next_call_of_its_session_once_and_no_other(
         show(&next)
     );
     // Once.
-    let again = run(&daemon, "a", &["jobs"]);
+    let again = daemon.run_bashc_in("a", &["jobs"]);
     assert!(!stderr(&again).contains(SINCE), "{}", show(&again));
     // A look at the session from another (`--any-session`) leaves its inbox alone.
-    let job2 = background(&daemon, "a", &[], "exit 5");
+    let job2 = daemon.background_running_in("a", "exit 5");
     wait_ended(&daemon, &job2);
-    let look = run(&daemon, "b", &["check", &job2, "--any-session"]);
+    let look = daemon.run_bashc_in("b", &["check", &job2, "--any-session"]);
     assert!(!stderr(&look).contains(SINCE), "{}", show(&look));
     // `--json`: under `since_last_call`, the events and their text.
-    let next = run(&daemon, "a", &["jobs", "--json"]);
+    let next = daemon.run_bashc_in("a", &["jobs", "--json"]);
     let listed = json(&next);
     assert!(listed.is_array(), "a list stays a list: {listed}");
     assert!(
@@ -95,9 +64,9 @@ fn issue_32_an_ended_job_reaches_the_next_call_of_its_session_once_and_no_other(
         "{}",
         show(&next)
     );
-    let job3 = background(&daemon, "a", &[], "exit 6");
+    let job3 = daemon.background_running_in("a", "exit 6");
     wait_ended(&daemon, &job3);
-    let next = run(&daemon, "a", &["exec", "--json", "--", "true"]);
+    let next = daemon.run_bashc_in("a", &["exec", "--json", "--", "true"]);
     let result = json(&next);
     let since = &result["since_last_call"];
     assert_eq!(
@@ -123,20 +92,19 @@ fn issue_32_an_ended_job_reaches_the_next_call_of_its_session_once_and_no_other(
 #[test]
 fn issue_32_the_result_that_tells_a_jobs_end_takes_its_event() {
     let daemon = Daemon::start();
-    let job = background(&daemon, "a", &[], "exit 2");
+    let job = daemon.background_in("a", &[], "exit 2");
     wait_ended(&daemon, &job);
     // The check says the job ended: the inbox line about it would say it twice.
-    let check = run(&daemon, "a", &["check", &job]);
+    let check = daemon.run_bashc_in("a", &["check", &job]);
     assert!(!stderr(&check).contains(SINCE), "{}", show(&check));
-    let next = run(&daemon, "a", &["exec", "--", "true"]);
+    let next = daemon.run_bashc_in("a", &["exec", "--", "true"]);
     assert!(!stderr(&next).contains(SINCE), "{}", show(&next));
 }
 
 #[test]
 fn issue_32_notify_tells_the_first_match_and_a_count_and_a_bad_pattern_is_refused() {
     let daemon = Daemon::start();
-    let bad = run(
-        &daemon,
+    let bad = daemon.run_bashc_in(
         "a",
         &[
             "exec",
@@ -159,16 +127,16 @@ fn issue_32_notify_tells_the_first_match_and_a_count_and_a_bad_pattern_is_refuse
         "echo ok; echo 'FAIL: one'; echo 'FAIL: two'; until [ -e {0} ]; do sleep 0.05; done; echo 'FAIL: three'; sleep 60",
         marker.display()
     );
-    let job = background(&daemon, "a", &["--notify", "FAIL"], &command);
+    let job = daemon.background_in("a", &["--notify", "FAIL"], &command);
     let first = wait_until(WITHIN, || {
-        stderr(&run(&daemon, "a", &["jobs"])).contains("FAIL")
+        stderr(&daemon.run_bashc_in("a", &["jobs"])).contains("FAIL")
     });
     assert!(first, "no match was told");
     // The two lines printed at once were told in one event, which is gone now.
     std::fs::write(&marker, "").unwrap();
     let mut said = String::new();
     let later = wait_until(WITHIN, || {
-        said = stderr(&run(&daemon, "a", &["jobs"]));
+        said = stderr(&daemon.run_bashc_in("a", &["jobs"]));
         said.contains("FAIL")
     });
     assert!(later, "the later match was not told");
@@ -179,7 +147,7 @@ fn issue_32_notify_tells_the_first_match_and_a_count_and_a_bad_pattern_is_refuse
             && said.contains(&format!("bashc output {job} --grep \"FAIL\"")),
         "{said}"
     );
-    let out = run(&daemon, "a", &["kill", &job]);
+    let out = daemon.run_bashc_in("a", &["kill", &job]);
     assert!(
         out.status.success() || out.status.code() == Some(143),
         "{}",
@@ -190,21 +158,15 @@ fn issue_32_notify_tells_the_first_match_and_a_count_and_a_bad_pattern_is_refuse
 #[test]
 fn issue_32_notify_idle_and_a_wait_for_input_are_told() {
     let daemon = Daemon::start();
-    let quiet = background(
-        &daemon,
-        "a",
-        &["--notify-idle", "1"],
-        "echo started; sleep 60",
-    );
-    let asks = background(
-        &daemon,
+    let quiet = daemon.background_in("a", &["--notify-idle", "1"], "echo started; sleep 60");
+    let asks = daemon.background_in(
         "a",
         &["--stdin", "pipe"],
         "printf 'Your name? '; read name; echo hello $name",
     );
     let mut said = String::new();
     let told = wait_until(WITHIN, || {
-        said.push_str(&stderr(&run(&daemon, "a", &["jobs"])));
+        said.push_str(&stderr(&daemon.run_bashc_in("a", &["jobs"])));
         said.contains(&format!("{quiet} (echo started; sleep 60) has printed nothing for"))
             && said.contains(&format!(
                 "{asks} (printf 'Your name? '; read name; echo hello $name) waits for input, it asks \"Your name?\": bashc send {asks} TEXT --newline"
@@ -212,7 +174,7 @@ fn issue_32_notify_idle_and_a_wait_for_input_are_told() {
     });
     assert!(told, "{said}");
     for job in [quiet, asks] {
-        run(&daemon, "a", &["kill", &job]);
+        daemon.run_bashc_in("a", &["kill", &job]);
     }
 }
 
@@ -224,13 +186,13 @@ fn issue_32_the_inbox_keeps_its_bound() {
     let marker = daemon.scratch().join("go");
     let command = format!("until [ -e {} ]; do sleep 0.1; done", marker.display());
     let jobs: Vec<String> = (0..70)
-        .map(|_| background(&daemon, "a", &[], &command))
+        .map(|_| daemon.background_in("a", &[], &command))
         .collect();
     std::fs::write(&marker, "").unwrap();
     for job in &jobs {
         wait_ended(&daemon, job);
     }
-    let out = run(&daemon, "a", &["exec", "--json", "--", "true"]);
+    let out = daemon.run_bashc_in("a", &["exec", "--json", "--", "true"]);
     let result = json(&out);
     let since = &result["since_last_call"];
     assert_eq!(since["events"].as_array().unwrap().len(), 32, "{since}");
@@ -242,7 +204,7 @@ fn issue_32_the_inbox_keeps_its_bound() {
             .starts_with("since your last call:\n- 38 older events were dropped (the inbox keeps the last 32)\n- j"),
         "{since}"
     );
-    let again = run(&daemon, "a", &["exec", "--json", "--", "true"]);
+    let again = daemon.run_bashc_in("a", &["exec", "--json", "--", "true"]);
     assert!(
         json(&again).get("since_last_call").is_none(),
         "{}",
@@ -253,10 +215,10 @@ fn issue_32_the_inbox_keeps_its_bound() {
 #[test]
 fn issue_32_wait_any_returns_at_the_first_job_done_and_all_at_the_last() {
     let daemon = Daemon::start();
-    let slow = background(&daemon, "a", &[], "sleep 60");
-    let quick = background(&daemon, "a", &[], "sleep 0.5; exit 4");
+    let slow = daemon.background_in("a", &[], "sleep 60");
+    let quick = daemon.background_in("a", &[], "sleep 0.5; exit 4");
     let started = std::time::Instant::now();
-    let out = run(&daemon, "a", &["wait", &slow, &quick, "--any"]);
+    let out = daemon.run_bashc_in("a", &["wait", &slow, &quick, "--any"]);
     assert!(
         started.elapsed() < Duration::from_secs(30),
         "{}",
@@ -271,8 +233,7 @@ fn issue_32_wait_any_returns_at_the_first_job_done_and_all_at_the_last() {
         "{}",
         show(&out)
     );
-    let out = run(
-        &daemon,
+    let out = daemon.run_bashc_in(
         "a",
         &["wait", &quick, &slow, "--all", "--timeout", "1", "--json"],
     );
@@ -280,15 +241,15 @@ fn issue_32_wait_any_returns_at_the_first_job_done_and_all_at_the_last() {
     let waited = json(&out);
     assert_eq!(waited["done"], json!([quick]), "{waited}");
     assert_eq!(waited["results"][1]["state"], "running", "{waited}");
-    let ender = background(&daemon, "a", &[], "sleep 0.3");
-    let out = run(&daemon, "a", &["wait", &quick, &ender, "--all"]);
+    let ender = daemon.background_in("a", &[], "sleep 0.3");
+    let out = daemon.run_bashc_in("a", &["wait", &quick, &ender, "--all"]);
     assert_eq!(out.status.code(), Some(4), "{}", show(&out));
     assert!(
         stdout(&out).contains(&format!("done, in this order: {quick}, {ender}")),
         "{}",
         show(&out)
     );
-    run(&daemon, "a", &["kill", &slow]);
+    daemon.run_bashc_in("a", &["kill", &slow]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -299,13 +260,7 @@ async fn issue_32_mcp_results_end_with_the_inbox_and_a_restarted_server_sees_wha
         command
             .args(["--session", "agent-s"])
             .env("BASHD_NO_AUTOSTART", "1");
-        let (transport, _) = TokioChildProcess::builder(command)
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("cannot start bashc mcp");
-        ().serve(transport)
-            .await
-            .expect("MCP initialization failed")
+        serve((), command).await
     };
     let client = start().await;
     let started = call(
@@ -383,11 +338,10 @@ async fn issue_32_mcp_results_end_with_the_inbox_and_a_restarted_server_sees_wha
 #[test]
 fn issue_32_a_sandboxed_jobs_own_bashc_neither_sees_nor_takes_the_inbox() {
     let daemon = Daemon::start();
-    let job = background(&daemon, "a", &[], "echo secret-i32-looser; exit 4");
+    let job = daemon.background_running_in("a", "echo secret-i32-looser; exit 4");
     wait_ended(&daemon, &job);
     let bashc = bashd_tests::bin_path("bashc").display().to_string();
-    let inside = run(
-        &daemon,
+    let inside = daemon.run_bashc_in(
         "a",
         &[
             "exec",

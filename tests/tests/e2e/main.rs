@@ -37,33 +37,11 @@ mod terminal;
 mod top;
 mod trust;
 
-use std::process::{Output, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
+pub use bashd_tests::output::{json, show, stderr, stdout};
 use bashd_tests::{Daemon, pids_running, wait_for_running, wait_until};
-
-/// Formats a finished `bashc` run for an assertion message.
-pub fn show(output: &Output) -> String {
-    format!(
-        "status: {:?}\n--- stdout\n{}\n--- stderr\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
-
-pub fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-pub fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
-pub fn json(output: &Output) -> serde_json::Value {
-    serde_json::from_slice(&output.stdout)
-        .unwrap_or_else(|e| panic!("bashc did not print JSON ({e}):\n{}", show(output)))
-}
 
 /// Runs `command` through `bashc exec --timeout 1 --on-timeout kill` once every one of
 /// `sleeps` (exact command lines) runs, and asserts that the call times out (124,

@@ -32,20 +32,36 @@ pub fn mcp_command(daemon: &Daemon, workdir: &Path) -> tokio::process::Command {
     command
 }
 
-pub async fn connect(daemon: &Daemon) -> RunningService<RoleClient, ()> {
-    let mut command = mcp_command(daemon, daemon.scratch());
-    command.env("BASHD_NO_AUTOSTART", "1");
+/// The `bashc mcp` that `command` starts, as an MCP client's transport; its stderr is
+/// dropped.
+pub fn transport(command: tokio::process::Command) -> TokioChildProcess {
     let (transport, _) = TokioChildProcess::builder(command)
         .stderr(Stdio::null())
         .spawn()
         .expect("cannot start bashc mcp");
-    ().serve(transport)
+    transport
+}
+
+/// An MCP client of the `bashc mcp` that `command` starts, initialized as `client`
+/// says (`()`, or a `ClientConfig` that names the client).
+pub async fn serve<C: rmcp::Service<RoleClient>>(
+    client: C,
+    command: tokio::process::Command,
+) -> RunningService<RoleClient, C> {
+    client
+        .serve(transport(command))
         .await
         .expect("MCP initialization failed")
 }
 
-pub async fn call(
-    client: &RunningService<RoleClient, ()>,
+pub async fn connect(daemon: &Daemon) -> RunningService<RoleClient, ()> {
+    let mut command = mcp_command(daemon, daemon.scratch());
+    command.env("BASHD_NO_AUTOSTART", "1");
+    serve((), command).await
+}
+
+pub async fn call<C: rmcp::Service<RoleClient>>(
+    client: &RunningService<RoleClient, C>,
     tool: &str,
     args: Value,
 ) -> CallToolResult {
@@ -459,7 +475,25 @@ async fn the_server_reconnects_to_a_restarted_daemon() {
     client.cancel().await.unwrap();
 }
 
-type Lines = tokio::io::Lines<BufReader<tokio::process::ChildStdout>>;
+pub type Lines = tokio::io::Lines<BufReader<tokio::process::ChildStdout>>;
+
+/// The `bashc mcp` that `command` starts, to be spoken to in raw JSON-RPC lines: the
+/// child (killed on drop), its stdin, and the lines of its stdout. Its stderr is
+/// dropped.
+pub fn spawn_raw(
+    command: &mut tokio::process::Command,
+) -> (tokio::process::Child, tokio::process::ChildStdin, Lines) {
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let stdin = child.stdin.take().unwrap();
+    let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    (child, stdin, lines)
+}
 
 /// The next message the server writes, within a deadline.
 async fn next_message(lines: &mut Lines) -> Value {
@@ -485,15 +519,7 @@ async fn response(lines: &mut Lines, id: i64) -> Value {
 async fn malformed_json_rpc_gets_an_error_and_the_server_starts_bashd_and_goes_on() {
     // No daemon yet: `bashc mcp` starts one.
     let daemon = Daemon::unstarted();
-    let mut child = mcp_command(&daemon, daemon.scratch())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let (mut child, mut stdin, mut lines) = spawn_raw(&mut mcp_command(&daemon, daemon.scratch()));
     let send = |message: String| format!("{message}\n").into_bytes();
 
     stdin.write_all(b"{this is not json\n").await.unwrap();

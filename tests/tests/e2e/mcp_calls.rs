@@ -4,15 +4,14 @@
 //! session's job is out of reach, and schemas are flat. Driven with rmcp's client and
 //! with raw JSON-RPC; what is alive is read from /proc.
 
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use bashd_tests::{Daemon, alive, wait_for_running, wait_until};
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncWriteExt, BufReader};
 
-use super::mcp::{call, connect, is_error, job_in, mcp_command, text, text_of};
+use super::mcp::{call, connect, is_error, job_in, mcp_command, spawn_raw, text, text_of};
 use super::{show, stderr};
 
 const WITHIN: Duration = Duration::from_secs(20);
@@ -29,16 +28,8 @@ pub struct Raw {
 impl Raw {
     /// A server for `daemon`, initialized with MCP `version`.
     pub async fn start(daemon: &Daemon, version: &str) -> Raw {
-        let mut child = mcp_command(daemon, daemon.scratch())
-            .env("BASHD_NO_AUTOSTART", "1")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let (child, stdin, lines) =
+            spawn_raw(mcp_command(daemon, daemon.scratch()).env("BASHD_NO_AUTOSTART", "1"));
         let mut raw = Raw {
             _child: child,
             stdin,

@@ -3,20 +3,16 @@
 //! every call (Gemini CLI), the result budget of each client, and the agent's own
 //! credentials kept out of jobs.
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use bashd_tests::{Daemon, alive, descendants, wait_until};
-use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation,
-};
+use rmcp::model::{ClientCapabilities, ClientConfig, Implementation};
 use rmcp::service::RunningService;
-use rmcp::transport::TokioChildProcess;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
 use crate::json;
-use crate::mcp::{is_error, job_in, mcp_command, text_of};
+use crate::mcp::{call as call_as, is_error, job_in, mcp_command, serve, text_of, transport};
 use crate::mcp_calls::{Raw, raw_text};
 
 /// OpenCode ends an MCP server by SIGTERMing every descendant of it that /proc shows.
@@ -27,10 +23,7 @@ async fn issue_34_an_autostarted_daemon_outlives_a_client_that_ends_its_servers_
     let daemon = Daemon::unstarted();
     let mut command = mcp_command(&daemon, daemon.scratch());
     command.env_remove("BASHD_NO_AUTOSTART");
-    let (transport, _) = TokioChildProcess::builder(command)
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("cannot start bashc mcp");
+    let transport = transport(command);
     let server = transport.id().expect("the server has a pid");
     let client = ().serve(transport).await.expect("MCP initialization failed");
     assert!(
@@ -87,31 +80,11 @@ async fn connect_as(
     for (key, value) in env {
         command.env(key, value);
     }
-    let (transport, _) = TokioChildProcess::builder(command)
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("cannot start bashc mcp");
-    ClientConfig::new(
+    let client = ClientConfig::new(
         ClientCapabilities::default(),
         Implementation::new(name, "1.0"),
-    )
-    .serve(transport)
-    .await
-    .expect("MCP initialization failed")
-}
-
-async fn call_as(
-    client: &RunningService<RoleClient, ClientConfig>,
-    tool: &str,
-    args: Value,
-) -> CallToolResult {
-    let Value::Object(args) = args else {
-        panic!("arguments must be an object")
-    };
-    client
-        .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(args))
-        .await
-        .unwrap_or_else(|e| panic!("{tool} failed as a protocol error: {e}"))
+    );
+    serve(client, command).await
 }
 
 /// Gemini CLI adds `wait_for_previous` to every call; it is taken and ignored on every
@@ -513,18 +486,11 @@ async fn issue_34_vim_on_pipes_is_told_to_run_on_a_terminal() {
 /// where the daemon's default would send about 51 KB.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn issue_34_a_client_named_in_the_request_meta_gets_its_budget() {
-    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    use tokio::io::AsyncWriteExt;
     let daemon = Daemon::start();
-    let mut child = crate::mcp::mcp_command(&daemon, daemon.scratch())
-        .env("BASHD_NO_AUTOSTART", "1")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let (_child, mut stdin, mut lines) = crate::mcp::spawn_raw(
+        crate::mcp::mcp_command(&daemon, daemon.scratch()).env("BASHD_NO_AUTOSTART", "1"),
+    );
     let meta = json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientInfo": {"name": "codex-mcp-client", "version": "0.169.0"},

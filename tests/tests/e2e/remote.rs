@@ -297,11 +297,7 @@ async fn issue19_mcp_over_host_answers_bash() {
         .env_remove("BASHD_SESSION")
         // A directory of this machine: the far side must not be sent it.
         .current_dir(local_dir.path());
-    let (transport, _) = rmcp::transport::TokioChildProcess::builder(command)
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("cannot start bashc mcp");
-    let client = rmcp::ServiceExt::serve((), transport).await.unwrap();
+    let client = super::mcp::serve((), command).await;
     let result = super::mcp::call(
         &client,
         "bash",
@@ -719,11 +715,7 @@ async fn issue19_mcp_whose_bashc_was_replaced_still_starts_a_relay() {
         // No bashc on the PATH to fall back on.
         .env("PATH", "/usr/bin:/bin")
         .env_remove("BASHD_SESSION");
-    let (transport, _) = rmcp::transport::TokioChildProcess::builder(command)
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("cannot start bashc mcp");
-    let client = rmcp::ServiceExt::serve((), transport).await.unwrap();
+    let client = super::mcp::serve((), command).await;
     let result = super::mcp::call(&client, "bash", json!({"command": "echo one-i19"})).await;
     assert!(format!("{:?}", result.content).contains("one-i19"));
 

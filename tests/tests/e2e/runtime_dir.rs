@@ -8,9 +8,7 @@ use std::process::{Command, Stdio};
 
 use bashd_tests::procs::pids_with_env;
 use bashd_tests::{Daemon, bin_path};
-use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
-use rmcp::transport::TokioChildProcess;
 use serde_json::json;
 
 use crate::{json, show, stderr};
@@ -58,11 +56,7 @@ async fn issue_24_an_mcp_server_given_only_path_and_home_serves_through_the_daem
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("HOME", &home)
         .current_dir(daemon.scratch());
-    let (transport, _) = TokioChildProcess::builder(command)
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("cannot start bashc mcp");
-    let client = ().serve(transport).await.expect("MCP initialization failed");
+    let client = crate::mcp::serve((), command).await;
 
     // A job's own bashc reaches the same daemon, though the server's environment named
     // no runtime dir.

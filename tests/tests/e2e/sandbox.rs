@@ -9,15 +9,14 @@ use std::collections::BTreeMap;
 use std::net::TcpListener;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::Duration;
 
 use bashd_tests::{Daemon, bin_path, wait_until};
 use rmcp::model::CallToolRequestParams;
-use rmcp::transport::TokioChildProcess;
-use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
+use crate::mcp::{mcp_command, serve};
 use crate::{json, show};
 
 const SECRET_KEY: &str = "i23-fake-private-key-do-not-show";
@@ -382,26 +381,11 @@ fn issue_23_the_scan_path_refuses_a_sandboxed_job() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn issue_23_mcp_bash_with_a_sandbox_names_it_and_is_held_to_it() {
     let sandbox = Sandbox::start("");
-    let mut command = tokio::process::Command::new(bin_path("bashc"));
+    let mut command = mcp_command(&sandbox.daemon, &sandbox.ws);
     command
-        .arg("mcp")
-        .env(
-            bashc::protocol::runtime::RUNTIME_DIR_ENV,
-            sandbox.daemon.runtime_dir(),
-        )
-        .env("XDG_CONFIG_HOME", sandbox.daemon.config_home())
         .env("HOME", &sandbox.home)
-        .env("BASHD_NO_AUTOSTART", "1")
-        .env_remove("BASHD_SESSION")
-        .current_dir(&sandbox.ws);
-    let (transport, _) = TokioChildProcess::builder(command)
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("cannot start bashc mcp");
-    let client: rmcp::service::RunningService<RoleClient, ()> = ()
-        .serve(transport)
-        .await
-        .expect("MCP initialization failed");
+        .env("BASHD_NO_AUTOSTART", "1");
+    let client = serve((), command).await;
     let outside = sandbox.outside.join("from-mcp");
     let args = json!({
         "command": format!("echo in > mcp.txt; touch {}", outside.display()),

@@ -5,14 +5,12 @@
 //! hint is tried and then followed, so a hint that would not work fails the test.
 
 use std::path::PathBuf;
-use std::process::{Output, Stdio};
+use std::process::Output;
 
-use bashd_tests::{Daemon, bin_path};
-use rmcp::transport::TokioChildProcess;
-use rmcp::{RoleClient, ServiceExt};
+use bashd_tests::Daemon;
 use serde_json::json;
 
-use crate::mcp::{call, text_of};
+use crate::mcp::{call, mcp_command, serve, text_of};
 use crate::{json, show, stdout};
 
 const WRITABLE_HINT: &str = "add the path to [sandbox] writable";
@@ -134,26 +132,11 @@ fn issue_33_a_refused_read_of_a_hidden_path_is_sent_to_deny_read() {
 #[tokio::test]
 async fn issue_33_mcp_words_the_hints_as_calls() {
     let setup = Setup::start("");
-    let mut command = tokio::process::Command::new(bin_path("bashc"));
+    let mut command = mcp_command(&setup.daemon, &setup.ws);
     command
-        .arg("mcp")
-        .env(
-            bashc::protocol::runtime::RUNTIME_DIR_ENV,
-            setup.daemon.runtime_dir(),
-        )
-        .env("XDG_CONFIG_HOME", setup.daemon.config_home())
         .env("HOME", &setup.home)
-        .env("BASHD_NO_AUTOSTART", "1")
-        .env_remove("BASHD_SESSION")
-        .current_dir(&setup.ws);
-    let (transport, _) = TokioChildProcess::builder(command)
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("cannot start bashc mcp");
-    let client: rmcp::service::RunningService<RoleClient, ()> = ()
-        .serve(transport)
-        .await
-        .expect("MCP initialization failed");
+        .env("BASHD_NO_AUTOSTART", "1");
+    let client = serve((), command).await;
 
     let write = json!({"command": "echo hi > made.txt", "sandbox": "read-only"});
     let text = text_of(&call(&client, "bash", write).await);

@@ -139,6 +139,28 @@ fn issue_25_a_python_repl_is_driven_with_keys_and_read_on_its_screen() {
     );
 }
 
+/// `send --screen` answers with the screen the keys changed, not the one before them:
+/// a program slower to draw than the settle time (python on a loaded machine; here a
+/// prompt without echo that answers after 0.8 s) still has its answer shown.
+#[test]
+fn send_screen_waits_for_the_answer_of_a_program_slower_than_the_settle_time() {
+    let daemon = Daemon::start();
+    let job = background_pty(
+        &daemon,
+        &[],
+        "stty -echo; echo ready; read -r x; sleep 0.8; echo \"got $x\"; sleep 60",
+    );
+    screen_until(&daemon, &job, |s| s["waiting_for_input"] == true);
+    let out = bashc(
+        &daemon,
+        "send",
+        &[&job, "--keys", "hi", "Enter", "--screen", "--json"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let shown = json(&out);
+    assert!(screen_text(&shown).contains("got hi"), "{shown:#}");
+}
+
 #[test]
 fn issue_25_a_password_prompt_is_seen_waiting_and_the_secret_is_not_echoed() {
     let daemon = Daemon::start();

@@ -88,23 +88,6 @@ fn tmux_missing() -> bool {
     Command::new("tmux").arg("-V").output().is_err()
 }
 
-fn background(daemon: &Daemon, session: &str, extra: &[&str], command: &str) -> String {
-    let args = [
-        &["exec", "--json", "--mode", "background"][..],
-        extra,
-        &["--", command],
-    ]
-    .concat();
-    let out = daemon
-        .bashc()
-        .env("BASHD_SESSION", session)
-        .args(&args)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
-    json(&out)["job"].as_str().unwrap().to_owned()
-}
-
 #[test]
 fn issue_32_top_shows_follows_types_into_and_kills_jobs_in_a_terminal() {
     if tmux_missing() {
@@ -112,14 +95,12 @@ fn issue_32_top_shows_follows_types_into_and_kills_jobs_in_a_terminal() {
         return;
     }
     let daemon = Daemon::start();
-    let ticker = background(
-        &daemon,
+    let ticker = daemon.background_in(
         "agent-one",
         &[],
         "while true; do echo tick; sleep 0.3; done",
     );
-    let asker = background(
-        &daemon,
+    let asker = daemon.background_in(
         "agent-two",
         &["--stdin", "pipe"],
         "printf 'Your name? '; read name; echo \"hello $name\"; sleep 60",
@@ -187,7 +168,7 @@ fn issue_32_top_redraws_from_the_watch_without_polling() {
         return;
     }
     let daemon = Daemon::start();
-    let first = background(&daemon, "agent-early", &[], "sleep 60");
+    let first = daemon.background_in("agent-early", &[], "sleep 60");
     let command = format!(
         "env BASHD_RUNTIME_DIR={} XDG_CONFIG_HOME={} BASHD_NO_AUTOSTART=1 {} top --interval 3600",
         daemon.runtime_dir().display(),
@@ -196,8 +177,7 @@ fn issue_32_top_redraws_from_the_watch_without_polling() {
     );
     let tmux = Tmux::start(&command);
     tmux.wait_for("the first job", |s| s.contains(&first));
-    let late = background(
-        &daemon,
+    let late = daemon.background_in(
         "agent-late",
         &[],
         "sleep 1; echo late-marker-line; sleep 60",
@@ -224,12 +204,7 @@ fn issue_32_top_redraws_from_the_watch_without_polling() {
 #[test]
 fn issue_32_top_once_prints_the_table() {
     let daemon = Daemon::start();
-    let job = background(
-        &daemon,
-        "agent-one",
-        &[],
-        "echo '\x1b[31mred\x1b[0m'; sleep 60",
-    );
+    let job = daemon.background_in("agent-one", &[], "echo '\x1b[31mred\x1b[0m'; sleep 60");
     let mut out = daemon.run_bashc(&["top", "--once"]);
     wait_until(WITHIN, || {
         out = daemon.run_bashc(&["top", "--once"]);

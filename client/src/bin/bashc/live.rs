@@ -65,8 +65,9 @@ pub struct SendArgs {
     /// Send every word of --keys as text, naming no key.
     #[arg(long, requires = "keys")]
     literal: bool,
-    /// Then show the screen of the terminal job, once its output has been quiet for
-    /// --settle-ms (or 5 s at most).
+    /// Then show the screen of the terminal job, once the keys' answer has drawn and
+    /// been quiet for --settle-ms (a screen they leave unchanged is shown after 2 s;
+    /// 5 s at most).
     #[arg(long)]
     screen: bool,
     /// How long the output must be quiet before --screen shows the screen.

@@ -3,6 +3,9 @@
 //! killed; 126 for a policy denial; 2 for a usage error (nothing ran); 255 when the
 //! daemon cannot be reached or refuses. A reader that closes stdout early (`| head`)
 //! changes nothing: the rest of the output is dropped quietly.
+//!
+//! Over 600 lines: nearly half is `Command` and its argument structs, whose doc comments
+//! are the `--help` text; they stay beside `run`, the one match over the subcommands.
 
 mod bridge;
 mod common;

@@ -89,11 +89,11 @@ pub async fn relay(host: &str, runtime_dir: &Path) -> Result<(), ClientError> {
         "bashc relay {host}: ready (pid {}), idle time {idle:?}",
         std::process::id()
     );
-    let ended = serve(host, listener, channel, idle, |listener| {
+    let ended = serve(host, listener, channel, idle, async |listener| {
         // Gone from the directory before the listener and any client closes: the next
         // call starts a new relay instead of reaching this one. Under the start lock,
         // so as not to remove the socket a new relay has just made.
-        let _lock = lock_for_leaving(&paths.lock);
+        let _lock = lock_for_leaving(&paths.lock).await;
         if std::fs::metadata(&paths.socket)
             .map(|m| (m.dev(), m.ino()))
             .ok()
@@ -277,18 +277,22 @@ fn inherited_lock() -> Option<std::os::fd::OwnedFd> {
 /// The start lock, for an ending relay that removes its socket; after
 /// [`LEAVE_LOCK_WAIT`], none (a relay starting that long does not bind meanwhile,
 /// and this one's clients are not kept waiting on a dead link).
-fn lock_for_leaving(path: &Path) -> Option<std::fs::File> {
+///
+/// Tried without blocking and waited for on the runtime's timer, not by a sleep of its
+/// thread: the relay runs on one thread, whose other tasks (what the clients are still
+/// owed, the ssh child's reaping) go on meanwhile.
+async fn lock_for_leaving(path: &Path) -> Option<std::fs::File> {
     use rustix::fs::{FlockOperation, flock};
     let file = OpenOptions::new().read(true).write(true).open(path).ok()?;
-    let deadline = std::time::Instant::now() + LEAVE_LOCK_WAIT;
+    let deadline = tokio::time::Instant::now() + LEAVE_LOCK_WAIT;
     loop {
         if flock(&file, FlockOperation::NonBlockingLockExclusive).is_ok() {
             return Some(file);
         }
-        if std::time::Instant::now() > deadline {
+        if tokio::time::Instant::now() > deadline {
             return None;
         }
-        std::thread::sleep(Duration::from_millis(20));
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
@@ -390,7 +394,7 @@ async fn serve(
     listener: UnixListener,
     channel: Channel,
     idle: Duration,
-    leave: impl FnOnce(UnixListener),
+    leave: impl AsyncFnOnce(UnixListener),
 ) -> String {
     let Channel {
         mut from_bridge,
@@ -522,7 +526,7 @@ async fn serve(
             .as_mut()
             .reset(tokio::time::Instant::now() + idle);
     };
-    leave(listener);
+    leave(listener).await;
     ended
 }
 
@@ -531,5 +535,42 @@ fn remote_error(host: &str, message: String) -> ClientError {
     ClientError::Remote {
         host: host.to_owned(),
         message,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An ending relay waits for the start lock without stopping its one thread: a
+    /// task of the same runtime (here, the one that holds the lock) runs meanwhile. A
+    /// relay that slept its thread instead kept that task from running, and gave up on
+    /// the lock after the whole wait.
+    #[tokio::test(flavor = "current_thread")]
+    async fn the_wait_for_the_start_lock_lets_the_relays_other_tasks_run() {
+        use rustix::fs::{FlockOperation, flock};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("relay.lock");
+        let held = std::fs::File::create(&path).unwrap();
+        flock(&held, FlockOperation::NonBlockingLockExclusive).unwrap();
+        let release = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            drop(held);
+        });
+
+        let asked = std::time::Instant::now();
+        let lock = lock_for_leaving(&path).await;
+        assert!(lock.is_some(), "no lock after {:?}", asked.elapsed());
+        assert!(asked.elapsed() < LEAVE_LOCK_WAIT, "{:?}", asked.elapsed());
+        assert!(release.is_finished());
+
+        // Positive control of the give-up: a lock held throughout is given up on after
+        // the wait, and the relay leaves without it.
+        drop(lock);
+        let again = std::fs::File::open(&path).unwrap();
+        flock(&again, FlockOperation::NonBlockingLockExclusive).unwrap();
+        let asked = std::time::Instant::now();
+        assert!(lock_for_leaving(&path).await.is_none());
+        assert!(asked.elapsed() >= LEAVE_LOCK_WAIT);
     }
 }

@@ -1,5 +1,7 @@
 //! The text forms of results (DESIGN §9) and the exit status a result maps to. Notices
 //! and error hints become words in `wording.rs`, in the CLI's spelling or `bashc mcp`'s.
+//!
+//! Over 600 lines with its unit tests, which sit at its end; the code is about 475.
 
 use std::fmt::Write;
 use std::time::Duration;

@@ -12,6 +12,9 @@
 //! Keys: Up/Down pick a job; f follows its output; s shows a terminal job's screen;
 //! i types a line into it (Enter sends it with a newline); k kills it and c closes its
 //! session (each asks y first); q quits.
+//!
+//! Over 600 lines as one view's whole: `View` (about 430 lines) is the state that its
+//! watch, its keys, its prompts and its drawing all read and change.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};

@@ -18,6 +18,10 @@ use crate::jobs::table::live::ControlOf;
 const SETTLE_AT_MOST: Duration = Duration::from_secs(5);
 /// How often a settling screen is looked at.
 const SETTLE_LOOK: Duration = Duration::from_millis(5);
+/// How long a screen the keys have not changed yet is waited on before it is taken
+/// as their answer: a program on a loaded machine may take longer than the settle
+/// time to draw its first byte, and keys that draw nothing are rare.
+const FIRST_CHANGE_AT_MOST: Duration = Duration::from_secs(2);
 
 impl JobsHandle {
     /// The current screen of a terminal job.
@@ -65,30 +69,46 @@ impl JobsHandle {
         ))
     }
 
-    /// The screen once it has not changed for `settle` (at most [`SETTLE_AT_MOST`]);
-    /// `None` when the job has no terminal or has ended.
+    /// The screen of a terminal job as it is now, if it has one: what
+    /// [`JobsHandle::settled_screen`] tells the answer to keys from.
+    pub(in crate::jobs) async fn screen_now(
+        &self,
+        asker: Asker,
+        job: JobRef,
+    ) -> Option<ScreenInfo> {
+        let (id, control) = self.control(asker, job, false).await.ok()?;
+        Some(look(id, &control).await.ok()?.0)
+    }
+
+    /// The screen once it has changed from `before` (the screen before the keys) and
+    /// then not changed for `settle`, at most [`SETTLE_AT_MOST`]; a screen the keys
+    /// have not changed is taken after [`FIRST_CHANGE_AT_MOST`]. `None` when the job
+    /// has no terminal or has ended.
     pub(in crate::jobs) async fn settled_screen(
         &self,
         asker: Asker,
         job: JobRef,
         settle: Duration,
+        before: Option<ScreenInfo>,
     ) -> Option<ScreenInfo> {
         let (id, control) = self.control(asker, job, false).await.ok()?;
         let started = Instant::now();
         let mut last = look(id, &control).await.ok()?.0;
+        let mut answered = before.is_some_and(|before| differs(&before, &last));
         let mut same_since = Instant::now();
         loop {
             tokio::time::sleep(SETTLE_LOOK).await;
             let Ok((now, _)) = look(id, &control).await else {
                 return Some(last);
             };
-            let changed = now.lines != last.lines
-                || (now.cursor_row, now.cursor_col) != (last.cursor_row, last.cursor_col);
-            if changed {
+            if differs(&now, &last) {
                 same_since = Instant::now();
+                answered = true;
             }
             last = now;
-            if same_since.elapsed() >= settle || started.elapsed() >= SETTLE_AT_MOST {
+            let settled = same_since.elapsed() >= settle
+                && (answered || started.elapsed() >= FIRST_CHANGE_AT_MOST);
+            if settled || started.elapsed() >= SETTLE_AT_MOST {
                 return Some(last);
             }
         }
@@ -148,4 +168,9 @@ fn invalid(message: String) -> ErrorReply {
 fn ended(job: JobId) -> ErrorReply {
     invalid(format!("{job} has ended and its terminal with it"))
         .with_hint(ErrorHint::OutputKept { job })
+}
+
+/// Whether two looks at a screen show something else: its text or its cursor.
+fn differs(a: &ScreenInfo, b: &ScreenInfo) -> bool {
+    a.lines != b.lines || (a.cursor_row, a.cursor_col) != (b.cursor_row, b.cursor_col)
 }

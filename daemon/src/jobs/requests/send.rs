@@ -32,6 +32,11 @@ impl JobsHandle {
             bytes.extend(self.key_bytes(&asker, &job_ref, &keys, literal).await?);
         }
         let watcher = asker.clone();
+        // The screen before the keys, so that the answer waited for is theirs.
+        let before = match screen_settle_ms {
+            Some(_) => self.screen_now(watcher.clone(), job_ref.clone()).await,
+            None => None,
+        };
         let (job, stdin) = self
             .call(StdinOf {
                 asker,
@@ -49,7 +54,7 @@ impl JobsHandle {
                 let screen = match screen_settle_ms {
                     Some(ms) => {
                         let settle = Duration::from_millis(ms);
-                        self.settled_screen(watcher, job_ref, settle).await
+                        self.settled_screen(watcher, job_ref, settle, before).await
                     }
                     None => None,
                 };

@@ -1,0 +1,27 @@
+//! A finished `bashc` run as a test reads it: its streams as text, its stdout as JSON,
+//! and the whole of it for an assertion's message.
+
+use std::process::Output;
+
+/// Formats a finished `bashc` run for an assertion message.
+pub fn show(output: &Output) -> String {
+    format!(
+        "status: {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+pub fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+pub fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+pub fn json(output: &Output) -> serde_json::Value {
+    serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("bashc did not print JSON ({e}):\n{}", show(output)))
+}
