@@ -6,6 +6,7 @@
 
 use std::fs::OpenOptions;
 use std::io::Write;
+use std::os::fd::BorrowedFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -13,6 +14,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use bashd_protocol::runtime;
+use rustix::event::{PollFd, PollFlags, Timespec};
 use rustix::fs::{FlockOperation, flock};
 
 use crate::client::Client;
@@ -183,13 +185,8 @@ impl Daemon {
         let Some(pidfd) = &self.pidfd else {
             return true;
         };
-        let mut poll = libc::pollfd {
-            fd: std::os::fd::AsRawFd::as_raw_fd(pidfd),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd, no wait.
-        unsafe { libc::poll(&mut poll, 1, 0) > 0 }
+        let mut fds = [PollFd::new(pidfd, PollFlags::IN)];
+        rustix::event::poll(&mut fds, Some(&Timespec::default())).is_ok_and(|ready| ready > 0)
     }
 }
 
@@ -231,15 +228,17 @@ fn spawn_daemon(
     let (pid_read, pid_write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
         .map_err(|e| ClientError::Autostart(format!("cannot make a pipe: {e}")))?;
     let pid_fd = std::os::fd::AsRawFd::as_raw_fd(&pid_write);
-    // SAFETY: fork, write and _exit are async-signal-safe; the child of the fork is
-    // the only process that goes on to exec.
+    // fork and _exit through libc: rustix offers no fork for a program's own use.
+    // SAFETY: between the spawn's fork and its exec, only async-signal-safe calls:
+    // fork, write (a system call through rustix) and _exit; the child of this second
+    // fork is the only process that goes on to exec. `pid_fd` is open in the forked
+    // child: `pid_write` lives until `spawn` returns, and is inherited.
     unsafe {
         command.pre_exec(move || match libc::fork() {
             -1 => Err(std::io::Error::last_os_error()),
             0 => Ok(()),
             daemon => {
-                let bytes = daemon.to_ne_bytes();
-                libc::write(pid_fd, bytes.as_ptr().cast(), bytes.len());
+                let _ = rustix::io::write(BorrowedFd::borrow_raw(pid_fd), &daemon.to_ne_bytes());
                 libc::_exit(0)
             }
         });
@@ -275,7 +274,9 @@ fn spawn_daemon(
 /// (a Ctrl-C or a kill of the caller's process group does not reach it), holding no
 /// descriptor of the caller's but its stdio.
 pub(crate) fn detach(command: &mut Command) {
-    // SAFETY: setsid and close_range are async-signal-safe system calls.
+    // close_range through libc: rustix has no wrapper for it.
+    // SAFETY: between the spawn's fork and its exec, only system calls, which are
+    // async-signal-safe: setsid, and close_range, which takes three integers.
     unsafe {
         command.pre_exec(|| {
             rustix::process::setsid()?;

@@ -12,6 +12,7 @@ use std::os::fd::{AsFd, BorrowedFd, RawFd};
 use std::time::{Duration, Instant};
 
 use bashd_protocol::channel::{CHANNEL_ENV, CHANNEL_HELLO};
+use rustix::event::{PollFd, PollFlags, Timespec};
 use rustix::io::Errno;
 use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags, SocketType};
 
@@ -20,6 +21,11 @@ use crate::error::ClientError;
 
 /// How long a send waits for room in a channel the daemon is slow to read.
 const SEND_WAIT: Duration = Duration::from_secs(10);
+/// How long a send waits for room before it tries again.
+const POLL_STEP: Timespec = Timespec {
+    tv_sec: 0,
+    tv_nsec: 100_000_000,
+};
 
 /// The channel this process's environment names, when it names one: this process
 /// runs inside a sandboxed job. A value that names no descriptor is an error, never a
@@ -89,13 +95,8 @@ fn send(fd: RawFd, end: BorrowedFd<'_>) -> Result<(), ClientError> {
             Ok(_) => return Ok(()),
             Err(Errno::INTR) => {}
             Err(Errno::AGAIN) if Instant::now() < deadline => {
-                let mut ready = libc::pollfd {
-                    fd,
-                    events: libc::POLLOUT,
-                    revents: 0,
-                };
-                // SAFETY: one pollfd, on the stack for the call.
-                unsafe { libc::poll(&mut ready, 1, 100) };
+                let mut ready = [PollFd::from_borrowed_fd(channel, PollFlags::OUT)];
+                let _ = rustix::event::poll(&mut ready, Some(&POLL_STEP));
             }
             Err(Errno::AGAIN) => {
                 return Err(ClientError::Channel(format!(

@@ -165,8 +165,10 @@ async fn start_relay(
     paths: &RelayPaths,
     lock: &std::fs::File,
 ) -> Result<(), ClientError> {
-    use std::os::fd::AsRawFd;
+    use std::os::fd::{AsRawFd, BorrowedFd};
     use std::os::unix::process::CommandExt;
+
+    use rustix::io::FdFlags;
     let log = OpenOptions::new()
         .create(true)
         .write(true)
@@ -197,12 +199,11 @@ async fn start_relay(
     // the relay, which holds it until it listens.
     let lock_fd = lock.as_raw_fd();
     command.env(RELAY_LOCK_FD_ENV, lock_fd.to_string());
-    // SAFETY: fcntl is async-signal-safe.
+    // SAFETY: fcntl is a system call, async-signal-safe; `lock_fd` is open in the
+    // forked child, which inherits `lock`, held until `spawn` returns.
     unsafe {
         command.pre_exec(move || {
-            if libc::fcntl(lock_fd, libc::F_SETFD, 0) == -1 {
-                return Err(std::io::Error::last_os_error());
-            }
+            rustix::io::fcntl_setfd(BorrowedFd::borrow_raw(lock_fd), FdFlags::empty())?;
             Ok(())
         });
     }
@@ -382,10 +383,7 @@ mod tests {
             .read_line(&mut line)
             .unwrap();
         let sleep: u32 = line.trim().parse().unwrap();
-        let alive = || {
-            std::fs::read_to_string(format!("/proc/{sleep}/stat"))
-                .is_ok_and(|stat| !stat.contains(") Z "))
-        };
+        let alive = || bashd_protocol::ProcStat::read(sleep).is_some_and(|stat| stat.alive());
         assert!(alive());
         kill_group(&mut child);
         let deadline = std::time::Instant::now() + Duration::from_secs(10);

@@ -11,7 +11,6 @@ mod journal;
 pub mod output;
 pub mod policy;
 mod recovery;
-pub mod resident;
 pub mod runtime;
 pub mod sandbox;
 mod server;
@@ -35,6 +34,7 @@ use crate::config::Config;
 use crate::jobs::JobsActor;
 use crate::jobs::contain::{Plan, Scanner};
 use crate::jobs::os::reaper::{self, Reaper};
+use crate::jobs::os::spawn;
 use crate::journal::Journal;
 use crate::runtime::Runtime;
 
@@ -81,10 +81,10 @@ pub async fn run(
     .await?;
 
     let (config_tx, config_rx) = watch::channel(Arc::new(config));
-    let (reaper, reaper_handle) = Reaper::new(job_open_files);
+    let (reaper, reaper_handle) = Reaper::new();
     let reaper_task = tokio::spawn(reaper.run());
     let instance = jobs::new_instance_id();
-    let containment = plan.start(instance.clone(), scanner, reaper_handle);
+    let containment = plan.start(instance.clone(), scanner, reaper_handle, job_open_files);
     tracing::info!("containment: {}", containment.describe());
     // Connections sent over sandboxed jobs' channels, to the server; bounded, so a
     // job that floods its channel waits for the server rather than filling memory.
@@ -93,7 +93,7 @@ pub async fn run(
         config_rx,
         instance,
         containment,
-        reaper::find_shell(),
+        spawn::find_shell(),
         runtime.dir.clone(),
         journal,
         arrivals_tx,

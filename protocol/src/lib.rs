@@ -15,6 +15,7 @@ pub mod limits;
 pub mod message;
 pub mod notice;
 pub mod peer;
+pub mod proc_stat;
 pub mod requests;
 pub mod runtime;
 pub mod sandbox;
@@ -26,6 +27,7 @@ pub use exec::*;
 pub use inbox::{Inbox, InboxEvent};
 pub use message::*;
 pub use notice::{Argument, BackgroundWhy, ErrorHint, JobId, Notice, WaitMet, Worded};
+pub use proc_stat::{ProcStat, process_start_time};
 pub use requests::*;
 pub use sandbox::{
     Network, SandboxDenial, SandboxInForce, SandboxMechanism, SandboxProfile, SandboxStatus,

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::exec::{ExecParams, ExecResult, OutputChunk, ScreenInfo, Started};
 use crate::notice::{ErrorHint, Notice};
+use crate::proc_stat::process_start_time;
 use crate::requests::{
     FollowRequest, GrepRequest, JobInfo, JobRequest, JobsRequest, KillRequest, OutputPage,
     OutputRequest, PolicyVerdict, ResizeRequest, SendReply, SendRequest, SessionClosed,
@@ -274,18 +275,6 @@ impl Owner {
             start_time: process_start_time(pid),
         }
     }
-}
-
-/// Field 22 of `/proc/<pid>/stat`: when the process started, in clock ticks since
-/// boot. With the pid it names one process for the whole life of the system.
-pub fn process_start_time(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The name is in parentheses and may itself hold spaces or parentheses.
-    stat.get(stat.rfind(')')? + 2..)?
-        .split(' ')
-        .nth(19)?
-        .parse()
-        .ok()
 }
 
 /// Names a job: by id (`j12`) or by the pid of its leader.

@@ -9,6 +9,8 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 
+use rustix::process::{Pid, PidfdFlags};
+
 /// `SO_PEERPIDFD` (Linux 6.5): a pidfd of the process that connected.
 const SO_PEERPIDFD: libc::c_int = 77;
 
@@ -26,10 +28,13 @@ pub struct Peer {
 /// error.
 pub fn identify(socket: &impl AsFd) -> io::Result<Peer> {
     let credentials = rustix::net::sockopt::socket_peercred(socket)?;
+    let pidfd = peer_pidfd(socket, credentials.pid)?;
     let pid = credentials.pid.as_raw_nonzero().get();
-    let pidfd = peer_pidfd(socket, pid)?;
     let namespace = File::open(format!("/proc/{pid}/ns/user"))?;
-    // SAFETY: a signal of 0 to a pidfd this function owns checks only that it lives.
+    // Through libc: rustix's pidfd_send_signal takes a `Signal`, which is never 0.
+    // SAFETY: the call reads its arguments only: a pidfd this function owns, signal 0
+    // (none is sent, the process is only checked to live), a null siginfo, which the
+    // call allows, and no flags.
     let alive = unsafe {
         libc::syscall(
             libc::SYS_pidfd_send_signal,
@@ -53,7 +58,7 @@ pub fn identify(socket: &impl AsFd) -> io::Result<Peer> {
 
 /// A pidfd of the socket's peer: from the socket itself where the kernel gives it
 /// (Linux 6.5), else opened by pid, which a pid reused since the connect could mislead.
-fn peer_pidfd(socket: &impl AsFd, pid: i32) -> io::Result<OwnedFd> {
+fn peer_pidfd(socket: &impl AsFd, pid: Pid) -> io::Result<OwnedFd> {
     let mut fd: libc::c_int = -1;
     let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
     // SAFETY: getsockopt writes at most `len` bytes into `fd`, an int.
@@ -70,13 +75,7 @@ fn peer_pidfd(socket: &impl AsFd, pid: i32) -> io::Result<OwnedFd> {
         // SAFETY: a new descriptor the kernel just gave this process.
         return Ok(unsafe { OwnedFd::from_raw_fd(fd) });
     }
-    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: as above, a new descriptor of this process.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) })
+    Ok(rustix::process::pidfd_open(pid, PidfdFlags::empty())?)
 }
 
 #[cfg(test)]

@@ -3,15 +3,11 @@
 use std::fs;
 use std::time::{Duration, Instant};
 
+use bashd_protocol::ProcStat;
+
 /// Whether `pid` is a live process (a zombie is dead: it only waits to be reaped).
 pub fn alive(pid: u32) -> bool {
-    match fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat
-            .rfind(')')
-            .and_then(|i| stat.get(i + 2..i + 3))
-            .is_some_and(|state| state != "Z" && state != "X"),
-        Err(_) => false,
-    }
+    ProcStat::read(pid).is_some_and(|stat| stat.alive())
 }
 
 pub fn all_pids() -> Vec<u32> {
@@ -43,13 +39,7 @@ pub fn environ(pid: u32) -> Vec<String> {
 
 /// The parent pid of a process, from `/proc/<pid>/stat`.
 pub fn parent_pid(pid: u32) -> Option<u32> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The name is in parentheses and may itself hold spaces or parentheses.
-    stat.get(stat.rfind(')')? + 2..)?
-        .split(' ')
-        .nth(1)?
-        .parse()
-        .ok()
+    ProcStat::read(pid).map(|stat| stat.ppid)
 }
 
 /// Every live descendant of `pid` (children, their children, ...), found by the

@@ -12,6 +12,6 @@ pub(crate) mod requests;
 mod table;
 
 pub use job::pty;
-pub use os::reaper::raise_open_files_limit;
+pub use os::spawn::raise_open_files_limit;
 pub use table::handle::{JobsHandle, shutting_down};
 pub use table::{JobsActor, LostJob, new_instance_id};

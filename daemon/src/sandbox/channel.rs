@@ -2,7 +2,7 @@
 //! job comes from, known by construction rather than guessed.
 //!
 //! Each sandboxed job is started with one end of a `SOCK_SEQPACKET` socket pair,
-//! at descriptor [`crate::resident::CHANNEL_FD`] and named in its environment
+//! at descriptor [`bashd_resident_core::wire::CHANNEL_FD`] and named in its environment
 //! (`BASHD_CHANNEL`); the daemon keeps the other end for that job alone. A client in
 //! the job makes a socket pair, sends one end over the channel (one message, one
 //! descriptor: atomic however many of the job's processes send at once) and speaks the

@@ -3,10 +3,10 @@
 //! it ([`Support`], from a probe at start), what the job's resident is told to apply
 //! ([`confine::Spec`]), and the notice for a failure that reads like a refusal.
 //!
-//! The confining itself is `confine/`, which the resident links on its own.
+//! The confining itself is `bashd_resident_core::confine` (`resident-core/`), which the
+//! resident links without the daemon.
 
 pub mod channel;
-pub mod confine;
 pub mod peer;
 
 use std::fs;
@@ -21,7 +21,7 @@ use bashd_protocol::{
     SandboxDenial, SandboxInForce, SandboxMechanism, SandboxProfile, SandboxStatus,
 };
 
-use confine::Probe;
+use bashd_resident_core::confine::{self, Probe};
 
 /// `[sandbox]`: what jobs get, and the least a client may ask for.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -10,7 +10,7 @@ use super::*;
 /// This process borrows the channel of a running `read-only --net off` job
 /// (`pidfd_getfd`), as a process of that job would use it. In turns, 20 at a time.
 pub(super) fn channel(tokio: &tokio::runtime::Runtime) {
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::os::fd::AsRawFd;
 
     use bashc::protocol::{Mode, Network, SandboxProfile};
     const ROUNDS: usize = 10;
@@ -24,13 +24,11 @@ pub(super) fn channel(tokio: &tokio::runtime::Runtime) {
         lender.network = Some(Network::Off);
         let started = client.exec(lender).await.unwrap();
         let pid = started.pid.expect("a started job has a pid");
-        let borrowed = unsafe {
-            let pidfd = libc::syscall(libc::SYS_pidfd_open, pid, 0);
-            assert!(pidfd >= 0, "pidfd_open: {}", std::io::Error::last_os_error());
-            let pidfd = OwnedFd::from_raw_fd(pidfd as i32);
-            let fd = libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), 63, 0);
-            assert!(fd >= 0, "pidfd_getfd: {}", std::io::Error::last_os_error());
-            OwnedFd::from_raw_fd(fd as i32)
+        let borrowed = {
+            use rustix::process::{Pid, PidfdFlags, PidfdGetfdFlags, pidfd_getfd, pidfd_open};
+            let pid = Pid::from_raw(pid as i32).expect("a job's pid is not 0");
+            let pidfd = pidfd_open(pid, PidfdFlags::empty()).expect("pidfd_open");
+            pidfd_getfd(pidfd, 63, PidfdGetfdFlags::empty()).expect("pidfd_getfd")
         };
         let socket = daemon.socket_path();
         let target = bashc::Target::local_at(daemon.runtime_dir().to_owned());
@@ -74,6 +72,8 @@ pub(super) fn channel(tokio: &tokio::runtime::Runtime) {
                     samples[3].push(connected);
                 }
             }
+            // SAFETY: as for the set_var above: nothing else in this process reads or
+            // writes its environment meanwhile.
             unsafe { std::env::remove_var(bashc::protocol::channel::CHANNEL_ENV) };
         }
         let [outside, inside, outside_connect, inside_connect] = samples.map(median_of);

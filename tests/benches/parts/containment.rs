@@ -179,17 +179,7 @@ pub(super) fn remove_cgroup(dir: &std::path::Path) {
     let _ = std::fs::remove_dir(dir);
 }
 
-/// User and system CPU time of a process and its reaped children, in milliseconds.
+/// User and system CPU time of a process, in milliseconds at 100 clock ticks a second.
 pub(super) fn cpu_ms(pid: u32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest.split_whitespace().collect())
-        .unwrap_or_default();
-    // Fields 14 and 15 (utime, stime), counted from after the command name's ')'.
-    let ticks: u64 = [11, 12]
-        .iter()
-        .filter_map(|&i| fields.get(i)?.parse::<u64>().ok())
-        .sum();
-    ticks * 10
+    bashd_protocol::ProcStat::read(pid).map_or(0, |stat| stat.cpu_ticks() * 10)
 }

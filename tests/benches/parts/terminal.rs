@@ -348,26 +348,23 @@ pub(super) fn terminal_interaction(tokio: &tokio::runtime::Runtime) {
 /// terminal's default `onlcr`) that this process reads and discards: the kernel's
 /// share of a terminal job's capture.
 pub(super) fn bare_pty(pipeline: &str) -> Duration {
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-    // SAFETY: plain calls; each descriptor is owned as soon as it exists.
-    let master = unsafe { OwnedFd::from_raw_fd(libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY)) };
-    unsafe {
-        libc::grantpt(master.as_raw_fd());
-        libc::unlockpt(master.as_raw_fd());
-    }
-    let name = unsafe { std::ffi::CStr::from_ptr(libc::ptsname(master.as_raw_fd())) };
+    use rustix::pty::OpenptFlags;
+    let master = rustix::pty::openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).unwrap();
+    rustix::pty::grantpt(&master).unwrap();
+    rustix::pty::unlockpt(&master).unwrap();
+    let name = rustix::pty::ptsname(&master, Vec::new()).unwrap();
     let slave = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .open(name.to_str().unwrap())
         .unwrap();
-    let size = libc::winsize {
+    let size = rustix::termios::Winsize {
         ws_row: 40,
         ws_col: 120,
         ws_xpixel: 0,
         ws_ypixel: 0,
     };
-    unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCSWINSZ, &size) };
+    rustix::termios::tcsetwinsize(&master, size).unwrap();
     let start = Instant::now();
     let mut child = Command::new("bash")
         .args(["-c", pipeline])

@@ -7,7 +7,7 @@
 //! never adopts it. Each test tries the attack from inside a `read-only --net off` job
 //! and, as its positive control, the same action where it is allowed.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 use std::sync::Arc;
@@ -442,16 +442,10 @@ pub(crate) fn in_user_namespace(command: std::process::Command) -> std::process:
 
 /// `pidfd_getfd`: a copy of descriptor `fd` of process `pid`, or why not.
 fn steal_fd(pid: u32, fd: i32) -> Result<OwnedFd, std::io::Error> {
-    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    if pidfd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd as i32) };
-    let got = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) };
-    if got < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(unsafe { OwnedFd::from_raw_fd(got as i32) })
+    use rustix::process::{Pid, PidfdFlags, PidfdGetfdFlags, pidfd_getfd, pidfd_open};
+    let pid = Pid::from_raw(pid as i32).ok_or(std::io::ErrorKind::InvalidInput)?;
+    let pidfd = pidfd_open(pid, PidfdFlags::empty())?;
+    Ok(pidfd_getfd(pidfd, fd, PidfdGetfdFlags::empty())?)
 }
 
 /// Issue 30: a job's identity ends with the job. A copy of its channel, taken from

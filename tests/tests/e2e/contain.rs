@@ -431,6 +431,38 @@ fn status_names_the_containment_in_force() {
     }
 }
 
+/// Each step of a job's spawn holds on the resident path and on the scan path (issue
+/// 31's spawn steps, `jobs/os/spawn/`): a terminal that is the shell's controlling
+/// terminal, the address-space limit where no cgroup holds memory, the open-file limit
+/// the daemon started with, and, under a resident, the raised OOM score.
+#[test]
+fn issue_31_each_spawn_step_holds_on_both_paths() {
+    let own_open_files = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+        .current
+        .map_or("unlimited".to_owned(), |n| n.to_string());
+    for config in ["", "[containment]\nmechanism = \"scan\"\n"] {
+        let daemon = Daemon::start_with_config(config);
+        let run = |args: &[&str]| {
+            let out = daemon.run_bashc(&[&["exec", "--json"][..], args].concat());
+            assert_eq!(out.status.code(), Some(0), "{config}: {}", show(&out));
+            let result = json(&out);
+            result["stdout"]["text"].as_str().unwrap().to_owned()
+        };
+        // Opening /dev/tty works only for a process with a controlling terminal.
+        let text = run(&["--pty", "--", "tty; exec 3</dev/tty && echo has-ctty"]);
+        assert!(
+            text.starts_with("/dev/pts/") && text.contains("has-ctty"),
+            "{config}: {text:?}"
+        );
+        let text = run(&["--memory", "100M", "--", "ulimit -v; ulimit -n"]);
+        assert_eq!(text, format!("102400\n{own_open_files}\n"), "{config}");
+        let text = run(&["--", "cat /proc/self/oom_score_adj"]);
+        if config.is_empty() {
+            assert_eq!(text, "500\n");
+        }
+    }
+}
+
 /// The daemon's children named `name` (`comm`), from `/proc/PID/task/*/children`.
 fn children_named(pid: u32, name: &str) -> Vec<u32> {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {

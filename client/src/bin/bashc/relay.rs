@@ -264,8 +264,10 @@ fn printed(bytes: &[u8]) -> String {
 fn inherited_lock() -> Option<std::os::fd::OwnedFd> {
     use std::os::fd::FromRawFd;
     let fd: i32 = std::env::var(RELAY_LOCK_FD_ENV).ok()?.parse().ok()?;
-    // SAFETY: fcntl on a descriptor number only reads or sets its flags; one that is
-    // not open fails, and is not taken.
+    // Through libc: rustix's fcntl takes a `BorrowedFd`, which promises an open
+    // descriptor, and this number comes from the environment.
+    // SAFETY: fcntl on a descriptor number only sets its flags; one that is not open
+    // fails, and is not taken.
     if fd < 3 || unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) } == -1 {
         return None;
     }
@@ -322,13 +324,12 @@ async fn listen(socket: &Path) -> std::io::Result<UnixListener> {
 
 /// Says one line to the client that started the relay, then nothing more there.
 fn report(line: &str) {
-    use std::os::fd::AsRawFd;
     let mut stdout = std::io::stdout().lock();
     let _ = writeln!(stdout, "{line}");
     let _ = stdout.flush();
+    // Nothing else writes to stdout now (the lock is held).
     if let Ok(null) = OpenOptions::new().write(true).open("/dev/null") {
-        // SAFETY: dup2 onto stdout, which nothing else writes now (the lock is held).
-        unsafe { libc::dup2(null.as_raw_fd(), 1) };
+        let _ = rustix::stdio::dup2_stdout(&null);
     }
 }
 

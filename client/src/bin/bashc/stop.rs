@@ -1,10 +1,12 @@
 //! `bashc stop`: asks the daemon to stop, as SIGTERM does, and waits until it has
 //! exited. It never starts a daemon to stop it.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use clap::Args;
+use rustix::event::{PollFd, PollFlags, Timespec};
+use rustix::io::Errno;
+use rustix::process::{Pid, PidfdFlags, pidfd_open};
 
 /// How long a stopping daemon has to exit: every job gets its grace time (2 s by
 /// default) at once, then its clients a few seconds to read their last answers.
@@ -62,23 +64,20 @@ pub async fn stop(_args: StopArgs, target: &bashc::Target) -> anyhow::Result<u8>
 /// Whether process `pid` exits within `deadline`. Held by a pidfd, so a pid reused
 /// after the daemon exited is not waited for instead.
 async fn wait_for_exit(pid: u32, deadline: Duration) -> bool {
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    if fd < 0 {
-        // Gone already (ESRCH), or a kernel without pidfds: then the socket is the sign.
-        return std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
-    }
-    // SAFETY: pidfd_open returned a new descriptor that nothing else owns.
-    let pidfd = unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) };
+    let Some(pid) = Pid::from_raw(pid as i32) else {
+        return false;
+    };
+    let pidfd = match pidfd_open(pid, PidfdFlags::empty()) {
+        Ok(pidfd) => pidfd,
+        // Gone already, or a kernel without pidfds: then the socket is the sign.
+        Err(e) => return e == Errno::SRCH,
+    };
     let start = Instant::now();
     while start.elapsed() < deadline {
-        let mut poll = libc::pollfd {
-            fd: pidfd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
+        let mut fds = [PollFd::new(&pidfd, PollFlags::IN)];
         // A pidfd is readable once its process has exited; asked without blocking, in
         // short steps, so that the runtime is never held up.
-        if unsafe { libc::poll(&mut poll, 1, 0) } > 0 {
+        if rustix::event::poll(&mut fds, Some(&Timespec::default())).is_ok_and(|ready| ready > 0) {
             return true;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;

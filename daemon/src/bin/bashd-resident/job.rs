@@ -11,7 +11,7 @@
 //! - it forks the shell into a process group of its own, reaps whatever is reparented
 //!   to it, and exits only when it has no child left, which, being a subreaper, means
 //!   no process of the job is left;
-//! - it holds a socket to the daemon (see `wire`, the daemon's `resident.rs`): it
+//! - it holds a socket to the daemon (see `bashd_resident_core::wire`): it
 //!   reports the shell's pid, the shell's status and, at the end, what the job used; it
 //!   signals every process of the subtree when the daemon says so, and SIGKILLs the
 //!   subtree when the daemon's end closes, which is how a job never outlives a daemon
@@ -25,8 +25,10 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use crate::wire::{Order, Report, Spawn, Usage};
-use crate::{Never, check, confine};
+use bashd_resident_core::confine;
+use bashd_resident_core::wire::{self, Order, Report, Spawn, Usage};
+
+use crate::{Never, check};
 
 /// How often a subtree being signalled or killed is walked again for processes forked
 /// or reparented meanwhile.
@@ -121,7 +123,12 @@ impl JobCgroup {
 /// Sends one report on a control socket, for a setup that failed before a
 /// [`Resident`] exists.
 pub fn report_on(control: RawFd, report: &Report) {
-    let line = report.to_string();
+    send_line(control, &report.to_string());
+}
+
+/// Sends a report's line, made beforehand: the shell's process sends its `started`
+/// after its memory limit is set, where it allocates nothing more.
+fn send_line(control: RawFd, line: &str) {
     // MSG_NOSIGNAL: a daemon that died must not kill the resident with SIGPIPE.
     // SAFETY: `line` outlives the call; MSG_NOSIGNAL keeps a closed socket from raising SIGPIPE.
     unsafe {
@@ -277,6 +284,8 @@ pub fn run(
     // async-signal-safe calls (setpgid, setrlimit, sigprocmask, execve, write, _exit)
     // on memory prepared before.
     let in_cgroup = cgroup.is_some();
+    let control_fd = control.as_raw_fd();
+    let resident_pid = std::process::id() as i32;
     let leader = match &cgroup {
         Some(cgroup) => cgroup.fork_into()?,
         // SAFETY: the resident is single-threaded, so the child is a whole copy of it (see the child's branch).
@@ -285,6 +294,15 @@ pub fn run(
     if leader == 0 {
         // SAFETY: in the child of a single-threaded process: the calls below use memory prepared before the fork, and the sandbox's setup may allocate, since no other thread held the allocator's lock.
         unsafe {
+            // The shell tells its own start, just before its exec: reported by the
+            // resident after the fork, it raced a job whose first command kills the
+            // resident (`kill -9 $PPID`, which an unsandboxed job may do), and the
+            // daemon was told the resident died before it started the shell.
+            let started = Report::Started {
+                pid: libc::getpid(),
+                resident: resident_pid,
+            }
+            .to_string();
             if pty {
                 crate::pty::take_terminal();
             } else {
@@ -312,12 +330,13 @@ pub fn run(
             // inherits: a copy at its number (dup2 clears close-on-exec), or the
             // descriptor itself made inheritable where it landed there.
             if let Some(fd) = channel_fd {
-                if fd == crate::wire::CHANNEL_FD {
+                if fd == wire::CHANNEL_FD {
                     libc::fcntl(fd, libc::F_SETFD, 0);
                 } else {
-                    libc::dup2(fd, crate::wire::CHANNEL_FD);
+                    libc::dup2(fd, wire::CHANNEL_FD);
                 }
             }
+            send_line(control_fd, &started);
             libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
             libc::execve(argv[0], argv.as_ptr(), envp.as_ptr());
             let message = b"bashd-resident: cannot run the job's shell\n";
@@ -359,10 +378,6 @@ pub fn run(
         killing: false,
         signalling: None,
     };
-    resident.send(Report::Started {
-        pid: leader,
-        resident: std::process::id() as i32,
-    });
     resident.serve(&sigfd)
 }
 

@@ -1,4 +1,4 @@
-//! The zygote's store of namespaces made ahead ([`confine::Kit`]): at most one kit
+//! The zygote's store of namespaces made ahead ([`Kit`]): at most one kit
 //! ready for a confined job with the network off and one for a job with it on, each
 //! made by a short-lived process the zygote forks (a maker) while no job waits on it,
 //! and each handed to one job's resident only. The first confined job of each kind
@@ -11,7 +11,7 @@
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
-use crate::confine::Kit;
+use bashd_resident_core::confine::Kit;
 
 /// How old a kit may be when a job takes it.
 const MAX_AGE: Duration = Duration::from_secs(10);

@@ -3,7 +3,7 @@
 //!
 //! The daemon starts `bashd-resident --zygote` once, with a socket to itself on stdin.
 //! The zygote is small and single-threaded and holds nothing of any job, so forking it
-//! costs little; for each job the daemon sends it a [`wire::Spawn`] with the job's
+//! costs little; for each job the daemon sends it a [`Spawn`] with the job's
 //! descriptors, and it forks the job's resident (`job.rs`) from itself. A job so pays
 //! no exec and no dynamic link for its resident, only a fork of a small process
 //! (`docs/PERFORMANCE.md`). The zygote reaps the residents it forked, and exits when
@@ -25,18 +25,10 @@ use std::fs;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-// The wire module alone, not the daemon's library: the resident links only what it
-// runs, which keeps it small and quick to start.
-#[path = "../../resident.rs"]
-#[allow(dead_code)] // The daemon's half (reading reports, writing orders) goes unused here.
-mod wire;
-
-// The sandbox's own files, for the same reason: the daemon's side of it stays there.
-#[path = "../../sandbox/confine/mod.rs"]
-#[allow(dead_code)] // The daemon's half (encoding the spec, reading the probe) goes unused here.
-mod confine;
-
-use wire::{MAX_SPAWN_BYTES, MAX_SPAWN_FDS, Report, SPAWN_FDS, Spawn};
+// The wire and the sandbox from resident-core, never the daemon's library: the
+// resident links only what it runs, which keeps it small and quick to start.
+use bashd_resident_core::confine;
+use bashd_resident_core::wire::{MAX_SPAWN_BYTES, MAX_SPAWN_FDS, Report, SPAWN_FDS, Spawn};
 
 /// Exit status when the resident cannot set the job up; the shell never ran.
 pub(crate) const EXIT_SETUP: libc::c_int = 126;

@@ -4,14 +4,16 @@
 //! [`end_dead_jobs`]. Nothing else signals a job's processes.
 //!
 //! The daemon chooses a mechanism at start ([`Plan::choose`], then [`Containment`]),
-//! spawns each job through it ([`Containment::spawn`]) and gets the job's processes
-//! from it ([`Containment::job`]) once its shell runs:
+//! spawns each job through it ([`Containment::spawn`], which picks the spawn's steps
+//! in `jobs/os/spawn/`) and gets the job's processes from it ([`Containment::job`])
+//! once its shell runs:
 //!
 //! - `resident.rs` (the default): the job's first process is `bashd-resident`, a
 //!   child subreaper that forks the shell, so whatever the job starts stays in its
 //!   subtree; the job ends when the resident says none of it is left, `terminate`
 //!   orders the resident to signal its subtree, and the resident kills it by itself
-//!   when the daemon's end of its socket closes.
+//!   when the daemon's end of its socket closes. The zygote (`zygote.rs`) forks each
+//!   job's resident.
 //! - `cgroup.rs`, with the resident where the daemon has a cgroup root: the job's
 //!   cgroup, made before the spawn, into which the resident clones the shell
 //!   (`CLONE_INTO_CGROUP`); `cgroup.kill` ends it, its limits are written there, and recovery kills
@@ -40,17 +42,21 @@ use std::future::Future;
 use std::io;
 use std::time::Duration;
 
-use rustix::process::Signal;
+use rustix::process::{Rlimit, Signal};
 
 use bashd_protocol::{Argument, ErrorHint, ErrorKind, ErrorReply, JobId, JobLimits};
 
 use crate::config::{ContainmentConfig, Mechanism};
-use crate::jobs::os::reaper::{ReaperHandle, SpawnSpec, Spawned};
+use crate::jobs::os::reaper::ReaperHandle;
+use crate::jobs::os::spawn::{
+    Cgroup, Launch, Limits, Sandbox, SpawnSpec, Spawned, StdinPipe, Terminal,
+};
 use crate::journal::OpenJob;
 use crate::sandbox::Support;
 use cgroup::CgroupRoot;
 pub use proc::Scanner;
-use resident::{ResidentJob, ResidentSpawn};
+use resident::ResidentJob;
+use zygote::Zygote;
 
 /// The processes of one running job, as the supervisor sees them: its own mechanism
 /// (below), or a fake in tests.
@@ -106,15 +112,19 @@ pub enum Containment {
     Scan {
         scanner: Scanner,
         reaper: ReaperHandle,
+        /// The open-file limit jobs get back (`spawn/limits.rs`).
+        open_files: Option<Rlimit>,
     },
-    /// A resident per job (`resident.rs`), each job in a cgroup of its own under
-    /// `cgroup` where the daemon has one (`cgroup.rs`); the scan behind them.
+    /// A resident per job (`resident.rs`), forked by the zygote, each job in a cgroup
+    /// of its own under `cgroup` where the daemon has one (`cgroup.rs`); the scan
+    /// behind them.
     Resident {
-        binary: std::path::PathBuf,
+        zygote: Zygote,
         cgroup: Option<CgroupRoot>,
         instance: String,
         scanner: Scanner,
         reaper: ReaperHandle,
+        open_files: Option<Rlimit>,
         /// What the resident can confine jobs by, probed at start.
         sandbox: Support,
     },
@@ -181,19 +191,32 @@ impl Plan {
         }
     }
 
-    pub fn start(self, instance: String, scanner: Scanner, reaper: ReaperHandle) -> Containment {
+    /// The mechanism, running; `open_files` is what jobs get back of the open-file
+    /// limit the daemon raised.
+    pub fn start(
+        self,
+        instance: String,
+        scanner: Scanner,
+        reaper: ReaperHandle,
+        open_files: Option<Rlimit>,
+    ) -> Containment {
         match self {
-            Plan::Scan => Containment::Scan { scanner, reaper },
+            Plan::Scan => Containment::Scan {
+                scanner,
+                reaper,
+                open_files,
+            },
             Plan::Resident {
                 binary,
                 cgroup,
                 sandbox,
             } => Containment::Resident {
-                binary,
+                zygote: Zygote::new(binary, reaper.clone()),
                 cgroup,
                 instance,
                 scanner,
                 reaper,
+                open_files,
                 sandbox,
             },
         }
@@ -262,26 +285,27 @@ impl Containment {
         Ok(())
     }
 
-    /// Spawns job `job`'s shell: through the reaper, under a resident in the job's
-    /// cgroup where the mechanism has them. Returns once the shell runs.
-    pub async fn spawn(&self, job: JobId, mut spec: SpawnSpec) -> io::Result<Spawned> {
+    /// Spawns job `job`'s shell: forked by the daemon on the scan path, else by the
+    /// zygote under a resident, in the job's cgroup where the mechanism has them.
+    /// Returns once the shell runs.
+    pub async fn spawn(&self, job: JobId, spec: SpawnSpec) -> io::Result<Spawned> {
         match self {
-            Containment::Scan { reaper, .. } => {
-                // `plan` refuses a sandboxed job here first (`sandbox()`); never run
-                // one unconfined.
-                if spec.sandbox.is_some() {
-                    return Err(io::Error::other(
-                        "the sandbox needs bashd-resident, which the scan mechanism does without",
-                    ));
-                }
-                spec.rlimit_as = spec.limits.memory_bytes;
-                reaper.spawn(spec).await
+            Containment::Scan {
+                reaper, open_files, ..
+            } => {
+                let limits = Limits {
+                    open_files: *open_files,
+                    address_space: spec.limits.memory_bytes,
+                };
+                let mut launch = Launch::direct(&spec);
+                add_steps(&mut launch, spec, limits, None)?;
+                launch.spawn_direct(reaper).await
             }
             Containment::Resident {
-                binary,
+                zygote,
                 cgroup,
                 instance,
-                reaper,
+                open_files,
                 ..
             } => {
                 let job_cgroup = match cgroup {
@@ -292,18 +316,19 @@ impl Containment {
                     }
                     None => None,
                 };
-                // Memory without the controller: the nearest rlimit, the address space.
-                spec.rlimit_as = spec.limits.memory_bytes.filter(|_| {
-                    job_cgroup
-                        .as_ref()
-                        .is_none_or(|c| c.memory_limit().is_none())
-                });
-                spec.resident = Some(ResidentSpawn {
-                    binary: binary.clone(),
-                    cgroup: job_cgroup.as_ref().map(|c| c.dir().to_owned()),
-                    sandbox: spec.sandbox.take(),
-                });
-                let started = reaper.spawn_resident(spec).await?;
+                let limits = Limits {
+                    open_files: *open_files,
+                    // Memory without the controller: the nearest rlimit, the address space.
+                    address_space: spec.limits.memory_bytes.filter(|_| {
+                        job_cgroup
+                            .as_ref()
+                            .is_none_or(|c| c.memory_limit().is_none())
+                    }),
+                };
+                let mut launch = Launch::resident(&spec);
+                let dir = job_cgroup.as_ref().map(|c| c.dir());
+                add_steps(&mut launch, spec, limits, dir)?;
+                let started = zygote.spawn(launch).await?;
                 resident::take(started, job_cgroup).await
             }
         }
@@ -313,7 +338,9 @@ impl Containment {
     /// `BASHD_JOB=...` entry of its environment.
     pub fn job(&self, spawned: &mut Spawned, cookie: Vec<u8>) -> Contained {
         let (scanner, reaper) = match self {
-            Containment::Scan { scanner, reaper }
+            Containment::Scan {
+                scanner, reaper, ..
+            }
             | Containment::Resident {
                 scanner, reaper, ..
             } => (scanner, reaper),
@@ -331,6 +358,27 @@ impl Containment {
             None => Contained::Scan(scan),
         }
     }
+}
+
+/// The steps of a job's spawn, in order: a terminal takes the place of a stdin pipe.
+/// A step the target cannot serve refuses the job (a sandbox on the scan path).
+fn add_steps(
+    launch: &mut Launch,
+    spec: SpawnSpec,
+    limits: Limits,
+    cgroup: Option<&std::path::Path>,
+) -> io::Result<()> {
+    let sandbox = spec.sandbox.map(|confine| Sandbox {
+        spec: confine,
+        channel: spec.channel,
+    });
+    launch
+        .add(spec.stdin_pipe.then_some(StdinPipe))?
+        .add(spec.pty.map(Terminal))?
+        .add(limits)?
+        .add(cgroup.map(Cgroup))?
+        .add(sandbox)?;
+    Ok(())
 }
 
 /// One job's processes, by the daemon's mechanism.

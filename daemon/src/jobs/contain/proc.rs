@@ -12,6 +12,7 @@ use std::os::unix::fs::MetadataExt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bashd_protocol::ProcStat;
 use rustix::process::{Pid, PidfdFlags, Signal};
 use tokio::sync::{mpsc, oneshot};
 
@@ -37,7 +38,7 @@ impl Seen {
         if fs::metadata(format!("/proc/{pid}")).ok()?.uid() != uid {
             return None;
         }
-        let stat = read_stat(pid).filter(Stat::alive)?;
+        let stat = ProcStat::read(pid as u32).filter(ProcStat::alive)?;
         let environ = || fs::read(format!("/proc/{pid}/environ"));
         let mut env = environ();
         // Read empty, it may be caught in an exec and would pass for a stranger: wait
@@ -45,8 +46,8 @@ impl Seen {
         // that made itself undumpable): its stat shows env_end 0 whatever it does.
         if env.as_ref().is_ok_and(Vec::is_empty) {
             for _ in 0..EXEC_WAIT_TRIES {
-                match read_stat(pid) {
-                    Some(stat) if stat.alive() && stat.in_exec => {
+                match ProcStat::read(pid as u32) {
+                    Some(stat) if stat.alive() && in_exec(&stat) => {
                         std::thread::sleep(Duration::from_millis(1));
                     }
                     _ => break,
@@ -65,7 +66,7 @@ impl Seen {
             .collect();
         Some(Seen {
             pid,
-            pgid: stat.pgid,
+            pgid: stat.pgrp as i32,
             cookies,
         })
     }
@@ -201,40 +202,12 @@ pub async fn all_exited(members: Vec<Member>) {
     }
 }
 
-pub struct Stat {
-    pub state: char,
-    pub pgid: i32,
-    /// Between an exec's switch to the new program's memory and the setting up of its
-    /// environment, a few microseconds in which `/proc/<pid>/environ` reads empty.
-    pub in_exec: bool,
-}
-
-/// `PF_KTHREAD` in the flags of `/proc/<pid>/stat`: a kernel thread has no memory of
-/// its own, so no environment, and is never in an exec.
-const PF_KTHREAD: u64 = 0x0020_0000;
-
-impl Stat {
-    pub fn alive(&self) -> bool {
-        self.state != 'Z' && self.state != 'X'
-    }
-}
-
-/// State and process group of a process, from `/proc/<pid>/stat`.
-pub fn read_stat(pid: i32) -> Option<Stat> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The name is in parentheses and may itself hold spaces or parentheses. Field N
-    // of proc(5) is at N - 3 after it.
-    let fields: Vec<&str> = stat.get(stat.rfind(')')? + 2..)?.split(' ').collect();
-    let state = fields.first()?.chars().next()?;
-    let pgid = fields.get(2)?.parse().ok()?;
-    let flags: u64 = fields.get(6)?.parse().ok()?;
-    // env_end (field 51) is 0 until the new program's environment is in place.
-    let env_end = fields.get(48).and_then(|f| f.parse::<u64>().ok());
-    Some(Stat {
-        state,
-        pgid,
-        in_exec: flags & PF_KTHREAD == 0 && env_end == Some(0),
-    })
+/// Whether `stat`'s process is in the middle of an exec: between the switch to the new
+/// program's memory and the setting up of its environment, a few microseconds in which
+/// `/proc/<pid>/environ` reads empty. Its env_end is 0 until the environment is in
+/// place; a kernel thread, which has no memory of its own, shows 0 always.
+fn in_exec(stat: &ProcStat) -> bool {
+    !stat.is_kernel_thread() && stat.env_end == Some(0)
 }
 
 #[cfg(test)]
@@ -319,13 +292,54 @@ pub(super) mod tests {
         busy.abort();
     }
 
+    /// A job's process can name itself with bytes that are not UTF-8 (the name is the
+    /// basename of what it executed); the scan must find it all the same, or it
+    /// outlives its job. Issue 31: the stat was read as a string, which failed.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_scan_finds_a_process_whose_name_is_not_utf8() {
+        use std::os::unix::ffi::OsStrExt;
+        use std::os::unix::process::CommandExt;
+
+        let sleep = ["/usr/bin/sleep", "/bin/sleep"]
+            .into_iter()
+            .find(|path| std::path::Path::new(path).exists())
+            .expect("sleep is installed in /usr/bin or /bin");
+        let dir = tempfile::tempdir().unwrap();
+        let odd = dir.path().join(std::ffi::OsStr::from_bytes(b"\xff) \xfe"));
+        std::os::unix::fs::symlink(sleep, &odd).unwrap();
+        let instance = format!("{}-odd-name", std::process::id());
+        let cookie_value = format!("{instance}/{}", JobId(1));
+        let child = Killed(
+            Command::new(&odd)
+                .arg0("sleep")
+                .arg("60")
+                .env(COOKIE_VAR, cookie_value)
+                .spawn()
+                .unwrap(),
+        );
+        let pid = child.0.id();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        // Its name read apart from the stat, which is what is tested.
+        while fs::read(format!("/proc/{pid}/comm")).ok().as_deref() != Some(b"\xff) \xfe\n") {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{pid} never ran as {odd:?}"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let found = Scanner::start()
+            .scan(&ByCookie(cookie(&instance, JobId(1))))
+            .await;
+        assert_eq!(found.len(), 1, "the scan missed {pid}");
+    }
+
     #[test]
     fn a_running_program_and_a_kernel_thread_are_not_in_an_exec() {
-        let me = read_stat(std::process::id() as i32).unwrap();
-        assert!(me.alive() && !me.in_exec);
+        let me = ProcStat::read(std::process::id()).unwrap();
+        assert!(me.alive() && !in_exec(&me));
         // kthreadd: no memory of its own, so env_end 0, and still not in an exec.
-        if let Some(kthreadd) = read_stat(2) {
-            assert!(!kthreadd.in_exec);
+        if let Some(kthreadd) = ProcStat::read(2) {
+            assert!(!in_exec(&kthreadd));
         }
     }
 }

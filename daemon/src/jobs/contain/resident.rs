@@ -18,16 +18,20 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bashd_protocol::ProcStat;
 use rustix::process::{Pid, Signal};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 use tokio::sync::{mpsc, oneshot, watch};
 
+use bashd_resident_core::wire::{Order, Report, Usage};
+
 use super::cgroup::JobCgroup;
 use super::scan::ScanJob;
+use super::zygote::ResidentStarted;
 use super::{JobProcesses, Leader, Usage as JobUsage};
-use crate::jobs::os::reaper::{LeaderExit, ResidentStarted, Spawned};
-use crate::resident::{Order, Report, Usage};
+use crate::jobs::os::reaper::LeaderExit;
+use crate::jobs::os::spawn::Spawned;
 
 /// How long the resident has to fork the shell and say so.
 pub const START_TIMEOUT: Duration = Duration::from_secs(10);
@@ -37,9 +41,6 @@ pub const START_TIMEOUT: Duration = Duration::from_secs(10);
 const LAST_REPORT_WAIT: Duration = Duration::from_millis(100);
 /// How long SIGKILL rounds may take before the job is left to the scan.
 const KILL_WAIT: Duration = Duration::from_secs(30);
-/// What jobs get in `oom_score_adj`, so that under memory pressure the kernel picks a
-/// job, never the daemon. Raising it needs no privilege.
-pub const JOB_OOM_SCORE_ADJ: i32 = 500;
 
 /// Where the resident binary is: beside the daemon's own, as cargo builds and installs
 /// them. `None` if it is not there (the daemon then contains jobs by scan).
@@ -48,16 +49,6 @@ pub fn find_binary() -> Option<PathBuf> {
         .ok()?
         .with_file_name("bashd-resident");
     path.is_file().then_some(path)
-}
-
-/// What a job's spawn needs beyond its shell and command.
-#[derive(Debug, Clone)]
-pub struct ResidentSpawn {
-    pub binary: PathBuf,
-    /// The cgroup the job's processes start in, when the daemon has one for it.
-    pub cgroup: Option<PathBuf>,
-    /// What the resident confines the shell to, in the child it forks, before `exec`.
-    pub sandbox: Option<crate::sandbox::confine::Spec>,
 }
 
 /// Where a job is, as its resident last said.
@@ -135,7 +126,7 @@ impl Link {
                             // far as anyone can tell, and the scan looks for the rest.
                             if let Some(tx) = exit_tx.take() {
                                 tracing::warn!("a job's resident was killed; its processes are looked for by the scan from now on");
-                                let _ = tx.send(LeaderExit::Signal(libc::SIGKILL));
+                                let _ = tx.send(LeaderExit::Signal(Signal::KILL.as_raw()));
                             }
                             heard_tx.send_if_modified(|heard| {
                                 let lost = *heard == Heard::Running;
@@ -194,10 +185,11 @@ pub async fn take(started: ResidentStarted, cgroup: Option<JobCgroup>) -> io::Re
             )));
         }
     };
+    let ends = started.ends;
     Ok(Spawned {
         pid,
-        stdout: started.stdout,
-        stderr: started.stderr,
+        stdout: ends.stdout,
+        stderr: ends.stderr,
         exit: linked.exit,
         // The shell may already have exited and been reaped by its resident: 0 then,
         // as for a leader whose stat could not be read.
@@ -209,12 +201,13 @@ pub async fn take(started: ResidentStarted, cgroup: Option<JobCgroup>) -> io::Re
             cgroup,
             resident,
         }),
-        stdin: started.stdin,
-        pty: started.pty,
+        stdin: ends.stdin,
+        pty: ends.pty,
     })
 }
 
-/// A raw wait status as the resident's `waitpid` gave it.
+/// A raw wait status as the resident's `waitpid` gave it. Read with libc's macros:
+/// rustix makes a `WaitStatus` only from a wait of its own.
 fn leader_exit(status: i32) -> LeaderExit {
     if libc::WIFEXITED(status) {
         LeaderExit::Code(libc::WEXITSTATUS(status))
@@ -256,8 +249,7 @@ impl ResidentJob {
     async fn end_orphans(&self) {
         // The socket closes before the kernel reparents the resident's children: once
         // it is a zombie or gone, they are the daemon's.
-        let resident = self.resident as i32;
-        let gone = || super::proc::read_stat(resident).is_none_or(|stat| !stat.alive());
+        let gone = || ProcStat::read(self.resident).is_none_or(|stat| !stat.alive());
         let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
         while !gone() && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(5)).await;

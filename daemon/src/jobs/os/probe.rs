@@ -10,7 +10,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fs;
 
-use bashd_protocol::ListenPort;
+use bashd_protocol::{ListenPort, ProcStat};
 
 /// The root process of a job and everything below it, the root first.
 pub fn descendants(root: u32) -> Vec<u32> {
@@ -202,27 +202,14 @@ pub fn input_state(root: u32, stdin: &str) -> InputState {
     let mut reading = false;
     let mut cpu_ticks = 0;
     for pid in descendants(root) {
-        let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        let Some(stat) = ProcStat::read(pid) else {
             continue;
         };
-        let Some(rest) = stat.rfind(')').and_then(|i| stat.get(i + 2..)) else {
-            continue;
-        };
-        let fields: Vec<&str> = rest.split(' ').collect();
-        // After the name: state (3), ..., utime (14), stime (15).
-        let state = fields.first().copied().unwrap_or("");
-        cpu_ticks += fields
-            .get(11)
-            .and_then(|t| t.parse::<u64>().ok())
-            .unwrap_or(0)
-            + fields
-                .get(12)
-                .and_then(|t| t.parse::<u64>().ok())
-                .unwrap_or(0);
-        match state {
-            "S" => {}
+        cpu_ticks += stat.cpu_ticks();
+        match stat.state {
+            'S' => {}
             // Zombies and stopped processes wait for nothing.
-            "Z" | "T" | "t" | "X" => continue,
+            'Z' | 'T' | 't' | 'X' => continue,
             _ => any_running = true,
         }
         let Ok(syscall) = fs::read_to_string(format!("/proc/{pid}/syscall")) else {

@@ -27,7 +27,7 @@ use crate::config::OnCancel;
 use crate::jobs::contain::LimitsFrom;
 use crate::jobs::job::supervisor::Control;
 use crate::jobs::job::supervisor::{JobMeta, Report, Settings, Subscriber};
-use crate::jobs::os::reaper::SpawnSpec;
+use crate::jobs::os::spawn::SpawnSpec;
 use crate::jobs::table::handle::{Cmd, JobsHandle, ToActor, shutting_down};
 use crate::jobs::table::reach;
 use crate::jobs::table::session::Session;
@@ -337,9 +337,7 @@ impl JobsActor {
             workdir: plan.workdir.clone(),
             env: crate::jobs::job::pty::terminal_env(params.pty, env),
             merge_stderr: params.merge_stderr,
-            resident: None,
             limits: plan.job_limits,
-            rlimit_as: None,
             stdin_pipe: params.stdin == StdinMode::Pipe,
             sandbox: plan.sandbox.map(|in_force| {
                 sandbox::spec(
@@ -529,7 +527,10 @@ impl JobsActor {
             ("BASHD_SESSION", params.session.clone()),
         ];
         if channel {
-            ours.push((CHANNEL_ENV, crate::resident::CHANNEL_FD.to_string()));
+            ours.push((
+                CHANNEL_ENV,
+                bashd_resident_core::wire::CHANNEL_FD.to_string(),
+            ));
         }
         let overridden = |key: &[u8]| {
             key == CHANNEL_ENV.as_bytes()

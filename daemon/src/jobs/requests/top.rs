@@ -5,7 +5,7 @@
 
 use std::io::{Read, Seek, SeekFrom};
 
-use bashd_protocol::{ErrorReply, JobId, JobInfo, JobsRequest, TopJob, TopRequest};
+use bashd_protocol::{ErrorReply, JobId, JobInfo, JobsRequest, ProcStat, TopJob, TopRequest};
 
 use crate::jobs::job::supervisor::Control;
 use crate::jobs::os::probe;
@@ -121,27 +121,13 @@ fn only(jobs: Vec<JobInfo>, live: Vec<LiveJob>, wanted: &[JobId]) -> (Vec<JobInf
 /// CPU time (ms) and resident memory (bytes) of `pids`, from /proc; a process gone
 /// meanwhile counts nothing.
 fn usage(pids: &[u32]) -> (u64, u64) {
-    // SAFETY: sysconf reads a constant of the system; it has no preconditions.
-    let (ticks, page) = unsafe {
-        (
-            libc::sysconf(libc::_SC_CLK_TCK).max(1) as u64,
-            libc::sysconf(libc::_SC_PAGESIZE).max(1) as u64,
-        )
-    };
+    let ticks = rustix::param::clock_ticks_per_second().max(1);
+    let page = rustix::param::page_size().max(1) as u64;
     let mut cpu_ticks = 0;
     let mut rss_pages = 0;
-    for pid in pids {
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        // After the name in parentheses: field 3 on; utime, stime are 14, 15, rss 24.
-        let Some(rest) = stat.rfind(')').and_then(|at| stat.get(at + 2..)) else {
-            continue;
-        };
-        let fields: Vec<&str> = rest.split(' ').collect();
-        let field = |n: usize| fields.get(n - 3).and_then(|f| f.parse::<u64>().ok());
-        cpu_ticks += field(14).unwrap_or(0) + field(15).unwrap_or(0);
-        rss_pages += field(24).unwrap_or(0);
+    for stat in pids.iter().filter_map(|&pid| ProcStat::read(pid)) {
+        cpu_ticks += stat.cpu_ticks();
+        rss_pages += stat.rss;
     }
     (cpu_ticks * 1000 / ticks, rss_pages * page)
 }

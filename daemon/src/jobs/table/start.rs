@@ -11,7 +11,7 @@ use bashd_protocol::{
 
 use super::{JobsActor, Launch, Status};
 use crate::jobs::job::supervisor::{self, Ended, InputWatch, JobMeta, JobRun, Streams};
-use crate::jobs::os::reaper::Spawned;
+use crate::jobs::os::spawn::Spawned;
 use crate::journal::Leader;
 use crate::output::{self, OutputSource};
 

@@ -15,9 +15,13 @@ pub mod screen;
 pub mod wanted;
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 
 use bashd_protocol::PtySize;
+use rustix::fs::{Mode, OFlags};
+use rustix::io::Errno;
+use rustix::pty::OpenptFlags;
+use rustix::termios::Winsize;
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 
@@ -38,47 +42,30 @@ pub fn terminal_env(
 /// A new pseudo-terminal of `size`: (master, slave). Both close on exec; the master
 /// does not block.
 pub fn open(size: PtySize) -> io::Result<(OwnedFd, OwnedFd)> {
-    let check = |r: libc::c_int| {
-        if r < 0 {
-            Err(io::Error::last_os_error())
-        } else {
-            Ok(r)
-        }
-    };
-    // SAFETY: plain system calls; each descriptor is owned as soon as it exists.
-    let master = unsafe {
-        OwnedFd::from_raw_fd(check(libc::posix_openpt(
-            libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC | libc::O_NONBLOCK,
-        ))?)
-    };
-    check(unsafe { libc::grantpt(master.as_raw_fd()) })?;
-    check(unsafe { libc::unlockpt(master.as_raw_fd()) })?;
-    let mut name = [0 as libc::c_char; 64];
-    check(unsafe { libc::ptsname_r(master.as_raw_fd(), name.as_mut_ptr(), name.len()) })?;
-    let slave = unsafe {
-        OwnedFd::from_raw_fd(check(libc::open(
-            name.as_ptr(),
-            libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC,
-        ))?)
-    };
+    let master =
+        rustix::pty::openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC)?;
+    rustix::io::ioctl_fionbio(&master, true)?;
+    rustix::pty::grantpt(&master)?;
+    rustix::pty::unlockpt(&master)?;
+    let name = rustix::pty::ptsname(&master, Vec::new())?;
+    let slave = rustix::fs::open(
+        name.as_c_str(),
+        OFlags::RDWR | OFlags::NOCTTY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
     set_size(&master, size)?;
     Ok((master, slave))
 }
 
 /// Tells the terminal its size; the kernel sends SIGWINCH to its foreground group.
 pub fn set_size(master: &impl AsFd, size: PtySize) -> io::Result<()> {
-    let winsize = libc::winsize {
+    let winsize = Winsize {
         ws_row: size.rows,
         ws_col: size.cols,
         ws_xpixel: 0,
         ws_ypixel: 0,
     };
-    // SAFETY: TIOCSWINSZ reads one winsize from the pointer.
-    let r = unsafe { libc::ioctl(master.as_fd().as_raw_fd(), libc::TIOCSWINSZ, &winsize) };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    Ok(rustix::termios::tcsetwinsize(master, winsize)?)
 }
 
 /// Whether `fd` is a terminal's master rather than a pipe.
@@ -91,10 +78,10 @@ pub fn is_terminal(fd: &impl AsFd) -> bool {
 /// The path of the slave of `master` (`/dev/pts/N`), as `/proc/PID/fd/0` of the job's
 /// processes names it.
 pub fn slave_path(master: &impl AsFd) -> Option<String> {
-    let mut number: libc::c_uint = 0;
-    // SAFETY: TIOCGPTN writes one unsigned int.
-    let r = unsafe { libc::ioctl(master.as_fd().as_raw_fd(), libc::TIOCGPTN, &mut number) };
-    (r == 0).then(|| format!("/dev/pts/{number}"))
+    rustix::pty::ptsname(master, Vec::new())
+        .ok()?
+        .into_string()
+        .ok()
 }
 
 /// A terminal master registered with the runtime: reads and writes that wait for it.
@@ -135,7 +122,7 @@ impl Master {
                 }
                 Ok(filled)
             }) {
-                Ok(Err(e)) if e.raw_os_error() == Some(libc::EIO) => return Ok(0),
+                Ok(Err(e)) if e.raw_os_error() == Some(Errno::IO.raw_os_error()) => return Ok(0),
                 Ok(result) => return result,
                 Err(_would_block) => continue,
             }
@@ -153,7 +140,7 @@ impl Master {
         loop {
             let mut guard = self.fd.writable().await?;
             match guard.try_io(|fd| Ok(rustix::io::write(fd.get_ref(), buf)?)) {
-                Ok(Err(e)) if e.raw_os_error() == Some(libc::EIO) => {
+                Ok(Err(e)) if e.raw_os_error() == Some(Errno::IO.raw_os_error()) => {
                     return Err(io::Error::from(io::ErrorKind::BrokenPipe));
                 }
                 Ok(result) => return result,

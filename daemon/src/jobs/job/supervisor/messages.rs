@@ -13,7 +13,7 @@ use tokio::sync::oneshot;
 
 use super::Subscriber;
 use crate::config::OnStraggler;
-use crate::jobs::os::reaper::Spawned;
+use crate::jobs::os::spawn::Spawned;
 use crate::output::{self, OutputSource, Shape};
 
 /// What the job table knows of a job when it starts.

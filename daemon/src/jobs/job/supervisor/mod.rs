@@ -35,7 +35,8 @@ use tokio::sync::mpsc;
 
 use crate::config::OnStraggler;
 use crate::jobs::contain::{JobProcesses, Leader};
-use crate::jobs::os::reaper::{LeaderExit, Spawned};
+use crate::jobs::os::reaper::LeaderExit;
+use crate::jobs::os::spawn::Spawned;
 use crate::output::StreamCapture;
 pub use live::{FOLLOW_QUEUE, Live, Subscriber};
 pub use messages::*;

@@ -16,7 +16,8 @@ use tokio::sync::{mpsc, oneshot, watch};
 use super::{Control, Ended, JobMeta, JobRun, Report, Settings, Stop, StopReason, supervise};
 use crate::config::OnStraggler;
 use crate::jobs::contain::{JobProcesses, Leader};
-use crate::jobs::os::reaper::{LeaderExit, Spawned};
+use crate::jobs::os::reaper::LeaderExit;
+use crate::jobs::os::spawn::Spawned;
 use crate::output::{self, Shape};
 
 const JOB: JobId = JobId(7);

@@ -28,8 +28,9 @@
 //!   of the host (a session bus, docker, an ssh agent, bashd itself) answers the job,
 //!   unless the config names some and the network is on.
 //!
-//! This file and its children link into `bashd-resident` through `#[path]`, so they
-//! use std, libc, rustix, landlock and seccompiler only, never the daemon's library.
+//! The daemon builds the [`Spec`] (`daemon/src/sandbox/`) and reads the [`Probe`]; the
+//! resident applies the spec. Like the rest of this crate it uses std, libc, rustix,
+//! landlock and seccompiler only, never the daemon's library.
 
 pub mod git;
 mod landlock;

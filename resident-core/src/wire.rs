@@ -135,7 +135,7 @@ pub struct Spawn {
     /// A fourth descriptor comes with the spawn: the read end of the job's stdin pipe,
     /// which the shell gets instead of /dev/null (`bashc exec --stdin pipe`).
     pub stdin_pipe: bool,
-    /// What confines the job (`sandbox::confine::Spec`, encoded): the shell's
+    /// What confines the job ([`crate::confine::Spec`], encoded): the shell's
     /// process applies it to itself before `exec`, in namespaces the zygote made
     /// ahead where it has them, under the seccomp filter its resident installed.
     pub sandbox: Option<Vec<u8>>,
@@ -143,7 +143,7 @@ pub struct Spawn {
     /// leads a session of its own with that terminal as its controlling terminal.
     pub pty: bool,
     /// One more descriptor comes last: the job's end of its channel to the daemon
-    /// (`sandbox/channel.rs`), which the shell inherits as [`CHANNEL_FD`].
+    /// (the daemon's `sandbox/channel.rs`), which the shell inherits as [`CHANNEL_FD`].
     pub channel: bool,
 }
 
