@@ -3,8 +3,16 @@
 //! the start of a Rust hello world, the floor of any Rust program: the difference is
 //! bashc's own start (arguments, runtime, connection) and the daemon's round trip,
 //! which runs one `bash -c true` itself. `bashc --version` against the same hello
-//! world is the start alone. The hello world is built here with `rustc -O`; where
-//! that fails, `/bin/true` stands in as the floor, and the line says so.
+//! world is the start alone, and `bashc status` against it the start with one round
+//! trip on a connection (the part of an exec that is not the job). The floor of
+//! `bashc exec -- true` is one more process start than `bash -c true`: a sample of it
+//! runs the hello world, then `bash -c true`. The hello world is built here with
+//! `rustc -O`; where that fails, `/bin/true` stands in as the floor, and the line says
+//! so.
+//!
+//! `BASHD_BENCH_BASHC_BEFORE=PATH` names another `bashc` (an older build) to run in
+//! turns with this one, so that a change to the client's start is measured against
+//! what it replaced in the same run, whatever the machine's load.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -52,6 +60,57 @@ pub fn cli() {
         hello,
         1.3,
     );
+    let (status, hello) = paired_medians(
+        PROCESS_RUNS,
+        || run(daemon.bashc().arg("status")),
+        || run(&mut Command::new(&floor)),
+    );
+    report(
+        &format!("bashc status vs {floor_name} (median, whole processes)"),
+        status,
+        hello,
+        1.6,
+    );
+    // The floor: 2.0x `bash -c true` is about 1.2x this.
+    let (bashc, both) = paired_medians(PROCESS_RUNS, exec, || {
+        run(&mut Command::new(&floor));
+        run(Command::new("bash").args(["-c", "true"]));
+    });
+    report(
+        &format!("bashc exec -- true vs {floor_name} then bash -c true (median)"),
+        bashc,
+        both,
+        1.2,
+    );
+    if let Some(before) = std::env::var_os("BASHD_BENCH_BASHC_BEFORE") {
+        let before = PathBuf::from(before);
+        let (after, earlier) = paired_medians(PROCESS_RUNS, exec, || {
+            run(daemon.bashc_from(&before).args(["exec", "--", "true"]))
+        });
+        report(
+            &format!(
+                "bashc exec -- true, this build vs {} (median)",
+                before.display()
+            ),
+            after,
+            earlier,
+            1.0,
+        );
+        let (after, earlier) = paired_medians(
+            PROCESS_RUNS,
+            || run(daemon.bashc().arg("--version")),
+            || run(daemon.bashc_from(&before).arg("--version")),
+        );
+        report(
+            &format!(
+                "bashc --version, this build vs {} (median)",
+                before.display()
+            ),
+            after,
+            earlier,
+            1.0,
+        );
+    }
 }
 
 /// `fn main() { println!("hello") }`, built by `rustc -O` in `dir`.
