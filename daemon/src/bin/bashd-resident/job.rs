@@ -16,6 +16,10 @@
 //!   signals every process of the subtree when the daemon says so, and SIGKILLs the
 //!   subtree when the daemon's end closes, which is how a job never outlives a daemon
 //!   that died.
+//!
+//! Over 600 lines: the resident's whole life, from the fork of the shell to its last
+//! report, is one single-threaded loop over shared state (the job's cgroup, its
+//! subtree, its control socket).
 
 use std::collections::HashSet;
 use std::ffi::CString;
