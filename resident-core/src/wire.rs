@@ -21,7 +21,9 @@ use std::fmt;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Report {
     /// The job's shell was forked with pid `pid`, which is also its process group;
-    /// `resident` is the resident's own pid, the root of the job's processes.
+    /// `resident` is the resident's own pid, the root of the job's processes. Sent by
+    /// the shell's own process just before its exec, so that it is always the first
+    /// report, even of a job whose first command kills its resident.
     Started { pid: i32, resident: i32 },
     /// The job's shell exited; `status` is as `waitpid` gave it.
     Leader { status: i32 },
