@@ -250,6 +250,14 @@ impl Daemon {
     /// Starts `command` in the background in `session` (`bashc exec --json --mode
     /// background EXTRA -- COMMAND`); its job id.
     pub fn background_in(&self, session: &str, extra: &[&str], command: &str) -> String {
+        self.background_answer(session, extra, command)["job"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
+    /// The JSON answer of [`Daemon::background_in`]'s exec.
+    fn background_answer(&self, session: &str, extra: &[&str], command: &str) -> serde_json::Value {
         let args = [
             &["exec", "--json", "--mode", "background"][..],
             extra,
@@ -258,7 +266,7 @@ impl Daemon {
         .concat();
         let out = self.run_bashc_in(session, &args);
         assert_eq!(out.status.code(), Some(0), "{}", show(&out));
-        json(&out)["job"].as_str().unwrap().to_owned()
+        json(&out)
     }
 
     /// Like [`Daemon::background_in`], for a job that ends at once and whose end the
@@ -266,10 +274,7 @@ impl Daemon {
     /// told there, so has no event; it is started again until its answer says running.
     pub fn background_running_in(&self, session: &str, command: &str) -> String {
         for _ in 0..20 {
-            let args = ["exec", "--json", "--mode", "background", "--", command];
-            let out = self.run_bashc_in(session, &args);
-            assert_eq!(out.status.code(), Some(0), "{}", show(&out));
-            let answer = json(&out);
+            let answer = self.background_answer(session, &[], command);
             if answer["state"] == "running" {
                 return answer["job"].as_str().unwrap().to_owned();
             }

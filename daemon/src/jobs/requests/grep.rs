@@ -2,7 +2,7 @@
 //! job's output that match a regex, with context, read on a blocking thread from a
 //! snapshot of its output.
 
-use bashd_protocol::{ErrorKind, ErrorReply, GrepRequest, OutputPage, StreamName};
+use bashd_protocol::{ErrorKind, ErrorReply, GrepRequest, OutputPage};
 use regex::bytes::Regex;
 
 use crate::jobs::table::handle::{JobsHandle, blocking};
@@ -18,13 +18,7 @@ impl JobsHandle {
         let asker = self.asker(request.caller, request.any_session);
         let (lookup, streams) = self.lookup(asker, request.job).await?;
         let job = lookup.summary.job;
-        let source = match (request.stream, streams.stderr) {
-            (StreamName::Stdout, _) => streams.stdout,
-            (StreamName::Stderr, Some(stderr)) => stderr,
-            (StreamName::Stderr, None) => {
-                return Err(crate::jobs::job::supervisor::merged_stderr(job));
-            }
-        };
+        let source = streams.take(request.stream, job)?;
         let limit = request.limit.unwrap_or(lookup.page_lines);
         let (stream, context, offset) = (request.stream, request.context, request.offset);
         blocking(move || output::grep(source, job, stream, &regex, context, offset, limit)).await?

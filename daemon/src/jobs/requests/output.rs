@@ -2,9 +2,8 @@
 //! the start or the end. The file is read on a blocking thread, never on the actor or
 //! the job's supervisor.
 
-use bashd_protocol::{ErrorReply, OutputPage, OutputRequest, StreamName, limits};
+use bashd_protocol::{ErrorReply, OutputPage, OutputRequest, limits};
 
-use crate::jobs::job::supervisor;
 use crate::jobs::table::handle::{JobsHandle, blocking};
 use crate::output;
 
@@ -18,11 +17,7 @@ impl JobsHandle {
         let asker = self.asker(request.caller, request.any_session);
         let (lookup, streams) = self.lookup(asker, request.job).await?;
         let job = lookup.summary.job;
-        let source = match (request.stream, streams.stderr) {
-            (StreamName::Stdout, _) => streams.stdout,
-            (StreamName::Stderr, Some(stderr)) => stderr,
-            (StreamName::Stderr, None) => return Err(supervisor::merged_stderr(job)),
-        };
+        let source = streams.take(request.stream, job)?;
         let limit = request.limit.unwrap_or(lookup.page_lines);
         let offset = match request.from_end {
             // Line `offset` from the end; a page that starts before line 1 starts there.

@@ -7,7 +7,9 @@ use std::io;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use bashd_protocol::{BackgroundWhy, ExecResult, JobId, Killer, OnTimeout};
+use bashd_protocol::{
+    BackgroundWhy, ErrorKind, ErrorReply, ExecResult, JobId, Killer, OnTimeout, StreamName,
+};
 use rustix::process::Signal;
 use tokio::sync::oneshot;
 
@@ -116,6 +118,21 @@ pub struct Streams {
     pub stdout: OutputSource,
     /// `None` when stderr was merged into stdout.
     pub stderr: Option<OutputSource>,
+}
+
+impl Streams {
+    /// The stream `name` of job `job`, or why it has none (`output`, `grep`).
+    pub fn take(self, name: StreamName, job: JobId) -> Result<OutputSource, ErrorReply> {
+        match (name, self.stderr) {
+            (StreamName::Stdout, _) => Ok(self.stdout),
+            (StreamName::Stderr, Some(stderr)) => Ok(stderr),
+            (StreamName::Stderr, None) => Err(ErrorReply::new(
+                ErrorKind::InvalidRequest,
+                // Front-end neutral: `--merge-stderr` on the CLI is `merge_stderr` in MCP.
+                format!("{job} ran with stderr merged into stdout: its stderr is in its stdout"),
+            )),
+        }
+    }
 }
 
 /// What a job's tasks tell the job table: its supervisor, and before that the task

@@ -28,8 +28,8 @@ mod tests;
 use std::time::Duration;
 
 use bashd_protocol::{
-    BackgroundWhy, EndedBy, ErrorKind, ErrorReply, ExecResult, ExitRecord, JobId, JobState, Killer,
-    Notice, OnTimeout, Response, StreamName,
+    BackgroundWhy, EndedBy, ExecResult, ExitRecord, JobState, Killer, Notice, OnTimeout, Response,
+    StreamName,
 };
 use tokio::sync::mpsc;
 
@@ -82,14 +82,6 @@ pub async fn supervise<P: JobProcesses>(
     if let Some((requester, result)) = answer {
         let _ = requester.send(Response::Finished(Box::new(result))).await;
     }
-}
-
-pub fn merged_stderr(job: JobId) -> ErrorReply {
-    ErrorReply::new(
-        ErrorKind::InvalidRequest,
-        // Front-end neutral: `--merge-stderr` on the CLI is `merge_stderr` in MCP.
-        format!("{job} ran with stderr merged into stdout: its stderr is in its stdout"),
-    )
 }
 
 /// Where a job is in its life.
