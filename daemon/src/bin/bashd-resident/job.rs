@@ -345,7 +345,6 @@ pub fn run(
         // SAFETY: the child of a fork of this single-threaded process, before its exec.
         unsafe { exec_shell(&shell) }
     }
-    drop(shell);
     // Nothing keeps the job's cgroup open but its processes, nor its channel.
     drop(cgroup);
     drop(channel);

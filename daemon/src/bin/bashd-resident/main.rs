@@ -126,11 +126,8 @@ fn zygote() -> io::Result<Never> {
                 std::process::exit(0);
             };
             let descriptors = match spare.take() {
-                Some(taker) if !needs_kit(&body) => match taker.hand(&body, descriptors) {
-                    Ok(()) => None,
-                    // A spare that died (killed by someone) gave the descriptors back.
-                    Err(descriptors) => Some(descriptors),
-                },
+                // A spare that died (killed by someone) gives the descriptors back.
+                Some(taker) if !needs_kit(&body) => taker.hand(&body, descriptors).err(),
                 // A confined job's resident gets the zygote's namespaces made ahead,
                 // which are the zygote's to hand out: it is forked now, and the spare
                 // stays for the next job.
@@ -472,7 +469,15 @@ fn read_exact(socket: &OwnedFd, mut buf: &mut [u8]) -> io::Result<()> {
 /// `/proc/self/fd` lists.
 fn close_from(first: RawFd) {
     // SAFETY: close_range takes integers only; it closes descriptors nothing here uses.
-    if unsafe { libc::syscall(libc::SYS_close_range, first as libc::c_uint, libc::c_uint::MAX, 0) } == 0 {
+    if unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            first as libc::c_uint,
+            libc::c_uint::MAX,
+            0,
+        )
+    } == 0
+    {
         return;
     }
     let Ok(entries) = fs::read_dir("/proc/self/fd") else {
