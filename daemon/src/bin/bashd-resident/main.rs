@@ -28,6 +28,10 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use bashd_resident_core::confine;
 use bashd_resident_core::wire::{MAX_SPAWN_BYTES, MAX_SPAWN_FDS, Report, SPAWN_FDS, Spawn};
 
+/// The most descriptors a frame carries: a spawn's, and the kit a spare is handed
+/// with it. A spawn from the daemon with more is refused by its count.
+const HANDED_FDS: usize = MAX_SPAWN_FDS + confine::Kit::MOST_FDS;
+
 /// Exit status when the resident cannot set the job up; the shell never ran.
 pub(crate) const EXIT_SETUP: libc::c_int = 126;
 
@@ -125,19 +129,19 @@ fn zygote() -> io::Result<Never> {
             let Some((body, descriptors)) = receive(&socket)? else {
                 std::process::exit(0);
             };
-            let descriptors = match spare.take() {
-                // A spare that died (killed by someone) gives the descriptors back.
-                Some(taker) if !needs_kit(&body) => taker.hand(&body, descriptors).err(),
-                // A confined job's resident gets the zygote's namespaces made ahead,
-                // which are the zygote's to hand out: it is forked now, and the spare
-                // stays for the next job.
-                taker => {
-                    spare = taker;
-                    Some(descriptors)
-                }
-            };
-            if let Some(descriptors) = descriptors {
-                fork_resident(&body, descriptors, &own(&spare), &mut kits);
+            // A confined job's kit of namespaces made ahead is taken from the store
+            // here, so that no other job is handed it, and goes with the job.
+            let kit = kit_for(&body, &mut kits);
+            // Only a spawn with its own count of descriptors: the spare takes those
+            // after them for the kit.
+            let handed = spare.take().is_some_and(|taker| {
+                counted(&body, descriptors.len())
+                    && taker.hand(&body, &descriptors, kit.as_ref()).is_ok()
+            });
+            // The zygote's copies of what was handed close as they drop; a spare that
+            // died (killed by someone) leaves the job to a resident forked for it.
+            if !handed {
+                fork_resident(&body, descriptors, kit, &own(&None), &mut kits);
             }
         }
         if fds[0].revents != 0 {
@@ -158,8 +162,8 @@ fn zygote() -> io::Result<Never> {
 /// A resident forked ahead, set up as far as no job is needed for (`job::Base`: its
 /// session, its subreaper bit), and waiting on a socket for the next job's spawn, so
 /// that a job's path has no fork of the zygote and none of that setup on it. It
-/// exits when the zygote's end closes. A spare holds no job and nothing of one; a
-/// confined job, which needs the zygote's namespaces, gets a resident forked for it.
+/// exits when the zygote's end closes. A spare holds no job and nothing of one until
+/// it is handed its job, with the kit of namespaces the zygote made ahead for it.
 struct Spare {
     socket: OwnedFd,
 }
@@ -187,7 +191,7 @@ impl Spare {
                 match got {
                     Ok(Some((body, descriptors))) => {
                         set_name(c"bashd-resident");
-                        start(base, &body, descriptors, None)
+                        start(base, &body, descriptors, KitFrom::Frame)
                     }
                     // SAFETY: _exit ends this process only.
                     _ => unsafe { libc::_exit(0) },
@@ -200,38 +204,46 @@ impl Spare {
         }
     }
 
-    /// Hands a spawn to the spare, which runs it from there. On a failure the
-    /// descriptors come back: the spare is gone, and the job gets a forked resident.
-    fn hand(self, body: &[u8], descriptors: Vec<OwnedFd>) -> Result<(), Vec<OwnedFd>> {
+    /// Hands a spawn to the spare, which runs it from there: the frame as it came,
+    /// the job's descriptors and, after them, the kit's.
+    fn hand(
+        self,
+        body: &[u8],
+        descriptors: &[OwnedFd],
+        kit: Option<&confine::Kit>,
+    ) -> io::Result<()> {
         let header = (body.len() as u32).to_le_bytes();
-        let fds: Vec<RawFd> = descriptors.iter().map(|fd| fd.as_raw_fd()).collect();
-        match send_frame(&self.socket, &header, body, &fds) {
-            // The spare has its own copies; the zygote's close as they drop.
-            Ok(()) => Ok(()),
-            Err(_) => Err(descriptors),
-        }
+        let mut fds: Vec<RawFd> = descriptors.iter().map(|fd| fd.as_raw_fd()).collect();
+        fds.extend(kit.map(|kit| kit.raw_fds()).unwrap_or_default());
+        send_frame(&self.socket, &header, body, &fds)
     }
 }
 
-/// Whether a spawn's resident needs namespaces from the zygote's store: that of a
-/// confined job. A frame that does not decode goes to a spare too, which says so.
-fn needs_kit(body: &[u8]) -> bool {
+/// Whether a spawn came with the descriptors its fields count.
+fn counted(body: &[u8], descriptors: usize) -> bool {
+    Spawn::decode(body).is_ok_and(|spawn| {
+        descriptors == SPAWN_FDS + usize::from(spawn.stdin_pipe) + usize::from(spawn.channel)
+    })
+}
+
+/// The kit of namespaces the store has ready for a spawn's job, if it is confined.
+fn kit_for(body: &[u8], kits: &mut kit::Store) -> Option<confine::Kit> {
     Spawn::decode(body)
         .ok()
         .and_then(|spawn| spawn.sandbox)
         .and_then(|spec| confine::Spec::decode(&spec).ok())
-        .is_some_and(|spec| spec.confines())
+        .filter(|spec| spec.confines())
+        .and_then(|spec| kits.take(spec.network_off))
 }
 
-/// Forks the resident of one spawn, with the kit of namespaces the store has ready
-/// for it, taken here so that no other job is handed it.
-fn fork_resident(body: &[u8], descriptors: Vec<OwnedFd>, close: &[RawFd], kits: &mut kit::Store) {
-    let kit = Spawn::decode(body)
-        .ok()
-        .and_then(|spawn| spawn.sandbox)
-        .and_then(|spec| confine::Spec::decode(&spec).ok())
-        .filter(|spec| spec.confines())
-        .and_then(|spec| kits.take(spec.network_off));
+/// Forks the resident of one spawn, with its kit.
+fn fork_resident(
+    body: &[u8],
+    descriptors: Vec<OwnedFd>,
+    kit: Option<confine::Kit>,
+    close: &[RawFd],
+    kits: &mut kit::Store,
+) {
     // SAFETY: the zygote is single-threaded, so the child is a whole copy of it.
     match unsafe { libc::fork() } {
         0 => {
@@ -242,7 +254,7 @@ fn fork_resident(body: &[u8], descriptors: Vec<OwnedFd>, close: &[RawFd], kits: 
             }
             kits.forget();
             set_name(c"bashd-resident");
-            start(job::Base::new(), body, descriptors, kit)
+            start(job::Base::new(), body, descriptors, KitFrom::Zygote(kit))
         }
         -1 => {
             if let Some(control) = descriptors.first() {
@@ -261,15 +273,22 @@ fn fork_resident(body: &[u8], descriptors: Vec<OwnedFd>, close: &[RawFd], kits: 
     }
 }
 
+/// Where a resident's kit of namespaces comes from.
+enum KitFrom {
+    /// The zygote that forked it took it from its store.
+    Zygote(Option<confine::Kit>),
+    /// A spare: after the job's descriptors, where the zygote put it.
+    Frame,
+}
+
 /// Runs one spawn's job in this process, a resident just forked or a spare that was
-/// handed it; `kit` is the namespaces the zygote made ahead for it. A spawn that
-/// cannot be read or set up is reported on its control socket, which the daemon reads
-/// as the job's failure to start.
+/// handed it. A spawn that cannot be read or set up is reported on its control
+/// socket, which the daemon reads as the job's failure to start.
 fn start(
     base: io::Result<job::Base>,
     body: &[u8],
-    descriptors: Vec<OwnedFd>,
-    kit: Option<confine::Kit>,
+    mut descriptors: Vec<OwnedFd>,
+    kit: KitFrom,
 ) -> ! {
     let control = descriptors.first().map(|fd| fd.as_raw_fd());
     let fail = |why: String| -> ! {
@@ -283,8 +302,18 @@ fn start(
         Ok(spawn) => spawn,
         Err(why) => fail(format!("bashd-resident could not read the job: {why}")),
     };
-    if descriptors.len() != SPAWN_FDS + usize::from(spawn.stdin_pipe) + usize::from(spawn.channel) {
-        fail("bashd-resident got the wrong descriptors for the job".into());
+    let wrong = || -> ! { fail("bashd-resident got the wrong descriptors for the job".into()) };
+    let expected = SPAWN_FDS + usize::from(spawn.stdin_pipe) + usize::from(spawn.channel);
+    let kit = match kit {
+        KitFrom::Zygote(kit) => kit,
+        KitFrom::Frame if descriptors.len() > expected => {
+            let kit = confine::Kit::from_fds(descriptors.split_off(expected));
+            Some(kit.unwrap_or_else(|| wrong()))
+        }
+        KitFrom::Frame => None,
+    };
+    if descriptors.len() != expected {
+        wrong();
     }
     let mut descriptors = descriptors.into_iter();
     let mut next = || descriptors.next().expect("counted above");
@@ -311,8 +340,8 @@ fn start(
 fn send_frame(socket: &OwnedFd, header: &[u8; 4], body: &[u8], fds: &[RawFd]) -> io::Result<()> {
     const SPACE: usize =
         // SAFETY: CMSG_SPACE only computes a size.
-        unsafe { libc::CMSG_SPACE((MAX_SPAWN_FDS * size_of::<RawFd>()) as u32) } as usize;
-    if fds.len() > MAX_SPAWN_FDS {
+        unsafe { libc::CMSG_SPACE((HANDED_FDS * size_of::<RawFd>()) as u32) } as usize;
+    if fds.len() > HANDED_FDS {
         return Err(io::Error::other("too many descriptors for a spawn"));
     }
     let mut control = [0u64; SPACE.div_ceil(8)];
@@ -393,7 +422,7 @@ fn receive(socket: &OwnedFd) -> io::Result<Option<(Vec<u8>, Vec<OwnedFd>)>> {
     // no byte of the next frame (and none of its descriptors) is taken with it.
     const SPACE: usize =
         // SAFETY: CMSG_SPACE only computes a size.
-        unsafe { libc::CMSG_SPACE((MAX_SPAWN_FDS * size_of::<RawFd>()) as u32) } as usize;
+        unsafe { libc::CMSG_SPACE((HANDED_FDS * size_of::<RawFd>()) as u32) } as usize;
     let mut control = [0u64; SPACE.div_ceil(8)];
     let mut iov = libc::iovec {
         iov_base: header.as_mut_ptr().cast(),
