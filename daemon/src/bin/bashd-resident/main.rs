@@ -129,14 +129,11 @@ fn zygote() -> io::Result<Never> {
             let Some((body, descriptors)) = receive(&socket)? else {
                 std::process::exit(0);
             };
-            // A confined job's kit of namespaces made ahead is taken from the store
-            // here, so that no other job is handed it, and goes with the job.
-            let kit = kit_for(&body, &mut kits);
+            let (counted, kit) = inspect(&body, descriptors.len(), &mut kits);
             // Only a spawn with its own count of descriptors: the spare takes those
             // after them for the kit.
             let handed = spare.take().is_some_and(|taker| {
-                counted(&body, descriptors.len())
-                    && taker.hand(&body, &descriptors, kit.as_ref()).is_ok()
+                counted && taker.hand(&body, &descriptors, kit.as_ref()).is_ok()
             });
             // The zygote's copies of what was handed close as they drop; a spare that
             // died (killed by someone) leaves the job to a resident forked for it.
@@ -219,21 +216,21 @@ impl Spare {
     }
 }
 
-/// Whether a spawn came with the descriptors its fields count.
-fn counted(body: &[u8], descriptors: usize) -> bool {
-    Spawn::decode(body).is_ok_and(|spawn| {
-        descriptors == SPAWN_FDS + usize::from(spawn.stdin_pipe) + usize::from(spawn.channel)
-    })
-}
-
-/// The kit of namespaces the store has ready for a spawn's job, if it is confined.
-fn kit_for(body: &[u8], kits: &mut kit::Store) -> Option<confine::Kit> {
-    Spawn::decode(body)
-        .ok()
-        .and_then(|spawn| spawn.sandbox)
+/// What the zygote reads of a spawn before it hands it on: whether it came with the
+/// descriptors its fields count, and, for a confined job, the kit of namespaces the
+/// store has ready for it, taken here so that no other job is handed it.
+fn inspect(body: &[u8], descriptors: usize, kits: &mut kit::Store) -> (bool, Option<confine::Kit>) {
+    let Ok(spawn) = Spawn::decode(body) else {
+        return (false, None);
+    };
+    let counted =
+        descriptors == SPAWN_FDS + usize::from(spawn.stdin_pipe) + usize::from(spawn.channel);
+    let kit = spawn
+        .sandbox
         .and_then(|spec| confine::Spec::decode(&spec).ok())
         .filter(|spec| spec.confines())
-        .and_then(|spec| kits.take(spec.network_off))
+        .and_then(|spec| kits.take(spec.network_off));
+    (counted, kit)
 }
 
 /// Forks the resident of one spawn, with its kit.
