@@ -822,3 +822,51 @@ fn assert_resident_holds_its_own(shell: u32, n: u32) {
         "the spare holds a job's pipe or the stray descriptor: {held:?}"
     );
 }
+
+/// A resident that starts its job's shell only after the daemon gave up on it (10 s:
+/// here its spare was stopped, as a job of the same user may do) must not leave the
+/// job running unwatched: the daemon reported it as failed, so the resident, seeing
+/// the daemon's end closed, ends what it started.
+#[test]
+fn issue_31_a_job_reported_as_not_started_does_not_run_later() {
+    let daemon = Daemon::start();
+    // A first job, which also shows the path works: its resident's parent is the
+    // zygote, beside which the spare for the next job waits.
+    let result = background(&daemon, "exec sleep 9401");
+    let first = result["job"].as_str().unwrap().to_owned();
+    let shell = result["pid"].as_u64().unwrap() as u32;
+    wait_for_running("sleep 9401");
+    let resident = bashd_tests::procs::parent_pid(shell).unwrap();
+    let zygote = bashd_tests::procs::parent_pid(resident).unwrap();
+    let mut spares = Vec::new();
+    assert!(
+        wait_until(GONE_WITHIN, || {
+            spares = children_named(zygote, "bashd-spare");
+            spares.len() == 1
+        }),
+        "not one spare resident: {spares:?}"
+    );
+    let spare = Pid::from_raw(spares[0] as i32).unwrap();
+    let out = daemon.run_bashc(&["kill", &first]);
+    assert_eq!(out.status.code(), Some(143), "{}", show(&out));
+
+    rustix::process::kill_process(spare, Signal::STOP).unwrap();
+    let out = daemon.run_bashc(&["exec", "--", "sleep 9402; echo late"]);
+    let _ = rustix::process::kill_process(spare, Signal::CONT);
+    let text = show(&out);
+    assert_ne!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("did not start the shell"), "{text}");
+    // The spare, now the job's resident, gets its job, sees the daemon gone, and
+    // ends: with the job still running under it, it would not.
+    let ended = wait_until(GONE_WITHIN, || !alive(spares[0]));
+    let late = pids_running("sleep 9402");
+    for pid in &late {
+        let _ = rustix::process::kill_process(Pid::from_raw(*pid as i32).unwrap(), Signal::KILL);
+    }
+    assert!(
+        ended && late.is_empty(),
+        "a job bashc was told did not start runs: resident {} alive {}, sleep {late:?}",
+        spares[0],
+        !ended
+    );
+}

@@ -8,9 +8,10 @@
 //! - with a cgroup it clones the shell into that cgroup (`CLONE_INTO_CGROUP`), so the
 //!   job's first instruction already runs inside it, and stays out of it itself: the
 //!   cgroup holds the job's processes only, and is empty once the last is reaped;
-//! - it forks the shell into a process group of its own, reaps whatever is reparented
-//!   to it, and exits only when it has no child left, which, being a subreaper, means
-//!   no process of the job is left;
+//! - it starts the shell in a process group of its own (a `CLONE_VM` clone, or a
+//!   fork where the sandbox or a cgroup needs one), reaps whatever is reparented to
+//!   it, and exits only when it has no child left, which, being a subreaper, means no
+//!   process of the job is left;
 //! - it holds a socket to the daemon (see `bashd_resident_core::wire`): it
 //!   reports the shell's pid, the shell's status and, at the end, what the job used; it
 //!   signals every process of the subtree when the daemon says so, and SIGKILLs the
@@ -419,7 +420,12 @@ fn clone_vfork(shell: &Shell) -> io::Result<libc::pid_t> {
     // single-threaded and suspended until the child's exec or exit, after which the
     // stack is unmapped.
     let pid = unsafe {
-        libc::mprotect(base, GUARD, libc::PROT_NONE);
+        // Without its guard, a stack overrun would write into whatever lies below.
+        if libc::mprotect(base, GUARD, libc::PROT_NONE) != 0 {
+            let error = io::Error::last_os_error();
+            libc::munmap(base, STACK + GUARD);
+            return Err(error);
+        }
         let top = (base as usize + GUARD + STACK) & !15;
         let pid = libc::clone(
             entry,

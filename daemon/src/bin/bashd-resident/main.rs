@@ -4,9 +4,10 @@
 //! The daemon starts `bashd-resident --zygote` once, with a socket to itself on stdin.
 //! The zygote is small and single-threaded and holds nothing of any job, so forking it
 //! costs little; for each job the daemon sends it a [`Spawn`] with the job's
-//! descriptors, and it forks the job's resident (`job.rs`) from itself. A job so pays
-//! no exec and no dynamic link for its resident, only a fork of a small process
-//! (`docs/PERFORMANCE.md`). The zygote reaps the residents it forked, and exits when
+//! descriptors, and hands it to a spare resident (`bashd-spare`) it forked and set up
+//! ahead, then forks the next spare; it forks a resident for the job itself only when
+//! no spare is there. A job so pays no exec, no dynamic link and no fork for its
+//! resident on its path (`docs/PERFORMANCE.md`, `docs/design/containment.md`). The zygote reaps the residents it forked, and exits when
 //! the daemon's end of its socket closes; residents it forked run on until their jobs
 //! are done.
 //!
@@ -132,9 +133,12 @@ fn zygote() -> io::Result<Never> {
             let (counted, kit) = inspect(&body, descriptors.len(), &mut kits);
             // Only a spawn with its own count of descriptors: the spare takes those
             // after them for the kit.
-            let handed = spare.take().is_some_and(|taker| {
-                counted && taker.hand(&body, &descriptors, kit.as_ref()).is_ok()
-            });
+            // A frame with a wrong count goes to a resident of its own, which refuses
+            // it, and the spare waits for the next.
+            let handed = counted
+                && spare
+                    .take()
+                    .is_some_and(|taker| taker.hand(&body, &descriptors, kit.as_ref()).is_ok());
             // The zygote's copies of what was handed close as they drop; a spare that
             // died (killed by someone) leaves the job to a resident forked for it.
             if !handed {
@@ -357,7 +361,7 @@ fn send_frame(socket: &OwnedFd, header: &[u8; 4], body: &[u8], fds: &[RawFd]) ->
     message.msg_iov = iov.as_mut_ptr();
     message.msg_iovlen = 2;
     message.msg_control = control.as_mut_ptr().cast();
-    // SAFETY: CMSG_LEN only computes a size.
+    // SAFETY: CMSG_SPACE only computes a size.
     let used = unsafe { libc::CMSG_SPACE(size_of_val(fds) as u32) } as usize;
     message.msg_controllen = used as _;
     // SAFETY: the control buffer is this frame's, as large as CMSG_SPACE says, walked
