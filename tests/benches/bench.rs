@@ -20,6 +20,8 @@ mod channel;
 mod cli;
 #[path = "parts/containment.rs"]
 mod containment;
+#[path = "parts/handshake.rs"]
+mod handshake;
 #[path = "parts/inbox.rs"]
 mod inbox;
 #[path = "parts/jobs.rs"]
@@ -105,6 +107,9 @@ fn main() {
     }
     if wanted("cli") {
         cli::cli();
+    }
+    if wanted("handshake") {
+        handshake::handshake();
     }
     if wanted("abuse") {
         abuse();
