@@ -23,6 +23,7 @@ use bashd_protocol::{
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::outbound::Outbound;
 use crate::config::OnCancel;
 use crate::jobs::contain::LimitsFrom;
 use crate::jobs::job::supervisor::Control;
@@ -51,7 +52,7 @@ pub(super) async fn serve(
     id: RequestId,
     params: bashd_protocol::ExecParams,
     jobs: JobsHandle,
-    out: mpsc::Sender<ServerFrame>,
+    out: Outbound,
     cancel: CancellationToken,
 ) {
     let to_background = params.mcp_call;
@@ -230,7 +231,19 @@ impl JobsActor {
         } else {
             self.adopt(&session, params.owner);
         }
-        let n = match self.journal.job(&self.instance, &session) {
+        // What `jobs` lists of a job that is to run, should the daemon die: written with
+        // its `job` line.
+        let record = denial.is_none().then(|| journal::JobRecord {
+            started_ms: SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64),
+            mode: params.mode,
+            merged: params.merge_stderr,
+            workdir: plan.workdir.to_string_lossy().into_owned(),
+            command: cut(&params.command, LISTED_COMMAND_BYTES),
+            description: params.description.clone(),
+        });
+        let n = match self.journal.job(&self.instance, &session, record) {
             Ok(n) => n,
             Err(e) => {
                 let message = format!(
@@ -295,21 +308,6 @@ impl JobsActor {
             return;
         }
 
-        let record = journal::JobRecord {
-            started_ms: SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_millis() as u64),
-            mode: params.mode,
-            merged: params.merge_stderr,
-            workdir: plan.workdir.to_string_lossy().into_owned(),
-            command: cut(&params.command, LISTED_COMMAND_BYTES),
-            description: params.description.clone(),
-        };
-        if let Err(e) = self.journal.info(n, record) {
-            // The job line is there: a crash still ends the job, only its listing and
-            // its kept output would be missing.
-            tracing::warn!(job = %id, "cannot record the job's details in the journal: {e}");
-        }
         // A confined file system leaves the job the session's temp dir to write in.
         let tmpdir = plan
             .sandbox

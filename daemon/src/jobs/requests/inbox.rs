@@ -11,8 +11,8 @@
 use std::sync::atomic::Ordering;
 
 use bashd_protocol::{Inbox, JobId, Request, RequestId, Response, ServerFrame};
-use tokio::sync::mpsc;
 
+use crate::outbound::Outbound;
 use crate::jobs::table::handle::JobsHandle;
 use crate::jobs::table::inbox::TakeInbox;
 
@@ -54,7 +54,7 @@ impl JobsHandle {
         session: Option<&str>,
         id: RequestId,
         last: &Response,
-        out: &mpsc::Sender<ServerFrame>,
+        out: &Outbound,
     ) -> bool {
         let Some(session) = session.filter(|_| self.origin.is_none()) else {
             return true;

@@ -25,6 +25,7 @@ use bashd_protocol::{
 };
 use tokio::sync::{mpsc, oneshot};
 
+use crate::outbound::Outbound;
 use crate::jobs::job::supervisor::Control;
 use crate::jobs::requests::jobs::waiting_for_input;
 use crate::jobs::requests::top::last_line;
@@ -45,7 +46,7 @@ pub(super) async fn serve(
     id: RequestId,
     request: WatchRequest,
     jobs: JobsHandle,
-    out: mpsc::Sender<ServerFrame>,
+    out: Outbound,
 ) {
     let send = |update| out.send(ServerFrame::Response(id, Response::Watch(update)));
     let origin = jobs.origin.clone();
