@@ -140,11 +140,8 @@ mod tests {
         // Larger than the socket's buffer: the first send cannot finish until the
         // client reads, and is dropped while its frame is part written.
         let big = "y".repeat(4 << 20);
-        let first = tokio::time::timeout(
-            std::time::Duration::from_millis(50),
-            out.send(fatal(&big)),
-        )
-        .await;
+        let first =
+            tokio::time::timeout(std::time::Duration::from_millis(50), out.send(fatal(&big))).await;
         assert!(first.is_err(), "the socket took 4 MiB at once");
         let reader = tokio::spawn(async move {
             let mut frames = FramedRead::new(theirs, ClientCodec::new(1 << 24));

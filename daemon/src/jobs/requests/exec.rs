@@ -23,7 +23,6 @@ use bashd_protocol::{
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::outbound::Outbound;
 use crate::config::OnCancel;
 use crate::jobs::contain::LimitsFrom;
 use crate::jobs::job::supervisor::Control;
@@ -35,6 +34,7 @@ use crate::jobs::table::session::Session;
 use crate::jobs::table::start::not_run;
 use crate::jobs::table::{Job, JobsActor, Launch, Status};
 use crate::journal::{self};
+use crate::outbound::Outbound;
 use crate::output::{self, Shape};
 use crate::policy::Denial;
 use crate::sandbox;
@@ -173,7 +173,7 @@ impl JobsActor {
     /// first on the request's fresh channel, so `try_send` always finds room.
     pub(in crate::jobs) fn exec(
         &mut self,
-        params: ExecParams,
+        mut params: ExecParams,
         denial: Option<Denial>,
         events: mpsc::Sender<Response>,
         origin: Option<Arc<Origin>>,
@@ -260,6 +260,8 @@ impl JobsActor {
         if let Some(entry) = self.sessions.get_mut(&session) {
             entry.jobs.insert(n);
         }
+        // Moved, not copied, into the job's environment.
+        let client_env = std::mem::take(&mut params.env);
         let new_job = |status: Status| Job {
             id,
             session: session.clone(),
@@ -324,7 +326,7 @@ impl JobsActor {
             };
             unopened.open(Arc::new(origin), self.arrivals.clone())
         });
-        let mut env = self.job_env(&params, id, channel.is_some());
+        let mut env = self.job_env(client_env, &params.session, id, channel.is_some());
         if let Some(dir) = &tmpdir {
             sandbox::set_tmpdir(&mut env, dir);
         }
@@ -516,13 +518,19 @@ impl JobsActor {
         })
     }
 
-    /// The client's environment, then the hardening set over it, then bashd's own:
-    /// a sandboxed job's `channel` is named there, and any other job has none, whatever
-    /// the client's environment said.
-    fn job_env(&self, params: &ExecParams, job: JobId, channel: bool) -> Vec<(Vec<u8>, Vec<u8>)> {
+    /// The client's environment `client`, then the hardening set over it, then
+    /// bashd's own: a sandboxed job's `channel` is named there, and any other job has
+    /// none, whatever the client's environment said.
+    fn job_env(
+        &self,
+        mut client: Vec<(Vec<u8>, Vec<u8>)>,
+        session: &str,
+        job: JobId,
+        channel: bool,
+    ) -> Vec<(Vec<u8>, Vec<u8>)> {
         let mut ours: Vec<(&str, String)> = vec![
             (journal::COOKIE_VAR, format!("{}/{job}", self.instance)),
-            ("BASHD_SESSION", params.session.clone()),
+            ("BASHD_SESSION", session.to_owned()),
         ];
         if channel {
             ours.push((
@@ -535,12 +543,8 @@ impl JobsActor {
                 || self.config.env.iter().any(|(k, _)| k.as_bytes() == key)
                 || ours.iter().any(|(k, _)| k.as_bytes() == key)
         };
-        let mut env: Vec<(Vec<u8>, Vec<u8>)> = params
-            .env
-            .iter()
-            .filter(|(k, _)| !overridden(k))
-            .cloned()
-            .collect();
+        client.retain(|(k, _)| !overridden(k));
+        let mut env = client;
         env.extend(
             self.config
                 .env

@@ -12,9 +12,9 @@ use std::sync::atomic::Ordering;
 
 use bashd_protocol::{Inbox, JobId, Request, RequestId, Response, ServerFrame};
 
-use crate::outbound::Outbound;
 use crate::jobs::table::handle::JobsHandle;
 use crate::jobs::table::inbox::TakeInbox;
+use crate::outbound::Outbound;
 
 /// The session a request acts for, whose inbox its final response carries
 /// (`Request::session`, the one list of who names a session).

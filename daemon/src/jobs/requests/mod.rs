@@ -37,10 +37,10 @@ use bashd_protocol::{ErrorReply, ExecResult, Request, RequestId, Response, Serve
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::outbound::Outbound;
 use crate::jobs::JobsHandle;
 #[allow(unused_imports)]
 use crate::jobs::table::handle::ToActor;
+use crate::outbound::Outbound;
 
 /// Serves request `id` on its task, sending its responses to `out`; `cancel` is the
 /// connection's cancel of it. Dropping a request's future is its cancel: a wait stops

@@ -3,8 +3,8 @@
 
 use bashd_protocol::{ErrorKind, ErrorReply, RequestId, Response, ServerFrame, Stopping};
 
-use crate::outbound::Outbound;
 use crate::jobs::table::handle::{JobsHandle, shutting_down};
+use crate::outbound::Outbound;
 
 /// Answers `Shutdown` (`bashc stop`), then asks the daemon to stop. A client inside
 /// a sandboxed job is refused: stopping the daemon ends every session's jobs, which a
