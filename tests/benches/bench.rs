@@ -159,6 +159,38 @@ fn run(command: &mut Command) {
     assert!(status.success(), "{command:?} failed: {status}");
 }
 
+/// `bash -c true` through tokio with its output piped: what the library's round trip
+/// stands against.
+async fn tokio_bash_true() {
+    let out = tokio::process::Command::new("bash")
+        .args(["-c", "true"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+        .await
+        .unwrap();
+    assert!(out.status.success());
+}
+
+/// A page of a job's stdout, as this connection's own session asks for it.
+fn stdout_page(
+    job: &bashc::protocol::JobId,
+    offset: u64,
+    limit: u64,
+    caller: bashc::protocol::Caller,
+) -> bashc::protocol::OutputRequest {
+    bashc::protocol::OutputRequest {
+        job: bashc::protocol::JobRef::Id(job.to_string()),
+        stream: bashc::protocol::StreamName::Stdout,
+        offset,
+        limit: Some(limit),
+        caller,
+        any_session: false,
+        max_bytes: None,
+        from_end: false,
+    }
+}
+
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }

@@ -33,14 +33,7 @@ pub(super) fn basics(tokio: &tokio::runtime::Runtime) {
             client.exec(params.clone()).await.unwrap();
             library.push(start.elapsed());
             let start = Instant::now();
-            let status = tokio::process::Command::new("bash")
-                .args(["-c", "true"])
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .output()
-                .await
-                .unwrap();
-            assert!(status.status.success());
+            tokio_bash_true().await;
             spawn.push(start.elapsed());
         }
         (median_of(library), median_of(spawn))

@@ -46,14 +46,7 @@ pub(super) fn exec_cost_by_mechanism(
                 samples[i].push(start.elapsed());
             }
             let start = Instant::now();
-            let out = tokio::process::Command::new("bash")
-                .args(["-c", "true"])
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .output()
-                .await
-                .unwrap();
-            assert!(out.status.success());
+            tokio_bash_true().await;
             samples[clients.len()].push(start.elapsed());
         }
         samples.into_iter().map(median_of).collect::<Vec<_>>()

@@ -154,16 +154,7 @@ pub(super) fn live(tokio: &tokio::runtime::Runtime) {
             let answered = now_ns();
             assert!(!waited.notices.is_empty());
             let page = client
-                .output(bashc::protocol::OutputRequest {
-                    job: JobRef::Id(job.to_string()),
-                    stream: bashc::protocol::StreamName::Stdout,
-                    offset: 1,
-                    limit: Some(1),
-                    caller: caller.clone(),
-                    any_session: false,
-                    max_bytes: None,
-                    from_end: false,
-                })
+                .output(stdout_page(&job, 1, 1, caller.clone()))
                 .await
                 .unwrap();
             // The listen() came just before the print; a page read shortly after.

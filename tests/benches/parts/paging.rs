@@ -23,16 +23,7 @@ pub(super) fn paging(tokio: &tokio::runtime::Runtime) {
                 for _ in 0..20 {
                     let start = Instant::now();
                     let page = client
-                        .output(bashc::protocol::OutputRequest {
-                            job: bashc::protocol::JobRef::Id(job.to_string()),
-                            stream: bashc::protocol::StreamName::Stdout,
-                            offset,
-                            limit: Some(10),
-                            caller: caller.clone(),
-                            any_session: false,
-                            max_bytes: None,
-                            from_end: false,
-                        })
+                        .output(stdout_page(&job, offset, 10, caller.clone()))
                         .await
                         .unwrap();
                     assert_eq!(page.lines, 10);

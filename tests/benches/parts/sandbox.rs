@@ -1,6 +1,60 @@
 //! `BASHD_BENCH=sandbox` (issues 23, 30): `exec true` under each sandbox against none.
 
+use bashc::protocol::{ExecParams, Network, SandboxProfile};
+
 use super::*;
+
+/// A sandbox the sandbox parts compare, the first none.
+pub(super) struct Sandbox {
+    pub name: &'static str,
+    /// What it sets up, where the name does not say.
+    pub mechanism: Option<&'static str>,
+    pub profile: SandboxProfile,
+    pub network: Network,
+}
+
+impl Sandbox {
+    /// `exec true` in this sandbox.
+    pub fn params(&self, daemon: &Daemon) -> ExecParams {
+        let mut params = daemon.params("true");
+        params.sandbox = Some(self.profile);
+        params.network = Some(self.network);
+        params
+    }
+}
+
+pub(super) const SANDBOXES: [Sandbox; 5] = [
+    Sandbox {
+        name: "off",
+        mechanism: None,
+        profile: SandboxProfile::Off,
+        network: Network::On,
+    },
+    Sandbox {
+        name: "network off",
+        mechanism: Some("user + network namespaces"),
+        profile: SandboxProfile::Off,
+        network: Network::Off,
+    },
+    Sandbox {
+        name: "workspace-write",
+        mechanism: Some("user + mount namespaces, mounts, Landlock"),
+        profile: SandboxProfile::WorkspaceWrite,
+        network: Network::On,
+    },
+    Sandbox {
+        name: "read-only",
+        mechanism: None,
+        profile: SandboxProfile::ReadOnly,
+        network: Network::On,
+    },
+    Sandbox {
+        name: "workspace-write, network off",
+        mechanism: None,
+        profile: SandboxProfile::WorkspaceWrite,
+        network: Network::Off,
+    },
+];
 
 /// `exec true` in each sandbox against the same unconfined (issues 23, 30): what the
 /// user, IPC, cgroup, mount and network namespaces, the mounts (the `.git` walk and a
@@ -8,43 +62,17 @@ use super::*;
 /// for every job in the child its resident forks for the shell. The sandboxes take turns, 20 jobs at a time, so
 /// that a machine shared with other work weighs on each alike.
 pub(super) fn sandbox(tokio: &tokio::runtime::Runtime) {
-    use bashc::protocol::{Network, SandboxProfile};
     const ROUNDS: usize = 15;
     const PER_ROUND: usize = 20;
     let daemon = Daemon::start();
-    let sandboxes = [
-        ("off", SandboxProfile::Off, Network::On),
-        (
-            "network off (user + network namespaces)",
-            SandboxProfile::Off,
-            Network::Off,
-        ),
-        (
-            "workspace-write (user + mount namespaces, mounts, Landlock)",
-            SandboxProfile::WorkspaceWrite,
-            Network::On,
-        ),
-        ("read-only", SandboxProfile::ReadOnly, Network::On),
-        (
-            "workspace-write, network off",
-            SandboxProfile::WorkspaceWrite,
-            Network::Off,
-        ),
-    ];
     tokio.block_on(async {
         let client = daemon.client().await;
-        let params = |profile, network| {
-            let mut params = daemon.params("true");
-            params.sandbox = Some(profile);
-            params.network = Some(network);
-            params
-        };
-        let mut samples: Vec<Vec<Duration>> = vec![Vec::new(); sandboxes.len()];
+        let mut samples: Vec<Vec<Duration>> = vec![Vec::new(); SANDBOXES.len()];
         for round in 0..=ROUNDS {
-            for (i, (_, profile, network)) in sandboxes.iter().enumerate() {
+            for (i, sandbox) in SANDBOXES.iter().enumerate() {
                 for _ in 0..PER_ROUND {
                     let start = Instant::now();
-                    client.exec(params(*profile, *network)).await.unwrap();
+                    client.exec(sandbox.params(&daemon)).await.unwrap();
                     // The first round warms the page cache and is not counted.
                     if round > 0 {
                         samples[i].push(start.elapsed());
@@ -57,7 +85,11 @@ pub(super) fn sandbox(tokio: &tokio::runtime::Runtime) {
             "sandbox off: exec true {:.2} ms",
             medians[0].as_secs_f64() * 1e3
         );
-        for ((name, ..), measured) in sandboxes.iter().zip(&medians).skip(1) {
+        for (sandbox, measured) in SANDBOXES.iter().zip(&medians).skip(1) {
+            let name = match sandbox.mechanism {
+                Some(mechanism) => format!("{} ({mechanism})", sandbox.name),
+                None => sandbox.name.to_owned(),
+            };
             report(
                 &format!("sandbox {name}: exec true vs off"),
                 *measured,

@@ -6,39 +6,22 @@
 
 use std::time::{Duration, Instant};
 
-use bashc::protocol::{Network, SandboxProfile};
 use bashd_tests::Daemon;
 
 use super::median_of;
+use super::sandbox::SANDBOXES;
 
 const PAIRS: usize = 300;
 
 pub fn sandbox_pairs(tokio: &tokio::runtime::Runtime) {
     let daemon = Daemon::start();
-    let kinds = [
-        ("off", SandboxProfile::Off, Network::On),
-        ("network off", SandboxProfile::Off, Network::Off),
-        (
-            "workspace-write",
-            SandboxProfile::WorkspaceWrite,
-            Network::On,
-        ),
-        ("read-only", SandboxProfile::ReadOnly, Network::On),
-        (
-            "workspace-write, network off",
-            SandboxProfile::WorkspaceWrite,
-            Network::Off,
-        ),
-    ];
     tokio.block_on(async {
         let client = daemon.client().await;
-        let mut times: Vec<Vec<Duration>> = vec![Vec::new(); kinds.len()];
+        let mut times: Vec<Vec<Duration>> = vec![Vec::new(); SANDBOXES.len()];
         // The first 20 warm the page cache and the zygote's namespaces, not counted.
         for pair in 0..PAIRS + 20 {
-            for (i, (_, profile, network)) in kinds.iter().enumerate() {
-                let mut params = daemon.params("true");
-                params.sandbox = Some(*profile);
-                params.network = Some(*network);
+            for (i, sandbox) in SANDBOXES.iter().enumerate() {
+                let params = sandbox.params(&daemon);
                 let start = Instant::now();
                 client.exec(params).await.unwrap();
                 if pair >= 20 {
@@ -51,7 +34,8 @@ pub fn sandbox_pairs(tokio: &tokio::runtime::Runtime) {
             "sandbox-pairs off: exec true {:.2} ms (median of {PAIRS})",
             median_of(off.clone()).as_secs_f64() * 1e3
         );
-        for ((name, ..), samples) in kinds.iter().zip(&times).skip(1) {
+        for (sandbox, samples) in SANDBOXES.iter().zip(&times).skip(1) {
+            let name = sandbox.name;
             let mut ratios: Vec<f64> = samples
                 .iter()
                 .zip(&off)
