@@ -43,7 +43,8 @@ pub(crate) fn inherited() -> Option<Result<RawFd, ClientError>> {
     }))
 }
 
-/// A connection to the daemon through the job's channel `fd`, with the handshake done.
+/// A connection to the daemon through the job's channel `fd`; the handshake goes with
+/// the first request ([`Client::start`]).
 pub(crate) async fn connect(fd: RawFd) -> Result<Client, ClientError> {
     let (ours, theirs) = std::os::unix::net::UnixStream::pair()
         .map_err(|e| ClientError::Channel(format!("cannot make a socket pair: {e}")))?;
@@ -55,7 +56,7 @@ pub(crate) async fn connect(fd: RawFd) -> Result<Client, ClientError> {
     let stream = tokio::net::UnixStream::from_std(ours)
         .map_err(|e| ClientError::Channel(format!("cannot use a socket pair: {e}")))?;
     let (read, write) = stream.into_split();
-    Client::handshake(read, write).await
+    Ok(Client::start(read, write))
 }
 
 /// Sends `end` over the channel `fd`: one message, which no other process of the job

@@ -4,6 +4,13 @@
 //! `Client` handles send it requests and get their responses on channels of their own.
 //! This module knows no host: what a transport adds (the owner a far side must not be
 //! told, what a connection lost there means) comes through its [`Link`].
+//!
+//! The handshake does not hold the first request back: `Hello` goes out in one write
+//! with the requests asked for by then, and `Welcome` is read when it comes (issue 31:
+//! a round trip through the daemon's runtime, its accept and its checks of the peer,
+//! before every call). The daemon reads a request only once it has checked the peer
+//! and answered `Hello`, so a refused peer's requests are never served; what refused
+//! the connection (its `Fatal`, a timeout) becomes the error of every request on it.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -15,12 +22,13 @@ use std::time::Duration;
 
 use bashd_protocol::codec::ClientCodec;
 use bashd_protocol::{
-    ClientFrame, Hello, Inbox, JobId, PROTOCOL_VERSION, Request, RequestId, Response, ServerFrame,
-    Welcome,
+    ClientFrame, ErrorReply, FrameError, Hello, Inbox, JobId, PROTOCOL_VERSION, Request, RequestId,
+    Response, ServerFrame, Welcome,
 };
 use futures::{SinkExt, StreamExt};
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
 use tokio_util::codec::{FramedRead, FramedWrite};
 
 use crate::error::ClientError;
@@ -46,7 +54,8 @@ const WELCOME_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone)]
 pub struct Client {
     outgoing: mpsc::Sender<Outgoing>,
-    welcome: Welcome,
+    /// Where the handshake is, as the connection task last said.
+    handshake: watch::Receiver<Handshake>,
     next_id: Arc<AtomicU64>,
     /// Set when this connection's daemon was started for it: the daemons of this user
     /// that were alive under other runtime directories then.
@@ -72,6 +81,50 @@ pub(crate) trait Link: Send + Sync + std::fmt::Debug {
 
     /// The pid and socket of the local process that carries the connection, if one does.
     fn relay(&self) -> Option<(u32, &Path)>;
+}
+
+/// How far a connection's handshake got.
+#[derive(Debug, Clone)]
+enum Handshake {
+    /// `Hello` is sent, or about to be, with the first requests.
+    Waiting,
+    Welcomed(Welcome),
+    Failed(Failure),
+}
+
+/// Why a handshake failed: kept for each request on the connection and for
+/// [`Client::welcome`], which each get the error of their own.
+#[derive(Debug, Clone)]
+enum Failure {
+    /// The daemon said why (another uid, a sandboxed process on its socket, too many
+    /// connections, another protocol version).
+    Refused(ErrorReply),
+    Timeout,
+    Disconnected,
+    Unexpected(&'static str),
+    Frame(Arc<FrameError>),
+}
+
+impl Failure {
+    fn error(&self) -> ClientError {
+        match self {
+            Failure::Refused(reply) => ClientError::Refused(reply.clone()),
+            Failure::Timeout => ClientError::HandshakeTimeout(WELCOME_TIMEOUT),
+            Failure::Disconnected => ClientError::Disconnected,
+            Failure::Unexpected(what) => ClientError::Unexpected(what),
+            Failure::Frame(error) => ClientError::Frame(match &**error {
+                FrameError::TooLarge { len, max } => FrameError::TooLarge {
+                    len: *len,
+                    max: *max,
+                },
+                FrameError::Truncated { buffered } => FrameError::Truncated {
+                    buffered: *buffered,
+                },
+                FrameError::Malformed(why) => FrameError::Malformed(why.clone()),
+                FrameError::Io(e) => FrameError::Io(std::io::Error::new(e.kind(), e.to_string())),
+            }),
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -172,8 +225,12 @@ impl Responses {
         self.client.cancel(self.id).await
     }
 
-    /// The error for a connection that ended under this request.
+    /// The error for a connection that ended under this request: the handshake's
+    /// when there was none, since the request then never reached the daemon.
     async fn ended(&self) -> ClientError {
+        if let Some(failure) = self.client.failure() {
+            return failure;
+        }
         match (&self.client.link, &self.about) {
             (Some(link), About::Exec(job)) => link.lost(*job).await,
             (Some(link), _) => link.lost(None).await,
@@ -189,64 +246,81 @@ impl Responses {
 
 impl Client {
     /// Speaks the protocol over `stream`, whatever carries it (a socket, a pipe to
-    /// `ssh HOST bashc bridge`), starting with the handshake.
+    /// `ssh HOST bashc bridge`), as [`Client::start`] does: the handshake goes with the
+    /// first request, whose error says why it failed. Never fails itself.
     pub async fn over<S>(stream: S) -> Result<Client, ClientError>
     where
         S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
     {
         let (read, write) = tokio::io::split(stream);
-        Client::handshake(read, write).await
+        Ok(Client::start(read, write))
     }
 
-    /// Speaks the protocol over a pair of one-way streams (a child's stdout and
-    /// stdin): sends `Hello`, waits for `Welcome`, then hands both to the connection
-    /// task.
+    /// Speaks the protocol over a pair of one-way streams (a socket's halves, a
+    /// child's stdout and stdin): hands both to the connection task, which sends
+    /// `Hello` together with the requests asked for by the time it runs, and reads
+    /// `Welcome` when it comes. A refused handshake (the daemon's `Fatal`, no answer
+    /// within 10 s, a closed stream) is the error of every request on the connection
+    /// and of [`Client::welcome`]. Must be called within a tokio runtime.
+    pub fn start<R, W>(reader: R, writer: W) -> Client
+    where
+        R: AsyncRead + Send + Unpin + 'static,
+        W: AsyncWrite + Send + Unpin + 'static,
+    {
+        let (outgoing, outgoing_rx) = mpsc::channel(64);
+        let (handshake_tx, handshake) = watch::channel(Handshake::Waiting);
+        let inbox = Arc::new(std::sync::Mutex::new(Inbox::default()));
+        tokio::spawn(run_connection(
+            FramedRead::new(reader, ClientCodec::default()),
+            FramedWrite::new(writer, ClientCodec::default()),
+            outgoing_rx,
+            Arc::clone(&inbox),
+            handshake_tx,
+        ));
+        Client {
+            outgoing,
+            handshake,
+            next_id: Default::default(),
+            others: None,
+            link: None,
+            inbox,
+        }
+    }
+
+    /// As [`Client::start`], then waits for `Welcome` before anything else is sent:
+    /// for a transport that must know the daemon answers before it risks a request
+    /// (a relay may close a connection unanswered, which is then made again).
     pub async fn handshake<R, W>(reader: R, writer: W) -> Result<Client, ClientError>
     where
         R: AsyncRead + Send + Unpin + 'static,
         W: AsyncWrite + Send + Unpin + 'static,
     {
-        let mut frames_in = FramedRead::new(reader, ClientCodec::default());
-        let mut frames_out = FramedWrite::new(writer, ClientCodec::default());
-        let sent = frames_out
-            .send(ClientFrame::Hello(Hello {
-                protocol: PROTOCOL_VERSION,
-                client: format!("bashc {}", env!("CARGO_PKG_VERSION")),
-                pid: std::process::id(),
-            }))
+        let client = Client::start(reader, writer);
+        client.welcome().await?;
+        Ok(client)
+    }
+
+    /// What the daemon said in its handshake, once it has: waits for its `Welcome`,
+    /// or answers why none came.
+    pub async fn welcome(&self) -> Result<Welcome, ClientError> {
+        let mut handshake = self.handshake.clone();
+        let outcome = handshake
+            .wait_for(|state| !matches!(state, Handshake::Waiting))
             .await;
-        // A daemon that refuses the connection (another uid's) may have said why and
-        // closed before `Hello` went out: its reason beats a broken pipe.
-        let first = tokio::time::timeout(WELCOME_TIMEOUT, frames_in.next()).await;
-        if let Ok(Some(Ok(ServerFrame::Fatal(error)))) = first {
-            return Err(ClientError::Refused(error));
+        match outcome.as_deref() {
+            Ok(Handshake::Welcomed(welcome)) => Ok(welcome.clone()),
+            Ok(Handshake::Failed(failure)) => Err(failure.error()),
+            // The connection task is gone without a word: its runtime ended.
+            Ok(Handshake::Waiting) | Err(_) => Err(ClientError::Disconnected),
         }
-        sent?;
-        let welcome = match first {
-            Err(_) => return Err(ClientError::HandshakeTimeout(WELCOME_TIMEOUT)),
-            Ok(None) => return Err(ClientError::Disconnected),
-            Ok(Some(frame)) => match frame? {
-                ServerFrame::Welcome(welcome) => welcome,
-                ServerFrame::Fatal(error) => return Err(ClientError::Refused(error)),
-                ServerFrame::Response(..) => return Err(ClientError::Unexpected("a response")),
-            },
-        };
-        let (outgoing, outgoing_rx) = mpsc::channel(64);
-        let inbox = Arc::new(std::sync::Mutex::new(Inbox::default()));
-        tokio::spawn(run_connection(
-            frames_in,
-            frames_out,
-            outgoing_rx,
-            Arc::clone(&inbox),
-        ));
-        Ok(Client {
-            outgoing,
-            welcome,
-            next_id: Default::default(),
-            others: None,
-            link: None,
-            inbox,
-        })
+    }
+
+    /// Why the handshake failed, once it has.
+    fn failure(&self) -> Option<ClientError> {
+        match &*self.handshake.borrow() {
+            Handshake::Failed(failure) => Some(failure.error()),
+            _ => None,
+        }
     }
 
     /// What the sessions of this connection's requests missed since their last call,
@@ -261,11 +335,6 @@ impl Client {
     /// prints what is left in it last).
     pub fn inbox_handle(&self) -> InboxHandle {
         InboxHandle(Arc::clone(&self.inbox))
-    }
-
-    /// What the daemon said in its handshake.
-    pub fn welcome(&self) -> &Welcome {
-        &self.welcome
     }
 
     /// When this connection's daemon was started for it (autostart), the daemons of
@@ -331,6 +400,9 @@ impl Client {
 
     /// The error of a connection found ended before a request went out.
     async fn gone(&self) -> ClientError {
+        if let Some(failure) = self.failure() {
+            return failure;
+        }
         match &self.link {
             Some(link) => link.lost(None).await,
             None => ClientError::Disconnected,
@@ -338,31 +410,48 @@ impl Client {
     }
 }
 
-/// Owns the stream: writes requests, routes responses to their requests by id.
-/// Ends when the daemon closes the connection or every `Client` is dropped; either
-/// way the channels of the requests still pending close, which their callers see
-/// as `Disconnected`.
+/// Owns the stream: sends `Hello` with the first requests, writes requests, routes
+/// responses to their requests by id. Ends when the daemon closes the connection, when
+/// the handshake fails (said through `handshake` first, so that the requests it ends
+/// find why) or every `Client` is dropped; either way the channels of the requests
+/// still pending close, which their callers see as the handshake's error or
+/// `Disconnected`.
 async fn run_connection<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     mut frames_in: FramedRead<R, ClientCodec>,
     mut frames_out: FramedWrite<W, ClientCodec>,
     mut outgoing: mpsc::Receiver<Outgoing>,
     inbox: std::sync::Arc<std::sync::Mutex<Inbox>>,
+    handshake: watch::Sender<Handshake>,
 ) {
     let mut pending: HashMap<RequestId, mpsc::Sender<Response>> = HashMap::new();
+    let deadline = Instant::now() + WELCOME_TIMEOUT;
+    let welcomed = greet(
+        &mut frames_in,
+        &mut frames_out,
+        &mut outgoing,
+        &mut pending,
+        deadline,
+    )
+    .await;
+    match welcomed {
+        Some(Ok(welcome)) => {
+            handshake.send_replace(Handshake::Welcomed(welcome));
+        }
+        Some(Err(failure)) => {
+            handshake.send_replace(Handshake::Failed(failure));
+            return;
+        }
+        // Every `Client` is gone, or a request could not be written after `Hello`
+        // was: the connection ends as it would after the handshake.
+        None => return,
+    }
     loop {
         // Cancelling either branch loses nothing: a request stays in its channel and a
         // partial frame stays in FramedRead's buffer.
         tokio::select! {
             request = outgoing.recv() => {
-                let Some(Outgoing { id, request, responses }) = request else { return };
-                if let Some(responses) = responses {
-                    pending.insert(id, responses);
-                }
-                if let Request::Cancel(cancelled) = &request {
-                    // Nothing more is routed to it.
-                    pending.remove(cancelled);
-                }
-                if frames_out.send(ClientFrame::Request(id, request)).await.is_err() {
+                let Some(request) = request else { return };
+                if frames_out.send(frame_of(request, &mut pending)).await.is_err() {
                     return;
                 }
             }
@@ -393,12 +482,102 @@ async fn run_connection<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     }
 }
 
+/// The handshake: writes `Hello` and the requests queued by now in one write, then
+/// the requests that come while it waits, and answers the `Welcome`, or why none
+/// came; `None` when there is nothing more to do (no `Client` left, or a request that
+/// could not be written after a `Welcome`).
+async fn greet<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
+    frames_in: &mut FramedRead<R, ClientCodec>,
+    frames_out: &mut FramedWrite<W, ClientCodec>,
+    outgoing: &mut mpsc::Receiver<Outgoing>,
+    pending: &mut HashMap<RequestId, mpsc::Sender<Response>>,
+    deadline: Instant,
+) -> Option<Result<Welcome, Failure>> {
+    let hello = ClientFrame::Hello(Hello {
+        protocol: PROTOCOL_VERSION,
+        client: format!("bashc {}", env!("CARGO_PKG_VERSION")),
+        pid: std::process::id(),
+    });
+    // `feed` only encodes into the buffer (it writes first only past 8 KiB); the flush
+    // is the one write.
+    let sent = tokio::time::timeout_at(deadline, async {
+        frames_out.feed(hello).await?;
+        while let Ok(request) = outgoing.try_recv() {
+            frames_out.feed(frame_of(request, pending)).await?;
+        }
+        frames_out.flush().await
+    })
+    .await;
+    // The first write that failed: nothing more is written after it.
+    let mut broken = match sent {
+        Ok(Ok(())) => None,
+        Ok(Err(e)) => Some(Failure::Frame(Arc::new(e))),
+        Err(_) => Some(Failure::Timeout),
+    };
+    let first = loop {
+        tokio::select! {
+            frame = tokio::time::timeout_at(deadline, frames_in.next()) => break frame,
+            request = outgoing.recv(), if broken.is_none() => {
+                // No `Client` is left to ask anything.
+                let frame = frame_of(request?, pending);
+                broken = match tokio::time::timeout_at(deadline, frames_out.send(frame)).await {
+                    Ok(Ok(())) => None,
+                    Ok(Err(e)) => Some(Failure::Frame(Arc::new(e))),
+                    Err(_) => Some(Failure::Timeout),
+                };
+            }
+        }
+    };
+    Some(match (first, broken) {
+        // A daemon that refuses the connection (another uid's) may have said why and
+        // closed before what was written went out: its reason beats a broken pipe.
+        (Ok(Some(Ok(ServerFrame::Fatal(error)))), _) => Err(Failure::Refused(error)),
+        (Ok(Some(Ok(ServerFrame::Welcome(_)))), Some(_)) => return None,
+        (_, Some(broken)) => Err(broken),
+        (Err(_), None) => Err(Failure::Timeout),
+        (Ok(None), None) => Err(Failure::Disconnected),
+        (Ok(Some(Err(e))), None) => Err(Failure::Frame(Arc::new(e))),
+        (Ok(Some(Ok(ServerFrame::Welcome(welcome)))), None) => Ok(welcome),
+        (Ok(Some(Ok(ServerFrame::Response(..)))), None) => Err(Failure::Unexpected("a response")),
+    })
+}
+
+/// The frame of a request, its responses routed to its caller from now on.
+fn frame_of(
+    request: Outgoing,
+    pending: &mut HashMap<RequestId, mpsc::Sender<Response>>,
+) -> ClientFrame {
+    let Outgoing {
+        id,
+        request,
+        responses,
+    } = request;
+    if let Some(responses) = responses {
+        pending.insert(id, responses);
+    }
+    if let Request::Cancel(cancelled) = &request {
+        // Nothing more is routed to it.
+        pending.remove(cancelled);
+    }
+    ClientFrame::Request(id, request)
+}
+
 #[cfg(test)]
 mod tests {
+    use std::io;
+    use std::task::{Context, Poll};
+
     use bashd_protocol::codec::DaemonCodec;
-    use bashd_protocol::{ClientFrame, StatusInfo};
+    use bashd_protocol::{ClientFrame, ErrorKind, StatusInfo};
+    use bytes::BytesMut;
+    use tokio::io::{AsyncWriteExt, DuplexStream};
+    use tokio_util::codec::{Decoder, Encoder};
 
     use super::*;
+
+    /// Longer than any of these tests takes, shorter than `WELCOME_TIMEOUT`: a client
+    /// that waits for `Welcome` before its first request fails by it.
+    const WITHIN: Duration = Duration::from_secs(5);
 
     fn status() -> StatusInfo {
         StatusInfo {
@@ -415,27 +594,51 @@ mod tests {
         }
     }
 
-    /// A daemon that answers `Hello` and one `Status`, over whatever stream it is given.
-    async fn fake_daemon(stream: tokio::io::DuplexStream) {
+    fn welcome() -> Welcome {
+        Welcome {
+            protocol: PROTOCOL_VERSION,
+            daemon_version: "test".to_owned(),
+            daemon_pid: 42,
+        }
+    }
+
+    fn daemon_frames(
+        stream: DuplexStream,
+    ) -> (
+        FramedRead<tokio::io::ReadHalf<DuplexStream>, DaemonCodec>,
+        FramedWrite<tokio::io::WriteHalf<DuplexStream>, DaemonCodec>,
+    ) {
         let (read, write) = tokio::io::split(stream);
-        let mut frames_in = FramedRead::new(read, DaemonCodec::default());
-        let mut frames_out = FramedWrite::new(write, DaemonCodec::default());
+        (
+            FramedRead::new(read, DaemonCodec::default()),
+            FramedWrite::new(write, DaemonCodec::default()),
+        )
+    }
+
+    /// A daemon that answers `Hello` and one `Status`, over whatever stream it is given.
+    /// With `hold_welcome`, it reads the request before it answers `Hello`, as a daemon
+    /// whose accept and checks of the peer are slow may find both already there.
+    async fn fake_daemon(stream: DuplexStream, hold_welcome: bool) {
+        let (mut frames_in, mut frames_out) = daemon_frames(stream);
         let Some(Ok(ClientFrame::Hello(hello))) = frames_in.next().await else {
             panic!("the first frame was not Hello");
         };
         assert_eq!(hello.protocol, PROTOCOL_VERSION);
-        let welcome = Welcome {
-            protocol: PROTOCOL_VERSION,
-            daemon_version: "test".to_owned(),
-            daemon_pid: 42,
-        };
-        frames_out
-            .send(ServerFrame::Welcome(welcome))
-            .await
-            .unwrap();
+        if !hold_welcome {
+            frames_out
+                .send(ServerFrame::Welcome(welcome()))
+                .await
+                .unwrap();
+        }
         let Some(Ok(ClientFrame::Request(id, Request::Status))) = frames_in.next().await else {
             panic!("the request was not Status");
         };
+        if hold_welcome {
+            frames_out
+                .send(ServerFrame::Welcome(welcome()))
+                .await
+                .unwrap();
+        }
         frames_out
             .send(ServerFrame::Response(id, Response::Status(status())))
             .await
@@ -446,14 +649,203 @@ mod tests {
     #[tokio::test]
     async fn the_protocol_runs_over_any_byte_stream() {
         let (client_end, daemon_end) = tokio::io::duplex(4096);
-        let daemon = tokio::spawn(fake_daemon(daemon_end));
+        let daemon = tokio::spawn(fake_daemon(daemon_end, false));
         let client = Client::over(client_end).await.unwrap();
-        assert_eq!(client.welcome().daemon_pid, 42);
+        assert_eq!(client.welcome().await.unwrap().daemon_pid, 42);
         assert_eq!(client.status().await.unwrap(), status());
         daemon.await.unwrap();
         assert!(matches!(
             client.status().await,
             Err(ClientError::Disconnected)
         ));
+    }
+
+    /// Issue 31: the first request goes out without waiting a round trip for
+    /// `Welcome`, which is read when it comes.
+    #[tokio::test]
+    async fn the_first_request_does_not_wait_for_welcome() {
+        let (client_end, daemon_end) = tokio::io::duplex(4096);
+        let daemon = tokio::spawn(fake_daemon(daemon_end, true));
+        let call = async {
+            let client = Client::over(client_end).await.unwrap();
+            let answer = client.status().await;
+            (client, answer)
+        };
+        let (client, answer) = tokio::time::timeout(WITHIN, call)
+            .await
+            .expect("the client waited for Welcome before it sent its request");
+        assert_eq!(answer.unwrap(), status());
+        assert_eq!(client.welcome().await.unwrap().daemon_pid, 42);
+        daemon.await.unwrap();
+    }
+
+    /// The writes a stream was given, each as it came.
+    struct Recorder {
+        inner: tokio::io::WriteHalf<DuplexStream>,
+        writes: Arc<std::sync::Mutex<Vec<Vec<u8>>>>,
+    }
+
+    impl AsyncWrite for Recorder {
+        fn poll_write(
+            mut self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            buf: &[u8],
+        ) -> Poll<io::Result<usize>> {
+            let written = Pin::new(&mut self.inner).poll_write(cx, buf);
+            if let Poll::Ready(Ok(n)) = written {
+                let mut writes = self.writes.lock().unwrap();
+                writes.push(buf[..n].to_vec());
+            }
+            written
+        }
+
+        fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Pin::new(&mut self.inner).poll_flush(cx)
+        }
+
+        fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Pin::new(&mut self.inner).poll_shutdown(cx)
+        }
+    }
+
+    /// `Hello` and a request asked for right after the connection was made go out in
+    /// one write: one system call, one segment for the daemon to read.
+    #[tokio::test]
+    async fn hello_and_the_first_request_go_in_one_write() {
+        let (client_end, daemon_end) = tokio::io::duplex(64 * 1024);
+        let daemon = tokio::spawn(fake_daemon(daemon_end, false));
+        let (read, write) = tokio::io::split(client_end);
+        let writes = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let recorder = Recorder {
+            inner: write,
+            writes: Arc::clone(&writes),
+        };
+        let client = Client::start(read, recorder);
+        assert_eq!(client.status().await.unwrap(), status());
+        daemon.await.unwrap();
+        let writes = writes.lock().unwrap().clone();
+        let mut first = BytesMut::from(&writes[0][..]);
+        let mut codec = DaemonCodec::default();
+        assert!(
+            matches!(codec.decode(&mut first), Ok(Some(ClientFrame::Hello(_)))),
+            "{writes:?}"
+        );
+        assert!(
+            matches!(
+                codec.decode(&mut first),
+                Ok(Some(ClientFrame::Request(_, Request::Status)))
+            ),
+            "{writes:?}"
+        );
+        assert_eq!(writes.len(), 1, "{writes:?}");
+    }
+
+    fn fatal_bytes(reply: ErrorReply) -> BytesMut {
+        let mut bytes = BytesMut::new();
+        DaemonCodec::default()
+            .encode(ServerFrame::Fatal(reply), &mut bytes)
+            .unwrap();
+        bytes
+    }
+
+    /// A daemon that refuses the connection: its reason is the error of every request
+    /// made on it and of `welcome`, as it was of the handshake, even when it closed
+    /// before reading what was sent (a broken pipe, here at once).
+    #[tokio::test]
+    async fn a_refusal_is_the_error_of_each_request_and_beats_a_broken_pipe() {
+        let reply = ErrorReply::new(ErrorKind::VersionMismatch, "speaks protocol 0");
+        let (client_end, mut daemon_end) = tokio::io::duplex(4096);
+        daemon_end
+            .write_all(&fatal_bytes(reply.clone()))
+            .await
+            .unwrap();
+        drop(daemon_end);
+        let client = Client::over(client_end).await.unwrap();
+        for _ in 0..2 {
+            match client.status().await {
+                Err(ClientError::Refused(refused)) => assert_eq!(refused, reply),
+                other => panic!("not refused: {other:?}"),
+            }
+        }
+        assert!(matches!(
+            client.welcome().await,
+            Err(ClientError::Refused(refused)) if refused == reply
+        ));
+        // A request about a job says the refusal too, not that bashd died under it.
+        let waited = client
+            .wait(bashd_protocol::WaitRequest {
+                caller: bashd_protocol::Caller {
+                    session: "test".to_owned(),
+                    owner: None,
+                },
+                job: bashd_protocol::JobRef::Id("j1".to_owned()),
+                timeout_ms: None,
+                conditions: Default::default(),
+                any_session: false,
+                mcp_call: false,
+            })
+            .await;
+        assert!(
+            matches!(&waited, Err(ClientError::Refused(_))),
+            "{waited:?}"
+        );
+    }
+
+    /// A daemon that reads `Hello` and the request, then refuses: the request fails
+    /// with its reason, and `handshake`, which waits for `Welcome`, fails with it.
+    #[tokio::test]
+    async fn a_refusal_after_the_request_was_read_is_its_error() {
+        let reply = ErrorReply::new(ErrorKind::Busy, "already serves 3 connections");
+        for waits in [false, true] {
+            let (client_end, daemon_end) = tokio::io::duplex(4096);
+            let refused = reply.clone();
+            let daemon = tokio::spawn(async move {
+                let (mut frames_in, mut frames_out) = daemon_frames(daemon_end);
+                assert!(matches!(
+                    frames_in.next().await,
+                    Some(Ok(ClientFrame::Hello(_)))
+                ));
+                frames_out.send(ServerFrame::Fatal(refused)).await.unwrap();
+            });
+            let (read, write) = tokio::io::split(client_end);
+            let error = if waits {
+                Client::handshake(read, write).await.unwrap_err()
+            } else {
+                Client::start(read, write).status().await.unwrap_err()
+            };
+            assert!(
+                matches!(&error, ClientError::Refused(r) if *r == reply),
+                "{error:?}"
+            );
+            daemon.await.unwrap();
+        }
+    }
+
+    /// A daemon that takes the connection and never answers: the handshake's timeout
+    /// is the request's error.
+    #[tokio::test(start_paused = true)]
+    async fn a_daemon_that_never_answers_is_a_handshake_timeout() {
+        let (client_end, daemon_end) = tokio::io::duplex(4096);
+        let client = Client::over(client_end).await.unwrap();
+        let error = client.status().await.unwrap_err();
+        assert!(
+            matches!(error, ClientError::HandshakeTimeout(after) if after == WELCOME_TIMEOUT),
+            "{error:?}"
+        );
+        drop(daemon_end);
+    }
+
+    /// A stream that closes without a word: the request says the daemon closed it.
+    #[tokio::test]
+    async fn a_stream_closed_unanswered_is_disconnected() {
+        let (client_end, daemon_end) = tokio::io::duplex(4096);
+        let daemon = tokio::spawn(async move {
+            let (mut frames_in, _out) = daemon_frames(daemon_end);
+            let _ = frames_in.next().await;
+        });
+        let client = Client::over(client_end).await.unwrap();
+        let error = client.status().await.unwrap_err();
+        assert!(matches!(error, ClientError::Disconnected), "{error:?}");
+        daemon.await.unwrap();
     }
 }

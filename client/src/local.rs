@@ -11,14 +11,15 @@ use crate::client::Client;
 use crate::error::ClientError;
 
 impl Client {
-    /// Connects to the socket at `path` and completes the handshake, once its directory
-    /// and its listener are found to be the caller's own (`connect_checked`). Starts
-    /// no daemon: [`crate::connect`] does, for a [`crate::Target`].
+    /// Connects to the socket at `path`, once its directory and its listener are found
+    /// to be the caller's own (`connect_checked`); the handshake goes with the first
+    /// request ([`Client::start`]), and a refusal is that request's error. Starts no
+    /// daemon: [`crate::connect`] does, for a [`crate::Target`].
     pub async fn connect(path: &Path) -> Result<Client, ClientError> {
         let dir = path.parent().unwrap_or(Path::new("/"));
         let stream = connect_checked(path, &[dir]).await?;
         let (read, write) = stream.into_split();
-        Client::handshake(read, write).await
+        Ok(Client::start(read, write))
     }
 }
 

@@ -1,34 +1,32 @@
 //! One client connection: the handshake, then many requests in flight at once, each
-//! in its own task, their responses funnelled through one writer.
+//! in its own task, which writes its responses itself (`outbound.rs`).
 //!
 //! A connection that goes away takes its requests with it: their tasks are dropped,
 //! which closes the channels their foreground jobs report to, which stops those jobs.
 //!
 //! What a connection holds is bounded (issue 18): frames are read by `inbound.rs`
 //! (budget, deadline), at most [`MAX_QUERIES_IN_FLIGHT`] answers other than `Exec`s
-//! are being made at once and at most [`MAX_EXECS_IN_FLIGHT`] `Exec`s wait, and the
-//! writer's queue holds [`WRITE_QUEUE_FRAMES`]: a client that does not read its
-//! answers stops being read (backpressure), it does not make the daemon buffer them.
+//! are being made at once and at most [`MAX_EXECS_IN_FLIGHT`] `Exec`s wait, and each
+//! of them waits to write its one frame while the client does not read: a client that
+//! does not read its answers stops being read (backpressure), it does not make the
+//! daemon buffer them.
 //! A `Cancel` does the same for one request (or, for an MCP call under
 //! `[mcp] on_cancel = "background"`, moves its job to the background).
 
 use std::collections::HashMap;
 use std::time::Duration;
 
-use bashd_protocol::codec::DaemonCodec;
 use bashd_protocol::{
     ClientFrame, ErrorKind, ErrorReply, Owner, PROTOCOL_VERSION, Request, RequestId, ServerFrame,
     Welcome,
 };
-use futures::SinkExt;
 use tokio::net::UnixStream;
-use tokio::sync::mpsc;
 use tokio::task::JoinSet;
-use tokio_util::codec::FramedWrite;
 use tokio_util::sync::CancellationToken;
 
 use crate::inbound::{FrameReader, LargeFrames};
 use crate::jobs::JobsHandle;
+use crate::outbound::Outbound;
 
 /// A client that connects and says nothing is dropped after this long.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
@@ -37,8 +35,6 @@ const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 pub const MAX_QUERIES_IN_FLIGHT: usize = 4;
 /// `Exec`s one connection may have waiting for their jobs at once.
 pub const MAX_EXECS_IN_FLIGHT: usize = 1024;
-/// Frames queued for the connection's writer.
-const WRITE_QUEUE_FRAMES: usize = 8;
 
 /// Serves one connection; `jobs` says whether it came through a sandboxed job's
 /// channel (`JobsHandle::from_job`), which bounds every request it makes.
@@ -51,22 +47,18 @@ pub async fn serve_connection(
 ) {
     let (read, write) = stream.into_split();
     let mut frames = FrameReader::new(read, max_frame_bytes, large_frames);
-    let (out, out_rx) = mpsc::channel::<ServerFrame>(WRITE_QUEUE_FRAMES);
-    let writer = tokio::spawn(write_frames(
-        FramedWrite::new(write, DaemonCodec::new(max_frame_bytes)),
-        out_rx,
-    ));
+    let out = Outbound::new(write, max_frame_bytes);
 
     if let Some(client_pid) = handshake(&mut frames, &out).await {
         serve_requests(&mut frames, &out, &jobs, &shutdown, client_pid).await;
     }
-    // The writer ends once every sender is gone, after flushing what was queued.
-    drop(out);
-    let _ = writer.await;
+    // Every request's task has ended or been dropped: what is left is a frame a
+    // dropped one was writing.
+    out.close().await;
 }
 
 /// Reads the `Hello`; answers `Welcome` and returns the client's pid, or sends why not.
-async fn handshake(frames: &mut FrameReader, out: &mpsc::Sender<ServerFrame>) -> Option<u32> {
+async fn handshake(frames: &mut FrameReader, out: &Outbound) -> Option<u32> {
     let first = match tokio::time::timeout(HELLO_TIMEOUT, frames.next()).await {
         Ok(Some(first)) => first,
         Ok(None) | Err(_) => return None,
@@ -105,7 +97,7 @@ async fn handshake(frames: &mut FrameReader, out: &mpsc::Sender<ServerFrame>) ->
 
 async fn serve_requests(
     frames: &mut FrameReader,
-    out: &mpsc::Sender<ServerFrame>,
+    out: &Outbound,
     jobs: &JobsHandle,
     shutdown: &CancellationToken,
     client_pid: u32,
@@ -208,16 +200,4 @@ fn with_owner(mut request: Request, client_pid: u32) -> Request {
         slot.get_or_insert(owner);
     }
     request
-}
-
-async fn write_frames(
-    mut sink: FramedWrite<tokio::net::unix::OwnedWriteHalf, DaemonCodec>,
-    mut frames: mpsc::Receiver<ServerFrame>,
-) {
-    while let Some(frame) = frames.recv().await {
-        if let Err(e) = sink.send(frame).await {
-            tracing::debug!("cannot write to a client: {e}");
-            return;
-        }
-    }
 }

@@ -17,8 +17,9 @@
 //! An `info` line's text fields are percent-escaped (every byte but `A-Z a-z 0-9 / . _
 //! , : = + @`), and a lone `-` is an empty description.
 //!
-//! Lines are written with one `write` each and no buffering in between: a line in the
-//! page cache survives the death of the process, which is the crash this is for. They
+//! Lines are written with one `write` each (a job's `job` and `info` lines with one
+//! together) and no buffering in between: a line in the page cache survives the death
+//! of the process, which is the crash this is for. They
 //! are not fsynced: a machine that goes down takes every job with it, and the usual
 //! runtime dir (`$XDG_RUNTIME_DIR`) does not survive a reboot anyway.
 //!
@@ -158,11 +159,22 @@ impl Journal {
         self.next
     }
 
-    /// Takes the next job id and records the job, before its shell is spawned. An
-    /// error means the job must not start: nothing could end it after a crash.
-    pub fn job(&mut self, instance: &str, session: &str) -> io::Result<u64> {
+    /// Takes the next job id and records the job, before its shell is spawned, with
+    /// what `jobs` lists of it when it is to run (`info`), in the same write. An error
+    /// means the job must not start: nothing could end it after a crash.
+    pub fn job(
+        &mut self,
+        instance: &str,
+        session: &str,
+        info: Option<JobRecord>,
+    ) -> io::Result<u64> {
         let n = self.next;
-        self.append(&format!("job {n} {instance} {session}\n"))?;
+        let mut lines = format!("job {n} {instance} {session}\n");
+        if let Some(info) = &info {
+            lines.push_str(&info_line(n, info));
+        }
+        self.append(&lines)?;
+        self.appended += usize::from(info.is_some());
         self.next += 1;
         self.open.insert(
             n,
@@ -171,19 +183,10 @@ impl Journal {
                 instance: instance.to_owned(),
                 session: session.to_owned(),
                 leader: None,
-                info: None,
+                info,
             },
         );
         Ok(n)
-    }
-
-    /// Records what `jobs` lists of job `n`, so that a crash does not lose it.
-    pub fn info(&mut self, n: u64, info: JobRecord) -> io::Result<()> {
-        let line = info_line(n, &info);
-        if let Some(job) = self.open.get_mut(&n) {
-            job.info = Some(info);
-        }
-        self.append(&line)
     }
 
     /// Job `n` of a daemon that died was ended by recovery, and its output is kept:
@@ -496,7 +499,6 @@ mod tests {
     fn lost_jobs_and_their_records_outlive_compaction_until_they_end() {
         let dir = tempfile::tempdir().unwrap();
         let (mut journal, _) = Journal::open(dir.path()).unwrap();
-        let n = journal.job("ab", "s").unwrap();
         let info = JobRecord {
             started_ms: 1_700_000_000_123,
             mode: Mode::Background,
@@ -505,17 +507,12 @@ mod tests {
             command: "echo 'hi there' %20\nnext line -".to_owned(),
             description: Some("-".to_owned()),
         };
-        journal.info(n, info.clone()).unwrap();
-        let other = journal.job("ab", "s").unwrap();
-        journal
-            .info(
-                other,
-                JobRecord {
-                    description: None,
-                    ..info.clone()
-                },
-            )
-            .unwrap();
+        let n = journal.job("ab", "s", Some(info.clone())).unwrap();
+        let other = JobRecord {
+            description: None,
+            ..info.clone()
+        };
+        let other = journal.job("ab", "s", Some(other)).unwrap();
 
         let (mut again, replay) = Journal::open(dir.path()).unwrap();
         assert_eq!(replay.open[&n].info.as_ref(), Some(&info));
@@ -559,9 +556,9 @@ mod tests {
     fn a_long_running_journal_compacts_itself() {
         let dir = tempfile::tempdir().unwrap();
         let (mut journal, _) = Journal::open(dir.path()).unwrap();
-        let running = journal.job("ab", "s").unwrap();
+        let running = journal.job("ab", "s", None).unwrap();
         for _ in 0..COMPACT_AFTER_LINES {
-            let n = journal.job("ab", "s").unwrap();
+            let n = journal.job("ab", "s", None).unwrap();
             journal.end(n).unwrap();
         }
         // 40,000 lines appended; without compaction the file would hold them all.
@@ -578,14 +575,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (mut journal, replay) = Journal::open(dir.path()).unwrap();
         assert_eq!(replay.next, 1);
-        let a = journal.job("ab-cd", "s").unwrap();
+        let a = journal.job("ab-cd", "s", None).unwrap();
         let leader = Leader {
             pid: 4242,
             pgid: 4242,
             start_time: 99,
         };
         journal.leader(a, leader).unwrap();
-        let b = journal.job("ab-cd", "s").unwrap();
+        let b = journal.job("ab-cd", "s", None).unwrap();
         journal.end(b).unwrap();
         assert_eq!((a, b), (1, 2));
 
@@ -600,7 +597,7 @@ mod tests {
         );
         again.close(1);
         again.compact().unwrap();
-        assert_eq!(again.job("ab-cd", "s").unwrap(), 3);
+        assert_eq!(again.job("ab-cd", "s", None).unwrap(), 3);
         let replay = parse(&fs::read(path(dir.path())).unwrap());
         assert_eq!(replay.next, 4);
         assert_eq!(replay.open.keys().copied().collect::<Vec<_>>(), [3]);

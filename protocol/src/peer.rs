@@ -23,17 +23,80 @@ pub struct Peer {
     pub same_user_namespace: bool,
 }
 
+/// A user namespace, as `stat` names its file: the device and inode of its nsfs file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UserNamespace {
+    dev: u64,
+    ino: u64,
+}
+
+impl UserNamespace {
+    fn of(file: &impl AsFd) -> io::Result<UserNamespace> {
+        let stat = rustix::fs::fstat(file)?;
+        Ok(UserNamespace {
+            dev: stat.st_dev,
+            ino: stat.st_ino,
+        })
+    }
+
+    /// This process's own. One that never changes its user namespace (a
+    /// multi-threaded process cannot) may read it once and keep it.
+    pub fn own() -> io::Result<UserNamespace> {
+        let meta = std::fs::metadata("/proc/self/ns/user")?;
+        Ok(UserNamespace {
+            dev: meta.dev(),
+            ino: meta.ino(),
+        })
+    }
+}
+
 /// The process that connected on `socket`. It is held by a pidfd while its namespace
 /// is read, so a pid reused meanwhile is never read instead; one that has exited is an
 /// error.
 pub fn identify(socket: &impl AsFd) -> io::Result<Peer> {
+    identify_against(socket, UserNamespace::own()?)
+}
+
+/// [`identify`], with `ours` the asking process's user namespace, read once by a
+/// process that asks for every connection (the daemon).
+pub fn identify_against(socket: &impl AsFd, ours: UserNamespace) -> io::Result<Peer> {
     let credentials = rustix::net::sockopt::socket_peercred(socket)?;
     let pidfd = peer_pidfd(socket, credentials.pid)?;
     let pid = credentials.pid.as_raw_nonzero().get();
+    let theirs = user_namespace_of(&pidfd, pid)?;
+    Ok(Peer {
+        pid: pid as u32,
+        uid: credentials.uid.as_raw(),
+        same_user_namespace: theirs == ours,
+    })
+}
+
+/// The user namespace of the process `pidfd` holds. Through the pidfd itself where the
+/// kernel can (`PIDFD_GET_USER_NAMESPACE`, Linux 6.11), which names that process and no
+/// other, and costs no lookup in /proc; else through `/proc/PID`, checked afterwards to
+/// be the pidfd's process still.
+fn user_namespace_of(pidfd: &OwnedFd, pid: i32) -> io::Result<UserNamespace> {
+    let exited = || io::Error::other("the process that connected has exited");
+    // SAFETY: the ioctl takes the pidfd this function borrows and no argument (0), and
+    // returns a new descriptor or -1.
+    let got = unsafe { libc::ioctl(pidfd.as_raw_fd(), libc::PIDFD_GET_USER_NAMESPACE, 0) };
+    if got >= 0 {
+        // SAFETY: a new descriptor the kernel just gave this process.
+        let namespace = unsafe { OwnedFd::from_raw_fd(got) };
+        return UserNamespace::of(&namespace);
+    }
+    let error = io::Error::last_os_error();
+    match error.raw_os_error() {
+        // The process has exited (a zombie has no namespaces left to give).
+        Some(libc::ESRCH) => return Err(exited()),
+        // A kernel before 6.11: pidfds take no ioctl.
+        Some(libc::ENOTTY | libc::EINVAL | libc::EOPNOTSUPP) => {}
+        _ => return Err(error),
+    }
     let namespace = File::open(format!("/proc/{pid}/ns/user"))?;
     // Through libc: rustix's pidfd_send_signal takes a `Signal`, which is never 0.
-    // SAFETY: the call reads its arguments only: a pidfd this function owns, signal 0
-    // (none is sent, the process is only checked to live), a null siginfo, which the
+    // SAFETY: the call reads its arguments only: a pidfd this function borrows, signal
+    // 0 (none is sent, the process is only checked to live), a null siginfo, which the
     // call allows, and no flags.
     let alive = unsafe {
         libc::syscall(
@@ -45,15 +108,9 @@ pub fn identify(socket: &impl AsFd) -> io::Result<Peer> {
         )
     } == 0;
     if !alive {
-        return Err(io::Error::other("the process that connected has exited"));
+        return Err(exited());
     }
-    let theirs = namespace.metadata()?;
-    let ours = std::fs::metadata("/proc/self/ns/user")?;
-    Ok(Peer {
-        pid: pid as u32,
-        uid: credentials.uid.as_raw(),
-        same_user_namespace: (theirs.dev(), theirs.ino()) == (ours.dev(), ours.ino()),
-    })
+    UserNamespace::of(&namespace)
 }
 
 /// A pidfd of the socket's peer: from the socket itself where the kernel gives it
@@ -89,5 +146,27 @@ mod tests {
         assert_eq!(peer.pid, std::process::id());
         assert_eq!(peer.uid, rustix::process::getuid().as_raw());
         assert!(peer.same_user_namespace);
+    }
+
+    #[test]
+    fn the_pidfds_namespace_is_the_one_proc_names() {
+        let (ours, _theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+        let credentials = rustix::net::sockopt::socket_peercred(&ours).unwrap();
+        let pidfd = peer_pidfd(&ours, credentials.pid).unwrap();
+        let pid = credentials.pid.as_raw_nonzero().get();
+        assert_eq!(
+            user_namespace_of(&pidfd, pid).unwrap(),
+            UserNamespace::own().unwrap()
+        );
+    }
+
+    #[test]
+    fn a_peer_that_has_exited_is_an_error() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+        let pidfd = rustix::process::pidfd_open(pid, PidfdFlags::empty()).unwrap();
+        child.wait().unwrap();
+        let error = user_namespace_of(&pidfd, pid.as_raw_nonzero().get()).unwrap_err();
+        assert_eq!(error.to_string(), "the process that connected has exited");
     }
 }

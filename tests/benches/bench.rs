@@ -20,6 +20,10 @@ mod channel;
 mod cli;
 #[path = "parts/containment.rs"]
 mod containment;
+#[path = "parts/daemon_ab.rs"]
+mod daemon_ab;
+#[path = "parts/handshake.rs"]
+mod handshake;
 #[path = "parts/inbox.rs"]
 mod inbox;
 #[path = "parts/jobs.rs"]
@@ -106,6 +110,9 @@ fn main() {
     if wanted("cli") {
         cli::cli();
     }
+    if wanted("handshake") {
+        handshake::handshake();
+    }
     if wanted("abuse") {
         abuse();
     }
@@ -134,6 +141,10 @@ fn main() {
     }
     if wanted("terminal") || only.as_deref() == Some("terminal-input") {
         terminal_interaction(&tokio);
+    }
+    // Only on request: it needs another build of bashd to compare with.
+    if only.as_deref() == Some("daemon-ab") {
+        daemon_ab::daemon_ab(&tokio);
     }
     // Only on request: it installs three other MCP servers from PyPI and npm.
     if only.as_deref() == Some("rivals") {

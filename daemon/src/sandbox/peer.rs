@@ -9,6 +9,9 @@
 use std::io;
 use std::os::fd::AsFd;
 use std::os::unix::fs::MetadataExt;
+use std::sync::OnceLock;
+
+use bashd_protocol::peer::UserNamespace;
 
 /// The inode of the user namespace of process `pid`.
 pub fn userns_of(pid: u32) -> Option<u64> {
@@ -29,7 +32,9 @@ pub fn outside_sandboxes(socket: &impl AsFd) -> Result<(), String> {
             bashd_protocol::channel::CHANNEL_ENV
         )
     };
-    let peer = bashd_protocol::peer::identify(socket).map_err(cannot)?;
+    let peer = own_user_namespace()
+        .and_then(|ours| bashd_protocol::peer::identify_against(socket, ours))
+        .map_err(cannot)?;
     if peer.same_user_namespace {
         return Ok(());
     }
@@ -38,6 +43,17 @@ pub fn outside_sandboxes(socket: &impl AsFd) -> Result<(), String> {
         peer.pid,
         bashd_protocol::channel::CHANNEL_ENV
     ))
+}
+
+/// The daemon's own user namespace, read at the first connection: a multi-threaded
+/// process never changes it, and reading it costs a lookup in /proc.
+fn own_user_namespace() -> io::Result<UserNamespace> {
+    static OWN: OnceLock<UserNamespace> = OnceLock::new();
+    if let Some(ours) = OWN.get() {
+        return Ok(*ours);
+    }
+    let ours = UserNamespace::own()?;
+    Ok(*OWN.get_or_init(|| ours))
 }
 
 #[cfg(test)]

@@ -444,6 +444,33 @@ impl Kit {
         })
     }
 
+    /// The most descriptors a kit is made of.
+    pub const MOST_FDS: usize = 4;
+
+    /// The kit's descriptors, to send it to the one resident it is handed to: the
+    /// user, IPC and mount namespaces, then the network namespace where it has one.
+    pub fn raw_fds(&self) -> Vec<std::os::fd::RawFd> {
+        let mut fds = vec![
+            self.user.as_raw_fd(),
+            self.ipc.as_raw_fd(),
+            self.mnt.as_raw_fd(),
+        ];
+        fds.extend(self.net.as_ref().map(|net| net.as_raw_fd()));
+        fds
+    }
+
+    /// A kit received as [`Kit::raw_fds`] listed it; `None` for another count.
+    pub fn from_fds(fds: Vec<OwnedFd>) -> Option<Kit> {
+        let mut fds = fds.into_iter();
+        let (user, ipc, mnt, net) = (fds.next()?, fds.next()?, fds.next()?, fds.next());
+        fds.next().is_none().then_some(Kit {
+            user,
+            ipc,
+            mnt,
+            net,
+        })
+    }
+
     /// Whether the kit has a network namespace.
     pub fn network_off(&self) -> bool {
         self.net.is_some()

@@ -83,8 +83,9 @@ pub(super) fn channel(tokio: &tokio::runtime::Runtime) {
             outside,
             1.5,
         );
+        // The handshake goes with the exec (issue 31): the connect alone is timed.
         println!(
-            "connect and handshake: through the channel {:.3} ms, over the socket (peer's namespace checked) {:.3} ms",
+            "connect: through the channel {:.3} ms, over the socket {:.3} ms",
             inside_connect.as_secs_f64() * 1e3,
             outside_connect.as_secs_f64() * 1e3
         );

@@ -712,3 +712,161 @@ fn the_cli_takes_limits_and_shows_the_record() {
         "{text}"
     );
 }
+
+/// The descriptors of process `pid`, each with what it points at.
+fn descriptors(pid: u32) -> Vec<(i32, String)> {
+    let mut held: Vec<(i32, String)> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap_or_else(|e| panic!("cannot list the descriptors of {pid}: {e}"))
+        .filter_map(|entry| {
+            let entry = entry.ok()?;
+            let fd = entry.file_name().to_str()?.parse().ok()?;
+            let target = std::fs::read_link(entry.path()).ok()?;
+            Some((fd, target.to_string_lossy().into_owned()))
+        })
+        .collect();
+    held.sort();
+    held
+}
+
+/// A descriptor the daemon is started with, open and inheritable, as a careless
+/// parent (a shell, a service manager, a test harness) may leave one.
+const STRAY_FD: i32 = 200;
+
+/// A daemon with `config`, started with [`STRAY_FD`] open on /dev/null.
+fn daemon_with_a_stray_descriptor(config: &str) -> Daemon {
+    use std::os::unix::process::CommandExt;
+    let mut daemon = Daemon::unstarted();
+    daemon.write_config(config);
+    let mut command = daemon.bashd_command();
+    // SAFETY: dup2 is async-signal-safe and touches no memory; stdin is /dev/null by
+    // the time this runs.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::dup2(0, STRAY_FD) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    daemon.start_with(command);
+    let held = descriptors(daemon.pid());
+    assert!(
+        held.iter().any(|(fd, _)| *fd == STRAY_FD),
+        "the daemon was not given descriptor {STRAY_FD}: {held:?}"
+    );
+    daemon
+}
+
+/// A job's shell holds its stdio and nothing else, on both paths, even of a daemon
+/// started with a stray descriptor. Under a resident (issue 31's quicker spawn: a
+/// resident forked ahead as a spare, which the zygote hands the next job, and the
+/// shell cloned with `CLONE_VM`), the resident holds /dev/null, its signalfd and its
+/// control socket, nothing of the zygote's or of the spare's socket; and the spare
+/// waiting for the next job holds no job's pipe. The first job and those after alike.
+#[test]
+fn issue_31_a_job_holds_only_its_own_descriptors() {
+    for config in ["", "[containment]\nmechanism = \"scan\"\n"] {
+        let daemon = daemon_with_a_stray_descriptor(config);
+        for n in 0..3 {
+            let sleep = format!("sleep {}", 9311 + n);
+            let result = background(&daemon, &format!("exec {sleep}"));
+            let job = result["job"].as_str().unwrap().to_owned();
+            let shell = result["pid"].as_u64().unwrap() as u32;
+            wait_for_running(&sleep);
+            let held = descriptors(shell);
+            let fds: Vec<i32> = held.iter().map(|(fd, _)| *fd).collect();
+            assert_eq!(fds, [0, 1, 2], "{config}: job {n}'s shell holds {held:?}");
+            if config.is_empty() {
+                assert_resident_holds_its_own(shell, n);
+            }
+            let out = daemon.run_bashc(&["kill", &job]);
+            assert_eq!(out.status.code(), Some(143), "{}", show(&out));
+        }
+    }
+}
+
+/// What the resident of `shell` and the spare beside it hold.
+fn assert_resident_holds_its_own(shell: u32, n: u32) {
+    let resident = bashd_tests::procs::parent_pid(shell).unwrap();
+    let held = descriptors(resident);
+    let sockets = held
+        .iter()
+        .filter(|(_, target)| target.starts_with("socket:"))
+        .count();
+    assert_eq!(sockets, 1, "job {n}'s resident holds {held:?}");
+    assert!(
+        held.iter().all(|(_, target)| target == "/dev/null"
+            || target.starts_with("socket:")
+            || target == "anon_inode:[signalfd]"),
+        "job {n}'s resident holds {held:?}"
+    );
+    assert!(
+        held.iter().all(|(fd, _)| *fd != STRAY_FD),
+        "job {n}'s resident holds {held:?}"
+    );
+
+    let zygote = bashd_tests::procs::parent_pid(resident).unwrap();
+    let mut spares = Vec::new();
+    assert!(
+        wait_until(GONE_WITHIN, || {
+            spares = children_named(zygote, "bashd-spare");
+            spares.len() == 1
+        }),
+        "not one spare resident: {spares:?}"
+    );
+    let held = descriptors(spares[0]);
+    assert!(
+        !held
+            .iter()
+            .any(|(fd, target)| target.starts_with("pipe:") || *fd == STRAY_FD),
+        "the spare holds a job's pipe or the stray descriptor: {held:?}"
+    );
+}
+
+/// A resident that starts its job's shell only after the daemon gave up on it (10 s:
+/// here its spare was stopped, as a job of the same user may do) must not leave the
+/// job running unwatched: the daemon reported it as failed, so the resident, seeing
+/// the daemon's end closed, ends what it started.
+#[test]
+fn issue_31_a_job_reported_as_not_started_does_not_run_later() {
+    let daemon = Daemon::start();
+    // A first job, which also shows the path works: its resident's parent is the
+    // zygote, beside which the spare for the next job waits.
+    let result = background(&daemon, "exec sleep 9401");
+    let first = result["job"].as_str().unwrap().to_owned();
+    let shell = result["pid"].as_u64().unwrap() as u32;
+    wait_for_running("sleep 9401");
+    let resident = bashd_tests::procs::parent_pid(shell).unwrap();
+    let zygote = bashd_tests::procs::parent_pid(resident).unwrap();
+    let mut spares = Vec::new();
+    assert!(
+        wait_until(GONE_WITHIN, || {
+            spares = children_named(zygote, "bashd-spare");
+            spares.len() == 1
+        }),
+        "not one spare resident: {spares:?}"
+    );
+    let spare = Pid::from_raw(spares[0] as i32).unwrap();
+    let out = daemon.run_bashc(&["kill", &first]);
+    assert_eq!(out.status.code(), Some(143), "{}", show(&out));
+
+    rustix::process::kill_process(spare, Signal::STOP).unwrap();
+    let out = daemon.run_bashc(&["exec", "--", "sleep 9402; echo late"]);
+    let _ = rustix::process::kill_process(spare, Signal::CONT);
+    let text = show(&out);
+    assert_ne!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("did not start the shell"), "{text}");
+    // The spare, now the job's resident, gets its job, sees the daemon gone, and
+    // ends: with the job still running under it, it would not.
+    let ended = wait_until(GONE_WITHIN, || !alive(spares[0]));
+    let late = pids_running("sleep 9402");
+    for pid in &late {
+        let _ = rustix::process::kill_process(Pid::from_raw(*pid as i32).unwrap(), Signal::KILL);
+    }
+    assert!(
+        ended && late.is_empty(),
+        "a job bashc was told did not start runs: resident {} alive {}, sleep {late:?}",
+        spares[0],
+        !ended
+    );
+}

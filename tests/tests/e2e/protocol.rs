@@ -269,3 +269,169 @@ fn two_hundred_idle_connections_do_not_hold_up_a_request() {
     );
     drop(idle);
 }
+
+/// What a raw client sent `bytes` in one write got back: every frame until the first
+/// `Fatal` or `Finished`, or until the daemon closed the connection. The client is
+/// perl, run in a user namespace of its own when `unshared` (as a process of a sandbox
+/// that shed its channel is): the daemon's checks of the peer read the process, so
+/// this one must not be the test's. The client stays connected until then, so an
+/// `Exec` it sent is not given up by its going away.
+fn raw_call(daemon: &Daemon, bytes: &[u8], unshared: bool) -> Vec<ServerFrame> {
+    use std::process::{Command, Stdio};
+
+    let frames_file = tempfile::NamedTempFile::new_in(daemon.scratch()).unwrap();
+    std::fs::write(frames_file.path(), bytes).unwrap();
+    let script = "use Socket; \
+        socket(my $s, PF_UNIX, SOCK_STREAM, 0) or die \"socket: $!\"; \
+        connect($s, pack_sockaddr_un($ARGV[0])) or die \"connect: $!\"; \
+        open(my $f, '<:raw', $ARGV[1]) or die \"open: $!\"; \
+        my $bytes = do { local $/; <$f> }; \
+        syswrite($s, $bytes) == length($bytes) or die \"write: $!\"; \
+        while (sysread($s, my $chunk, 65536)) { syswrite(STDOUT, $chunk) }";
+    let mut command = Command::new("perl");
+    command
+        .args(["-e", script])
+        .arg(daemon.socket_path())
+        .arg(frames_file.path());
+    if unshared {
+        command = crate::boundary::in_user_namespace(command);
+    }
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("cannot run perl");
+    let mut stdout = child.stdout.take().unwrap();
+    let (chunks, arrived) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut chunk = [0u8; 65536];
+        while let Ok(n @ 1..) = stdout.read(&mut chunk) {
+            if chunks.send(chunk[..n].to_vec()).is_err() {
+                return;
+            }
+        }
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let mut buf = BytesMut::new();
+    let mut codec = ClientCodec::default();
+    let mut frames = Vec::new();
+    'read: while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
+        let Ok(chunk) = arrived.recv_timeout(left) else {
+            break;
+        };
+        buf.extend_from_slice(&chunk);
+        while let Ok(Some(frame)) = codec.decode(&mut buf) {
+            let last = matches!(
+                frame,
+                ServerFrame::Fatal(_) | ServerFrame::Response(_, Response::Finished(_))
+            );
+            frames.push(frame);
+            if last {
+                break 'read;
+            }
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    frames
+}
+
+/// `Hello` of `protocol` and an `Exec` that creates `file`, as the client sends them:
+/// in one write, the request not waiting for `Welcome`.
+fn hello_and_touch(daemon: &Daemon, protocol: u32, file: &std::path::Path) -> Vec<u8> {
+    let mut bytes = hello(protocol);
+    let touch = format!("touch '{}'", file.display());
+    bytes.extend(encode(ClientFrame::Request(
+        1,
+        Request::Exec(daemon.params(&touch)),
+    )));
+    bytes
+}
+
+fn finished_with(frames: &[ServerFrame]) -> Option<i32> {
+    frames.iter().find_map(|frame| match frame {
+        ServerFrame::Response(_, Response::Finished(result)) => result.exit_code,
+        _ => None,
+    })
+}
+
+/// Issue 31: a request that came in one write with `Hello` is served only once the
+/// daemon has checked the peer and the `Hello`: a refused peer's (another protocol
+/// version, a connection over `max_connections`, a process of a sandbox on the
+/// daemon's socket) never runs, while the same bytes from an admitted peer do.
+#[test]
+fn a_request_sent_with_hello_runs_only_for_an_admitted_peer() {
+    let daemon = Daemon::start_with_config("[limits]\nmax_connections = 2\n");
+    let file = |name: &str| daemon.scratch().join(name);
+    // The positive control: the same write from outside, at this protocol, runs.
+    let frames = raw_call(
+        &daemon,
+        &hello_and_touch(&daemon, PROTOCOL_VERSION, &file("admitted")),
+        false,
+    );
+    assert!(
+        matches!(frames.first(), Some(ServerFrame::Welcome(_))),
+        "{frames:?}"
+    );
+    assert_eq!(finished_with(&frames), Some(0), "{frames:?}");
+    assert!(file("admitted").exists());
+
+    // Another protocol version.
+    let frames = raw_call(
+        &daemon,
+        &hello_and_touch(&daemon, PROTOCOL_VERSION + 41, &file("mismatch")),
+        false,
+    );
+    assert_eq!(
+        fatal_kind(&frames),
+        Some(ErrorKind::VersionMismatch),
+        "{frames:?}"
+    );
+
+    // A process in another user namespace, on the socket.
+    let frames = raw_call(
+        &daemon,
+        &hello_and_touch(&daemon, PROTOCOL_VERSION, &file("unshared")),
+        true,
+    );
+    let Some(ServerFrame::Fatal(refused)) = frames.first() else {
+        panic!("a sandboxed peer was not refused: {frames:?}");
+    };
+    assert!(
+        refused.message.contains("comes from inside a sandbox"),
+        "{refused:?}"
+    );
+
+    // Over the cap: two connections held, served, the third refused.
+    let held: Vec<UnixStream> = (0..2)
+        .map(|_| {
+            let mut stream = UnixStream::connect(daemon.socket_path()).unwrap();
+            stream.write_all(&hello(PROTOCOL_VERSION)).unwrap();
+            let mut welcome = [0u8; 4];
+            stream.read_exact(&mut welcome).unwrap();
+            stream
+        })
+        .collect();
+    let frames = raw_call(
+        &daemon,
+        &hello_and_touch(&daemon, PROTOCOL_VERSION, &file("over-the-cap")),
+        false,
+    );
+    assert_eq!(fatal_kind(&frames), Some(ErrorKind::Busy), "{frames:?}");
+    drop(held);
+
+    // Another call made after them all runs to its end: had any of theirs been
+    // served, its `touch` would have run by now.
+    let admitted = bashd_tests::wait_until(Duration::from_secs(20), || {
+        let frames = raw_call(
+            &daemon,
+            &hello_and_touch(&daemon, PROTOCOL_VERSION, &file("after")),
+            false,
+        );
+        finished_with(&frames) == Some(0)
+    });
+    assert!(admitted, "the daemon serves no call after the refusals");
+    for refused in ["mismatch", "unshared", "over-the-cap"] {
+        assert!(!file(refused).exists(), "the {refused} peer's request ran");
+    }
+}

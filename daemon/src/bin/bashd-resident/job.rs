@@ -8,9 +8,10 @@
 //! - with a cgroup it clones the shell into that cgroup (`CLONE_INTO_CGROUP`), so the
 //!   job's first instruction already runs inside it, and stays out of it itself: the
 //!   cgroup holds the job's processes only, and is empty once the last is reaped;
-//! - it forks the shell into a process group of its own, reaps whatever is reparented
-//!   to it, and exits only when it has no child left, which, being a subreaper, means
-//!   no process of the job is left;
+//! - it starts the shell in a process group of its own (a `CLONE_VM` clone, or a
+//!   fork where the sandbox or a cgroup needs one), reaps whatever is reparented to
+//!   it, and exits only when it has no child left, which, being a subreaper, means no
+//!   process of the job is left;
 //! - it holds a socket to the daemon (see `bashd_resident_core::wire`): it
 //!   reports the shell's pid, the shell's status and, at the end, what the job used; it
 //!   signals every process of the subtree when the daemon says so, and SIGKILLs the
@@ -127,12 +128,11 @@ impl JobCgroup {
 /// Sends one report on a control socket, for a setup that failed before a
 /// [`Resident`] exists.
 pub fn report_on(control: RawFd, report: &Report) {
-    send_line(control, &report.to_string());
+    send_bytes(control, report.to_string().as_bytes());
 }
 
-/// Sends a report's line, made beforehand: the shell's process sends its `started`
-/// after its memory limit is set, where it allocates nothing more.
-fn send_line(control: RawFd, line: &str) {
+/// Sends a report's line, made beforehand.
+fn send_bytes(control: RawFd, line: &[u8]) {
     // MSG_NOSIGNAL: a daemon that died must not kill the resident with SIGPIPE.
     // SAFETY: `line` outlives the call; MSG_NOSIGNAL keeps a closed socket from raising SIGPIPE.
     unsafe {
@@ -178,17 +178,65 @@ pub struct JobFds {
     pub channel: Option<OwnedFd>,
 }
 
+/// What a resident sets up before it knows its job, the same for every job: a spare
+/// resident (`main.rs`) has it done before the job's spawn comes, off the job's path.
+pub struct Base {
+    sigfd: OwnedFd,
+    null: OwnedFd,
+}
+
+impl Base {
+    /// Leads a session of its own and becomes a child subreaper: from here on,
+    /// whatever this process forks stays below it.
+    pub fn new() -> io::Result<Base> {
+        // The zygote's child is no group leader, so this cannot fail with EPERM.
+        // SAFETY: setsid takes no argument.
+        check(unsafe { libc::setsid() })?;
+        // SAFETY: prctl with integer arguments only.
+        check(unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) })?;
+        let null = fs::File::options()
+            .read(true)
+            .write(true)
+            .open("/dev/null")?
+            .into();
+        // The zygote's signalfd was closed in the fork; SIGCHLD is still blocked.
+        let sigfd = block_sigchld()?;
+        Ok(Base { sigfd, null })
+    }
+}
+
+/// Everything the shell's process needs between its fork and its exec, made before
+/// the fork: the process may be a `CLONE_VM` child that shares the resident's memory,
+/// where it must not allocate.
+struct Shell<'a> {
+    argv: &'a [*const libc::c_char],
+    envp: &'a [*const libc::c_char],
+    pty: bool,
+    /// The sandbox and the pipe its failure is written to.
+    sandbox: Option<(&'a confine::Spec, RawFd)>,
+    in_cgroup: bool,
+    kit: Option<&'a confine::Kit>,
+    filtered: bool,
+    address_space: Option<libc::rlimit>,
+    channel_fd: Option<RawFd>,
+    control_fd: RawFd,
+    resident_pid: i32,
+    empty: libc::sigset_t,
+}
+
 /// Sets the job up as `spawn` says, forks its shell with the job's pipes as its stdio,
 /// and serves the job until none of it is left. `sandbox` is what the shell's process
 /// confines itself to (the spawn's, read by the zygote), `kit` the namespaces the
 /// zygote made ahead for it, held here until the job's last report is sent, so that
 /// their teardown is not on the job's path.
 pub fn run(
+    base: Base,
     spawn: Spawn,
     sandbox: Option<confine::Spec>,
     kit: Option<confine::Kit>,
     fds: JobFds,
 ) -> io::Result<Never> {
+    let Base { sigfd, null } = base;
     let JobFds {
         control,
         stdout,
@@ -196,11 +244,6 @@ pub fn run(
         stdin,
         channel,
     } = fds;
-    // The zygote's child is no group leader, so this cannot fail with EPERM.
-    // SAFETY: setsid takes no argument.
-    check(unsafe { libc::setsid() })?;
-    // SAFETY: prctl with integer arguments only.
-    check(unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) })?;
     // The shell is cloned straight into the job's cgroup; the resident stays out of it.
     let cgroup = match &spawn.cgroup {
         Some(dir) => Some(JobCgroup::open(Path::new(std::ffi::OsStr::from_bytes(
@@ -229,10 +272,6 @@ pub fn run(
     })?;
     // The shell's stdin is /dev/null or the job's stdin pipe; its stdout and stderr
     // are the job's pipes.
-    let null = fs::File::options()
-        .read(true)
-        .write(true)
-        .open("/dev/null")?;
     let stdin_fd = stdin
         .as_ref()
         .map_or(null.as_raw_fd(), |pipe| pipe.as_raw_fd());
@@ -244,12 +283,6 @@ pub fn run(
     check(unsafe { libc::dup2(stderr.as_raw_fd(), 2) })?;
     drop((stdin, stdout, stderr));
 
-    // The zygote's signalfd was closed in the fork; SIGCHLD is still blocked.
-    let sigfd = block_sigchld()?;
-    let address_space = spawn.rlimit_as.map(|bytes| libc::rlimit {
-        rlim_cur: bytes,
-        rlim_max: bytes,
-    });
     let strings = |list: Vec<Vec<u8>>| {
         list.into_iter()
             .map(|s| {
@@ -258,7 +291,6 @@ pub fn run(
             })
             .collect::<io::Result<Vec<CString>>>()
     };
-    let pty = spawn.pty;
     // Before the fork, so that the shell inherits it.
     let filtered = match &sandbox {
         Some(spec) => confine::resident_filter(spec)?,
@@ -278,75 +310,41 @@ pub fn run(
         pointers
     };
     let (argv, envp) = (pointers(&program), pointers(&env));
-    let channel_fd = channel.as_ref().map(|fd| fd.as_raw_fd());
     // SAFETY: sigset_t is plain data; sigemptyset sets it next.
     let mut empty: libc::sigset_t = unsafe { std::mem::zeroed() };
     // SAFETY: `empty` is a sigset_t of this frame.
     unsafe { libc::sigemptyset(&mut empty) };
-    // SAFETY: the resident is single-threaded, so the child is a whole copy of it and
-    // may allocate (the sandbox does); without a sandbox it only makes
-    // async-signal-safe calls (setpgid, setrlimit, sigprocmask, execve, write, _exit)
-    // on memory prepared before.
-    let in_cgroup = cgroup.is_some();
-    let control_fd = control.as_raw_fd();
-    let resident_pid = std::process::id() as i32;
-    let leader = match &cgroup {
-        Some(cgroup) => cgroup.fork_into()?,
-        // SAFETY: the resident is single-threaded, so the child is a whole copy of it (see the child's branch).
-        None => check(unsafe { libc::fork() })?,
+    let shell = Shell {
+        argv: &argv,
+        envp: &envp,
+        pty: spawn.pty,
+        sandbox: sandbox
+            .as_ref()
+            .zip(setup_pipe.as_ref().map(|(_, write)| write.as_raw_fd())),
+        in_cgroup: cgroup.is_some(),
+        kit: kit.as_ref(),
+        filtered,
+        address_space: spawn.rlimit_as.map(|bytes| libc::rlimit {
+            rlim_cur: bytes,
+            rlim_max: bytes,
+        }),
+        channel_fd: channel.as_ref().map(|fd| fd.as_raw_fd()),
+        control_fd: control.as_raw_fd(),
+        resident_pid: std::process::id() as i32,
+        empty,
+    };
+    let leader = match (&cgroup, &sandbox) {
+        (Some(cgroup), _) => cgroup.fork_into()?,
+        // The common job: its process shares the resident's memory until its exec,
+        // so nothing of the resident is copied for it (`clone_vfork`).
+        (None, None) => clone_vfork(&shell)?,
+        // The sandbox's setup allocates and builds namespaces: it gets a copy.
+        // SAFETY: the resident is single-threaded, so the child is a whole copy of it (see `exec_shell`).
+        (None, Some(_)) => check(unsafe { libc::fork() })?,
     };
     if leader == 0 {
-        // SAFETY: in the child of a single-threaded process: the calls below use memory prepared before the fork, and the sandbox's setup may allocate, since no other thread held the allocator's lock.
-        unsafe {
-            // The shell tells its own start, just before its exec: reported by the
-            // resident after the fork, it raced a job whose first command kills the
-            // resident (`kill -9 $PPID`, which an unsandboxed job may do), and the
-            // daemon was told the resident died before it started the shell.
-            let started = Report::Started {
-                pid: libc::getpid(),
-                resident: resident_pid,
-            }
-            .to_string();
-            if pty {
-                crate::pty::take_terminal();
-            } else {
-                libc::setpgid(0, 0);
-            }
-            // In the cgroup and the workdir already, before the address space limit,
-            // which the sandbox's setup must not hit.
-            if let (Some(spec), Some((_, write))) = (&sandbox, &setup_pipe)
-                && let Err(failure) = confine::apply(spec, pty, in_cgroup, kit.as_ref(), filtered)
-            {
-                let text = failure.to_string();
-                libc::write(write.as_raw_fd(), text.as_ptr().cast(), text.len());
-                libc::_exit(crate::EXIT_SETUP);
-            }
-            // The shell's, not the resident's: the resident must keep working whatever
-            // the job does to its memory.
-            if let Some(limit) = &address_space
-                && libc::setrlimit(libc::RLIMIT_AS, limit) != 0
-            {
-                let message = b"bashd-resident: cannot set the job's memory limit\n";
-                libc::write(2, message.as_ptr().cast(), message.len());
-                libc::_exit(126);
-            }
-            // The channel is the one descriptor beyond the stdio that the shell
-            // inherits: a copy at its number (dup2 clears close-on-exec), or the
-            // descriptor itself made inheritable where it landed there.
-            if let Some(fd) = channel_fd {
-                if fd == wire::CHANNEL_FD {
-                    libc::fcntl(fd, libc::F_SETFD, 0);
-                } else {
-                    libc::dup2(fd, wire::CHANNEL_FD);
-                }
-            }
-            send_line(control_fd, &started);
-            libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
-            libc::execve(argv[0], argv.as_ptr(), envp.as_ptr());
-            let message = b"bashd-resident: cannot run the job's shell\n";
-            libc::write(2, message.as_ptr().cast(), message.len());
-            libc::_exit(127);
-        }
+        // SAFETY: the child of a fork of this single-threaded process, before its exec.
+        unsafe { exec_shell(&shell) }
     }
     // Nothing keeps the job's cgroup open but its processes, nor its channel.
     drop(cgroup);
@@ -379,10 +377,141 @@ pub fn run(
         inbox: Vec::new(),
         leader,
         reaped: 0,
+        leader_exit: None,
         killing: false,
         signalling: None,
     };
     resident.serve(&sigfd)
+}
+
+/// Starts the shell's process with `clone(CLONE_VM | CLONE_VFORK)`, as `posix_spawn`
+/// does: it runs on a stack of its own in the resident's memory, and the resident
+/// waits until it has called `execve` (or exited). Nothing of the resident is copied,
+/// neither page tables nor pages written after the fork, which a `fork` pays on the
+/// job's path. Sound because the resident is single-threaded and the child only makes
+/// system calls on memory prepared before ([`exec_shell`] without a sandbox).
+fn clone_vfork(shell: &Shell) -> io::Result<libc::pid_t> {
+    /// The child calls no more than a formatter and a few system calls; a guard page
+    /// below stops it, should it ever need more.
+    const STACK: usize = 64 * 1024;
+    const GUARD: usize = 4096;
+    // SAFETY: a new anonymous mapping, owned here and unmapped below.
+    let base = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            STACK + GUARD,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+            -1,
+            0,
+        )
+    };
+    if base == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    extern "C" fn entry(shell: *mut libc::c_void) -> libc::c_int {
+        // SAFETY: `shell` is the `Shell` the resident passed, alive while it waits for
+        // this process's exec (CLONE_VFORK); it is not a forked copy, so `exec_shell`
+        // must not allocate, which it does not without a sandbox.
+        unsafe { exec_shell(&*shell.cast::<Shell>()) }
+    }
+    // SAFETY: the lowest page of the mapping above becomes the guard; the stack grows
+    // down from its top, 16-byte aligned as the ABI wants; the resident is
+    // single-threaded and suspended until the child's exec or exit, after which the
+    // stack is unmapped.
+    let pid = unsafe {
+        // Without its guard, a stack overrun would write into whatever lies below.
+        if libc::mprotect(base, GUARD, libc::PROT_NONE) != 0 {
+            let error = io::Error::last_os_error();
+            libc::munmap(base, STACK + GUARD);
+            return Err(error);
+        }
+        let top = (base as usize + GUARD + STACK) & !15;
+        let pid = libc::clone(
+            entry,
+            top as *mut libc::c_void,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            (shell as *const Shell).cast_mut().cast(),
+        );
+        let error = io::Error::last_os_error();
+        libc::munmap(base, STACK + GUARD);
+        if pid < 0 {
+            return Err(error);
+        }
+        pid
+    };
+    Ok(pid)
+}
+
+/// The shell's process, from its fork to its exec. Without a sandbox it allocates
+/// nothing and makes only async-signal-safe calls (setpgid, setrlimit, fcntl, dup2,
+/// send, sigprocmask, execve, write, _exit) on memory prepared before, so it may run
+/// as a `CLONE_VM` child; the sandbox's setup allocates, so a sandboxed job's shell is
+/// a forked copy.
+///
+/// # Safety
+/// Call only in the child of a fork or clone of the single-threaded resident.
+unsafe fn exec_shell(shell: &Shell) -> ! {
+    // SAFETY: in the child, as the function's contract says; every pointer is into
+    // memory prepared before the fork and alive until the exec.
+    unsafe {
+        // The shell tells its own start, just before its exec: reported by the
+        // resident after the fork, it raced a job whose first command kills the
+        // resident (`kill -9 $PPID`, which an unsandboxed job may do), and the
+        // daemon was told the resident died before it started the shell.
+        let mut started = [0u8; 64];
+        let started_len = {
+            use std::io::Write;
+            let mut cursor = io::Cursor::new(&mut started[..]);
+            let report = Report::Started {
+                pid: libc::getpid(),
+                resident: shell.resident_pid,
+            };
+            // Two numbers and a word: 64 bytes hold them.
+            let _ = write!(cursor, "{report}");
+            cursor.position() as usize
+        };
+        if shell.pty {
+            crate::pty::take_terminal();
+        } else {
+            libc::setpgid(0, 0);
+        }
+        // In the cgroup and the workdir already, before the address space limit,
+        // which the sandbox's setup must not hit.
+        if let Some((spec, failed)) = shell.sandbox
+            && let Err(failure) =
+                confine::apply(spec, shell.pty, shell.in_cgroup, shell.kit, shell.filtered)
+        {
+            let text = failure.to_string();
+            libc::write(failed, text.as_ptr().cast(), text.len());
+            libc::_exit(crate::EXIT_SETUP);
+        }
+        // The shell's, not the resident's: the resident must keep working whatever
+        // the job does to its memory.
+        if let Some(limit) = &shell.address_space
+            && libc::setrlimit(libc::RLIMIT_AS, limit) != 0
+        {
+            let message = b"bashd-resident: cannot set the job's memory limit\n";
+            libc::write(2, message.as_ptr().cast(), message.len());
+            libc::_exit(126);
+        }
+        // The channel is the one descriptor beyond the stdio that the shell
+        // inherits: a copy at its number (dup2 clears close-on-exec), or the
+        // descriptor itself made inheritable where it landed there.
+        if let Some(fd) = shell.channel_fd {
+            if fd == wire::CHANNEL_FD {
+                libc::fcntl(fd, libc::F_SETFD, 0);
+            } else {
+                libc::dup2(fd, wire::CHANNEL_FD);
+            }
+        }
+        send_bytes(shell.control_fd, &started[..started_len]);
+        libc::sigprocmask(libc::SIG_SETMASK, &shell.empty, std::ptr::null_mut());
+        libc::execve(shell.argv[0], shell.argv.as_ptr(), shell.envp.as_ptr());
+        let message = b"bashd-resident: cannot run the job's shell\n";
+        libc::write(2, message.as_ptr().cast(), message.len());
+        libc::_exit(127);
+    }
 }
 
 struct Resident {
@@ -395,6 +524,9 @@ struct Resident {
     inbox: Vec<u8>,
     leader: i32,
     reaped: u64,
+    /// The shell's exit, reaped and not yet reported: sent with `done` in one message
+    /// when the shell was the job's last process, so the daemon learns both at once.
+    leader_exit: Option<i32>,
     /// SIGKILL the subtree every round until no child is left.
     killing: bool,
     /// A signal ordered, and the processes it has reached: each round sends it to
@@ -408,6 +540,9 @@ impl Resident {
         loop {
             if !self.reap() {
                 self.finish();
+            }
+            if let Some(status) = self.leader_exit.take() {
+                self.send(Report::Leader { status });
             }
             if self.killing {
                 signal_subtree(libc::SIGKILL, &mut HashSet::new());
@@ -471,7 +606,7 @@ impl Resident {
                 pid => {
                     self.reaped += 1;
                     if pid == self.leader {
-                        self.send(Report::Leader { status });
+                        self.leader_exit = Some(status);
                     }
                 }
             }
@@ -516,35 +651,44 @@ impl Resident {
         }
     }
 
-    /// Reports what the job used and exits: the job is over.
+    /// Reports the shell's exit if it was not yet, then what the job used, in one
+    /// message, and exits: the job is over.
     fn finish(&mut self) -> ! {
         // SAFETY: rusage is plain data, valid all zeros.
         let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
         // SAFETY: `usage` is a local the call writes.
         unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) };
         let micros = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
-        self.send(Report::Done(Usage {
+        let done = Report::Done(Usage {
             user_us: micros(usage.ru_utime),
             system_us: micros(usage.ru_stime),
             max_rss_kb: usage.ru_maxrss as u64,
             reaped: self.reaped,
-        }));
+        });
+        let lines = match self.leader_exit.take() {
+            Some(status) => format!("{}{done}", Report::Leader { status }),
+            None => done.to_string(),
+        };
+        self.send_text(&lines);
         std::process::exit(0);
     }
 
     fn send(&mut self, report: Report) {
+        self.send_text(&report.to_string());
+    }
+
+    fn send_text(&mut self, lines: &str) {
         if !self.control_open {
             return;
         }
-        let line = report.to_string();
         // MSG_NOSIGNAL: a daemon that died must not kill the resident with SIGPIPE
         // before it has ended the job.
-        // SAFETY: `line` outlives the call; MSG_NOSIGNAL keeps a closed socket from raising SIGPIPE.
+        // SAFETY: `lines` outlives the call; MSG_NOSIGNAL keeps a closed socket from raising SIGPIPE.
         let sent = unsafe {
             libc::send(
                 self.control.as_raw_fd(),
-                line.as_ptr().cast(),
-                line.len(),
+                lines.as_ptr().cast(),
+                lines.len(),
                 libc::MSG_NOSIGNAL,
             )
         };

@@ -138,6 +138,19 @@ impl Link {
                             return;
                         }
                     },
+                    // The spawn gave up on this resident before it said it started
+                    // the shell (it took too long: stopped, or starved): the socket
+                    // closes, and the resident, seeing the daemon gone, kills what it
+                    // started, so no job runs that the daemon reported as failed.
+                    () = async {
+                        match leader_tx.as_mut() {
+                            Some(tx) => tx.closed().await,
+                            None => std::future::pending().await,
+                        }
+                    }, if leader_tx.is_some() => {
+                        tracing::warn!("a job's resident was given up before it started the shell; it ends the job when it sees its socket close");
+                        return;
+                    }
                     order = orders_rx.recv(), if orders_open => match order {
                         // A failed write means the resident is gone; the read sees it.
                         Some(order) => { let _ = write.write_all(order.to_string().as_bytes()).await; }

@@ -34,6 +34,7 @@ use crate::jobs::table::session::Session;
 use crate::jobs::table::start::not_run;
 use crate::jobs::table::{Job, JobsActor, Launch, Status};
 use crate::journal::{self};
+use crate::outbound::Outbound;
 use crate::output::{self, Shape};
 use crate::policy::Denial;
 use crate::sandbox;
@@ -51,7 +52,7 @@ pub(super) async fn serve(
     id: RequestId,
     params: bashd_protocol::ExecParams,
     jobs: JobsHandle,
-    out: mpsc::Sender<ServerFrame>,
+    out: Outbound,
     cancel: CancellationToken,
 ) {
     let to_background = params.mcp_call;
@@ -172,7 +173,7 @@ impl JobsActor {
     /// first on the request's fresh channel, so `try_send` always finds room.
     pub(in crate::jobs) fn exec(
         &mut self,
-        params: ExecParams,
+        mut params: ExecParams,
         denial: Option<Denial>,
         events: mpsc::Sender<Response>,
         origin: Option<Arc<Origin>>,
@@ -230,7 +231,19 @@ impl JobsActor {
         } else {
             self.adopt(&session, params.owner);
         }
-        let n = match self.journal.job(&self.instance, &session) {
+        // What `jobs` lists of a job that is to run, should the daemon die: written with
+        // its `job` line.
+        let record = denial.is_none().then(|| journal::JobRecord {
+            started_ms: SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64),
+            mode: params.mode,
+            merged: params.merge_stderr,
+            workdir: plan.workdir.to_string_lossy().into_owned(),
+            command: cut(&params.command, LISTED_COMMAND_BYTES),
+            description: params.description.clone(),
+        });
+        let n = match self.journal.job(&self.instance, &session, record) {
             Ok(n) => n,
             Err(e) => {
                 let message = format!(
@@ -247,6 +260,8 @@ impl JobsActor {
         if let Some(entry) = self.sessions.get_mut(&session) {
             entry.jobs.insert(n);
         }
+        // Moved, not copied, into the job's environment.
+        let client_env = std::mem::take(&mut params.env);
         let new_job = |status: Status| Job {
             id,
             session: session.clone(),
@@ -295,21 +310,6 @@ impl JobsActor {
             return;
         }
 
-        let record = journal::JobRecord {
-            started_ms: SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_millis() as u64),
-            mode: params.mode,
-            merged: params.merge_stderr,
-            workdir: plan.workdir.to_string_lossy().into_owned(),
-            command: cut(&params.command, LISTED_COMMAND_BYTES),
-            description: params.description.clone(),
-        };
-        if let Err(e) = self.journal.info(n, record) {
-            // The job line is there: a crash still ends the job, only its listing and
-            // its kept output would be missing.
-            tracing::warn!(job = %id, "cannot record the job's details in the journal: {e}");
-        }
         // A confined file system leaves the job the session's temp dir to write in.
         let tmpdir = plan
             .sandbox
@@ -326,7 +326,7 @@ impl JobsActor {
             };
             unopened.open(Arc::new(origin), self.arrivals.clone())
         });
-        let mut env = self.job_env(&params, id, channel.is_some());
+        let mut env = self.job_env(client_env, &params.session, id, channel.is_some());
         if let Some(dir) = &tmpdir {
             sandbox::set_tmpdir(&mut env, dir);
         }
@@ -518,13 +518,19 @@ impl JobsActor {
         })
     }
 
-    /// The client's environment, then the hardening set over it, then bashd's own:
-    /// a sandboxed job's `channel` is named there, and any other job has none, whatever
-    /// the client's environment said.
-    fn job_env(&self, params: &ExecParams, job: JobId, channel: bool) -> Vec<(Vec<u8>, Vec<u8>)> {
+    /// The client's environment `client`, then the hardening set over it, then
+    /// bashd's own: a sandboxed job's `channel` is named there, and any other job has
+    /// none, whatever the client's environment said.
+    fn job_env(
+        &self,
+        mut client: Vec<(Vec<u8>, Vec<u8>)>,
+        session: &str,
+        job: JobId,
+        channel: bool,
+    ) -> Vec<(Vec<u8>, Vec<u8>)> {
         let mut ours: Vec<(&str, String)> = vec![
             (journal::COOKIE_VAR, format!("{}/{job}", self.instance)),
-            ("BASHD_SESSION", params.session.clone()),
+            ("BASHD_SESSION", session.to_owned()),
         ];
         if channel {
             ours.push((
@@ -537,12 +543,8 @@ impl JobsActor {
                 || self.config.env.iter().any(|(k, _)| k.as_bytes() == key)
                 || ours.iter().any(|(k, _)| k.as_bytes() == key)
         };
-        let mut env: Vec<(Vec<u8>, Vec<u8>)> = params
-            .env
-            .iter()
-            .filter(|(k, _)| !overridden(k))
-            .cloned()
-            .collect();
+        client.retain(|(k, _)| !overridden(k));
+        let mut env = client;
         env.extend(
             self.config
                 .env

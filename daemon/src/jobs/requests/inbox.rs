@@ -11,10 +11,10 @@
 use std::sync::atomic::Ordering;
 
 use bashd_protocol::{Inbox, JobId, Request, RequestId, Response, ServerFrame};
-use tokio::sync::mpsc;
 
 use crate::jobs::table::handle::JobsHandle;
 use crate::jobs::table::inbox::TakeInbox;
+use crate::outbound::Outbound;
 
 /// The session a request acts for, whose inbox its final response carries
 /// (`Request::session`, the one list of who names a session).
@@ -54,7 +54,7 @@ impl JobsHandle {
         session: Option<&str>,
         id: RequestId,
         last: &Response,
-        out: &mpsc::Sender<ServerFrame>,
+        out: &Outbound,
     ) -> bool {
         let Some(session) = session.filter(|_| self.origin.is_none()) else {
             return true;

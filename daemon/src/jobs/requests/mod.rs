@@ -40,6 +40,7 @@ use tokio_util::sync::CancellationToken;
 use crate::jobs::JobsHandle;
 #[allow(unused_imports)]
 use crate::jobs::table::handle::ToActor;
+use crate::outbound::Outbound;
 
 /// Serves request `id` on its task, sending its responses to `out`; `cancel` is the
 /// connection's cancel of it. Dropping a request's future is its cancel: a wait stops
@@ -49,7 +50,7 @@ pub async fn serve(
     id: RequestId,
     request: Request,
     jobs: JobsHandle,
-    out: mpsc::Sender<ServerFrame>,
+    out: Outbound,
     cancel: CancellationToken,
 ) {
     match request {
@@ -68,7 +69,7 @@ pub async fn serve(
 
 /// The dispatch of every request with one answer (and `follow`, whose answers stream
 /// until the job's result).
-async fn answer(id: RequestId, request: Request, jobs: JobsHandle, out: mpsc::Sender<ServerFrame>) {
+async fn answer(id: RequestId, request: Request, jobs: JobsHandle, out: Outbound) {
     let answer = |result: Result<Response, ErrorReply>| match result {
         Ok(response) => response,
         Err(error) => Response::Error(error),
@@ -121,7 +122,7 @@ async fn forward(
     mut events: mpsc::Receiver<Response>,
     jobs: &JobsHandle,
     session: Option<&str>,
-    out: &mpsc::Sender<ServerFrame>,
+    out: &Outbound,
 ) {
     while let Some(event) = events.recv().await {
         let last = matches!(event, Response::Finished(_) | Response::Error(_));

@@ -2,14 +2,14 @@
 //! asks the daemon to stop, as SIGTERM does.
 
 use bashd_protocol::{ErrorKind, ErrorReply, RequestId, Response, ServerFrame, Stopping};
-use tokio::sync::mpsc;
 
 use crate::jobs::table::handle::{JobsHandle, shutting_down};
+use crate::outbound::Outbound;
 
 /// Answers `Shutdown` (`bashc stop`), then asks the daemon to stop. A client inside
 /// a sandboxed job is refused: stopping the daemon ends every session's jobs, which a
 /// confined command may not reach.
-pub(super) async fn serve(id: RequestId, jobs: JobsHandle, out: mpsc::Sender<ServerFrame>) {
+pub(super) async fn serve(id: RequestId, jobs: JobsHandle, out: Outbound) {
     let response = if jobs.origin().is_some() {
         Response::Error(ErrorReply::new(
             ErrorKind::InvalidRequest,
@@ -25,7 +25,7 @@ pub(super) async fn serve(id: RequestId, jobs: JobsHandle, out: mpsc::Sender<Ser
         }
     };
     let stopping = matches!(response, Response::Stopping(_));
-    // The answer is queued before the stop begins (pueue): the connection is wound
+    // The answer is written before the stop begins (pueue): the connection is wound
     // down, not dropped, so the client reads it.
     let _ = out.send(ServerFrame::Response(id, response)).await;
     if stopping {

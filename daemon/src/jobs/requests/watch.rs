@@ -30,6 +30,7 @@ use crate::jobs::requests::jobs::waiting_for_input;
 use crate::jobs::requests::top::last_line;
 use crate::jobs::table::handle::{JobsHandle, ToActor, blocking, shutting_down};
 use crate::jobs::table::{JobsActor, Status};
+use crate::outbound::Outbound;
 use crate::sandbox::channel::Origin;
 
 /// How often a watch sends what changed, at most.
@@ -41,12 +42,7 @@ const PROBE_EVERY: Duration = Duration::from_secs(1);
 
 /// Streams the table and its changes to `out` until the connection cancels the
 /// request or goes away.
-pub(super) async fn serve(
-    id: RequestId,
-    request: WatchRequest,
-    jobs: JobsHandle,
-    out: mpsc::Sender<ServerFrame>,
-) {
+pub(super) async fn serve(id: RequestId, request: WatchRequest, jobs: JobsHandle, out: Outbound) {
     let send = |update| out.send(ServerFrame::Response(id, Response::Watch(update)));
     let origin = jobs.origin.clone();
     let opened = jobs

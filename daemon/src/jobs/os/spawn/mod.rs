@@ -186,11 +186,22 @@ impl Launch {
                     .iter()
                     .map(|(k, v)| (OsStr::from_bytes(k), OsStr::from_bytes(v))),
             );
-        // SAFETY: setsid is an async-signal-safe system call and the closure touches no
-        // memory of the parent; it runs first, before the steps' own (`pty.rs` needs it).
+        // SAFETY: setsid and close_range are async-signal-safe system calls and the
+        // closure touches no memory of the parent; it runs first, before the steps' own
+        // (`pty.rs` needs it).
         unsafe {
             command.pre_exec(|| {
                 rustix::process::setsid()?;
+                // What the daemon was started with and did not mark close-on-exec is
+                // not the job's. Marked, not closed: std's pipe that reports a failed
+                // exec must stay open until the exec. Linux 5.11; an older kernel
+                // leaves them be.
+                libc::syscall(
+                    libc::SYS_close_range,
+                    3 as libc::c_uint,
+                    libc::c_uint::MAX,
+                    libc::CLOSE_RANGE_CLOEXEC,
+                );
                 Ok(())
             });
         }
