@@ -1,20 +1,105 @@
-//! Links the `bashc` binary as a position-dependent executable on Linux (issue 31): an
-//! agent starts one `bashc` per command, and a PIE `bashc` spent about a fifth of its
-//! start in the dynamic loader relocating its own 160 KiB of `.data.rel.ro` (8,800
-//! relative relocations, 35 of its 175 page faults) before `main`. Linked at a fixed
-//! address, those pointers are final in the file and its pages are mapped as they are.
+//! Links the `bashc` binary static and position-dependent on Linux with glibc (issue
+//! 31): an agent starts one `bashc` per command, and before `main` a dynamic `bashc`
+//! spent about a third of its start in the loader, mapping libgcc_s, libm and libc and
+//! relocating them and itself. A static, position-dependent `bashc` has no loader and
+//! no relocations: its pages are mapped as they are in the file.
 //!
-//! What is given up is the randomised address of bashc's own code. bashc runs as its
-//! user, talks only to that user's daemon, and whoever can feed it input (an agent, a
-//! job) can already run any command as that user through it, so there is nothing for
-//! an attacker to gain by knowing where its code is. The libraries, heap and stack are
-//! still randomised. The library, the daemon and the resident stay position-independent.
+//! cargo has no stable way to give one binary `-C target-feature=+crt-static` (the
+//! flag through `RUSTFLAGS` reaches the proc macros too, which cannot be static), so
+//! this is done at the link: `-static -no-pie` to the linker driver, and a directory,
+//! searched first, where each library rustc names for std (`-lgcc_s`, `-lc`, `-lm`, ...)
+//! is a linker script that takes the static archive of it instead (`libgcc_eh.a` for
+//! `libgcc_s`, the unwinder). Where the archives are missing (a distribution without
+//! glibc's static libraries, as Fedora without glibc-static), `bashc` is linked dynamic
+//! and position-dependent, and the build says so; Debian's build-essential has them.
+//!
+//! What is given up: the randomised address of bashc's own code and of the libc in it,
+//! and libc updates of the system, which a static `bashc` only gets when rebuilt. bashc
+//! runs as its user, talks only to that user's daemon, and whoever can feed it input
+//! (an agent, a job) can already run any command as that user through it, so there is
+//! nothing for an attacker to gain by knowing where its code is; heap, stack and mmap
+//! areas are still randomised. bashc calls nothing of glibc that loads shared objects
+//! at run time (no user, group or host lookups: NSS, no `dlopen`); a static glibc would
+//! still do such a call, with the system's NSS modules of the same glibc version. The
+//! library, the daemon and the resident stay dynamic and position-independent.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The libraries std (through the `libc` crate) links on linux-gnu, each with the
+/// static archives that stand in for it.
+const STATIC_STAND_INS: &[(&str, &str)] = &[
+    ("gcc_s", "-l:libgcc_eh.a -l:libgcc.a"),
+    ("util", "-l:libutil.a"),
+    ("rt", "-l:librt.a"),
+    ("pthread", "-l:libpthread.a"),
+    ("m", "-l:libm.a"),
+    ("dl", "-l:libdl.a"),
+    ("c", "-l:libc.a -l:libgcc.a -l:libgcc_eh.a"),
+];
 
 fn main() {
-    let os = std::env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
-    if os == "linux" {
-        // rustc passes `-pie` to the linker driver (cc); the last of the two wins.
-        println!("cargo:rustc-link-arg-bin=bashc=-no-pie");
-    }
     println!("cargo:rerun-if-changed=build.rs");
+    let var = |name: &str| std::env::var(name).unwrap_or_default();
+    if var("CARGO_CFG_TARGET_OS") != "linux" {
+        return;
+    }
+    // rustc passes `-pie` to the linker driver (cc); the last of the two wins.
+    println!("cargo:rustc-link-arg-bin=bashc=-no-pie");
+    let crt_static = var("CARGO_CFG_TARGET_FEATURE")
+        .split(',')
+        .any(|f| f == "crt-static");
+    if var("CARGO_CFG_TARGET_ENV") != "gnu" || crt_static {
+        // musl, or a build that asked for a static C runtime itself: rustc links the
+        // archives already.
+        return;
+    }
+    let linker = std::env::var("RUSTC_LINKER").unwrap_or_else(|_| "cc".to_owned());
+    let missing: Vec<&str> = ["libc.a", "libgcc_eh.a"]
+        .into_iter()
+        .filter(|archive| !has_file(&linker, archive))
+        .collect();
+    if !missing.is_empty() {
+        println!(
+            "cargo:warning=bashc is linked dynamic: {linker} has no {} (glibc's and gcc's static libraries); a static bashc starts about 0.3 ms faster",
+            missing.join(" or ")
+        );
+        return;
+    }
+    let dir = PathBuf::from(var("OUT_DIR")).join("static-libs");
+    if let Err(e) = write_stand_ins(&dir) {
+        println!(
+            "cargo:warning=bashc is linked dynamic: cannot write {}: {e}",
+            dir.display()
+        );
+        return;
+    }
+    // `-L` reaches every `-l` of the link wherever it stands, and a directory given on
+    // the command line is searched before the system's.
+    println!("cargo:rustc-link-arg-bin=bashc=-L{}", dir.display());
+    println!("cargo:rustc-link-arg-bin=bashc=-static");
+}
+
+/// Whether the linker driver finds `name` in its library path: it prints the full path
+/// when it does, the name alone when not.
+fn has_file(linker: &str, name: &str) -> bool {
+    Command::new(linker)
+        .arg(format!("-print-file-name={name}"))
+        .output()
+        .ok()
+        .filter(|out| out.status.success())
+        .is_some_and(|out| Path::new(String::from_utf8_lossy(&out.stdout).trim()).is_absolute())
+}
+
+/// `lib<name>.so` in `dir` for each library: rustc asks for them after `-Bdynamic`, so
+/// the linker looks for the `.so` first, and finds these scripts before the system's.
+fn write_stand_ins(dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    for (name, archives) in STATIC_STAND_INS {
+        std::fs::write(
+            dir.join(format!("lib{name}.so")),
+            format!("/* bashc's static link (client/build.rs) */\nGROUP({archives})\n"),
+        )?;
+    }
+    Ok(())
 }

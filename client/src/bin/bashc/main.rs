@@ -15,6 +15,7 @@ mod live;
 mod mcp;
 mod mux;
 mod options;
+mod parse;
 mod peer;
 mod relay;
 mod render;
@@ -60,6 +61,16 @@ const EXIT_UNREACHABLE: u8 = 255;
     after_help = "Each command's flags: bashc help <command> (or bashc <command> --help)."
 )]
 struct Cli {
+    #[command(flatten)]
+    global: Global,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// The arguments every subcommand takes; apart, so that `parse::exec_only` adds the
+/// same ones.
+#[derive(Debug, Args)]
+struct Global {
     /// The runtime directory of the daemon to use (default: $BASHD_RUNTIME_DIR, else
     /// $XDG_RUNTIME_DIR/bashd, else /run/user/$UID/bashd when it is yours, else
     /// /tmp/bashd-$UID).
@@ -71,8 +82,6 @@ struct Cli {
     /// there. `jobs --all` takes it several times.
     #[arg(long, global = true, value_name = "HOST")]
     host: Vec<String>,
-    #[command(subcommand)]
-    command: Command,
 }
 
 #[derive(Debug, Subcommand)]
@@ -372,16 +381,19 @@ fn main() -> ExitCode {
     // First thing: the longer bashc runs before reading it, the likelier an agent that
     // dies at once has already handed it to another parent.
     let parent = mcp::parent();
-    let cli = Cli::parse();
-    let local = match target(cli.runtime_dir.as_deref()) {
+    let cli = parse::parse();
+    let local = match target(cli.global.runtime_dir.as_deref()) {
         Ok(target) => target,
-        Err(e) => return fail(e),
+        Err(e) => return ExitCode::from(fail(e)),
     };
-    let targets = match common::host_targets(&cli.host, &local, &cli.command) {
+    let targets = match common::host_targets(&cli.global.host, &local, &cli.command) {
         Ok(targets) => targets,
-        Err(e) => return fail(e),
+        Err(e) => return ExitCode::from(fail(e)),
     };
     let target = targets.first().cloned().unwrap_or(local);
+    // An exec holds nothing whose drop does something once it has printed; the relay's
+    // and the bridge's children, `top`'s terminal and MCP's tasks may.
+    let plain = matches!(cli.command, Command::Exec(_));
     // One thread, and no signal driver but for the relay (which runs ssh as a tokio
     // child): a call's runtime costs an epoll and an eventfd before its first frame.
     let mut builder = tokio::runtime::Builder::new_current_thread();
@@ -391,7 +403,10 @@ fn main() -> ExitCode {
     };
     let tokio = match builder.build() {
         Ok(tokio) => tokio,
-        Err(e) => return fail(anyhow::Error::from(e).context("cannot start the async runtime")),
+        Err(e) => {
+            let e = anyhow::Error::from(e).context("cannot start the async runtime");
+            return ExitCode::from(fail(e));
+        }
     };
     let outcome = tokio.block_on(async {
         match cli.command {
@@ -402,24 +417,32 @@ fn main() -> ExitCode {
         }
     });
     since::print_left();
+    let code = match outcome {
+        Ok(code) => code,
+        Err(e) => fail(e),
+    };
+    if plain {
+        // Out without dropping the runtime: the kernel closes its descriptors and frees
+        // its memory faster than the drop would, one by one (issue 31). std flushes
+        // stdout first.
+        std::process::exit(i32::from(code));
+    }
     // A read of stdin still blocked on a thread of its own (`bashc mcp` whose agent
     // died with the pipe held open elsewhere) must not hold the exit up.
     tokio.shutdown_background();
-    match outcome {
-        Ok(code) => ExitCode::from(code),
-        Err(e) => fail(e),
-    }
+    ExitCode::from(code)
 }
 
-/// Prints an error, with the hint the daemon gave for it in the CLI's words.
-fn fail(e: anyhow::Error) -> ExitCode {
+/// Prints an error, with the hint the daemon gave for it in the CLI's words; the exit
+/// status.
+fn fail(e: anyhow::Error) -> u8 {
     if let Some(ClientError::DiedWhileRunning { job }) =
         e.chain().find_map(|cause| cause.downcast_ref())
     {
         eprintln!(
             "bashc: bashd stopped while {job} ran; bashc output {job} has what it printed once bashd is back"
         );
-        return ExitCode::from(EXIT_UNREACHABLE);
+        return EXIT_UNREACHABLE;
     }
     if let Some(ClientError::DiedDuring { doing, job }) =
         e.chain().find_map(|cause| cause.downcast_ref())
@@ -427,7 +450,7 @@ fn fail(e: anyhow::Error) -> ExitCode {
         eprintln!(
             "bashc: bashd stopped while {doing} {job}; once it is back (the next bashc starts it), bashc check {job} says what became of the job and bashc output {job} has what it printed"
         );
-        return ExitCode::from(EXIT_UNREACHABLE);
+        return EXIT_UNREACHABLE;
     }
     let hint = e.chain().find_map(|cause| match cause.downcast_ref() {
         Some(ClientError::Daemon(reply) | ClientError::Refused(reply)) => reply.hint.clone(),
@@ -437,7 +460,7 @@ fn fail(e: anyhow::Error) -> ExitCode {
         "bashc: {}",
         wording::error(&format!("{e:#}"), hint.as_ref(), &wording::Cli)
     );
-    ExitCode::from(EXIT_UNREACHABLE)
+    EXIT_UNREACHABLE
 }
 
 fn bashd_size(text: &str) -> Result<bashc::protocol::PtySize, String> {
