@@ -394,13 +394,10 @@ fn main() -> ExitCode {
     // An exec holds nothing whose drop does something once it has printed; the relay's
     // and the bridge's children, `top`'s terminal and MCP's tasks may.
     let plain = matches!(cli.command, Command::Exec(_));
-    // One thread, and no signal driver but for the relay (which runs ssh as a tokio
-    // child): a call's runtime costs an epoll and an eventfd before its first frame.
+    // One thread: a call waits on one socket. (tokio sets up its signal and process
+    // drivers with its I/O driver whatever is enabled, so enabling all costs nothing.)
     let mut builder = tokio::runtime::Builder::new_current_thread();
-    match cli.command {
-        Command::Relay { .. } => builder.enable_all(),
-        _ => builder.enable_io().enable_time(),
-    };
+    builder.enable_all();
     let tokio = match builder.build() {
         Ok(tokio) => tokio,
         Err(e) => {
