@@ -10,10 +10,10 @@
 
 use std::sync::atomic::Ordering;
 
-use bashd_protocol::{Inbox, JobId, Request, RequestId, Response, ServerFrame};
+use bashd_protocol::{Inbox, JobState, Request, RequestId, Response, ServerFrame};
 
 use crate::jobs::table::handle::JobsHandle;
-use crate::jobs::table::inbox::TakeInbox;
+use crate::jobs::table::inbox::{About, TakeInbox};
 use crate::outbound::Outbound;
 
 /// The session a request acts for, whose inbox its final response carries
@@ -22,19 +22,31 @@ pub fn caller_session(request: &Request) -> Option<String> {
     request.session().map(str::to_owned)
 }
 
-/// The jobs a final response tells the result of, whose events it makes needless.
-fn about(response: &Response) -> Vec<JobId> {
+/// What a final response says of its jobs: the end of some, whose events it makes
+/// needless, or that one runs on in the background, whose events wait for the next
+/// call (a job that ended as that answer went out is told then, not dropped as told).
+fn about(response: &Response) -> About {
     match response {
-        Response::Finished(result) => vec![result.job],
-        Response::Waited(waited) => waited.done.clone(),
-        _ => Vec::new(),
+        Response::Finished(result) if result.state == JobState::Running => About {
+            kept: vec![result.job],
+            ..About::default()
+        },
+        Response::Finished(result) => About {
+            told: vec![result.job],
+            ..About::default()
+        },
+        Response::Waited(waited) => About {
+            told: waited.done.clone(),
+            ..About::default()
+        },
+        _ => About::default(),
     }
 }
 
 impl JobsHandle {
-    /// Takes `session`'s inbox, if it has one, leaving out events about `about`; one
+    /// Takes `session`'s inbox, if it has one, as `Inboxes::take` reads `about`; one
     /// atomic load when no session has one.
-    pub async fn take_inbox(&self, session: &str, about: Vec<JobId>) -> Option<Inbox> {
+    pub(in crate::jobs) async fn take_inbox(&self, session: &str, about: About) -> Option<Inbox> {
         if self.inbox_pending.load(Ordering::Relaxed) == 0 {
             return None;
         }

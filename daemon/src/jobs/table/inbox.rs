@@ -80,20 +80,33 @@ impl Inboxes {
         }
     }
 
-    /// Takes `session`'s inbox, leaving it empty. Events about `about`, the job the
-    /// final response is about, are dropped: that response says more.
-    pub(in crate::jobs) fn take(&mut self, session: &str, about: &[JobId]) -> Option<Inbox> {
-        let inbox = self.by_session.remove(session)?;
-        self.non_empty.fetch_sub(1, Ordering::Relaxed);
-        let inbox = Inbox {
-            events: inbox
-                .events
-                .into_iter()
-                .filter(|event| !about.contains(&event.job()))
-                .collect(),
+    /// Takes `session`'s inbox. Events about the jobs `about.told`, whose end the
+    /// final response says, are dropped: that response says more. Events about the
+    /// jobs `about.kept`, which the response says run on in the background, stay for
+    /// the session's next call: the response shows the job as it was, and what the job
+    /// did meanwhile (it ended, a line matched) is still news then.
+    pub(in crate::jobs) fn take(&mut self, session: &str, about: &About) -> Option<Inbox> {
+        let mut inbox = self.by_session.remove(session)?;
+        let (kept, events): (VecDeque<_>, VecDeque<_>) = std::mem::take(&mut inbox.events)
+            .into_iter()
+            .filter(|event| !about.told.contains(&event.job()))
+            .partition(|event| about.kept.contains(&event.job()));
+        let taken = Inbox {
+            events: events.into(),
             folded: inbox.folded,
         };
-        (!inbox.is_empty()).then_some(inbox)
+        if kept.is_empty() {
+            self.non_empty.fetch_sub(1, Ordering::Relaxed);
+        } else {
+            self.by_session.insert(
+                session.to_owned(),
+                SessionInbox {
+                    events: kept,
+                    folded: 0,
+                },
+            );
+        }
+        (!taken.is_empty()).then_some(taken)
     }
 
     /// Drops a session's inbox with the session.
@@ -104,10 +117,19 @@ impl Inboxes {
     }
 }
 
-/// Takes a session's inbox (issue 32); events about `about` are dropped.
+/// The jobs a request's final response is about, as [`Inboxes::take`] reads them.
+#[derive(Debug, Default)]
+pub(in crate::jobs) struct About {
+    /// Jobs whose end the response says.
+    pub told: Vec<JobId>,
+    /// Jobs the response says run on in the background.
+    pub kept: Vec<JobId>,
+}
+
+/// Takes a session's inbox (issue 32), as [`Inboxes::take`] says.
 pub(in crate::jobs) struct TakeInbox {
     pub session: String,
-    pub about: Vec<JobId>,
+    pub about: About,
 }
 
 impl ToActor for TakeInbox {
@@ -231,9 +253,12 @@ mod tests {
         let non_empty = inboxes.non_empty();
         inboxes.tell("s", idle(1, 5));
         assert_eq!(non_empty.load(Ordering::Relaxed), 1);
-        assert_eq!(inboxes.take("other", &[]), None);
-        assert_eq!(inboxes.take("s", &[]).unwrap().events, vec![idle(1, 5)]);
-        assert_eq!(inboxes.take("s", &[]), None);
+        assert_eq!(inboxes.take("other", &About::default()), None);
+        assert_eq!(
+            inboxes.take("s", &About::default()).unwrap().events,
+            vec![idle(1, 5)]
+        );
+        assert_eq!(inboxes.take("s", &About::default()), None);
         assert_eq!(non_empty.load(Ordering::Relaxed), 0);
     }
 
@@ -244,12 +269,12 @@ mod tests {
         inboxes.tell("s", matched(1, 4));
         inboxes.tell("s", idle(1, 5));
         inboxes.tell("s", idle(1, 9));
-        let inbox = inboxes.take("s", &[]).unwrap();
+        let inbox = inboxes.take("s", &About::default()).unwrap();
         assert_eq!(inbox.events, vec![matched(1, 5), idle(1, 9)]);
         for job in 0..MAX_EVENTS as u64 + 10 {
             inboxes.tell("s", idle(job, 1));
         }
-        let inbox = inboxes.take("s", &[]).unwrap();
+        let inbox = inboxes.take("s", &About::default()).unwrap();
         assert_eq!(inbox.events.len(), MAX_EVENTS);
         assert_eq!(inbox.folded, 10);
         assert_eq!(inbox.events[0].job(), JobId(10));
@@ -260,10 +285,34 @@ mod tests {
         let mut inboxes = Inboxes::new();
         let non_empty = inboxes.non_empty();
         inboxes.tell("s", idle(1, 5));
-        assert_eq!(inboxes.take("s", &[JobId(1)]), None);
+        let told = About {
+            told: vec![JobId(1)],
+            ..About::default()
+        };
+        assert_eq!(inboxes.take("s", &told), None);
         assert_eq!(non_empty.load(Ordering::Relaxed), 0);
         inboxes.tell("s", idle(2, 5));
         inboxes.drop_session("s");
+        assert_eq!(non_empty.load(Ordering::Relaxed), 0);
+    }
+
+    /// An answer that its job runs on in the background leaves that job's events for
+    /// the next call, and hands out the others'.
+    #[test]
+    fn the_job_a_running_answer_is_about_waits_for_the_next_call() {
+        let mut inboxes = Inboxes::new();
+        let non_empty = inboxes.non_empty();
+        inboxes.tell("s", idle(1, 5));
+        inboxes.tell("s", idle(2, 5));
+        let kept = About {
+            kept: vec![JobId(1)],
+            ..About::default()
+        };
+        assert_eq!(inboxes.take("s", &kept).unwrap().events, vec![idle(2, 5)]);
+        assert_eq!(non_empty.load(Ordering::Relaxed), 1);
+        assert_eq!(inboxes.take("s", &kept), None);
+        let inbox = inboxes.take("s", &About::default()).unwrap();
+        assert_eq!(inbox.events, vec![idle(1, 5)]);
         assert_eq!(non_empty.load(Ordering::Relaxed), 0);
     }
 
