@@ -785,6 +785,20 @@ fn issue_31_a_job_holds_only_its_own_descriptors() {
     }
 }
 
+/// The one spare resident the zygote keeps beside `resident`, which it forked.
+fn the_spare_beside(resident: u32) -> u32 {
+    let zygote = bashd_tests::procs::parent_pid(resident).unwrap();
+    let mut spares = Vec::new();
+    assert!(
+        wait_until(GONE_WITHIN, || {
+            spares = children_named(zygote, "bashd-spare");
+            spares.len() == 1
+        }),
+        "not one spare resident: {spares:?}"
+    );
+    spares[0]
+}
+
 /// What the resident of `shell` and the spare beside it hold.
 fn assert_resident_holds_its_own(shell: u32, n: u32) {
     let resident = bashd_tests::procs::parent_pid(shell).unwrap();
@@ -805,16 +819,7 @@ fn assert_resident_holds_its_own(shell: u32, n: u32) {
         "job {n}'s resident holds {held:?}"
     );
 
-    let zygote = bashd_tests::procs::parent_pid(resident).unwrap();
-    let mut spares = Vec::new();
-    assert!(
-        wait_until(GONE_WITHIN, || {
-            spares = children_named(zygote, "bashd-spare");
-            spares.len() == 1
-        }),
-        "not one spare resident: {spares:?}"
-    );
-    let held = descriptors(spares[0]);
+    let held = descriptors(the_spare_beside(resident));
     assert!(
         !held
             .iter()
@@ -837,16 +842,8 @@ fn issue_31_a_job_reported_as_not_started_does_not_run_later() {
     let shell = result["pid"].as_u64().unwrap() as u32;
     wait_for_running("sleep 9401");
     let resident = bashd_tests::procs::parent_pid(shell).unwrap();
-    let zygote = bashd_tests::procs::parent_pid(resident).unwrap();
-    let mut spares = Vec::new();
-    assert!(
-        wait_until(GONE_WITHIN, || {
-            spares = children_named(zygote, "bashd-spare");
-            spares.len() == 1
-        }),
-        "not one spare resident: {spares:?}"
-    );
-    let spare = Pid::from_raw(spares[0] as i32).unwrap();
+    let spare_pid = the_spare_beside(resident);
+    let spare = Pid::from_raw(spare_pid as i32).unwrap();
     let out = daemon.run_bashc(&["kill", &first]);
     assert_eq!(out.status.code(), Some(143), "{}", show(&out));
 
@@ -858,15 +855,14 @@ fn issue_31_a_job_reported_as_not_started_does_not_run_later() {
     assert!(text.contains("did not start the shell"), "{text}");
     // The spare, now the job's resident, gets its job, sees the daemon gone, and
     // ends: with the job still running under it, it would not.
-    let ended = wait_until(GONE_WITHIN, || !alive(spares[0]));
+    let ended = wait_until(GONE_WITHIN, || !alive(spare_pid));
     let late = pids_running("sleep 9402");
     for pid in &late {
         let _ = rustix::process::kill_process(Pid::from_raw(*pid as i32).unwrap(), Signal::KILL);
     }
     assert!(
         ended && late.is_empty(),
-        "a job bashc was told did not start runs: resident {} alive {}, sleep {late:?}",
-        spares[0],
+        "a job bashc was told did not start runs: resident {spare_pid} alive {}, sleep {late:?}",
         !ended
     );
 }
