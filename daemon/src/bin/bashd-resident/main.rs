@@ -23,15 +23,13 @@ use std::ffi::OsString;
 use std::fs;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::time::{Duration, Instant};
 
 // The wire and the sandbox from resident-core, never the daemon's library: the
 // resident links only what it runs, which keeps it small and quick to start.
 use bashd_resident_core::confine;
-use bashd_resident_core::wire::{MAX_SPAWN_BYTES, MAX_SPAWN_FDS, Report, SPAWN_FDS, Spawn};
-
-/// The most descriptors a frame carries: a spawn's, and the kit a spare is handed
-/// with it. A spawn from the daemon with more is refused by its count.
-const HANDED_FDS: usize = MAX_SPAWN_FDS + confine::Kit::MOST_FDS;
+use bashd_resident_core::frame;
+use bashd_resident_core::wire::{Report, SPAWN_FDS, Spawn};
 
 /// Exit status when the resident cannot set the job up; the shell never ran.
 pub(crate) const EXIT_SETUP: libc::c_int = 126;
@@ -91,7 +89,17 @@ fn zygote() -> io::Result<Never> {
     confine::prepare();
     let mut kits = kit::Store::default();
     let mut spare = Spare::fork(&[socket.as_raw_fd(), sigfd.as_raw_fd()], &mut kits);
+    // The spare last handed a job, until its shell has started.
+    let mut handed: Option<Handed> = None;
     loop {
+        // Every descriptor of the zygote's own, which a process it forks closes first.
+        let own = |spare: &Option<Spare>, handed: &Option<Handed>| {
+            let mut own = vec![socket.as_raw_fd(), sigfd.as_raw_fd()];
+            own.extend(spare.as_ref().map(|s| s.socket.as_raw_fd()));
+            own.extend(handed.as_ref().map(|h| h.socket.as_raw_fd()));
+            own
+        };
+        let raw = |fd: Option<&OwnedFd>| fd.map_or(-1, |fd| fd.as_raw_fd());
         let mut fds = [
             libc::pollfd {
                 fd: sigfd.as_raw_fd(),
@@ -108,9 +116,22 @@ fn zygote() -> io::Result<Never> {
                 events: libc::POLLIN,
                 revents: 0,
             },
+            // A spare writes nothing: its socket wakes the zygote only when it closes,
+            // the handed one's once its shell has started, the idle one's if it died.
+            libc::pollfd {
+                fd: raw(handed.as_ref().map(|h| &h.socket)),
+                events: 0,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: raw(spare.as_ref().map(|s| &s.socket)),
+                events: 0,
+                revents: 0,
+            },
         ];
-        // SAFETY: three pollfds, owned by this frame.
-        if unsafe { libc::poll(fds.as_mut_ptr(), 3, -1) } < 0 {
+        let timeout = handed.as_ref().map_or(-1, Handed::poll_timeout);
+        // SAFETY: five pollfds, owned by this frame.
+        if unsafe { libc::poll(fds.as_mut_ptr(), 5, timeout) } < 0 {
             let e = io::Error::last_os_error();
             if e.kind() == io::ErrorKind::Interrupted {
                 continue;
@@ -121,13 +142,15 @@ fn zygote() -> io::Result<Never> {
         if fds[2].revents != 0 {
             kits.collect();
         }
-        let own = |spare: &Option<Spare>| {
-            let mut own = vec![socket.as_raw_fd(), sigfd.as_raw_fd()];
-            own.extend(spare.as_ref().map(|s| s.socket.as_raw_fd()));
-            own
-        };
+        if fds[3].revents != 0 || handed.as_ref().is_some_and(Handed::overdue) {
+            handed = None;
+        }
+        if fds[4].revents != 0 {
+            // Killed by someone: the next spare is forked below, before the next job.
+            spare = None;
+        }
         if fds[1].revents != 0 {
-            let Some((body, descriptors)) = receive(&socket)? else {
+            let Some((body, descriptors)) = frame::receive(&socket)? else {
                 std::process::exit(0);
             };
             let (counted, kit) = inspect(&body, descriptors.len(), &mut kits);
@@ -135,14 +158,17 @@ fn zygote() -> io::Result<Never> {
             // after them for the kit.
             // A frame with a wrong count goes to a resident of its own, which refuses
             // it, and the spare waits for the next.
-            let handed = counted
-                && spare
-                    .take()
-                    .is_some_and(|taker| taker.hand(&body, &descriptors, kit.as_ref()).is_ok());
-            // The zygote's copies of what was handed close as they drop; a spare that
-            // died (killed by someone) leaves the job to a resident forked for it.
-            if !handed {
-                fork_resident(&body, descriptors, kit, &own(&None), &mut kits);
+            let taken = if counted { spare.take() } else { None };
+            match taken.and_then(|taker| taker.hand(&body, &descriptors, kit.as_ref())) {
+                Some(now) => handed = Some(now),
+                // The zygote's copies of what was handed close as they drop; with no
+                // spare there (one is still starting its shell, or died, or could not
+                // take the frame) the job gets a resident forked for it, and, its path
+                // paying for a fork anyway, the next spare is forked at once.
+                None => {
+                    fork_resident(&body, descriptors, kit, &own(&spare, &handed), &mut kits);
+                    handed = None;
+                }
             }
         }
         if fds[0].revents != 0 {
@@ -151,14 +177,23 @@ fn zygote() -> io::Result<Never> {
             // SAFETY: no status is read.
             while unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) } > 0 {}
         }
-        // While the job just handed over or forked sets up, the next one's resident
-        // and namespaces are made.
-        if spare.is_none() {
-            spare = Spare::fork(&own(&None), &mut kits);
+        // The next job's resident and namespaces are made once the job just handed
+        // over has started its shell: forked at once, the next spare took the CPU the
+        // handed one was woken on, and the job waited for it (`docs/PERFORMANCE.md`).
+        if handed.is_none() {
+            if spare.is_none() {
+                spare = Spare::fork(&own(&None, &None), &mut kits);
+            }
+            kits.refill(&own(&spare, &None));
         }
-        kits.refill(&own(&spare));
     }
 }
+
+/// How long, after it hands a job to its spare, the zygote waits for the job's shell
+/// to start before it forks the next spare anyway: a spare that was stopped, or a
+/// confined job that makes its namespaces itself, does not leave the zygote without a
+/// spare for longer.
+const HANDED_WAIT: Duration = Duration::from_millis(50);
 
 /// A resident forked ahead, set up as far as no job is needed for (`job::Base`: its
 /// session, its subreaper bit), and waiting on a socket for the next job's spawn, so
@@ -167,6 +202,29 @@ fn zygote() -> io::Result<Never> {
 /// it is handed its job, with the kit of namespaces the zygote made ahead for it.
 struct Spare {
     socket: OwnedFd,
+}
+
+/// A spare that was handed a job, and its socket, which it closes once the job's shell
+/// has started (its own copy when the shell's process is started, the shell's at its
+/// `execve`) or when it exits.
+struct Handed {
+    socket: OwnedFd,
+    /// When the zygote stops waiting.
+    until: Instant,
+}
+
+impl Handed {
+    /// Milliseconds until `until`, rounded up, for `poll`.
+    fn poll_timeout(&self) -> libc::c_int {
+        let left = self.until.saturating_duration_since(Instant::now());
+        left.as_micros()
+            .div_ceil(1000)
+            .min(libc::c_int::MAX as u128) as libc::c_int
+    }
+
+    fn overdue(&self) -> bool {
+        Instant::now() >= self.until
+    }
 }
 
 impl Spare {
@@ -187,12 +245,12 @@ impl Spare {
                 let theirs = OwnedFd::from(theirs);
                 // A failed setup is the job's to hear, on its control socket.
                 let base = job::Base::new();
-                let got = receive(&theirs);
-                drop(theirs);
-                match got {
+                match frame::receive(&theirs) {
+                    // The socket is held until the shell has started: the zygote forks
+                    // the next spare when it closes.
                     Ok(Some((body, descriptors))) => {
                         set_name(c"bashd-resident");
-                        start(base, &body, descriptors, KitFrom::Frame)
+                        start(base, &body, descriptors, KitFrom::Frame, Some(theirs))
                     }
                     // SAFETY: _exit ends this process only.
                     _ => unsafe { libc::_exit(0) },
@@ -206,17 +264,21 @@ impl Spare {
     }
 
     /// Hands a spawn to the spare, which runs it from there: the frame as it came,
-    /// the job's descriptors and, after them, the kit's.
+    /// the job's descriptors and, after them, the kit's. `None` when the spare did not
+    /// take it: it died.
     fn hand(
         self,
         body: &[u8],
         descriptors: &[OwnedFd],
         kit: Option<&confine::Kit>,
-    ) -> io::Result<()> {
-        let header = (body.len() as u32).to_le_bytes();
+    ) -> Option<Handed> {
         let mut fds: Vec<RawFd> = descriptors.iter().map(|fd| fd.as_raw_fd()).collect();
         fds.extend(kit.map(|kit| kit.raw_fds()).unwrap_or_default());
-        send_frame(&self.socket, &header, body, &fds)
+        frame::send(&self.socket, body, &fds).ok()?;
+        Some(Handed {
+            socket: self.socket,
+            until: Instant::now() + HANDED_WAIT,
+        })
     }
 }
 
@@ -255,7 +317,13 @@ fn fork_resident(
             }
             kits.forget();
             set_name(c"bashd-resident");
-            start(job::Base::new(), body, descriptors, KitFrom::Zygote(kit))
+            start(
+                job::Base::new(),
+                body,
+                descriptors,
+                KitFrom::Zygote(kit),
+                None,
+            )
         }
         -1 => {
             if let Some(control) = descriptors.first() {
@@ -284,12 +352,14 @@ enum KitFrom {
 
 /// Runs one spawn's job in this process, a resident just forked or a spare that was
 /// handed it. A spawn that cannot be read or set up is reported on its control
-/// socket, which the daemon reads as the job's failure to start.
+/// socket, which the daemon reads as the job's failure to start. `zygote`: a spare's
+/// socket to the zygote, closed once the shell has started.
 fn start(
     base: io::Result<job::Base>,
     body: &[u8],
     mut descriptors: Vec<OwnedFd>,
     kit: KitFrom,
+    zygote: Option<OwnedFd>,
 ) -> ! {
     let control = descriptors.first().map(|fd| fd.as_raw_fd());
     let fail = |why: String| -> ! {
@@ -329,170 +399,12 @@ fn start(
         stderr: next(),
         stdin: spawn.stdin_pipe.then(&mut next),
         channel: spawn.channel.then(&mut next),
+        zygote,
     };
     match base.and_then(|base| job::run(base, spawn, sandbox, kit, fds)) {
         Ok(never) => match never {},
         Err(e) => fail(e.to_string()),
     }
-}
-
-/// Sends one frame, its descriptors attached to its first byte, as the daemon sends
-/// spawns to the zygote.
-fn send_frame(socket: &OwnedFd, header: &[u8; 4], body: &[u8], fds: &[RawFd]) -> io::Result<()> {
-    const SPACE: usize =
-        // SAFETY: CMSG_SPACE only computes a size.
-        unsafe { libc::CMSG_SPACE((HANDED_FDS * size_of::<RawFd>()) as u32) } as usize;
-    if fds.len() > HANDED_FDS {
-        return Err(io::Error::other("too many descriptors for a spawn"));
-    }
-    let mut control = [0u64; SPACE.div_ceil(8)];
-    let mut iov = [
-        libc::iovec {
-            iov_base: header.as_ptr().cast_mut().cast(),
-            iov_len: header.len(),
-        },
-        libc::iovec {
-            iov_base: body.as_ptr().cast_mut().cast(),
-            iov_len: body.len(),
-        },
-    ];
-    // SAFETY: msghdr is plain data, valid all zeros; its fields are set next.
-    let mut message: libc::msghdr = unsafe { std::mem::zeroed() };
-    message.msg_iov = iov.as_mut_ptr();
-    message.msg_iovlen = 2;
-    message.msg_control = control.as_mut_ptr().cast();
-    // SAFETY: CMSG_SPACE only computes a size.
-    let used = unsafe { libc::CMSG_SPACE(size_of_val(fds) as u32) } as usize;
-    message.msg_controllen = used as _;
-    // SAFETY: the control buffer is this frame's, as large as CMSG_SPACE says, walked
-    // with the kernel's own macros; `fds` are copied into it.
-    unsafe {
-        let cmsg = libc::CMSG_FIRSTHDR(&message);
-        (*cmsg).cmsg_level = libc::SOL_SOCKET;
-        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
-        (*cmsg).cmsg_len = libc::CMSG_LEN(size_of_val(fds) as u32) as _;
-        std::ptr::copy_nonoverlapping(
-            fds.as_ptr(),
-            libc::CMSG_DATA(cmsg).cast::<RawFd>(),
-            fds.len(),
-        );
-    }
-    let sent = loop {
-        // SAFETY: `message` points at `iov` and `control`, locals that outlive the call;
-        // MSG_NOSIGNAL: a spare that died must not kill the zygote with SIGPIPE.
-        let n = unsafe { libc::sendmsg(socket.as_raw_fd(), &message, libc::MSG_NOSIGNAL) };
-        if n >= 0 {
-            break n as usize;
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    };
-    // A large frame goes in parts; the descriptors went with the first.
-    for (part, skip) in [(&header[..], sent.min(4)), (body, sent.saturating_sub(4))] {
-        let mut rest = &part[skip.min(part.len())..];
-        while !rest.is_empty() {
-            // SAFETY: sends from `rest`, at most its length.
-            let n = unsafe {
-                libc::send(
-                    socket.as_raw_fd(),
-                    rest.as_ptr().cast(),
-                    rest.len(),
-                    libc::MSG_NOSIGNAL,
-                )
-            };
-            if n < 0 {
-                let e = io::Error::last_os_error();
-                if e.kind() != io::ErrorKind::Interrupted {
-                    return Err(e);
-                }
-            } else {
-                rest = &rest[n as usize..];
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Reads one spawn frame: its body and the descriptors sent with it. `None` when the
-/// daemon's end has closed.
-fn receive(socket: &OwnedFd) -> io::Result<Option<(Vec<u8>, Vec<OwnedFd>)>> {
-    let mut header = [0u8; 4];
-    // The descriptors come with the frame's first byte; the header is read alone, so
-    // no byte of the next frame (and none of its descriptors) is taken with it.
-    const SPACE: usize =
-        // SAFETY: CMSG_SPACE only computes a size.
-        unsafe { libc::CMSG_SPACE((HANDED_FDS * size_of::<RawFd>()) as u32) } as usize;
-    let mut control = [0u64; SPACE.div_ceil(8)];
-    let mut iov = libc::iovec {
-        iov_base: header.as_mut_ptr().cast(),
-        iov_len: header.len(),
-    };
-    // SAFETY: msghdr is plain data, valid all zeros; its fields are set next.
-    let mut message: libc::msghdr = unsafe { std::mem::zeroed() };
-    message.msg_iov = &mut iov;
-    message.msg_iovlen = 1;
-    message.msg_control = control.as_mut_ptr().cast();
-    message.msg_controllen = SPACE as _;
-    let got = loop {
-        // SAFETY: `message` points at `iov` and `control`, locals that outlive the call.
-        let n = unsafe { libc::recvmsg(socket.as_raw_fd(), &mut message, libc::MSG_CMSG_CLOEXEC) };
-        if n >= 0 {
-            break n as usize;
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    };
-    if got == 0 {
-        return Ok(None);
-    }
-    let mut descriptors = Vec::new();
-    // SAFETY: the control buffer is the kernel's, walked with its own macros.
-    unsafe {
-        let mut cmsg = libc::CMSG_FIRSTHDR(&message);
-        while !cmsg.is_null() {
-            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
-                let data = libc::CMSG_DATA(cmsg).cast::<RawFd>();
-                let count =
-                    ((*cmsg).cmsg_len as usize - libc::CMSG_LEN(0) as usize) / size_of::<RawFd>();
-                for i in 0..count {
-                    descriptors.push(OwnedFd::from_raw_fd(data.add(i).read_unaligned()));
-                }
-            }
-            cmsg = libc::CMSG_NXTHDR(&message, cmsg);
-        }
-    }
-    read_exact(socket, &mut header[got..])?;
-    let len = u32::from_le_bytes(header) as usize;
-    if len > MAX_SPAWN_BYTES {
-        return Err(io::Error::other(format!(
-            "a spawn of {len} bytes, over the {MAX_SPAWN_BYTES} allowed: the daemon and the zygote disagree"
-        )));
-    }
-    let mut body = vec![0; len];
-    read_exact(socket, &mut body)?;
-    Ok(Some((body, descriptors)))
-}
-
-fn read_exact(socket: &OwnedFd, mut buf: &mut [u8]) -> io::Result<()> {
-    while !buf.is_empty() {
-        // SAFETY: reads into `buf`, at most its length.
-        let n = unsafe { libc::read(socket.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-        match n {
-            0 => return Err(io::ErrorKind::UnexpectedEof.into()),
-            n if n < 0 => {
-                let e = io::Error::last_os_error();
-                if e.kind() != io::ErrorKind::Interrupted {
-                    return Err(e);
-                }
-            }
-            n => buf = &mut buf[n as usize..],
-        }
-    }
-    Ok(())
 }
 
 /// Closes every descriptor from `first` on: `close_range` (Linux 5.9), else each one
