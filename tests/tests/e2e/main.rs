@@ -32,6 +32,7 @@ mod remote;
 mod runtime_dir;
 mod sandbox;
 mod sandbox_hints;
+mod spare;
 mod systemd;
 mod terminal;
 mod top;
