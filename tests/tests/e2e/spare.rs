@@ -3,6 +3,8 @@
 //! nothing but the fork it saved, a spare never outlives its zygote, and the shell it
 //! starts is reported with its start time (the journal's guard against pid reuse).
 
+use std::time::{Duration, Instant};
+
 use bashd_protocol::ProcStat;
 use bashd_tests::{Daemon, alive, wait_for_running, wait_until};
 use rustix::process::{Pid, Signal};
@@ -159,4 +161,64 @@ fn issue_31_the_journal_has_each_shells_start_time() {
         journaled.is_some_and(|start| start >= before && start >= expected),
         "job {job}: {journaled:?}, not after {before} and {expected}"
     );
+}
+
+/// A spare that was stopped (a job of the same user may stop it) cannot hold up the
+/// zygote, and with it every job after: the zygote's send of a spawn larger than the
+/// socket's buffer (here a job's environment) to a spare that reads none of it times
+/// out, the spare is killed, and the job gets a resident forked for it at once, by the
+/// same zygote. Without the timeout the zygote waited on the stopped spare, and the
+/// daemon gave the job up after 10 s.
+#[test]
+fn issue_31_a_stopped_spare_does_not_hold_up_a_large_spawn() {
+    let daemon = Daemon::start();
+    run_echo(&daemon, "first");
+    let zygote = the_zygote(&daemon);
+    let spare = a_spare_of(zygote, None).expect("a spare beside the zygote");
+    let _held = Held::new(spare);
+    // Positive control: the spare takes a spawn of that size when it runs.
+    let buffer: usize = std::fs::read_to_string("/proc/sys/net/core/wmem_default")
+        .ok()
+        .and_then(|text| text.trim().parse().ok())
+        .unwrap_or(212_992);
+    // No one environment entry may pass 128 KiB (execve's MAX_ARG_STRLEN).
+    let entries = 2 * buffer / 100_000 + 1;
+    let big = "x".repeat(100_000);
+    let large = |text: &str| {
+        let mut command = daemon.bashc();
+        for n in 0..entries {
+            command.env(format!("BIG_{n}"), &big);
+        }
+        let started = Instant::now();
+        let out = command
+            .args([
+                "exec",
+                "--",
+                &format!("echo {text} ${{#BIG_0}} ${{#BIG_{}}}", entries - 1),
+            ])
+            .output()
+            .expect("cannot run bashc");
+        assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+        assert!(
+            stdout(&out).contains(&format!("{text} 100000 100000")),
+            "{}",
+            show(&out)
+        );
+        started.elapsed()
+    };
+    large("taken");
+    let spare = a_spare_of(zygote, Some(spare)).expect("a spare after the large job");
+    let _held_too = Held::new(spare);
+
+    kill(spare, Signal::STOP);
+    let took = large("stopped");
+    assert_eq!(the_zygote(&daemon), zygote, "the zygote was given up");
+    assert!(
+        wait_until(GONE_WITHIN, || !alive(spare)),
+        "the stopped spare {spare} was left"
+    );
+    // Far under the daemon's own limits (5 s to send to the zygote, 10 s to start).
+    assert!(took < Duration::from_secs(4), "the job took {took:?}");
+    run_echo(&daemon, "after");
+    assert!(a_spare_of(zygote, Some(spare)).is_some(), "no spare after");
 }

@@ -195,6 +195,11 @@ fn zygote() -> io::Result<Never> {
 /// spare for longer.
 const HANDED_WAIT: Duration = Duration::from_millis(50);
 
+/// How long a spare may take to read the frame it is handed (one larger than the
+/// socket's buffer, which it reads as it comes): a spare that was stopped is killed
+/// then, and the job gets a resident forked for it. It reads at once otherwise.
+const HAND_TIMEOUT: Duration = Duration::from_millis(100);
+
 /// A resident forked ahead, set up as far as no job is needed for (`job::Base`: its
 /// session, its subreaper bit), and waiting on a socket for the next job's spawn, so
 /// that a job's path has no fork of the zygote and none of that setup on it. It
@@ -202,6 +207,8 @@ const HANDED_WAIT: Duration = Duration::from_millis(50);
 /// it is handed its job, with the kit of namespaces the zygote made ahead for it.
 struct Spare {
     socket: OwnedFd,
+    /// Its pid, the zygote's unreaped child while its socket is open.
+    pid: libc::pid_t,
 }
 
 /// A spare that was handed a job, and its socket, which it closes once the job's shell
@@ -232,6 +239,8 @@ impl Spare {
     /// `None` when that fails: jobs get a resident forked for each, as without one.
     fn fork(close: &[RawFd], kits: &mut kit::Store) -> Option<Spare> {
         let (ours, theirs) = std::os::unix::net::UnixStream::pair().ok()?;
+        // A frame larger than the socket's buffer waits for the spare to read it.
+        ours.set_write_timeout(Some(HAND_TIMEOUT)).ok()?;
         // SAFETY: the zygote is single-threaded, so the child is a whole copy of it.
         match unsafe { libc::fork() } {
             0 => {
@@ -257,15 +266,17 @@ impl Spare {
                 }
             }
             -1 => None,
-            _ => Some(Spare {
+            pid => Some(Spare {
                 socket: OwnedFd::from(ours),
+                pid,
             }),
         }
     }
 
     /// Hands a spawn to the spare, which runs it from there: the frame as it came,
     /// the job's descriptors and, after them, the kit's. `None` when the spare did not
-    /// take it: it died.
+    /// take it: it died, or it took none of it for [`HAND_TIMEOUT`] and was killed
+    /// (what it got of the frame, descriptors included, goes with it).
     fn hand(
         self,
         body: &[u8],
@@ -274,11 +285,21 @@ impl Spare {
     ) -> Option<Handed> {
         let mut fds: Vec<RawFd> = descriptors.iter().map(|fd| fd.as_raw_fd()).collect();
         fds.extend(kit.map(|kit| kit.raw_fds()).unwrap_or_default());
-        frame::send(&self.socket, body, &fds).ok()?;
-        Some(Handed {
-            socket: self.socket,
-            until: Instant::now() + HANDED_WAIT,
-        })
+        match frame::send(&self.socket, body, &fds) {
+            Ok(()) => Some(Handed {
+                socket: self.socket,
+                until: Instant::now() + HANDED_WAIT,
+            }),
+            Err(e) => {
+                if e.kind() == io::ErrorKind::WouldBlock {
+                    // Its end of the socket is open, so it has not exited, and the
+                    // zygote reaps only in its loop: the pid is still this spare's.
+                    // SAFETY: kill takes integers only.
+                    unsafe { libc::kill(self.pid, libc::SIGKILL) };
+                }
+                None
+            }
+        }
     }
 }
 
