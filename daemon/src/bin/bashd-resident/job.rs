@@ -176,10 +176,6 @@ pub struct JobFds {
     pub stdin: Option<OwnedFd>,
     /// The job's end of its channel to the daemon, which the shell inherits.
     pub channel: Option<OwnedFd>,
-    /// A spare's socket to the zygote, which waits for it to close before it forks
-    /// the next spare: closed once the shell has started (close-on-exec, so the
-    /// shell's process holds it until its `execve`), or as the resident exits.
-    pub zygote: Option<OwnedFd>,
 }
 
 /// What a resident sets up before it knows its job, the same for every job: a spare
@@ -247,7 +243,6 @@ pub fn run(
         stderr,
         stdin,
         channel,
-        zygote,
     } = fds;
     // The shell is cloned straight into the job's cgroup; the resident stays out of it.
     let cgroup = match &spawn.cgroup {
@@ -364,9 +359,6 @@ pub fn run(
             return Err(io::Error::other(String::from_utf8_lossy(&why).into_owned()));
         }
     }
-    // The shell has started, or, forked, holds its own copy until its `execve`: the
-    // zygote may fork the next spare now without taking a CPU from this job's start.
-    drop(zygote);
     // The job's pipes reach EOF when the job's last process closes them, not the
     // resident: it lets go of its copies now (the stdin pipe's too, so the job reads
     // end-of-file once the daemon closes its end).

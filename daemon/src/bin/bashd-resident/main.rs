@@ -23,7 +23,7 @@ use std::ffi::OsString;
 use std::fs;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 // The wire and the sandbox from resident-core, never the daemon's library: the
 // resident links only what it runs, which keeps it small and quick to start.
@@ -89,17 +89,13 @@ fn zygote() -> io::Result<Never> {
     confine::prepare();
     let mut kits = kit::Store::default();
     let mut spare = Spare::fork(&[socket.as_raw_fd(), sigfd.as_raw_fd()], &mut kits);
-    // The spare last handed a job, until its shell has started.
-    let mut handed: Option<Handed> = None;
     loop {
         // Every descriptor of the zygote's own, which a process it forks closes first.
-        let own = |spare: &Option<Spare>, handed: &Option<Handed>| {
+        let own = |spare: &Option<Spare>| {
             let mut own = vec![socket.as_raw_fd(), sigfd.as_raw_fd()];
             own.extend(spare.as_ref().map(|s| s.socket.as_raw_fd()));
-            own.extend(handed.as_ref().map(|h| h.socket.as_raw_fd()));
             own
         };
-        let raw = |fd: Option<&OwnedFd>| fd.map_or(-1, |fd| fd.as_raw_fd());
         let mut fds = [
             libc::pollfd {
                 fd: sigfd.as_raw_fd(),
@@ -117,21 +113,15 @@ fn zygote() -> io::Result<Never> {
                 revents: 0,
             },
             // A spare writes nothing: its socket wakes the zygote only when it closes,
-            // the handed one's once its shell has started, the idle one's if it died.
+            // when the spare died (killed by someone).
             libc::pollfd {
-                fd: raw(handed.as_ref().map(|h| &h.socket)),
-                events: 0,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: raw(spare.as_ref().map(|s| &s.socket)),
+                fd: spare.as_ref().map_or(-1, |s| s.socket.as_raw_fd()),
                 events: 0,
                 revents: 0,
             },
         ];
-        let timeout = handed.as_ref().map_or(-1, Handed::poll_timeout);
-        // SAFETY: five pollfds, owned by this frame.
-        if unsafe { libc::poll(fds.as_mut_ptr(), 5, timeout) } < 0 {
+        // SAFETY: four pollfds, owned by this frame.
+        if unsafe { libc::poll(fds.as_mut_ptr(), 4, -1) } < 0 {
             let e = io::Error::last_os_error();
             if e.kind() == io::ErrorKind::Interrupted {
                 continue;
@@ -142,11 +132,8 @@ fn zygote() -> io::Result<Never> {
         if fds[2].revents != 0 {
             kits.collect();
         }
-        if fds[3].revents != 0 || handed.as_ref().is_some_and(Handed::overdue) {
-            handed = None;
-        }
-        if fds[4].revents != 0 {
-            // Killed by someone: the next spare is forked below, before the next job.
+        if fds[3].revents != 0 {
+            // The next spare is forked below, before the next job comes.
             spare = None;
         }
         if fds[1].revents != 0 {
@@ -158,17 +145,15 @@ fn zygote() -> io::Result<Never> {
             // after them for the kit.
             // A frame with a wrong count goes to a resident of its own, which refuses
             // it, and the spare waits for the next.
-            let taken = if counted { spare.take() } else { None };
-            match taken.and_then(|taker| taker.hand(&body, &descriptors, kit.as_ref())) {
-                Some(now) => handed = Some(now),
-                // The zygote's copies of what was handed close as they drop; with no
-                // spare there (one is still starting its shell, or died, or could not
-                // take the frame) the job gets a resident forked for it, and, its path
-                // paying for a fork anyway, the next spare is forked at once.
-                None => {
-                    fork_resident(&body, descriptors, kit, &own(&spare, &handed), &mut kits);
-                    handed = None;
-                }
+            let handed = counted
+                && spare
+                    .take()
+                    .is_some_and(|taker| taker.hand(&body, &descriptors, kit.as_ref()));
+            // The zygote's copies of what was handed close as they drop; a spare that
+            // died, or could not take the frame, leaves the job to a resident forked
+            // for it.
+            if !handed {
+                fork_resident(&body, descriptors, kit, &own(&spare), &mut kits);
             }
         }
         if fds[0].revents != 0 {
@@ -177,23 +162,16 @@ fn zygote() -> io::Result<Never> {
             // SAFETY: no status is read.
             while unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) } > 0 {}
         }
-        // The next job's resident and namespaces are made once the job just handed
-        // over has started its shell: forked at once, the next spare took the CPU the
-        // handed one was woken on, and the job waited for it (`docs/PERFORMANCE.md`).
-        if handed.is_none() {
-            if spare.is_none() {
-                spare = Spare::fork(&own(&None, &None), &mut kits);
-            }
-            kits.refill(&own(&spare, &None));
+        // While the job just handed over or forked sets up, the next one's resident
+        // and namespaces are made. Forked once the handed job's shell had started
+        // instead, the next spare shortened the job's start but lengthened its end
+        // as much or more on a loaded machine (measured: `docs/PERFORMANCE.md`).
+        if spare.is_none() {
+            spare = Spare::fork(&own(&None), &mut kits);
         }
+        kits.refill(&own(&spare));
     }
 }
-
-/// How long, after it hands a job to its spare, the zygote waits for the job's shell
-/// to start before it forks the next spare anyway: a spare that was stopped, or a
-/// confined job that makes its namespaces itself, does not leave the zygote without a
-/// spare for longer.
-const HANDED_WAIT: Duration = Duration::from_millis(50);
 
 /// How long a spare may take to read the frame it is handed (one larger than the
 /// socket's buffer, which it reads as it comes): a spare that was stopped is killed
@@ -209,29 +187,6 @@ struct Spare {
     socket: OwnedFd,
     /// Its pid, the zygote's unreaped child while its socket is open.
     pid: libc::pid_t,
-}
-
-/// A spare that was handed a job, and its socket, which it closes once the job's shell
-/// has started (its own copy when the shell's process is started, the shell's at its
-/// `execve`) or when it exits.
-struct Handed {
-    socket: OwnedFd,
-    /// When the zygote stops waiting.
-    until: Instant,
-}
-
-impl Handed {
-    /// Milliseconds until `until`, rounded up, for `poll`.
-    fn poll_timeout(&self) -> libc::c_int {
-        let left = self.until.saturating_duration_since(Instant::now());
-        left.as_micros()
-            .div_ceil(1000)
-            .min(libc::c_int::MAX as u128) as libc::c_int
-    }
-
-    fn overdue(&self) -> bool {
-        Instant::now() >= self.until
-    }
 }
 
 impl Spare {
@@ -254,12 +209,12 @@ impl Spare {
                 let theirs = OwnedFd::from(theirs);
                 // A failed setup is the job's to hear, on its control socket.
                 let base = job::Base::new();
-                match frame::receive(&theirs) {
-                    // The socket is held until the shell has started: the zygote forks
-                    // the next spare when it closes.
+                let got = frame::receive(&theirs);
+                drop(theirs);
+                match got {
                     Ok(Some((body, descriptors))) => {
                         set_name(c"bashd-resident");
-                        start(base, &body, descriptors, KitFrom::Frame, Some(theirs))
+                        start(base, &body, descriptors, KitFrom::Frame)
                     }
                     // SAFETY: _exit ends this process only.
                     _ => unsafe { libc::_exit(0) },
@@ -274,22 +229,14 @@ impl Spare {
     }
 
     /// Hands a spawn to the spare, which runs it from there: the frame as it came,
-    /// the job's descriptors and, after them, the kit's. `None` when the spare did not
+    /// the job's descriptors and, after them, the kit's. False when the spare did not
     /// take it: it died, or it took none of it for [`HAND_TIMEOUT`] and was killed
     /// (what it got of the frame, descriptors included, goes with it).
-    fn hand(
-        self,
-        body: &[u8],
-        descriptors: &[OwnedFd],
-        kit: Option<&confine::Kit>,
-    ) -> Option<Handed> {
+    fn hand(self, body: &[u8], descriptors: &[OwnedFd], kit: Option<&confine::Kit>) -> bool {
         let mut fds: Vec<RawFd> = descriptors.iter().map(|fd| fd.as_raw_fd()).collect();
         fds.extend(kit.map(|kit| kit.raw_fds()).unwrap_or_default());
         match frame::send(&self.socket, body, &fds) {
-            Ok(()) => Some(Handed {
-                socket: self.socket,
-                until: Instant::now() + HANDED_WAIT,
-            }),
+            Ok(()) => true,
             Err(e) => {
                 if e.kind() == io::ErrorKind::WouldBlock {
                     // Its end of the socket is open, so it has not exited, and the
@@ -297,7 +244,7 @@ impl Spare {
                     // SAFETY: kill takes integers only.
                     unsafe { libc::kill(self.pid, libc::SIGKILL) };
                 }
-                None
+                false
             }
         }
     }
@@ -338,13 +285,7 @@ fn fork_resident(
             }
             kits.forget();
             set_name(c"bashd-resident");
-            start(
-                job::Base::new(),
-                body,
-                descriptors,
-                KitFrom::Zygote(kit),
-                None,
-            )
+            start(job::Base::new(), body, descriptors, KitFrom::Zygote(kit))
         }
         -1 => {
             if let Some(control) = descriptors.first() {
@@ -373,14 +314,12 @@ enum KitFrom {
 
 /// Runs one spawn's job in this process, a resident just forked or a spare that was
 /// handed it. A spawn that cannot be read or set up is reported on its control
-/// socket, which the daemon reads as the job's failure to start. `zygote`: a spare's
-/// socket to the zygote, closed once the shell has started.
+/// socket, which the daemon reads as the job's failure to start.
 fn start(
     base: io::Result<job::Base>,
     body: &[u8],
     mut descriptors: Vec<OwnedFd>,
     kit: KitFrom,
-    zygote: Option<OwnedFd>,
 ) -> ! {
     let control = descriptors.first().map(|fd| fd.as_raw_fd());
     let fail = |why: String| -> ! {
@@ -420,7 +359,6 @@ fn start(
         stderr: next(),
         stdin: spawn.stdin_pipe.then(&mut next),
         channel: spawn.channel.then(&mut next),
-        zygote,
     };
     match base.and_then(|base| job::run(base, spawn, sandbox, kit, fds)) {
         Ok(never) => match never {},
