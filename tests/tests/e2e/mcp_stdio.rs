@@ -4,6 +4,7 @@
 //! descriptors keep their blocking mode, which other holders of them share.
 
 use std::io::{BufRead, BufReader, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -83,7 +84,7 @@ fn text(response: &Value) -> &str {
 
 /// Whether the descriptor `fd` of process `pid` is open in non-blocking mode, from
 /// its `/proc/PID/fdinfo` flags (octal).
-fn non_blocking(pid: u32, fd: u32) -> bool {
+fn non_blocking(pid: u32, fd: i32) -> bool {
     let info = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{fd}")).unwrap();
     let flags = info
         .lines()
@@ -102,8 +103,8 @@ fn issue_31_the_server_speaks_over_a_socket_and_leaves_it_blocking() {
     let (ours, theirs) = UnixStream::pair().unwrap();
     let mut child = KillOnDrop(
         server(&daemon)
-            .stdin(theirs.try_clone().unwrap())
-            .stdout(theirs)
+            .stdin(OwnedFd::from(theirs.try_clone().unwrap()))
+            .stdout(OwnedFd::from(theirs))
             .spawn()
             .unwrap(),
     );
@@ -144,6 +145,9 @@ fn issue_31_the_server_speaks_over_a_socket_and_leaves_it_blocking() {
     let pid = child.pid();
     assert!(!non_blocking(pid, 0), "stdin was made non-blocking");
     assert!(!non_blocking(pid, 1), "stdout was made non-blocking");
+    // The positive control: a descriptor made non-blocking reads as one.
+    to.set_nonblocking(true).unwrap();
+    assert!(non_blocking(std::process::id(), to.as_raw_fd()));
     drop(to);
     drop(from);
     assert!(
