@@ -44,6 +44,8 @@ mod recovery;
 mod remote;
 #[path = "parts/rivals.rs"]
 mod rivals;
+#[path = "parts/runtime_ab.rs"]
+mod runtime_ab;
 #[path = "parts/sandbox.rs"]
 mod sandbox;
 #[path = "parts/sandbox_pairs.rs"]
@@ -151,6 +153,10 @@ fn main() {
     // Only on request: it needs another build of bashc to compare with.
     if only.as_deref() == Some("mcp-ab") {
         mcp_ab::mcp_ab(&tokio);
+    }
+    // Only on request: it needs another build of bashd to compare with.
+    if only.as_deref() == Some("runtime-ab") {
+        runtime_ab::runtime_ab(&tokio);
     }
     // Only on request: it installs three other MCP servers from PyPI and npm.
     if only.as_deref() == Some("rivals") {
