@@ -408,6 +408,9 @@ mod env_bytes {
     use serde::{Deserialize, Deserializer, Serializer};
     use serde_bytes::{ByteBuf, Bytes};
 
+    /// Each variable's name and value.
+    type Env = Vec<(Vec<u8>, Vec<u8>)>;
+
     pub fn serialize<S: Serializer>(env: &[(Vec<u8>, Vec<u8>)], s: S) -> Result<S::Ok, S::Error> {
         s.collect_seq(
             env.iter()
@@ -415,9 +418,7 @@ mod env_bytes {
         )
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(
-        d: D,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>, D::Error> {
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Env, D::Error> {
         let pairs = Vec::<(ByteBuf, ByteBuf)>::deserialize(d)?;
         Ok(pairs
             .into_iter()
