@@ -31,7 +31,7 @@ mod session;
 mod target;
 mod watch;
 
-pub use agent::{default_session, find_agent_pid};
+pub use agent::{default_session, find_agent, find_agent_pid};
 pub use autostart::AUTOSTART_ENV;
 pub use bashd_protocol as protocol;
 pub use client::{Client, InboxHandle, Responses};

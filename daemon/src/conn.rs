@@ -30,6 +30,10 @@ use crate::outbound::Outbound;
 
 /// A client that connects and says nothing is dropped after this long.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+/// The longest a `Welcome` waits to go out with the first answer to the `Exec` that
+/// came with the `Hello`: that answer (`Started`, or the refusal) comes after the
+/// policy and the spawn, well within it, and the client waits for nothing else.
+const WELCOME_HOLD: Duration = Duration::from_millis(100);
 /// Answers other than `Exec`s being made at once for one connection; an `output` page
 /// can be a MiB, so this bounds what a client that does not read can make us hold.
 pub const MAX_QUERIES_IN_FLIGHT: usize = 4;
@@ -49,16 +53,27 @@ pub async fn serve_connection(
     let mut frames = FrameReader::new(read, max_frame_bytes, large_frames);
     let out = Outbound::new(write, max_frame_bytes);
 
-    if let Some(client_pid) = handshake(&mut frames, &out).await {
-        serve_requests(&mut frames, &out, &jobs, &shutdown, client_pid).await;
+    if let Some((client_pid, welcome)) = handshake(&mut frames, &out).await {
+        serve_requests(&mut frames, &out, &jobs, &shutdown, client_pid, welcome).await;
     }
     // Every request's task has ended or been dropped: what is left is a frame a
     // dropped one was writing.
     out.close().await;
 }
 
+/// Whether the `Welcome` went out, or waits for the first answer to go with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Welcomed {
+    Sent,
+    Held,
+}
+
 /// Reads the `Hello`; answers `Welcome` and returns the client's pid, or sends why not.
-async fn handshake(frames: &mut FrameReader, out: &Outbound) -> Option<u32> {
+/// A client that sent its first request with its `Hello` (`Client::start`) has it
+/// read already: the `Welcome` is held, to go out with that request's first answer
+/// in one write when the request is an `Exec` (`serve_requests` decides), rather
+/// than waking the client twice.
+async fn handshake(frames: &mut FrameReader, out: &Outbound) -> Option<(u32, Welcomed)> {
     let first = match tokio::time::timeout(HELLO_TIMEOUT, frames.next()).await {
         Ok(Some(first)) => first,
         Ok(None) | Err(_) => return None,
@@ -71,8 +86,13 @@ async fn handshake(frames: &mut FrameReader, out: &Outbound) -> Option<u32> {
                 daemon_version: env!("CARGO_PKG_VERSION").to_owned(),
                 daemon_pid: std::process::id(),
             };
-            let sent = out.send(ServerFrame::Welcome(welcome)).await.is_ok();
-            return sent.then_some(hello.pid);
+            let frame = ServerFrame::Welcome(welcome);
+            let welcomed = if frames.holds_a_frame() {
+                out.hold(frame).await.map(|()| Welcomed::Held)
+            } else {
+                out.send(frame).await.map(|()| Welcomed::Sent)
+            };
+            return welcomed.ok().map(|welcomed| (hello.pid, welcomed));
         }
         Ok(ClientFrame::Hello(hello)) => ErrorReply::new(
             ErrorKind::VersionMismatch,
@@ -101,8 +121,13 @@ async fn serve_requests(
     jobs: &JobsHandle,
     shutdown: &CancellationToken,
     client_pid: u32,
+    mut welcome: Welcomed,
 ) {
     let mut execs = JoinSet::new();
+    // A held `Welcome` goes out with the first answer, or at this deadline, whichever
+    // comes first (a flush after the answer writes nothing).
+    let welcome_by = tokio::time::sleep(WELCOME_HOLD);
+    tokio::pin!(welcome_by);
     let mut queries = JoinSet::new();
     // The requests in flight, each with the token that cancels it; a request's task
     // returns its id when it is done, which takes it out.
@@ -126,8 +151,25 @@ async fn serve_requests(
                 }
                 continue;
             }
+            () = &mut welcome_by, if welcome == Welcomed::Held => {
+                welcome = Welcomed::Sent;
+                if out.flush().await.is_err() {
+                    return;
+                }
+                continue;
+            }
             frame = frames.next(), if room => frame,
         };
+        // Only an `Exec` answers at once (`Started`, or why not); any other request
+        // may wait long before its answer, so the `Welcome` goes out now.
+        if welcome == Welcomed::Held
+            && !matches!(frame, Some(Ok(ClientFrame::Request(_, Request::Exec(_)))))
+        {
+            welcome = Welcomed::Sent;
+            if out.flush().await.is_err() {
+                return;
+            }
+        }
         match frame {
             Some(Ok(ClientFrame::Request(_, Request::Cancel(target)))) => {
                 // A request that was answered already, or never sent, is no error.

@@ -152,6 +152,13 @@ impl FrameReader {
         }
     }
 
+    /// Whether a whole frame is buffered already, so that [`FrameReader::next`] gives
+    /// it without reading.
+    pub fn holds_a_frame(&self) -> bool {
+        self.expected_len()
+            .is_some_and(|len| self.buffer.len() >= len)
+    }
+
     /// The whole length of the frame at the front, prefix included, once its prefix
     /// has arrived.
     fn expected_len(&self) -> Option<usize> {

@@ -105,6 +105,7 @@ fn start(args: &Args) -> anyhow::Result<()> {
     }
     let (runtime, listener) = Runtime::acquire(&dir, inherited)?;
     let tokio = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(worker_threads())
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
@@ -119,6 +120,15 @@ fn start(args: &Args) -> anyhow::Result<()> {
         };
         bashd::run(runtime, listener, config, args.config.clone(), shutdown).await
     })
+}
+
+/// The runtime's worker threads: one less than the cores, at least one
+/// (docs/design/runtime.md). On two cores that is one worker, which spends about a tenth
+/// less CPU per `exec` than two (no hand-offs between workers, which under load each wait
+/// for a core) and loses nothing where the jobs hold the other core; with more cores,
+/// a flood of output (a capture, a terminal's screen) runs beside the requests.
+fn worker_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |cores| cores.get().saturating_sub(1).max(1))
 }
 
 /// The listening socket systemd passed (socket activation: `LISTEN_FDS`, `LISTEN_PID`),

@@ -62,6 +62,36 @@ impl Outbound {
         Ok(())
     }
 
+    /// Encodes `frame` after any frame being written, and writes it with the next
+    /// [`Outbound::send`] or [`Outbound::flush`]: one write, and one wake-up of the
+    /// client, for two frames.
+    pub async fn hold(&self, frame: ServerFrame) -> Result<(), Closed> {
+        let mut writer = self.0.lock().await;
+        if writer.broken {
+            return Err(Closed);
+        }
+        if let Err(e) = writer.sink.feed(frame).await {
+            tracing::debug!("cannot write to a client: {e}");
+            writer.broken = true;
+            return Err(Closed);
+        }
+        Ok(())
+    }
+
+    /// Writes what is held; nothing when nothing is.
+    pub async fn flush(&self) -> Result<(), Closed> {
+        let mut writer = self.0.lock().await;
+        if writer.broken {
+            return Err(Closed);
+        }
+        if let Err(e) = writer.sink.flush().await {
+            tracing::debug!("cannot write to a client: {e}");
+            writer.broken = true;
+            return Err(Closed);
+        }
+        Ok(())
+    }
+
     /// Writes what a dropped send left, then shuts the connection's write side: the
     /// client reads its last answers, then the end.
     pub async fn close(&self) {

@@ -32,6 +32,8 @@ mod jobs;
 mod live;
 #[path = "parts/mcp.rs"]
 mod mcp;
+#[path = "parts/mcp_ab.rs"]
+mod mcp_ab;
 #[path = "parts/paging.rs"]
 mod paging;
 #[path = "parts/policy.rs"]
@@ -42,6 +44,8 @@ mod recovery;
 mod remote;
 #[path = "parts/rivals.rs"]
 mod rivals;
+#[path = "parts/runtime_ab.rs"]
+mod runtime_ab;
 #[path = "parts/sandbox.rs"]
 mod sandbox;
 #[path = "parts/sandbox_pairs.rs"]
@@ -145,6 +149,14 @@ fn main() {
     // Only on request: it needs another build of bashd to compare with.
     if only.as_deref() == Some("daemon-ab") {
         daemon_ab::daemon_ab(&tokio);
+    }
+    // Only on request: it needs another build of bashc to compare with.
+    if only.as_deref() == Some("mcp-ab") {
+        mcp_ab::mcp_ab(&tokio);
+    }
+    // Only on request: it needs another build of bashd to compare with.
+    if only.as_deref() == Some("runtime-ab") {
+        runtime_ab::runtime_ab(&tokio);
     }
     // Only on request: it installs three other MCP servers from PyPI and npm.
     if only.as_deref() == Some("rivals") {

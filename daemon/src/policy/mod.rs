@@ -66,6 +66,7 @@ mod parse;
 mod paths;
 mod rules;
 mod scope;
+mod verdicts;
 mod words;
 mod wrappers;
 
@@ -123,6 +124,8 @@ pub struct Policy {
     /// The daemon's home: jobs run as the same user. `None` if `HOME` is not set, and
     /// then `~` still counts as some user's home.
     home: Option<String>,
+    /// The verdicts given lately (`verdicts.rs`); a clone starts with none.
+    verdicts: verdicts::Verdicts,
 }
 
 impl Default for Policy {
@@ -137,12 +140,14 @@ impl Policy {
             disabled: disabled.into_iter().collect(),
             custom,
             home: std::env::var("HOME").ok().filter(|h| h.starts_with('/')),
+            verdicts: verdicts::Verdicts::default(),
         }
     }
 
     /// The same rules, with `home` as the user's home.
     pub fn with_home(mut self, home: Option<&str>) -> Policy {
         self.home = home.map(str::to_owned);
+        self.verdicts = verdicts::Verdicts::default();
         self
     }
 
@@ -150,6 +155,16 @@ impl Policy {
     /// the first rule it breaks.
     pub fn check(&self, command: &str) -> Result<(), Denial> {
         self.check_in(command, None)
+    }
+
+    /// [`Policy::check_in`], remembering the verdict: a command checked before in the
+    /// same workdir, under this policy, gets the same verdict without being parsed
+    /// again (`verdicts.rs` says why that is the same).
+    pub fn verdict(&self, command: String, workdir: Option<String>) -> Result<(), Denial> {
+        self.verdicts
+            .get_or_check(command, workdir, |command, workdir| {
+                self.check_in(command, workdir)
+            })
     }
 
     /// Checks a command that runs in `workdir` (an absolute path), against which

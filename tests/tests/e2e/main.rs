@@ -25,6 +25,7 @@ mod manners;
 mod mcp;
 mod mcp_calls;
 mod mcp_clients;
+mod mcp_stdio;
 mod output;
 mod policy;
 mod protocol;

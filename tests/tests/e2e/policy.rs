@@ -165,3 +165,61 @@ fn the_job_workdir_is_what_pwd_means() {
         assert!(dir.is_dir(), "{command} removed the workdir");
     }
 }
+
+/// The daemon keeps the verdicts it gave (issue 31): the same command in another
+/// workdir, and after a reload, gets the verdict of that workdir and that config, not
+/// the one it was given before.
+#[test]
+fn a_verdict_given_before_is_not_served_in_another_workdir_nor_after_a_reload() {
+    let daemon = Daemon::start();
+    let dir = daemon.scratch().join("project");
+    let other = daemon.scratch().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    let remove = format!("rm -rf {}", dir.display());
+    let exec_in = |workdir: &std::path::Path, command: &str| {
+        daemon.run_bashc(&[
+            "exec",
+            "--workdir",
+            workdir.to_str().unwrap(),
+            "--",
+            command,
+        ])
+    };
+    for _ in 0..2 {
+        // Allowed from beside it: it goes.
+        std::fs::create_dir_all(&dir).unwrap();
+        let out = exec_in(&other, &remove);
+        assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+        assert!(!dir.exists(), "the positive control did not remove it");
+        // Denied from inside it, though the same command was just allowed.
+        std::fs::create_dir_all(&dir).unwrap();
+        let out = exec_in(&dir, &remove);
+        assert_eq!(out.status.code(), Some(126), "{}", show(&out));
+        assert!(
+            stdout(&out).contains("permission denied: rm-dangerous: "),
+            "{}",
+            show(&out)
+        );
+        assert!(dir.is_dir(), "the workdir was removed");
+    }
+
+    let out = daemon.run_bashc(&["exec", "--", "echo publish"]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    daemon.write_config(
+        "[[policy.deny]]\nid = \"no-echo\"\ncommand = \"echo\"\nargs = [\"publish\"]\nmessage = \"not here\"\n",
+    );
+    let hup = rustix::process::Pid::from_raw(daemon.pid() as i32).unwrap();
+    rustix::process::kill_process(hup, rustix::process::Signal::HUP).unwrap();
+    assert!(
+        daemon.wait_for_log("reloaded config", std::time::Duration::from_secs(10)),
+        "{}",
+        daemon.log()
+    );
+    let out = daemon.run_bashc(&["exec", "--", "echo publish"]);
+    assert_eq!(out.status.code(), Some(126), "{}", show(&out));
+    assert!(
+        stdout(&out).contains("permission denied: no-echo: not here"),
+        "{}",
+        show(&out)
+    );
+}

@@ -435,3 +435,82 @@ fn a_request_sent_with_hello_runs_only_for_an_admitted_peer() {
         assert!(!file(refused).exists(), "the {refused} peer's request ran");
     }
 }
+
+/// The frames of the first read on `stream` that holds any: what the daemon wrote
+/// together arrives together.
+fn first_read(stream: &mut UnixStream) -> Vec<ServerFrame> {
+    let mut buf = BytesMut::new();
+    let mut codec = ClientCodec::default();
+    loop {
+        let mut chunk = [0u8; 65536];
+        let n = stream.read(&mut chunk).unwrap();
+        assert!(n > 0, "the daemon closed the connection");
+        buf.extend_from_slice(&chunk[..n]);
+        let mut frames = Vec::new();
+        while let Ok(Some(frame)) = codec.decode(&mut buf) {
+            frames.push(frame);
+        }
+        if !frames.is_empty() {
+            return frames;
+        }
+    }
+}
+
+fn connected(daemon: &Daemon, bytes: &[u8]) -> UnixStream {
+    let mut stream = UnixStream::connect(daemon.socket_path()).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    stream.write_all(bytes).unwrap();
+    stream
+}
+
+/// Issue 31: an `Exec` sent with `Hello` gets `Welcome` and `Started` in one write,
+/// waking its client once; a `Hello` alone (the relay waits for `Welcome` before its
+/// first request) and a `Hello` with a request whose answer may wait long get their
+/// `Welcome` without waiting for anything.
+#[test]
+fn welcome_goes_out_with_the_first_answer_of_an_exec_it_came_with() {
+    let daemon = Daemon::start();
+    let mut bytes = hello(PROTOCOL_VERSION);
+    bytes.extend(encode(ClientFrame::Request(
+        1,
+        Request::Exec(daemon.params("sleep 1")),
+    )));
+    let frames = first_read(&mut connected(&daemon, &bytes));
+    assert!(
+        matches!(
+            frames[..],
+            [
+                ServerFrame::Welcome(_),
+                ServerFrame::Response(1, Response::Started(_))
+            ]
+        ),
+        "{frames:?}"
+    );
+
+    let frames = first_read(&mut connected(&daemon, &hello(PROTOCOL_VERSION)));
+    assert!(
+        matches!(frames[..], [ServerFrame::Welcome(_)]),
+        "{frames:?}"
+    );
+
+    let job = daemon.background_in("test", &[], "sleep 600.9");
+    let mut bytes = hello(PROTOCOL_VERSION);
+    bytes.extend(encode(ClientFrame::Request(
+        1,
+        Request::Wait(bashc::protocol::WaitRequest {
+            caller: daemon.caller(),
+            job: JobRef::Id(job),
+            timeout_ms: None,
+            conditions: Default::default(),
+            any_session: false,
+            mcp_call: false,
+        }),
+    )));
+    let frames = first_read(&mut connected(&daemon, &bytes));
+    assert!(
+        matches!(frames[..], [ServerFrame::Welcome(_)]),
+        "{frames:?}"
+    );
+}

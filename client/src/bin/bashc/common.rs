@@ -33,18 +33,23 @@ pub struct SessionArgs {
 impl SessionArgs {
     /// The session and owner a request acts for.
     pub fn caller(&self) -> Caller {
-        // Walked once: the session's default and the owner both come from it.
+        // Walked once: the session's default and the owner both come from it, the
+        // owner's start time from the walk's own read of the agent's /proc/PID/stat.
         let found = std::cell::OnceCell::new();
-        let agent = || *found.get_or_init(bashc::find_agent_pid);
+        let agent = || *found.get_or_init(bashc::find_agent);
         let session = match &self.session {
             Some(session) => session.clone(),
-            None => {
-                remote_session(session_from_env().unwrap_or_else(|| format!("agent-{}", agent())))
-            }
+            None => remote_session(
+                session_from_env().unwrap_or_else(|| format!("agent-{}", agent().pid)),
+            ),
+        };
+        let owner = match self.owner_pid {
+            Some(pid) => Owner::of(pid),
+            None => agent(),
         };
         Caller {
             session,
-            owner: Some(Owner::of(self.owner_pid.unwrap_or_else(agent))),
+            owner: Some(owner),
         }
     }
 }

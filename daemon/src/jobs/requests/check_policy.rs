@@ -30,7 +30,8 @@ impl JobsHandle {
     }
 
     /// Checks a command against the policy, as run in `workdir` when one is known,
-    /// off the async workers when it is long.
+    /// off the async workers when it is long. A short command's verdict is kept by the
+    /// policy in force, for the next time it is asked.
     pub async fn policy_verdict(
         &self,
         command: String,
@@ -38,7 +39,7 @@ impl JobsHandle {
     ) -> Result<(), Denial> {
         let config = Arc::clone(&self.config.borrow());
         if command.len() <= CHECK_INLINE_BYTES {
-            return config.policy.check_in(&command, workdir.as_deref());
+            return config.policy.verdict(command, workdir);
         }
         tokio::task::spawn_blocking(move || config.policy.check_in(&command, workdir.as_deref()))
             .await

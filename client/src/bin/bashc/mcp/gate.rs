@@ -28,7 +28,7 @@ pub async fn gate(rmcp: tokio::io::DuplexStream, stdin_closed: tokio::sync::ones
     // A std mutex: held to look up or change a few entries, never across an await.
     let batches: Arc<Mutex<Batches>> = Arc::default();
     let writer = tokio::spawn(async move {
-        let mut stdout = tokio::io::stdout();
+        let mut stdout = super::stdio::stdout();
         while let Some(line) = lines.recv().await {
             if stdout.write_all(&line).await.is_err() || stdout.flush().await.is_err() {
                 return;
@@ -54,7 +54,7 @@ pub async fn gate(rmcp: tokio::io::DuplexStream, stdin_closed: tokio::sync::ones
             }
         }
     });
-    let mut stdin = BufReader::new(tokio::io::stdin());
+    let mut stdin = BufReader::new(super::stdio::stdin());
     loop {
         let mut line = Vec::new();
         let read = (&mut stdin)

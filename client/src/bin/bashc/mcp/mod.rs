@@ -4,13 +4,15 @@
 //! (its parent): when the agent goes, stdin closes, the server exits, and the daemon
 //! lets the session linger as for any other owner.
 //!
-//! `gate.rs` stands between stdio and rmcp; `tools.rs` defines the tools and makes their
-//! calls; `words.rs` says results, notices and errors in the words of tool calls.
+//! `gate.rs` stands between stdio and rmcp, which `stdio.rs` reads and writes on the
+//! runtime's thread; `tools/` defines the tools and makes their calls; `words.rs` says
+//! results, notices and errors in the words of tool calls.
 
 mod clients;
 mod gate;
 mod schema;
 mod since;
+mod stdio;
 mod tools;
 mod words;
 
