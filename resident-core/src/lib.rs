@@ -1,6 +1,7 @@
 //! What `bashd` and its resident (`bashd-resident`, the first process of every job)
 //! share: the wire between them ([`wire`]: the zygote's spawn frame, the resident's
-//! reports and the daemon's orders) and the confinement the resident applies to a
+//! reports and the daemon's orders; [`frame`]: that frame on a socket, as the zygote
+//! reads it and hands it to a spare) and the confinement the resident applies to a
 //! job's shell ([`confine`]: the daemon builds a [`confine::Spec`], the resident
 //! applies it).
 //!
@@ -9,4 +10,5 @@
 //! and its size are on the first job's path.
 
 pub mod confine;
+pub mod frame;
 pub mod wire;

@@ -713,3 +713,58 @@ fn failure(step: &str, error: io::Error, fix: &'static str) -> Failure {
         fix,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::os::fd::RawFd;
+
+    use super::*;
+
+    fn descriptors(n: usize) -> Vec<OwnedFd> {
+        (0..n)
+            .map(|_| {
+                rustix::fs::open("/dev/null", OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
+                    .unwrap()
+            })
+            .collect()
+    }
+
+    /// A kit sent to a spare as its descriptors (`raw_fds`, after the job's) is read back
+    /// from them (`from_fds`) as the same namespaces in the same places: the network
+    /// namespace only where it has one, and any other count is no kit.
+    #[test]
+    fn a_kit_reads_back_from_its_descriptors_in_their_order() {
+        for count in [3, 4] {
+            let fds = descriptors(count);
+            let numbers: Vec<RawFd> = fds.iter().map(|fd| fd.as_raw_fd()).collect();
+            let kit = Kit::from_fds(fds).expect("a kit of three or four");
+            assert_eq!(kit.network_off(), count == 4);
+            assert_eq!(kit.raw_fds(), numbers);
+            assert_eq!(kit.user.as_raw_fd(), numbers[0]);
+            assert_eq!(kit.ipc.as_raw_fd(), numbers[1]);
+            assert_eq!(kit.mnt.as_raw_fd(), numbers[2]);
+            assert_eq!(
+                kit.net.as_ref().map(|net| net.as_raw_fd()),
+                numbers.get(3).copied()
+            );
+            let again = Kit::from_fds(kit.into_fds());
+            assert_eq!(again.map(|kit| kit.raw_fds()), Some(numbers));
+        }
+        for count in [0, 1, 2, 5] {
+            assert!(
+                Kit::from_fds(descriptors(count)).is_none(),
+                "{count} descriptors"
+            );
+        }
+        const { assert!(Kit::MOST_FDS >= 4) };
+    }
+
+    impl Kit {
+        fn into_fds(self) -> Vec<OwnedFd> {
+            [Some(self.user), Some(self.ipc), Some(self.mnt), self.net]
+                .into_iter()
+                .flatten()
+                .collect()
+        }
+    }
+}

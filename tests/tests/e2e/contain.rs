@@ -20,7 +20,7 @@ use rustix::process::{Pid, Signal};
 use crate::{json, show};
 
 /// How long an ended job's processes may take to be gone.
-const GONE_WITHIN: Duration = Duration::from_secs(10);
+pub(crate) const GONE_WITHIN: Duration = Duration::from_secs(10);
 
 /// The escapes of issue 14, each ending in a `sleep` of its own duration.
 struct Escapees {
@@ -82,7 +82,7 @@ impl Drop for Escapees {
 }
 
 /// Runs `command` as a background job through `bashc exec --json`; its result.
-fn background(daemon: &Daemon, command: &str) -> serde_json::Value {
+pub(crate) fn background(daemon: &Daemon, command: &str) -> serde_json::Value {
     let out = daemon.run_bashc(&["exec", "--json", "--mode", "background", "--", command]);
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     json(&out)
@@ -464,7 +464,7 @@ fn issue_31_each_spawn_step_holds_on_both_paths() {
 }
 
 /// The daemon's children named `name` (`comm`), from `/proc/PID/task/*/children`.
-fn children_named(pid: u32, name: &str) -> Vec<u32> {
+pub(crate) fn children_named(pid: u32, name: &str) -> Vec<u32> {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
         return Vec::new();
     };
@@ -786,7 +786,7 @@ fn issue_31_a_job_holds_only_its_own_descriptors() {
 }
 
 /// The one spare resident the zygote keeps beside `resident`, which it forked.
-fn the_spare_beside(resident: u32) -> u32 {
+pub(crate) fn the_spare_beside(resident: u32) -> u32 {
     let zygote = bashd_tests::procs::parent_pid(resident).unwrap();
     let mut spares = Vec::new();
     assert!(

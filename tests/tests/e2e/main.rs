@@ -33,6 +33,7 @@ mod remote;
 mod runtime_dir;
 mod sandbox;
 mod sandbox_hints;
+mod spare;
 mod systemd;
 mod terminal;
 mod top;

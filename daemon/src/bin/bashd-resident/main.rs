@@ -23,15 +23,13 @@ use std::ffi::OsString;
 use std::fs;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::time::Duration;
 
 // The wire and the sandbox from resident-core, never the daemon's library: the
 // resident links only what it runs, which keeps it small and quick to start.
 use bashd_resident_core::confine;
-use bashd_resident_core::wire::{MAX_SPAWN_BYTES, MAX_SPAWN_FDS, Report, SPAWN_FDS, Spawn};
-
-/// The most descriptors a frame carries: a spawn's, and the kit a spare is handed
-/// with it. A spawn from the daemon with more is refused by its count.
-const HANDED_FDS: usize = MAX_SPAWN_FDS + confine::Kit::MOST_FDS;
+use bashd_resident_core::frame;
+use bashd_resident_core::wire::{Report, SPAWN_FDS, Spawn};
 
 /// Exit status when the resident cannot set the job up; the shell never ran.
 pub(crate) const EXIT_SETUP: libc::c_int = 126;
@@ -92,6 +90,12 @@ fn zygote() -> io::Result<Never> {
     let mut kits = kit::Store::default();
     let mut spare = Spare::fork(&[socket.as_raw_fd(), sigfd.as_raw_fd()], &mut kits);
     loop {
+        // Every descriptor of the zygote's own, which a process it forks closes first.
+        let own = |spare: &Option<Spare>| {
+            let mut own = vec![socket.as_raw_fd(), sigfd.as_raw_fd()];
+            own.extend(spare.as_ref().map(|s| s.socket.as_raw_fd()));
+            own
+        };
         let mut fds = [
             libc::pollfd {
                 fd: sigfd.as_raw_fd(),
@@ -108,9 +112,16 @@ fn zygote() -> io::Result<Never> {
                 events: libc::POLLIN,
                 revents: 0,
             },
+            // A spare writes nothing: its socket wakes the zygote only when it closes,
+            // when the spare died (killed by someone).
+            libc::pollfd {
+                fd: spare.as_ref().map_or(-1, |s| s.socket.as_raw_fd()),
+                events: 0,
+                revents: 0,
+            },
         ];
-        // SAFETY: three pollfds, owned by this frame.
-        if unsafe { libc::poll(fds.as_mut_ptr(), 3, -1) } < 0 {
+        // SAFETY: four pollfds, owned by this frame.
+        if unsafe { libc::poll(fds.as_mut_ptr(), 4, -1) } < 0 {
             let e = io::Error::last_os_error();
             if e.kind() == io::ErrorKind::Interrupted {
                 continue;
@@ -121,13 +132,12 @@ fn zygote() -> io::Result<Never> {
         if fds[2].revents != 0 {
             kits.collect();
         }
-        let own = |spare: &Option<Spare>| {
-            let mut own = vec![socket.as_raw_fd(), sigfd.as_raw_fd()];
-            own.extend(spare.as_ref().map(|s| s.socket.as_raw_fd()));
-            own
-        };
+        if fds[3].revents != 0 {
+            // The next spare is forked below, before the next job comes.
+            spare = None;
+        }
         if fds[1].revents != 0 {
-            let Some((body, descriptors)) = receive(&socket)? else {
+            let Some((body, descriptors)) = frame::receive(&socket)? else {
                 std::process::exit(0);
             };
             let (counted, kit) = inspect(&body, descriptors.len(), &mut kits);
@@ -138,11 +148,12 @@ fn zygote() -> io::Result<Never> {
             let handed = counted
                 && spare
                     .take()
-                    .is_some_and(|taker| taker.hand(&body, &descriptors, kit.as_ref()).is_ok());
+                    .is_some_and(|taker| taker.hand(&body, &descriptors, kit.as_ref()));
             // The zygote's copies of what was handed close as they drop; a spare that
-            // died (killed by someone) leaves the job to a resident forked for it.
+            // died, or could not take the frame, leaves the job to a resident forked
+            // for it.
             if !handed {
-                fork_resident(&body, descriptors, kit, &own(&None), &mut kits);
+                fork_resident(&body, descriptors, kit, &own(&spare), &mut kits);
             }
         }
         if fds[0].revents != 0 {
@@ -152,13 +163,20 @@ fn zygote() -> io::Result<Never> {
             while unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) } > 0 {}
         }
         // While the job just handed over or forked sets up, the next one's resident
-        // and namespaces are made.
+        // and namespaces are made. Forked once the handed job's shell had started
+        // instead, the next spare shortened the job's start but lengthened its end
+        // as much or more on a loaded machine (measured: `docs/PERFORMANCE.md`).
         if spare.is_none() {
             spare = Spare::fork(&own(&None), &mut kits);
         }
         kits.refill(&own(&spare));
     }
 }
+
+/// How long a spare may take to read the frame it is handed (one larger than the
+/// socket's buffer, which it reads as it comes): a spare that was stopped is killed
+/// then, and the job gets a resident forked for it. It reads at once otherwise.
+const HAND_TIMEOUT: Duration = Duration::from_millis(100);
 
 /// A resident forked ahead, set up as far as no job is needed for (`job::Base`: its
 /// session, its subreaper bit), and waiting on a socket for the next job's spawn, so
@@ -167,6 +185,8 @@ fn zygote() -> io::Result<Never> {
 /// it is handed its job, with the kit of namespaces the zygote made ahead for it.
 struct Spare {
     socket: OwnedFd,
+    /// Its pid, the zygote's unreaped child while its socket is open.
+    pid: libc::pid_t,
 }
 
 impl Spare {
@@ -174,6 +194,8 @@ impl Spare {
     /// `None` when that fails: jobs get a resident forked for each, as without one.
     fn fork(close: &[RawFd], kits: &mut kit::Store) -> Option<Spare> {
         let (ours, theirs) = std::os::unix::net::UnixStream::pair().ok()?;
+        // A frame larger than the socket's buffer waits for the spare to read it.
+        ours.set_write_timeout(Some(HAND_TIMEOUT)).ok()?;
         // SAFETY: the zygote is single-threaded, so the child is a whole copy of it.
         match unsafe { libc::fork() } {
             0 => {
@@ -187,7 +209,7 @@ impl Spare {
                 let theirs = OwnedFd::from(theirs);
                 // A failed setup is the job's to hear, on its control socket.
                 let base = job::Base::new();
-                let got = receive(&theirs);
+                let got = frame::receive(&theirs);
                 drop(theirs);
                 match got {
                     Ok(Some((body, descriptors))) => {
@@ -199,24 +221,32 @@ impl Spare {
                 }
             }
             -1 => None,
-            _ => Some(Spare {
+            pid => Some(Spare {
                 socket: OwnedFd::from(ours),
+                pid,
             }),
         }
     }
 
     /// Hands a spawn to the spare, which runs it from there: the frame as it came,
-    /// the job's descriptors and, after them, the kit's.
-    fn hand(
-        self,
-        body: &[u8],
-        descriptors: &[OwnedFd],
-        kit: Option<&confine::Kit>,
-    ) -> io::Result<()> {
-        let header = (body.len() as u32).to_le_bytes();
+    /// the job's descriptors and, after them, the kit's. False when the spare did not
+    /// take it: it died, or it took none of it for [`HAND_TIMEOUT`] and was killed
+    /// (what it got of the frame, descriptors included, goes with it).
+    fn hand(self, body: &[u8], descriptors: &[OwnedFd], kit: Option<&confine::Kit>) -> bool {
         let mut fds: Vec<RawFd> = descriptors.iter().map(|fd| fd.as_raw_fd()).collect();
         fds.extend(kit.map(|kit| kit.raw_fds()).unwrap_or_default());
-        send_frame(&self.socket, &header, body, &fds)
+        match frame::send(&self.socket, body, &fds) {
+            Ok(()) => true,
+            Err(e) => {
+                if e.kind() == io::ErrorKind::WouldBlock {
+                    // Its end of the socket is open, so it has not exited, and the
+                    // zygote reaps only in its loop: the pid is still this spare's.
+                    // SAFETY: kill takes integers only.
+                    unsafe { libc::kill(self.pid, libc::SIGKILL) };
+                }
+                false
+            }
+        }
     }
 }
 
@@ -334,165 +364,6 @@ fn start(
         Ok(never) => match never {},
         Err(e) => fail(e.to_string()),
     }
-}
-
-/// Sends one frame, its descriptors attached to its first byte, as the daemon sends
-/// spawns to the zygote.
-fn send_frame(socket: &OwnedFd, header: &[u8; 4], body: &[u8], fds: &[RawFd]) -> io::Result<()> {
-    const SPACE: usize =
-        // SAFETY: CMSG_SPACE only computes a size.
-        unsafe { libc::CMSG_SPACE((HANDED_FDS * size_of::<RawFd>()) as u32) } as usize;
-    if fds.len() > HANDED_FDS {
-        return Err(io::Error::other("too many descriptors for a spawn"));
-    }
-    let mut control = [0u64; SPACE.div_ceil(8)];
-    let mut iov = [
-        libc::iovec {
-            iov_base: header.as_ptr().cast_mut().cast(),
-            iov_len: header.len(),
-        },
-        libc::iovec {
-            iov_base: body.as_ptr().cast_mut().cast(),
-            iov_len: body.len(),
-        },
-    ];
-    // SAFETY: msghdr is plain data, valid all zeros; its fields are set next.
-    let mut message: libc::msghdr = unsafe { std::mem::zeroed() };
-    message.msg_iov = iov.as_mut_ptr();
-    message.msg_iovlen = 2;
-    message.msg_control = control.as_mut_ptr().cast();
-    // SAFETY: CMSG_SPACE only computes a size.
-    let used = unsafe { libc::CMSG_SPACE(size_of_val(fds) as u32) } as usize;
-    message.msg_controllen = used as _;
-    // SAFETY: the control buffer is this frame's, as large as CMSG_SPACE says, walked
-    // with the kernel's own macros; `fds` are copied into it.
-    unsafe {
-        let cmsg = libc::CMSG_FIRSTHDR(&message);
-        (*cmsg).cmsg_level = libc::SOL_SOCKET;
-        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
-        (*cmsg).cmsg_len = libc::CMSG_LEN(size_of_val(fds) as u32) as _;
-        std::ptr::copy_nonoverlapping(
-            fds.as_ptr(),
-            libc::CMSG_DATA(cmsg).cast::<RawFd>(),
-            fds.len(),
-        );
-    }
-    let sent = loop {
-        // SAFETY: `message` points at `iov` and `control`, locals that outlive the call;
-        // MSG_NOSIGNAL: a spare that died must not kill the zygote with SIGPIPE.
-        let n = unsafe { libc::sendmsg(socket.as_raw_fd(), &message, libc::MSG_NOSIGNAL) };
-        if n >= 0 {
-            break n as usize;
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    };
-    // A large frame goes in parts; the descriptors went with the first.
-    for (part, skip) in [(&header[..], sent.min(4)), (body, sent.saturating_sub(4))] {
-        let mut rest = &part[skip.min(part.len())..];
-        while !rest.is_empty() {
-            // SAFETY: sends from `rest`, at most its length.
-            let n = unsafe {
-                libc::send(
-                    socket.as_raw_fd(),
-                    rest.as_ptr().cast(),
-                    rest.len(),
-                    libc::MSG_NOSIGNAL,
-                )
-            };
-            if n < 0 {
-                let e = io::Error::last_os_error();
-                if e.kind() != io::ErrorKind::Interrupted {
-                    return Err(e);
-                }
-            } else {
-                rest = &rest[n as usize..];
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Reads one spawn frame: its body and the descriptors sent with it. `None` when the
-/// daemon's end has closed.
-fn receive(socket: &OwnedFd) -> io::Result<Option<(Vec<u8>, Vec<OwnedFd>)>> {
-    let mut header = [0u8; 4];
-    // The descriptors come with the frame's first byte; the header is read alone, so
-    // no byte of the next frame (and none of its descriptors) is taken with it.
-    const SPACE: usize =
-        // SAFETY: CMSG_SPACE only computes a size.
-        unsafe { libc::CMSG_SPACE((HANDED_FDS * size_of::<RawFd>()) as u32) } as usize;
-    let mut control = [0u64; SPACE.div_ceil(8)];
-    let mut iov = libc::iovec {
-        iov_base: header.as_mut_ptr().cast(),
-        iov_len: header.len(),
-    };
-    // SAFETY: msghdr is plain data, valid all zeros; its fields are set next.
-    let mut message: libc::msghdr = unsafe { std::mem::zeroed() };
-    message.msg_iov = &mut iov;
-    message.msg_iovlen = 1;
-    message.msg_control = control.as_mut_ptr().cast();
-    message.msg_controllen = SPACE as _;
-    let got = loop {
-        // SAFETY: `message` points at `iov` and `control`, locals that outlive the call.
-        let n = unsafe { libc::recvmsg(socket.as_raw_fd(), &mut message, libc::MSG_CMSG_CLOEXEC) };
-        if n >= 0 {
-            break n as usize;
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    };
-    if got == 0 {
-        return Ok(None);
-    }
-    let mut descriptors = Vec::new();
-    // SAFETY: the control buffer is the kernel's, walked with its own macros.
-    unsafe {
-        let mut cmsg = libc::CMSG_FIRSTHDR(&message);
-        while !cmsg.is_null() {
-            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
-                let data = libc::CMSG_DATA(cmsg).cast::<RawFd>();
-                let count =
-                    ((*cmsg).cmsg_len as usize - libc::CMSG_LEN(0) as usize) / size_of::<RawFd>();
-                for i in 0..count {
-                    descriptors.push(OwnedFd::from_raw_fd(data.add(i).read_unaligned()));
-                }
-            }
-            cmsg = libc::CMSG_NXTHDR(&message, cmsg);
-        }
-    }
-    read_exact(socket, &mut header[got..])?;
-    let len = u32::from_le_bytes(header) as usize;
-    if len > MAX_SPAWN_BYTES {
-        return Err(io::Error::other(format!(
-            "a spawn of {len} bytes, over the {MAX_SPAWN_BYTES} allowed: the daemon and the zygote disagree"
-        )));
-    }
-    let mut body = vec![0; len];
-    read_exact(socket, &mut body)?;
-    Ok(Some((body, descriptors)))
-}
-
-fn read_exact(socket: &OwnedFd, mut buf: &mut [u8]) -> io::Result<()> {
-    while !buf.is_empty() {
-        // SAFETY: reads into `buf`, at most its length.
-        let n = unsafe { libc::read(socket.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-        match n {
-            0 => return Err(io::ErrorKind::UnexpectedEof.into()),
-            n if n < 0 => {
-                let e = io::Error::last_os_error();
-                if e.kind() != io::ErrorKind::Interrupted {
-                    return Err(e);
-                }
-            }
-            n => buf = &mut buf[n as usize..],
-        }
-    }
-    Ok(())
 }
 
 /// Closes every descriptor from `first` on: `close_range` (Linux 5.9), else each one
