@@ -2,8 +2,7 @@
 //! control socket that is the resident's stdin: one line per message, text, so a
 //! person can read it in `strace` and a torn read costs only the line.
 //!
-//! Resident to daemon: `started PID RESIDENT START` (the shell's pid, the resident's
-//! own, and the shell's start time as `/proc/PID/stat` gives it), `leader STATUS` (the raw wait status of the
+//! Resident to daemon: `started PID RESIDENT` (the shell's pid and the resident's own), `leader STATUS` (the raw wait status of the
 //! job's shell), `done USER_US SYSTEM_US MAXRSS_KB REAPED`, `error TEXT` (the
 //! setup failed; the shell never ran).
 //! Daemon to resident: `signal N` (to every process of the job), `kill` (SIGKILL to
@@ -24,15 +23,8 @@ pub enum Report {
     /// The job's shell was forked with pid `pid`, which is also its process group;
     /// `resident` is the resident's own pid, the root of the job's processes. Sent by
     /// the shell's own process just before its exec, so that it is always the first
-    /// report, even of a job whose first command kills its resident. `start_time` is
-    /// field 22 of the shell's `/proc/PID/stat` (clock ticks since boot; with the pid
-    /// it names the process for the life of the system), read by the shell's process
-    /// itself, so the daemon reads no /proc file to learn it; 0 where it could not.
-    Started {
-        pid: i32,
-        resident: i32,
-        start_time: u64,
-    },
+    /// report, even of a job whose first command kills its resident.
+    Started { pid: i32, resident: i32 },
     /// The job's shell exited; `status` is as `waitpid` gave it.
     Leader { status: i32 },
     /// The last process of the job is gone; the resident exits next.
@@ -64,11 +56,7 @@ pub enum Order {
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Report::Started {
-                pid,
-                resident,
-                start_time,
-            } => writeln!(f, "started {pid} {resident} {start_time}"),
+            Report::Started { pid, resident } => writeln!(f, "started {pid} {resident}"),
             Report::Leader { status } => writeln!(f, "leader {status}"),
             Report::Done(u) => writeln!(
                 f,
@@ -92,7 +80,6 @@ impl Report {
             "started" => Report::Started {
                 pid: words.next()?.parse().ok()?,
                 resident: words.next()?.parse().ok()?,
-                start_time: words.next()?.parse().ok()?,
             },
             "leader" => Report::Leader {
                 status: words.next()?.parse().ok()?,
@@ -110,22 +97,6 @@ impl Report {
         };
         words.next().is_none().then_some(report)
     }
-}
-
-/// Field 22 of a `/proc/PID/stat` line, the process's start time, read after the last
-/// `)`, so that no name hides it. Allocates nothing: the shell's process calls it
-/// between its `CLONE_VM` clone and its `execve`.
-pub fn start_time_in(stat: &[u8]) -> Option<u64> {
-    let close = stat.iter().rposition(|&b| b == b')')?;
-    // Field 3 (the state) is the first after ") ".
-    let field = stat.get(close + 2..)?.split(|&b| b == b' ').nth(22 - 3)?;
-    if field.is_empty() {
-        return None;
-    }
-    field.iter().try_fold(0u64, |n, &b| {
-        let digit = (b as char).to_digit(10)?;
-        n.checked_mul(10)?.checked_add(u64::from(digit))
-    })
 }
 
 impl fmt::Display for Order {
@@ -354,7 +325,6 @@ mod tests {
             Report::Started {
                 pid: 42,
                 resident: 41,
-                start_time: 123456789,
             },
             Report::Leader { status: 256 },
             Report::Done(Usage {
@@ -382,8 +352,6 @@ mod tests {
             "started",
             "started x",
             "started 42",
-            "started 42 41",
-            "started 42 41 x",
             "leader 1 2",
             "done 1 2 3",
             "kil",
@@ -391,43 +359,5 @@ mod tests {
             assert_eq!(Report::parse(bad), None, "{bad}");
             assert_eq!(Order::parse(bad), None, "{bad}");
         }
-    }
-
-    /// The start time is read as `ProcStat` reads it, after the last `)`, whatever the
-    /// name holds; a short or odd line is no start time.
-    #[test]
-    fn a_start_time_is_read_after_the_last_parenthesis() {
-        let line = |name: &[u8]| {
-            let mut line = b"4242 (".to_vec();
-            line.extend_from_slice(name);
-            line.extend_from_slice(
-                b") S 17 4242 17 34816 4242 4194560 1024 0 0 0 31 7 0 0 20 0 1 0 123456 \
-                  8192 812 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n",
-            );
-            line
-        };
-        for name in [&b"bash"[..], b"a) S 1 2 3", b"x ) (y", b"", b") 99 ) "] {
-            assert_eq!(
-                start_time_in(&line(name)),
-                Some(123456),
-                "{}",
-                String::from_utf8_lossy(name)
-            );
-        }
-        assert_eq!(start_time_in(b"4242 (bash) S 17"), None);
-        assert_eq!(start_time_in(b"no parenthesis"), None);
-        assert_eq!(
-            start_time_in(b"1 (b) S 1 1 1 0 1 0 0 0 0 0 0 0 0 0 20 0 1 0 12x4 0"),
-            None
-        );
-        let own = std::fs::read("/proc/self/stat").unwrap();
-        let text = String::from_utf8_lossy(&own);
-        let expected: u64 = text[text.rfind(')').unwrap() + 2..]
-            .split(' ')
-            .nth(19)
-            .unwrap()
-            .parse()
-            .unwrap();
-        assert_eq!(start_time_in(&own), Some(expected));
     }
 }

@@ -444,10 +444,10 @@ fn clone_vfork(shell: &Shell) -> io::Result<libc::pid_t> {
 }
 
 /// The shell's process, from its fork to its exec. Without a sandbox it allocates
-/// nothing and makes only async-signal-safe calls (open, read and close of its own
-/// /proc stat, setpgid, setrlimit, fcntl, dup2, send, sigprocmask, execve, write,
-/// _exit) on memory prepared before, so it may run as a `CLONE_VM` child; the
-/// sandbox's setup allocates, so a sandboxed job's shell is a forked copy.
+/// nothing and makes only async-signal-safe calls (setpgid, setrlimit, fcntl, dup2,
+/// send, sigprocmask, execve, write, _exit) on memory prepared before, so it may run
+/// as a `CLONE_VM` child; the sandbox's setup allocates, so a sandboxed job's shell is
+/// a forked copy.
 ///
 /// # Safety
 /// Call only in the child of a fork or clone of the single-threaded resident.
@@ -459,38 +459,15 @@ unsafe fn exec_shell(shell: &Shell) -> ! {
         // resident after the fork, it raced a job whose first command kills the
         // resident (`kill -9 $PPID`, which an unsandboxed job may do), and the
         // daemon was told the resident died before it started the shell.
-        // With its start time, read here, in the host's /proc, before any
-        // confinement: the daemon then reads no /proc file for it, and it is there
-        // even for a shell that has exited and been reaped by the time the daemon
-        // reads the report.
-        let start_time = {
-            let mut stat = [0u8; 1024];
-            let fd = libc::open(
-                c"/proc/self/stat".as_ptr(),
-                libc::O_RDONLY | libc::O_CLOEXEC,
-            );
-            let n = if fd >= 0 {
-                let n = libc::read(fd, stat.as_mut_ptr().cast(), stat.len());
-                libc::close(fd);
-                n
-            } else {
-                -1
-            };
-            usize::try_from(n)
-                .ok()
-                .and_then(|n| wire::start_time_in(&stat[..n]))
-                .unwrap_or(0)
-        };
-        let mut started = [0u8; 96];
+        let mut started = [0u8; 64];
         let started_len = {
             use std::io::Write;
             let mut cursor = io::Cursor::new(&mut started[..]);
             let report = Report::Started {
                 pid: libc::getpid(),
                 resident: shell.resident_pid,
-                start_time,
             };
-            // Three numbers and a word: 96 bytes hold them.
+            // Two numbers and a word: 64 bytes hold them.
             let _ = write!(cursor, "{report}");
             cursor.position() as usize
         };

@@ -68,9 +68,9 @@ pub struct Link;
 
 /// What [`Link::start`] hands out.
 pub struct Linked {
-    /// The shell's pid, the resident's, and the shell's start time, once the resident
-    /// has forked the shell, or why it could not.
-    pub leader: oneshot::Receiver<Result<(Pid, u32, u64), String>>,
+    /// The shell's pid and the resident's, once the resident has forked the shell, or
+    /// why it could not.
+    pub leader: oneshot::Receiver<Result<(Pid, u32), String>>,
     /// The shell's exit, once the resident has reaped it.
     pub exit: oneshot::Receiver<LeaderExit>,
     pub orders: mpsc::UnboundedSender<Order>,
@@ -100,9 +100,9 @@ impl Link {
                 tokio::select! {
                     line = lines.next_line() => match line {
                         Ok(Some(line)) => match Report::parse(&line) {
-                            Some(Report::Started { pid, resident, start_time }) => {
+                            Some(Report::Started { pid, resident }) => {
                                 if let (Some(tx), Some(pid)) = (leader_tx.take(), Pid::from_raw(pid)) {
-                                    let _ = tx.send(Ok((pid, resident as u32, start_time)));
+                                    let _ = tx.send(Ok((pid, resident as u32)));
                                 }
                             }
                             Some(Report::Error(text)) => {
@@ -183,8 +183,7 @@ pub struct Held {
 /// shell, its exit, and the resident's hold on it.
 pub async fn take(started: ResidentStarted, cgroup: Option<JobCgroup>) -> io::Result<Spawned> {
     let linked = Link::start(started.control)?;
-    let (pid, resident, start_time) = match tokio::time::timeout(START_TIMEOUT, linked.leader).await
-    {
+    let (pid, resident) = match tokio::time::timeout(START_TIMEOUT, linked.leader).await {
         Ok(Ok(Ok(started))) => started,
         Ok(Ok(Err(why))) => return Err(io::Error::other(why)),
         Ok(Err(_)) => {
@@ -205,9 +204,10 @@ pub async fn take(started: ResidentStarted, cgroup: Option<JobCgroup>) -> io::Re
         stdout: ends.stdout,
         stderr: ends.stderr,
         exit: linked.exit,
-        // As the shell's process read it before its exec (0 where it could not), so no
-        // /proc file is read here, on every exec's path.
-        start_time,
+        // The shell may already have exited and been reaped by its resident: 0 then,
+        // as for a leader whose stat could not be read.
+        start_time: bashd_protocol::process_start_time(pid.as_raw_nonzero().get() as u32)
+            .unwrap_or(0),
         held: Some(Held {
             orders: linked.orders,
             heard: linked.heard,
