@@ -35,6 +35,13 @@ struct Writer {
     broken: bool,
 }
 
+/// What [`Outbound::write`] does on the sink.
+enum Step {
+    Send(ServerFrame),
+    Hold(ServerFrame),
+    Flush,
+}
+
 /// The connection can no longer be written to: the client has gone away.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Closed;
@@ -50,41 +57,34 @@ impl Outbound {
     /// Writes `frame` whole, after any frame being written; returns once the kernel
     /// has it.
     pub async fn send(&self, frame: ServerFrame) -> Result<(), Closed> {
-        let mut writer = self.0.lock().await;
-        if writer.broken {
-            return Err(Closed);
-        }
-        if let Err(e) = writer.sink.send(frame).await {
-            tracing::debug!("cannot write to a client: {e}");
-            writer.broken = true;
-            return Err(Closed);
-        }
-        Ok(())
+        self.write(Step::Send(frame)).await
     }
 
     /// Encodes `frame` after any frame being written, and writes it with the next
     /// [`Outbound::send`] or [`Outbound::flush`]: one write, and one wake-up of the
     /// client, for two frames.
     pub async fn hold(&self, frame: ServerFrame) -> Result<(), Closed> {
-        let mut writer = self.0.lock().await;
-        if writer.broken {
-            return Err(Closed);
-        }
-        if let Err(e) = writer.sink.feed(frame).await {
-            tracing::debug!("cannot write to a client: {e}");
-            writer.broken = true;
-            return Err(Closed);
-        }
-        Ok(())
+        self.write(Step::Hold(frame)).await
     }
 
     /// Writes what is held; nothing when nothing is.
     pub async fn flush(&self) -> Result<(), Closed> {
+        self.write(Step::Flush).await
+    }
+
+    /// One step on the sink, unless a step before failed; a failed one marks the
+    /// connection broken for every later one.
+    async fn write(&self, step: Step) -> Result<(), Closed> {
         let mut writer = self.0.lock().await;
         if writer.broken {
             return Err(Closed);
         }
-        if let Err(e) = writer.sink.flush().await {
+        let done = match step {
+            Step::Send(frame) => writer.sink.send(frame).await,
+            Step::Hold(frame) => writer.sink.feed(frame).await,
+            Step::Flush => writer.sink.flush().await,
+        };
+        if let Err(e) = done {
             tracing::debug!("cannot write to a client: {e}");
             writer.broken = true;
             return Err(Closed);

@@ -249,6 +249,33 @@ fn median_of(mut samples: Vec<Duration>) -> Duration {
     samples[samples.len() / 2]
 }
 
+/// The sample `q` of the way up (0.5 the median, 0.9 the p90).
+fn quantile(samples: &[Duration], q: f64) -> Duration {
+    let mut sorted = samples.to_vec();
+    sorted.sort();
+    sorted
+        .get(((sorted.len() as f64 * q) as usize).min(sorted.len().saturating_sub(1)))
+        .copied()
+        .unwrap_or_default()
+}
+
+/// The CPU time of process `pid`: its live threads' in nanoseconds
+/// (`/proc/PID/task/*/schedstat`), and every thread's that ran in clock ticks
+/// (`/proc/PID/stat`).
+fn process_cpu(pid: u32) -> (u64, u64) {
+    let ns = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|dir| {
+            dir.filter_map(|task| {
+                let text = std::fs::read_to_string(task.ok()?.path().join("schedstat")).ok()?;
+                text.split_whitespace().next()?.parse::<u64>().ok()
+            })
+            .sum()
+        })
+        .unwrap_or(0);
+    let ticks = bashc::protocol::ProcStat::read(pid).map_or(0, |stat| stat.cpu_ticks());
+    (ns, ticks)
+}
+
 fn build_release_binaries() {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let status = Command::new(cargo)

@@ -9,12 +9,12 @@
 //! `/proc/PID/stat` (clock ticks, every thread that ran), divided by the `exec`s (the
 //! `status` connections' share included).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use bashd_tests::Daemon;
 
-use super::{median_of, run};
+use super::{median_of, ms, process_cpu, quantile, run};
 
 const ROUNDS: usize = 400;
 const PROCESS_ROUNDS: usize = 60;
@@ -38,7 +38,7 @@ pub fn daemon_ab(tokio: &tokio::runtime::Runtime) {
             }
         }
     });
-    let cpu_start = daemons.map(|d| cpu(d.pid()));
+    let cpu_start = daemons.map(|d| process_cpu(d.pid()));
     let mut exec: [Vec<Duration>; 2] = Default::default();
     let mut connect: [Vec<Duration>; 2] = Default::default();
     tokio.block_on(async {
@@ -69,7 +69,7 @@ pub fn daemon_ab(tokio: &tokio::runtime::Runtime) {
             process[i].push(start.elapsed());
         }
     }
-    let cpu_end = daemons.map(|d| cpu(d.pid()));
+    let cpu_end = daemons.map(|d| process_cpu(d.pid()));
     let execs = (ROUNDS + PROCESS_ROUNDS) as f64;
     for i in 0..2 {
         let (ns, ticks) = (
@@ -80,7 +80,7 @@ pub fn daemon_ab(tokio: &tokio::runtime::Runtime) {
             "daemon-ab {}: library exec true min {:.3} ms p25 {:.3} median {:.3}; new connection + status min {:.3} median {:.3}; bashc exec -- true min {:.2} median {:.2} ms; daemon CPU per exec {:.3} ms (schedstat) {:.2} ms (stat)",
             names[i],
             ms(min_of(&exec[i])),
-            ms(quantile(&exec[i], 4)),
+            ms(quantile(&exec[i], 0.25)),
             ms(median_of(exec[i].clone())),
             ms(min_of(&connect[i])),
             ms(median_of(connect[i].clone())),
@@ -92,41 +92,6 @@ pub fn daemon_ab(tokio: &tokio::runtime::Runtime) {
     }
 }
 
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
-}
-
 fn min_of(samples: &[Duration]) -> Duration {
     samples.iter().copied().min().unwrap_or_default()
-}
-
-/// The sample `1/n` of the way up.
-fn quantile(samples: &[Duration], n: usize) -> Duration {
-    let mut sorted = samples.to_vec();
-    sorted.sort();
-    sorted[sorted.len() / n]
-}
-
-/// The CPU time of process `pid`: its live threads' in nanoseconds, and every thread's
-/// in clock ticks.
-fn cpu(pid: u32) -> (u64, u64) {
-    let tasks = Path::new("/proc").join(pid.to_string()).join("task");
-    let ns = std::fs::read_dir(&tasks)
-        .map(|dir| {
-            dir.filter_map(|task| {
-                let text = std::fs::read_to_string(task.ok()?.path().join("schedstat")).ok()?;
-                text.split_whitespace().next()?.parse::<u64>().ok()
-            })
-            .sum()
-        })
-        .unwrap_or(0);
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let after_name = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-    let fields: Vec<&str> = after_name.split_whitespace().collect();
-    // utime and stime are fields 14 and 15, the 12th and 13th after the name.
-    let ticks = [11, 12]
-        .iter()
-        .filter_map(|&i| fields.get(i)?.parse::<u64>().ok())
-        .sum();
-    (ns, ticks)
 }

@@ -5,24 +5,10 @@ use super::*;
 /// A `bash` tool call through `bashc mcp` against the same command through the library:
 /// what the MCP layer (JSON-RPC, rmcp, the gate, rendering) adds to a call.
 pub(super) fn mcp(tokio: &tokio::runtime::Runtime) {
-    use rmcp::ServiceExt;
     use rmcp::model::CallToolRequestParams;
     let daemon = Daemon::start();
     let (through_mcp, through_library) = tokio.block_on(async {
-        let mut command = tokio::process::Command::new(bashd_tests::bin_path("bashc"));
-        command
-            .arg("mcp")
-            .env(
-                bashc::protocol::runtime::RUNTIME_DIR_ENV,
-                daemon.runtime_dir(),
-            )
-            .env("BASHD_NO_AUTOSTART", "1")
-            .current_dir(daemon.scratch());
-        let (transport, _) = rmcp::transport::TokioChildProcess::builder(command)
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let client = ().serve(transport).await.unwrap();
+        let (client, _) = super::mcp_ab::serve(&bashd_tests::bin_path("bashc"), &daemon).await;
         let arguments = serde_json::json!({"command": "true"});
         let arguments = arguments.as_object().unwrap().clone();
         let mut samples = Vec::new();

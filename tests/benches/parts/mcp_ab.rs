@@ -17,6 +17,8 @@ use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::{RoleClient, RunningService};
 
+use super::{ms, process_cpu, quantile};
+
 const ROUNDS: usize = 400;
 const WARM_UP: usize = 20;
 
@@ -43,7 +45,7 @@ pub fn mcp_ab(tokio: &tokio::runtime::Runtime) {
                 call(client, &true_call).await;
             }
         }
-        let cpu_start: Vec<(u64, u64)> = servers.iter().map(|(_, pid)| cpu(*pid)).collect();
+        let cpu_start: Vec<(u64, u64)> = servers.iter().map(|(_, pid)| process_cpu(*pid)).collect();
         let mut bash: [Vec<Duration>; 2] = Default::default();
         let mut own: [Vec<Duration>; 2] = Default::default();
         for round in 0..ROUNDS {
@@ -56,7 +58,7 @@ pub fn mcp_ab(tokio: &tokio::runtime::Runtime) {
                 own[i].push(call(&servers[i].0, &bad_call).await);
             }
         }
-        let cpu_end: Vec<(u64, u64)> = servers.iter().map(|(_, pid)| cpu(*pid)).collect();
+        let cpu_end: Vec<(u64, u64)> = servers.iter().map(|(_, pid)| process_cpu(*pid)).collect();
         let calls = (2 * ROUNDS) as f64;
         for i in 0..2 {
             let (ns, ticks) = (
@@ -82,7 +84,10 @@ pub fn mcp_ab(tokio: &tokio::runtime::Runtime) {
 }
 
 /// A `bashc mcp` of `program` on `daemon`, initialized, and its pid.
-async fn serve(program: &Path, daemon: &Daemon) -> (RunningService<RoleClient, ()>, u32) {
+pub(super) async fn serve(
+    program: &Path,
+    daemon: &Daemon,
+) -> (RunningService<RoleClient, ()>, u32) {
     let mut command = tokio::process::Command::new(program);
     command
         .arg("mcp")
@@ -109,32 +114,4 @@ async fn call(client: &RunningService<RoleClient, ()>, arguments: &serde_json::V
         .await
         .unwrap();
     start.elapsed()
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
-}
-
-/// The sample `q` of the way up.
-fn quantile(samples: &[Duration], q: f64) -> Duration {
-    let mut sorted = samples.to_vec();
-    sorted.sort();
-    sorted[((sorted.len() as f64 * q) as usize).min(sorted.len() - 1)]
-}
-
-/// The CPU time of process `pid`: its live threads' in nanoseconds, and every thread's
-/// in clock ticks.
-fn cpu(pid: u32) -> (u64, u64) {
-    let tasks = Path::new("/proc").join(pid.to_string()).join("task");
-    let ns = std::fs::read_dir(&tasks)
-        .map(|dir| {
-            dir.filter_map(|task| {
-                let text = std::fs::read_to_string(task.ok()?.path().join("schedstat")).ok()?;
-                text.split_whitespace().next()?.parse::<u64>().ok()
-            })
-            .sum()
-        })
-        .unwrap_or(0);
-    let ticks = bashc::protocol::ProcStat::read(pid).map_or(0, |stat| stat.cpu_ticks());
-    (ns, ticks)
 }

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use bashd_tests::Daemon;
 
-use super::{median_of, ms};
+use super::{median_of, ms, process_cpu, quantile};
 
 /// Agents at once, and the `exec`s each makes in the agents phase.
 const AGENTS: usize = 8;
@@ -123,11 +123,11 @@ fn add_env(command: &mut std::process::Command, var: &str) {
 
 /// What `work` returns, and the CPU the daemon spent while it ran.
 async fn on_cpu<T>(daemon: &Daemon, work: impl Future<Output = T>) -> (T, Duration) {
-    let start = cpu_ns(daemon.pid());
+    let start = process_cpu(daemon.pid()).0;
     let out = work.await;
     (
         out,
-        Duration::from_nanos(cpu_ns(daemon.pid()).saturating_sub(start)),
+        Duration::from_nanos(process_cpu(daemon.pid()).0.saturating_sub(start)),
     )
 }
 
@@ -190,29 +190,4 @@ async fn mixed(daemon: &Daemon) -> (Duration, Vec<Duration>) {
     });
     let (took, latencies) = futures::join!(writing, futures::future::join_all(calls));
     (took, latencies.concat())
-}
-
-fn quantile(samples: &[Duration], q: f64) -> Duration {
-    let mut sorted = samples.to_vec();
-    sorted.sort();
-    sorted
-        .get(((sorted.len().saturating_sub(1)) as f64 * q) as usize)
-        .copied()
-        .unwrap_or_default()
-}
-
-/// The CPU time of process `pid`'s live threads, in nanoseconds.
-fn cpu_ns(pid: u32) -> u64 {
-    let tasks = std::path::Path::new("/proc")
-        .join(pid.to_string())
-        .join("task");
-    std::fs::read_dir(&tasks)
-        .map(|dir| {
-            dir.filter_map(|task| {
-                let text = std::fs::read_to_string(task.ok()?.path().join("schedstat")).ok()?;
-                text.split_whitespace().next()?.parse::<u64>().ok()
-            })
-            .sum()
-        })
-        .unwrap_or(0)
 }

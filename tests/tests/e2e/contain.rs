@@ -786,17 +786,9 @@ fn issue_31_a_job_holds_only_its_own_descriptors() {
 }
 
 /// The one spare resident the zygote keeps beside `resident`, which it forked.
-pub(crate) fn the_spare_beside(resident: u32) -> u32 {
+fn the_spare_beside(resident: u32) -> u32 {
     let zygote = bashd_tests::procs::parent_pid(resident).unwrap();
-    let mut spares = Vec::new();
-    assert!(
-        wait_until(GONE_WITHIN, || {
-            spares = children_named(zygote, "bashd-spare");
-            spares.len() == 1
-        }),
-        "not one spare resident: {spares:?}"
-    );
-    spares[0]
+    crate::spare::a_spare_of(zygote, None).expect("not one spare resident beside the zygote")
 }
 
 /// What the resident of `shell` and the spare beside it hold.

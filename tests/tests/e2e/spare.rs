@@ -26,7 +26,7 @@ fn the_zygote(daemon: &Daemon) -> u32 {
 }
 
 /// The spare beside the zygote, once there is exactly one, other than `not`.
-fn a_spare_of(zygote: u32, not: Option<u32>) -> Option<u32> {
+pub(crate) fn a_spare_of(zygote: u32, not: Option<u32>) -> Option<u32> {
     let mut spares = Vec::new();
     wait_until(GONE_WITHIN, || {
         spares = children_named(zygote, "bashd-spare");
