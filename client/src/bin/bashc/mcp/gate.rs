@@ -123,8 +123,11 @@ pub async fn gate(rmcp: tokio::io::DuplexStream, stdin_closed: tokio::sync::ones
             Err(None) => {}
         }
     }
-    let _ = to_rmcp.shutdown().await;
+    // Said before rmcp sees the end: a stdin that closes before `initialize` fails
+    // rmcp's handshake, and that failure must not win the race against the end it
+    // follows from (`mcp::mcp` looks at this first).
     let _ = stdin_closed.send(());
+    let _ = to_rmcp.shutdown().await;
     drop(lines_tx);
     let _ = writer.await;
 }

@@ -94,8 +94,11 @@ pub async fn mcp(args: McpArgs, target: &bashc::Target, agent: u32) -> anyhow::R
     };
     // The agent is gone or done when stdin closes: exit then, without waiting for calls
     // in flight; closing the connection to bashd ends their foreground jobs. A process
-    // the agent left may hold stdin open: the agent's own end counts too.
+    // the agent left may hold stdin open: the agent's own end counts too. The end of
+    // stdin is looked at first: rmcp's handshake fails when stdin closes before
+    // `initialize`, and that is the same end, not an error (the gate says it first).
     tokio::select! {
+        biased;
         _ = stdin_closed => {}
         served = serving => served?,
         () = reparented(agent) => {}
