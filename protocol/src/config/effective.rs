@@ -26,9 +26,26 @@ where
     let table = |section: &T| {
         toml::Table::try_from(section).expect("a section serializes to a table: its fields are")
     };
-    let (value, default) = (table(value), table(default));
+    table_text(
+        name,
+        &table(value),
+        &table(default),
+        fields::<T>(),
+        none_note,
+    )
+}
+
+/// [`section_text`] past the part that depends on the section's type: one copy for
+/// every section.
+fn table_text(
+    name: &str,
+    value: &toml::Table,
+    default: &toml::Table,
+    fields: &[&str],
+    none_note: &dyn Fn(&str) -> Option<&'static str>,
+) -> String {
     let mut out = format!("[{name}]\n");
-    for field in fields::<T>() {
+    for field in fields {
         if TABLES_OF_THEIR_OWN.contains(field) {
             continue;
         }

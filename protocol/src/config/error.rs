@@ -2,9 +2,9 @@
 //! the fix. serde's own wording (`unknown field`, `invalid type`) is rewritten here
 //! into the file's terms (`unknown key limits.max_linez; known keys of [limits]: ...`).
 
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 
-use serde_path_to_error::Segment;
 use toml::de::{DeTable, DeValue};
 
 #[derive(Debug, thiserror::Error)]
@@ -64,22 +64,18 @@ impl Source<'_> {
         self.error(line, e.message().trim_end().to_owned())
     }
 
-    pub fn typed(&self, e: &serde_path_to_error::Error<toml::de::Error>) -> ConfigError {
-        let inner = e.inner();
-        let line = inner.span().map_or(1, |span| self.line_of(span.start));
-        let keys: Vec<String> = e
-            .path()
-            .iter()
-            .filter_map(|segment| match segment {
-                Segment::Map { key } => Some(key.clone()),
-                _ => None,
-            })
-            .collect();
-        let in_list = e
-            .path()
-            .iter()
-            .any(|segment| matches!(segment, Segment::Seq { .. }));
-        self.error(line, reworded(&keys, in_list, inner.message().trim_end()))
+    /// A value the types refused: toml's error carries the span of the key or value
+    /// it was reading, which names the key in `document`.
+    pub fn typed(&self, document: &DeTable<'_>, e: &toml::de::Error) -> ConfigError {
+        let line = e.span().map_or(1, |span| self.line_of(span.start));
+        let mut place = Place::default();
+        if let Some(span) = e.span() {
+            place.find(document, &span, &mut Vec::new(), false);
+        }
+        self.error(
+            line,
+            reworded(&place.keys, place.in_list, e.message().trim_end()),
+        )
     }
 
     pub fn refused(&self, document: &DeTable<'_>, refusal: Refusal) -> ConfigError {
@@ -87,6 +83,66 @@ impl Source<'_> {
             self.line_of(key_offset(document, &refusal.key)),
             refusal.message,
         )
+    }
+}
+
+/// The key an error names, found from toml's span of what it was reading (not by
+/// wrapping the deserializer, which doubled the code of every type read): the deepest
+/// key or value written at exactly that span, and whether it is in a list (a
+/// `[[policy.deny]]` rule). A list of tables has the span of its first header, and so
+/// has the first table in it; that table, found after its list, is kept.
+#[derive(Default)]
+struct Place {
+    keys: Vec<String>,
+    in_list: bool,
+}
+
+impl Place {
+    fn find(
+        &mut self,
+        table: &DeTable<'_>,
+        span: &Range<usize>,
+        at: &mut Vec<String>,
+        in_list: bool,
+    ) {
+        for (key, value) in table.iter() {
+            at.push(key.get_ref().to_string());
+            if key.span() == *span {
+                self.take(at, in_list);
+            }
+            self.find_in(value, span, at, in_list);
+            at.pop();
+        }
+    }
+
+    fn find_in(
+        &mut self,
+        value: &toml::Spanned<DeValue<'_>>,
+        span: &Range<usize>,
+        at: &mut Vec<String>,
+        in_list: bool,
+    ) {
+        if value.span() == *span {
+            self.take(at, in_list);
+        }
+        match value.get_ref() {
+            DeValue::Table(table) => self.find(table, span, at, in_list),
+            DeValue::Array(items) => {
+                for item in items {
+                    self.find_in(item, span, at, true);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Keeps `at` when it is as deep as the place found so far: a later find at the
+    /// same depth is within the earlier one (a header's table within its list).
+    fn take(&mut self, at: &[String], in_list: bool) {
+        if at.len() >= self.keys.len() {
+            self.keys = at.to_vec();
+            self.in_list = in_list;
+        }
     }
 }
 

@@ -150,8 +150,8 @@ impl ConfigFile {
         let source = error::Source { text, path };
         let document = toml::de::DeTable::parse(text).map_err(|e| source.syntax(&e))?;
         let deserializer = toml::Deserializer::from(document.clone());
-        let file: ConfigFile =
-            serde_path_to_error::deserialize(deserializer).map_err(|e| source.typed(&e))?;
+        let file = ConfigFile::deserialize(deserializer)
+            .map_err(|e| source.typed(document.get_ref(), &e))?;
         let checked = file
             .check()
             .and_then(|()| check(&file))

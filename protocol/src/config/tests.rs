@@ -172,3 +172,50 @@ fn a_rule_name_or_a_sandbox_path_is_refused_by_every_reader() {
     assert_eq!(sandbox_path("~/.cache"), Ok(SandboxPath::Home(".cache")));
     assert_eq!(sandbox_path("/data"), Ok(SandboxPath::Absolute("/data")));
 }
+
+/// Issue 31: the key an error names is found from where toml read it (`error.rs`'s
+/// `Place`), through headers that open a table within a list, implicit tables and
+/// inline ones; these read as they did when serde_path_to_error kept the path.
+#[test]
+fn an_error_names_its_key_wherever_the_file_writes_it() {
+    for (text, expected) in [
+        (
+            "[sandbox.writable.x]\nresult_lines = 5\n",
+            "/c.toml:1: sandbox.writable must be a list of strings, like [\"a\", \"b\"]",
+        ),
+        (
+            "[[policy.deny]]\nid = \"x\"\ncommand = \"y\"\nmessage = \"z\"\n\n[[policy.deny]]\nid = \"x\"\n",
+            "/c.toml:6: a [[policy.deny]] rule needs `command`",
+        ),
+        (
+            "[policy]\ndeny = [{ id = \"x\", command = \"npm\" }, 3]\n",
+            "/c.toml:2: a [[policy.deny]] rule needs `message`",
+        ),
+        (
+            "[policy]\ndeny = [[\"a\"]]\n",
+            "/c.toml:2: policy.deny must be a [[policy.deny]] table",
+        ),
+        (
+            "[mcp]\nclients.a.bogus = 1\n",
+            "/c.toml:2: unknown key mcp.clients.a.bogus; known keys of [mcp.clients.a]: result_lines, result_bytes, error_result_bytes",
+        ),
+        (
+            "[mcp.clients]\na = 1\n",
+            "/c.toml:2: mcp.clients.a must be a table of result_lines, result_bytes, error_result_bytes",
+        ),
+        (
+            "[env]\nA = \"x\"\n\"A=B\" = \"x\"\n",
+            "/c.toml:1: env: \"A=B\" is not a variable name",
+        ),
+        (
+            "[[env.unset]]\n",
+            "/c.toml:1: env.unset must be a list of strings, like [\"a\", \"b\"]",
+        ),
+        (
+            "limits = { max_lines = 0 }\n",
+            "/c.toml:1: limits.max_lines must be a whole number from 1 to 4294967295",
+        ),
+    ] {
+        assert_eq!(error(text), expected, "{text:?}");
+    }
+}

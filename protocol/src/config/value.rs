@@ -7,7 +7,6 @@
 //! words from `expecting`, so it reads the same as a value out of range.
 
 use std::fmt;
-use std::marker::PhantomData;
 
 use serde::de::{self, Deserializer, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
@@ -56,25 +55,39 @@ impl<const MIN: u64, const MAX: u64> Serialize for Whole<MIN, MAX> {
 
 impl<'de, const MIN: u64, const MAX: u64> Deserialize<'de> for Whole<MIN, MAX> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Range<const MIN: u64, const MAX: u64>;
-        impl<const MIN: u64, const MAX: u64> Visitor<'_> for Range<MIN, MAX> {
-            type Value = Whole<MIN, MAX>;
+        whole(deserializer, MIN, MAX).map(Whole)
+    }
+}
 
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                write!(f, "a whole number from {MIN} to {MAX}")
-            }
+/// A whole number in `min..=max`. The range is a value here, not a parameter of the
+/// type, so that one copy of the reading code serves every range: each copy is
+/// code the daemon keeps resident (docs/design/runtime.md).
+fn whole<'de, D: Deserializer<'de>>(deserializer: D, min: u64, max: u64) -> Result<u64, D::Error> {
+    struct Range {
+        min: u64,
+        max: u64,
+    }
+    impl Visitor<'_> for Range {
+        type Value = u64;
 
-            fn visit_u64<E: de::Error>(self, n: u64) -> Result<Self::Value, E> {
-                Whole::new(n).ok_or_else(|| E::custom(format!("must be {}", Expecting(&self))))
-            }
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            write!(f, "a whole number from {} to {}", self.min, self.max)
+        }
 
-            fn visit_i64<E: de::Error>(self, n: i64) -> Result<Self::Value, E> {
-                // A negative number is out of every range here.
-                self.visit_u64(u64::try_from(n).unwrap_or(u64::MAX))
+        fn visit_u64<E: de::Error>(self, n: u64) -> Result<u64, E> {
+            if n >= self.min && n <= self.max {
+                Ok(n)
+            } else {
+                Err(E::custom(format!("must be {}", Expecting(&self))))
             }
         }
-        deserializer.deserialize_u64(Range::<MIN, MAX>)
+
+        fn visit_i64<E: de::Error>(self, n: i64) -> Result<u64, E> {
+            // A negative number is out of every range here.
+            self.visit_u64(u64::try_from(n).unwrap_or(u64::MAX))
+        }
     }
+    deserializer.deserialize_u64(Range { min, max })
 }
 
 /// What a visitor expects, as text.
@@ -111,23 +124,30 @@ pub mod choice {
     pub fn deserialize<'de, D: Deserializer<'de>, T: Choice>(
         deserializer: D,
     ) -> Result<T, D::Error> {
-        struct Words<T>(PhantomData<T>);
-        impl<T: Choice> Visitor<'_> for Words<T> {
-            type Value = T;
+        let words: Vec<&str> = T::CHOICES.iter().map(|(word, _)| *word).collect();
+        let index = one_of(deserializer, &words)?;
+        Ok(T::CHOICES[index].1)
+    }
+
+    /// The index of the word written in `words`: one copy for every [`Choice`].
+    fn one_of<'de, D: Deserializer<'de>>(
+        deserializer: D,
+        words: &[&str],
+    ) -> Result<usize, D::Error> {
+        struct Words<'w>(&'w [&'w str]);
+        impl Visitor<'_> for Words<'_> {
+            type Value = usize;
 
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                let words: Vec<&str> = T::CHOICES.iter().map(|(word, _)| *word).collect();
-                write!(f, "one of \"{}\"", words.join("\", \""))
+                write!(f, "one of \"{}\"", self.0.join("\", \""))
             }
 
-            fn visit_str<E: de::Error>(self, text: &str) -> Result<T, E> {
-                let found = T::CHOICES.iter().find(|(word, _)| *word == text);
-                found
-                    .map(|(_, value)| *value)
-                    .ok_or_else(|| E::custom(format!("must be {}", Expecting(&self))))
+            fn visit_str<E: de::Error>(self, text: &str) -> Result<usize, E> {
+                let found = self.0.iter().position(|word| *word == text);
+                found.ok_or_else(|| E::custom(format!("must be {}", Expecting(&self))))
             }
         }
-        deserializer.deserialize_str(Words(PhantomData))
+        deserializer.deserialize_str(Words(words))
     }
 }
 
