@@ -224,10 +224,18 @@ fn c_archive(archive: &str) -> Option<PathBuf> {
 }
 
 /// The input-section pattern that finds `symbol`'s code in another build of the same
-/// source: `None` for what no pattern can name (the C runtime's `_start`).
+/// source: `None` for what no pattern can name (a function of an archive `nm` cannot
+/// read, such as Debian's `libm.a`, a linker script).
 fn pattern_of(symbol: &str, members: &ArchiveMembers) -> Option<String> {
     if symbol.starts_with("_R") || symbol.starts_with("_ZN") || symbol == "main" {
-        return Some(format!("*(.text.{})", without_hashes(symbol)));
+        // LLVM names the section of a function it thinks cold `.text.unlikely.<symbol>`
+        // (`RawVec::grow_one`, a `OnceCell`'s first fill), though a start runs it.
+        let name = without_hashes(symbol);
+        return Some(format!("*(.text.{name} .text.unlikely.{name})"));
+    }
+    if symbol == "_start" {
+        // The C runtime's entry, in the start file the compiler links first.
+        return Some("*crt1.o(.text .text.*)".to_owned());
     }
     let member = members.by_symbol.get(symbol)?;
     Some(format!("*{member}(.text .text.*)"))
