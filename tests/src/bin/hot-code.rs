@@ -99,6 +99,10 @@ fn single_step(mut command: Command, each: &mut dyn FnMut(u64)) -> u64 {
             Ok(())
         });
     }
+    #[expect(
+        clippy::zombie_processes,
+        reason = "reaped by the waitpid below, which sees the child's ptrace stops"
+    )]
     let child = command.spawn().expect("cannot start bashc under ptrace");
     let pid = child.id() as libc::pid_t;
     let mut steps = 0;
@@ -107,10 +111,10 @@ fn single_step(mut command: Command, each: &mut dyn FnMut(u64)) -> u64 {
         let mut status = 0;
         // SAFETY: waits for our own child; `status` is a valid out pointer.
         if unsafe { libc::waitpid(pid, &mut status, 0) } == -1 {
-            break;
+            return steps;
         }
         if libc::WIFEXITED(status) || libc::WIFSIGNALED(status) {
-            break;
+            return steps;
         }
         if libc::WIFSTOPPED(status) && libc::WSTOPSIG(status) != libc::SIGTRAP {
             // A signal for bashc itself (SIGCHLD, SIGPIPE): deliver it.
@@ -128,6 +132,12 @@ fn single_step(mut command: Command, each: &mut dyn FnMut(u64)) -> u64 {
         }
         signal = 0;
         steps += 1;
+    }
+    // The trace failed with the child still stopped, not yet reaped: its pid is its own.
+    // SAFETY: signals and waits for our own unreaped child.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+        libc::waitpid(pid, std::ptr::null_mut(), 0);
     }
     steps
 }
