@@ -15,6 +15,14 @@ use regex::Regex;
 const MEANT: &[(&str, &str)] = &[
     ("bashd --check-config", "bashd's own option, run in a shell"),
     (
+        "--check-config",
+        "bashd's own argument, read by its `Args::plain` in main.rs",
+    ),
+    (
+        "--config",
+        "bashd's own argument, read by its `Args::plain` in main.rs",
+    ),
+    (
         "systemctl --user",
         "the systemd command that reloads bashd, run in a shell",
     ),
