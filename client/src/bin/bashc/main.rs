@@ -4,8 +4,18 @@
 //! daemon cannot be reached or refuses. A reader that closes stdout early (`| head`)
 //! changes nothing: the rest of the output is dropped quietly.
 //!
+//! `main` is the C runtime's, not std's (`#![no_main]`): std's start read
+//! `/proc/self/maps` to find the main thread's stack guard, set up a signal stack and
+//! handlers for a stack overflow's message, about 14 system calls and a parse before
+//! anything of bashc ran, at every one of an agent's calls (issue 31). `main` does the
+//! two things of it bashc needs: SIGPIPE ignored, and fds 0 to 2 open. What is given
+//! up: a stack overflow is a plain SIGSEGV, without std's message.
+//!
 //! Over 600 lines: nearly half is `Command` and its argument structs, whose doc comments
 //! are the `--help` text; they stay beside `run`, the one match over the subcommands.
+
+// A test build keeps std's start, and the harness's `main`.
+#![cfg_attr(not(test), no_main)]
 
 mod bridge;
 mod common;
@@ -29,7 +39,6 @@ mod waited;
 mod wording;
 
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use bashc::protocol::{
@@ -377,18 +386,59 @@ struct StatusArgs {
     json: bool,
 }
 
-fn main() -> ExitCode {
+/// The program's entry, as the C runtime calls it (see the file's header).
+#[cfg(not(test))]
+#[unsafe(no_mangle)]
+extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> libc::c_int {
+    standard_fds_open();
+    // SAFETY: sets SIGPIPE's disposition before any thread exists, as std's start did;
+    // a write to a closed pipe then fails with EPIPE, which bashc handles.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+    let code = bashc_main();
+    // std flushed stdout when its `main` returned; the C runtime's exit does not.
+    let _ = std::io::Write::flush(&mut std::io::stdout());
+    libc::c_int::from(code)
+}
+
+/// Opens /dev/null on whichever of fds 0, 1 and 2 is closed, as std's start did, so
+/// that a socket or file bashc opens never takes the number of stdout.
+fn standard_fds_open() {
+    let mut fds = [0, 1, 2].map(|fd| libc::pollfd {
+        fd,
+        events: 0,
+        revents: 0,
+    });
+    // SAFETY: `fds` is a valid array of three `pollfd`s; a zero timeout never blocks.
+    if unsafe { libc::poll(fds.as_mut_ptr(), 3, 0) } == -1 {
+        return;
+    }
+    for _closed in fds.iter().filter(|fd| fd.revents & libc::POLLNVAL != 0) {
+        // SAFETY: opens a NUL-terminated path. Taken in order, the lowest free number
+        // is each closed fd in turn.
+        unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDWR) };
+    }
+}
+
+/// The harness replaces it in a test build; it keeps `bashc_main` and all it calls
+/// reachable there.
+#[cfg(test)]
+fn main() {
+    standard_fds_open();
+    bashc_main();
+}
+
+fn bashc_main() -> u8 {
     // First thing: the longer bashc runs before reading it, the likelier an agent that
     // dies at once has already handed it to another parent.
     let parent = mcp::parent();
     let cli = parse::parse();
     let local = match target(cli.global.runtime_dir.as_deref()) {
         Ok(target) => target,
-        Err(e) => return ExitCode::from(fail(e)),
+        Err(e) => return fail(e),
     };
     let targets = match common::host_targets(&cli.global.host, &local, &cli.command) {
         Ok(targets) => targets,
-        Err(e) => return ExitCode::from(fail(e)),
+        Err(e) => return fail(e),
     };
     let target = targets.first().cloned().unwrap_or(local);
     // An exec holds nothing whose drop does something once it has printed; the relay's
@@ -402,7 +452,7 @@ fn main() -> ExitCode {
         Ok(tokio) => tokio,
         Err(e) => {
             let e = anyhow::Error::from(e).context("cannot start the async runtime");
-            return ExitCode::from(fail(e));
+            return fail(e);
         }
     };
     let outcome = tokio.block_on(async {
@@ -427,7 +477,7 @@ fn main() -> ExitCode {
     // A read of stdin still blocked on a thread of its own (`bashc mcp` whose agent
     // died with the pipe held open elsewhere) must not hold the exit up.
     tokio.shutdown_background();
-    ExitCode::from(code)
+    code
 }
 
 /// Prints an error, with the hint the daemon gave for it in the CLI's words; the exit
