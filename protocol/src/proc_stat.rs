@@ -56,7 +56,29 @@ impl ProcStat {
     /// The stat of `pid`; `None` when it is gone (or the file reads as no stat).
     /// Blocking: reads `/proc`.
     pub fn read(pid: u32) -> Option<ProcStat> {
-        ProcStat::parse(&fs::read(format!("/proc/{pid}/stat")).ok()?)
+        ProcStat::read_from(fs::File::open(format!("/proc/{pid}/stat")).ok()?)
+    }
+
+    /// Reads a stat line from `file` and parses it. The line is a few hundred bytes
+    /// and the kernel gives it whole to one read: `fs::read` asked for the file's size,
+    /// then grew its buffer from 32 bytes, six system calls where two do (the daemon
+    /// reads each job's shell, bashc its agent, on every call; issue 31).
+    fn read_from(mut file: impl std::io::Read) -> Option<ProcStat> {
+        let mut line = [0u8; 1024];
+        let mut len = 0;
+        loop {
+            match file.read(&mut line[len..]) {
+                Ok(0) => return ProcStat::parse(&line[..len]),
+                Ok(n) => len += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return None,
+            }
+            if len == line.len() {
+                let mut whole = line.to_vec();
+                file.read_to_end(&mut whole).ok()?;
+                return ProcStat::parse(&whole);
+            }
+        }
     }
 
     /// Parses the contents of a `/proc/PID/stat`; `None` when a field this struct
@@ -227,6 +249,31 @@ mod tests {
             stat.state = state;
             assert_eq!(stat.alive(), alive, "{state}");
         }
+    }
+
+    #[test]
+    fn a_line_longer_than_the_first_buffer_or_given_in_pieces_reads_whole() {
+        /// Gives its bytes seven at a time, as a slow reader would.
+        struct Trickle<'a>(&'a [u8]);
+        impl std::io::Read for Trickle<'_> {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                let n = self.0.len().min(buf.len()).min(7);
+                buf[..n].copy_from_slice(&self.0[..n]);
+                self.0 = &self.0[n..];
+                Ok(n)
+            }
+        }
+        let name = "x".repeat(1500);
+        let long = line(name.as_bytes());
+        assert!(long.len() > 1024);
+        let read = ProcStat::read_from(Trickle(&long)).unwrap();
+        assert_eq!(read, ProcStat::parse(&long).unwrap());
+        assert_eq!(read.comm, name);
+        let short = line(b"sleep");
+        assert_eq!(
+            ProcStat::read_from(Trickle(&short)),
+            ProcStat::parse(&short)
+        );
     }
 
     #[test]

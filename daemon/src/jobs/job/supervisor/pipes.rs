@@ -393,7 +393,13 @@ pub(super) struct PipeReader {
 
 impl PipeReader {
     pub(super) fn new(fd: Option<OwnedFd>, capture: StreamCapture) -> PipeReader {
-        let pipe = fd.and_then(|fd| pipe::Receiver::from_owned_fd(fd).ok());
+        let pipe = fd.and_then(|fd| {
+            // The read end of a pipe the spawn made, O_RDONLY: one fcntl makes it
+            // non-blocking, where `from_owned_fd` checked it with fstat and read its
+            // flags first, two system calls more a stream, for every job (issue 31).
+            rustix::fs::fcntl_setfl(&fd, rustix::fs::OFlags::NONBLOCK).ok()?;
+            pipe::Receiver::from_owned_fd_unchecked(fd).ok()
+        });
         PipeReader {
             pipe: pipe.map(Source::Pipe),
             buf: Vec::new(),
