@@ -93,8 +93,8 @@ fn main() {
 /// is a debug build, whose link it would slow by seconds.
 fn hot_code_first(var: &dyn Fn(&str) -> String) {
     println!("cargo:rerun-if-changed=hot-code.ld");
-    let flags = var("CARGO_ENCODED_RUSTFLAGS");
-    if var("PROFILE") != "release" || flags.contains("mold") || flags.contains("gold") {
+    let linker = format!("{} {}", var("RUSTC_LINKER"), var("CARGO_ENCODED_RUSTFLAGS"));
+    if var("PROFILE") != "release" || linker.contains("mold") || linker.contains("gold") {
         return;
     }
     let Ok(script) = std::fs::read(PathBuf::from(var("CARGO_MANIFEST_DIR")).join("hot-code.ld"))

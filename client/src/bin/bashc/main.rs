@@ -394,7 +394,8 @@ extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> lib
     // SAFETY: sets SIGPIPE's disposition before any thread exists, as std's start did;
     // a write to a closed pipe then fails with EPIPE, which bashc handles.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
-    let code = bashc_main();
+    // A panic may not unwind into the C runtime; std's start ended such a run with 101.
+    let code = std::panic::catch_unwind(bashc_main).unwrap_or(101);
     // std flushed stdout when its `main` returned; the C runtime's exit does not.
     let _ = std::io::Write::flush(&mut std::io::stdout());
     libc::c_int::from(code)
