@@ -75,7 +75,7 @@ fn whole<'de, D: Deserializer<'de>>(deserializer: D, min: u64, max: u64) -> Resu
         }
 
         fn visit_u64<E: de::Error>(self, n: u64) -> Result<u64, E> {
-            if n >= self.min && n <= self.max {
+            if (self.min..=self.max).contains(&n) {
                 Ok(n)
             } else {
                 Err(E::custom(format!("must be {}", Expecting(&self))))

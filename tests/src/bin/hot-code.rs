@@ -149,26 +149,17 @@ struct Functions {
 
 impl Functions {
     fn of(binary: &Path) -> Functions {
-        let out = Command::new("nm")
-            .args(["-n", "--defined-only"])
-            .arg(binary)
-            .output()
-            .expect("cannot run nm (binutils)");
         let mut starts = BTreeMap::new();
-        for line in String::from_utf8_lossy(&out.stdout).lines() {
-            let mut fields = line.split_whitespace();
-            let (Some(address), Some(kind), Some(name)) =
-                (fields.next(), fields.next(), fields.next())
-            else {
-                continue;
-            };
-            if !matches!(kind, "t" | "T" | "w" | "W" | "i") {
-                continue;
-            }
-            if let Ok(address) = u64::from_str_radix(address, 16) {
-                starts.entry(address).or_insert_with(|| name.to_owned());
+        for (address, name) in nm_functions(&["-n"], binary) {
+            if let Ok(address) = u64::from_str_radix(&address, 16) {
+                starts.entry(address).or_insert(name);
             }
         }
+        assert!(
+            !starts.is_empty(),
+            "nm lists no functions in {}: install binutils, or build bashc first",
+            binary.display()
+        );
         Functions { starts }
     }
 
@@ -193,34 +184,37 @@ impl ArchiveMembers {
             let Some(path) = c_archive(archive) else {
                 continue;
             };
-            let Ok(out) = Command::new("nm")
-                .args(["-A", "--defined-only"])
-                .arg(&path)
-                .output()
-            else {
-                continue;
-            };
-            for line in String::from_utf8_lossy(&out.stdout).lines() {
-                // `/usr/lib/.../libc.a:getenv.o:0000000000000000 T getenv`
-                let mut fields = line.split_whitespace();
-                let (Some(place), Some(kind), Some(name)) =
-                    (fields.next(), fields.next(), fields.next())
-                else {
-                    continue;
-                };
-                if !matches!(kind, "t" | "T" | "w" | "W" | "i") {
-                    continue;
+            // `/usr/lib/.../libc.a:getenv.o:0000000000000000 T getenv`
+            for (place, name) in nm_functions(&["-A"], &path) {
+                if let Some(member) = place.rsplit(':').nth(1) {
+                    let member = format!("{archive}:{member}");
+                    by_symbol.entry(name).or_insert(member);
                 }
-                let Some(member) = place.rsplit(':').nth(1) else {
-                    continue;
-                };
-                by_symbol
-                    .entry(name.to_owned())
-                    .or_insert_with(|| format!("{archive}:{member}"));
             }
         }
         ArchiveMembers { by_symbol }
     }
+}
+
+/// The functions `nm` lists in `file` with `flags`: the first field of each line (the
+/// address, or with `-A` the file and address) and the name. Nothing when `nm` fails.
+fn nm_functions(flags: &[&str], file: &Path) -> Vec<(String, String)> {
+    let Ok(out) = Command::new("nm")
+        .args(flags)
+        .arg("--defined-only")
+        .arg(file)
+        .output()
+    else {
+        return Vec::new();
+    };
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.split_whitespace();
+            let (first, kind, name) = (fields.next()?, fields.next()?, fields.next()?);
+            matches!(kind, "t" | "T" | "w" | "W" | "i").then(|| (first.to_owned(), name.to_owned()))
+        })
+        .collect()
 }
 
 /// Where the C compiler finds `archive`, if it does.
