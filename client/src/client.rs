@@ -106,6 +106,24 @@ enum Failure {
 }
 
 impl Failure {
+    /// A frame that could not be read or written: a connection reset or cut in the
+    /// middle of a frame is the daemon going away, as a clean close is, not a bad frame.
+    fn of_frame(error: FrameError) -> Failure {
+        use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset, UnexpectedEof};
+        match &error {
+            FrameError::Truncated { .. } => Failure::Disconnected,
+            FrameError::Io(e)
+                if matches!(
+                    e.kind(),
+                    ConnectionReset | BrokenPipe | ConnectionAborted | UnexpectedEof
+                ) =>
+            {
+                Failure::Disconnected
+            }
+            _ => Failure::Frame(Arc::new(error)),
+        }
+    }
+
     fn error(&self) -> ClientError {
         match self {
             Failure::Refused(reply) => ClientError::Refused(reply.clone()),
@@ -228,8 +246,12 @@ impl Responses {
     /// The error for a connection that ended under this request: the handshake's
     /// when there was none, since the request then never reached the daemon.
     async fn ended(&self) -> ClientError {
-        if let Some(failure) = self.client.failure() {
-            return failure;
+        // A daemon that went away before its `Welcome` (stopped, then killed) is told
+        // as one that went away after it: the request's job is named either way.
+        if let Some(failure) = self.client.failure()
+            && !matches!(failure, Failure::Disconnected)
+        {
+            return failure.error();
         }
         match (&self.client.link, &self.about) {
             (Some(link), About::Exec(job)) => link.lost(*job).await,
@@ -316,9 +338,9 @@ impl Client {
     }
 
     /// Why the handshake failed, once it has.
-    fn failure(&self) -> Option<ClientError> {
+    fn failure(&self) -> Option<Failure> {
         match &*self.handshake.borrow() {
-            Handshake::Failed(failure) => Some(failure.error()),
+            Handshake::Failed(failure) => Some(failure.clone()),
             _ => None,
         }
     }
@@ -401,7 +423,7 @@ impl Client {
     /// The error of a connection found ended before a request went out.
     async fn gone(&self) -> ClientError {
         if let Some(failure) = self.failure() {
-            return failure;
+            return failure.error();
         }
         match &self.link {
             Some(link) => link.lost(None).await,
@@ -511,7 +533,7 @@ async fn greet<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     // The first write that failed: nothing more is written after it.
     let mut broken = match sent {
         Ok(Ok(())) => None,
-        Ok(Err(e)) => Some(Failure::Frame(Arc::new(e))),
+        Ok(Err(e)) => Some(Failure::of_frame(e)),
         Err(_) => Some(Failure::Timeout),
     };
     let first = loop {
@@ -522,7 +544,7 @@ async fn greet<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
                 let frame = frame_of(request?, pending);
                 broken = match tokio::time::timeout_at(deadline, frames_out.send(frame)).await {
                     Ok(Ok(())) => None,
-                    Ok(Err(e)) => Some(Failure::Frame(Arc::new(e))),
+                    Ok(Err(e)) => Some(Failure::of_frame(e)),
                     Err(_) => Some(Failure::Timeout),
                 };
             }
@@ -536,7 +558,7 @@ async fn greet<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         (_, Some(broken)) => Err(broken),
         (Err(_), None) => Err(Failure::Timeout),
         (Ok(None), None) => Err(Failure::Disconnected),
-        (Ok(Some(Err(e))), None) => Err(Failure::Frame(Arc::new(e))),
+        (Ok(Some(Err(e))), None) => Err(Failure::of_frame(e)),
         (Ok(Some(Ok(ServerFrame::Welcome(welcome)))), None) => Ok(welcome),
         (Ok(Some(Ok(ServerFrame::Response(..)))), None) => Err(Failure::Unexpected("a response")),
     })

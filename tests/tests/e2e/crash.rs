@@ -524,3 +524,41 @@ async fn a_wait_whose_daemon_dies_names_the_job() {
     let check = daemon.run_bashc(&["check", &job, "--session", "i16-died", "--json"]);
     assert_eq!(json(&check)["state"], "lost", "{}", show(&check));
 }
+
+/// A daemon that dies before it has read a waiting client's request (stopped, then
+/// SIGKILLed: the kernel resets the unaccepted connection) is told as a daemon that
+/// stopped while waiting for the job, with the job's id, never as a bad frame
+/// (issue 45).
+#[test]
+fn a_wait_whose_stopped_daemon_is_killed_names_the_job() {
+    let mut daemon = Daemon::start();
+    let job = daemon.background_in("i45-reset", &[], "sleep 1605");
+    wait_for_running("sleep 1605");
+    signal(daemon.pid(), Signal::STOP);
+    let waiting = daemon
+        .bashc_in("i45-reset")
+        .args(["wait", &job, "--timeout", "120"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("cannot run bashc wait");
+    // Connected, its request written, and waiting for the answer: the daemon,
+    // stopped, cannot have accepted it.
+    let pid = waiting.id();
+    assert!(
+        wait_until(GONE_WITHIN, || bashd_tests::procs::has_socket(pid)
+            && fs::read_to_string(format!("/proc/{pid}/wchan"))
+                .is_ok_and(|wchan| wchan == "do_epoll_wait")),
+        "bashc wait never waited on its connection"
+    );
+    daemon.kill_daemon();
+    let out = waiting.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains(&format!("bashd stopped while waiting for {job}")),
+        "{}",
+        show(&out)
+    );
+    assert!(!said.contains("bad frame"), "{}", show(&out));
+    assert_eq!(out.status.code(), Some(255), "{}", show(&out));
+}
