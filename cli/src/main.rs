@@ -4,18 +4,8 @@
 //! daemon cannot be reached or refuses. A reader that closes stdout early (`| head`)
 //! changes nothing: the rest of the output is dropped quietly.
 //!
-//! `main` is the C runtime's, not std's (`#![no_main]`): std's start read
-//! `/proc/self/maps` to find the main thread's stack guard, set up a signal stack and
-//! handlers for a stack overflow's message, about 14 system calls and a parse before
-//! anything of bashc ran, at every one of an agent's calls (issue 31). `main` does the
-//! two things of it bashc needs: SIGPIPE ignored, and fds 0 to 2 open. What is given
-//! up: a stack overflow is a plain SIGSEGV, without std's message.
-//!
 //! Over 600 lines: nearly half is `Command` and its argument structs, whose doc comments
 //! are the `--help` text; they stay beside `run`, the one match over the subcommands.
-
-// A test build keeps std's start, and the harness's `main`.
-#![cfg_attr(not(test), no_main)]
 
 mod bridge;
 mod common;
@@ -25,7 +15,6 @@ mod live;
 mod mcp;
 mod mux;
 mod options;
-mod parse;
 mod peer;
 mod relay;
 mod render;
@@ -76,8 +65,7 @@ struct Cli {
     command: Command,
 }
 
-/// The arguments every subcommand takes; apart, so that `parse::exec_only` adds the
-/// same ones.
+/// The arguments every subcommand takes.
 #[derive(Debug, Args)]
 struct Global {
     /// The runtime directory of the daemon to use (default: $BASHD_RUNTIME_DIR, else
@@ -386,53 +374,15 @@ struct StatusArgs {
     json: bool,
 }
 
-/// The program's entry, as the C runtime calls it (see the file's header).
-#[cfg(not(test))]
-#[unsafe(no_mangle)]
-extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> libc::c_int {
-    standard_fds_open();
-    // SAFETY: sets SIGPIPE's disposition before any thread exists, as std's start did;
-    // a write to a closed pipe then fails with EPIPE, which bashc handles.
-    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
-    // A panic may not unwind into the C runtime; std's start ended such a run with 101.
-    let code = std::panic::catch_unwind(bashc_main).unwrap_or(101);
-    // std flushed stdout when its `main` returned; the C runtime's exit does not.
-    let _ = std::io::Write::flush(&mut std::io::stdout());
-    libc::c_int::from(code)
-}
-
-/// Opens /dev/null on whichever of fds 0, 1 and 2 is closed, as std's start did, so
-/// that a socket or file bashc opens never takes the number of stdout.
-fn standard_fds_open() {
-    let mut fds = [0, 1, 2].map(|fd| libc::pollfd {
-        fd,
-        events: 0,
-        revents: 0,
-    });
-    // SAFETY: `fds` is a valid array of three `pollfd`s; a zero timeout never blocks.
-    if unsafe { libc::poll(fds.as_mut_ptr(), 3, 0) } == -1 {
-        return;
-    }
-    for _closed in fds.iter().filter(|fd| fd.revents & libc::POLLNVAL != 0) {
-        // SAFETY: opens a NUL-terminated path. Taken in order, the lowest free number
-        // is each closed fd in turn.
-        unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDWR) };
-    }
-}
-
-/// The harness replaces it in a test build; it keeps `bashc_main` and all it calls
-/// reachable there.
-#[cfg(test)]
-fn main() {
-    standard_fds_open();
-    bashc_main();
+fn main() -> std::process::ExitCode {
+    std::process::ExitCode::from(bashc_main())
 }
 
 fn bashc_main() -> u8 {
     // First thing: the longer bashc runs before reading it, the likelier an agent that
     // dies at once has already handed it to another parent.
     let parent = mcp::parent();
-    let cli = parse::parse();
+    let cli = Cli::parse();
     let local = match target(cli.global.runtime_dir.as_deref()) {
         Ok(target) => target,
         Err(e) => return fail(e),

@@ -16,11 +16,11 @@ const MEANT: &[(&str, &str)] = &[
     ("bashd --check-config", "bashd's own option, run in a shell"),
     (
         "--check-config",
-        "bashd's own argument, read by its `Args::plain` in main.rs",
+        "bashd's own argument (main.rs), named in its messages",
     ),
     (
         "--config",
-        "bashd's own argument, read by its `Args::plain` in main.rs",
+        "bashd's own argument (main.rs), named in its messages",
     ),
     (
         "systemctl --user",

@@ -1,6 +1,5 @@
 //! The `bashd` binary: arguments, logging, signals, then [`bashd::run`].
 
-use std::ffi::OsString;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
@@ -33,7 +32,7 @@ use tracing_subscriber::util::SubscriberInitExt;
 /// passes, tells systemd when it is ready, and logs to the journal.
 ///
 /// Log level: BASHD_LOG (error, warn, info, debug, trace; default info).
-#[derive(Debug, PartialEq, Eq, Parser)]
+#[derive(Debug, Parser)]
 #[command(version)]
 struct Args {
     /// The config file to use instead of the default one; it must exist.
@@ -46,39 +45,9 @@ struct Args {
     check_config: bool,
 }
 
-impl Args {
-    /// The command lines a daemon is started with (none from `bashc` and systemd,
-    /// `--config PATH`, `--check-config`), read without clap: clap's code is a quarter
-    /// MiB that, once run, stays resident in every daemon (docs/design/runtime.md).
-    /// Anything else (help, version, `--config=PATH`, a mistake) is `None`, for clap to
-    /// read and word; a test holds the two to one answer.
-    fn plain(args: impl IntoIterator<Item = OsString>) -> Option<Args> {
-        let mut args = args.into_iter().skip(1);
-        let mut plain = Args {
-            config: None,
-            check_config: false,
-        };
-        while let Some(arg) = args.next() {
-            match arg.to_str()? {
-                "--check-config" if !plain.check_config => plain.check_config = true,
-                "--config" if plain.config.is_none() => {
-                    let path = args.next()?;
-                    // clap refuses an empty path and reads `-x` as an argument.
-                    if path.is_empty() || path.as_encoded_bytes().starts_with(b"-") {
-                        return None;
-                    }
-                    plain.config = Some(PathBuf::from(path));
-                }
-                _ => return None,
-            }
-        }
-        Some(plain)
-    }
-}
-
 fn main() -> ExitCode {
     bashd::allocator::tune();
-    let args = Args::plain(std::env::args_os()).unwrap_or_else(Args::parse);
+    let args = Args::parse();
     init_logging();
     if args.check_config {
         return check_config(args.config.as_deref());
@@ -228,69 +197,4 @@ fn stderr_is_journal() -> bool {
     };
     rustix::fs::fstat(std::io::stderr())
         .is_ok_and(|stat| value.to_string_lossy() == format!("{}:{}", stat.st_dev, stat.st_ino))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Every command line of up to four words from these reads as clap reads it, or is
-    /// left to clap.
-    #[test]
-    fn a_plain_command_line_reads_as_clap_reads_it() {
-        const WORDS: &[&str] = &[
-            "--check-config",
-            "--config",
-            "/etc/b.toml",
-            "a b",
-            "",
-            "-",
-            "-x",
-            "--config=/c",
-            "--check-config=1",
-            "--help",
-            "-V",
-            "--",
-            "x",
-        ];
-        let mut lines: Vec<Vec<&str>> = vec![vec![]];
-        let mut taken = 0;
-        for _ in 0..4 {
-            let longer: Vec<Vec<&str>> = lines[taken..]
-                .iter()
-                .flat_map(|line| {
-                    WORDS.iter().map(move |word| {
-                        let mut line = line.clone();
-                        line.push(word);
-                        line
-                    })
-                })
-                .collect();
-            taken = lines.len();
-            lines.extend(longer);
-        }
-        let mut plain_ones = 0;
-        for line in &lines {
-            let argv = || std::iter::once("bashd").chain(line.iter().copied());
-            let Some(plain) = Args::plain(argv().map(OsString::from)) else {
-                continue;
-            };
-            plain_ones += 1;
-            match Args::try_parse_from(argv()) {
-                Ok(clap) => assert_eq!(plain, clap, "{line:?}"),
-                Err(e) => panic!("{line:?} read plainly, but clap says: {e}"),
-            }
-        }
-        // Positive control: the lines a daemon is started with are read plainly.
-        assert!(plain_ones >= 7, "{plain_ones}");
-        for line in [
-            &[][..],
-            &["--config", "/etc/b.toml"],
-            &["--check-config"],
-            &["--check-config", "--config", "a b"],
-        ] {
-            let argv = std::iter::once("bashd").chain(line.iter().copied());
-            assert!(Args::plain(argv.map(OsString::from)).is_some(), "{line:?}");
-        }
-    }
 }

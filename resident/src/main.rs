@@ -13,8 +13,6 @@
 //!
 //! Single-threaded, no async runtime: it must start fast and fork safely.
 
-#![no_main]
-
 mod job;
 mod kit;
 mod pty;
@@ -23,6 +21,7 @@ use std::ffi::OsString;
 use std::fs;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::process::ExitCode;
 use std::time::Duration;
 
 // The wire and the sandbox from resident-core, never the daemon's library: the
@@ -36,28 +35,29 @@ pub(crate) const EXIT_SETUP: libc::c_int = 126;
 
 enum Never {}
 
-// No std runtime setup (stack guard from /proc/self/maps, signal stacks): every
-// microsecond of the zygote's start is on the first job's path. The arguments still
-// reach `std::env::args_os`, which glibc hands to std at load time.
-#[unsafe(no_mangle)]
-extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> libc::c_int {
+fn main() -> ExitCode {
+    // std's start ignores SIGPIPE; an ignored signal stays ignored across exec, and
+    // every job's shell is exec'd from a fork of this process: `yes | head` must end
+    // `yes` with SIGPIPE, as in a terminal.
+    // SAFETY: sets a signal's disposition before any thread exists.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
     if args == ["--probe-sandbox"] {
         // What the kernel offers the sandbox, tried on this process, which exits next.
         print!("{}", confine::probe());
-        return 0;
+        return ExitCode::SUCCESS;
     }
     if args != ["--zygote"] {
         eprintln!(
             "bashd-resident: only bashd starts this, as `bashd-resident --zygote` with a socket to it on stdin, or `--probe-sandbox`"
         );
-        return 2;
+        return ExitCode::from(2);
     }
     match zygote() {
         Ok(never) => match never {},
         Err(e) => {
             eprintln!("bashd-resident: the zygote stopped: {e}");
-            1
+            ExitCode::FAILURE
         }
     }
 }

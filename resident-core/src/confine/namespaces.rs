@@ -387,7 +387,7 @@ fn enter_user() -> Result<(), Failure> {
 }
 
 /// The namespaces of one job made ahead of it, by a process of their own that the
-/// zygote forks while no job waits (`bin/bashd-resident/kit.rs`): a user namespace
+/// zygote forks while no job waits (`resident/src/kit.rs`): a user namespace
 /// with the user mapped, and owned by it an IPC namespace, a mount namespace (a copy of
 /// the host's, nothing mounted yet) and, for a job with the network off, a network
 /// namespace with its loopback up. Making a network namespace is the dearest step of a

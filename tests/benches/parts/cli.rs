@@ -10,8 +10,8 @@
 //! `rustc -O`; where that fails, `/bin/true` stands in as the floor, and the line says
 //! so.
 //!
-//! The minor page faults of each start are counted beside the times: the layout of
-//! bashc's text (`client/hot-code.ld`) decides most of them, and a count holds still
+//! The minor page faults of each start are counted beside the times: how much of
+//! bashc's code and data a call touches decides them, and a count holds still
 //! whatever the machine's load.
 //!
 //! `BASHD_BENCH_BASHC_BEFORE=PATH` names another `bashc` (an older build) to run in
@@ -86,8 +86,8 @@ pub fn cli() {
         both,
         1.2,
     );
-    // Page faults are the part of bashc's start that the layout of its text decides
-    // (client/hot-code.ld); counted, they hold still whatever the machine's load.
+    // Page faults are the part of bashc's start that what it touches decides;
+    // counted, they hold still whatever the machine's load.
     let faults = |command: &mut Command| {
         let mut each: Vec<i64> = (0..20).map(|_| page_faults_of(command)).collect();
         each.sort_unstable();

@@ -354,7 +354,7 @@ fn drive(agent: Agent) {
     // (e)
     v.check(
         &format!(
-            "(e) clientInfo.name is {:?}, the key of client/src/bin/bashc/mcp/clients.rs",
+            "(e) clientInfo.name is {:?}, the key of cli/src/mcp/clients.rs",
             agent.client_name()
         ),
         match run.client_info() {

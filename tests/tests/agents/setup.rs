@@ -47,7 +47,7 @@ impl Agent {
         }
     }
 
-    /// The `clientInfo.name` client/src/bin/bashc/mcp/clients.rs keys its budget on.
+    /// The `clientInfo.name` cli/src/mcp/clients.rs keys its budget on.
     pub fn client_name(self) -> &'static str {
         match self {
             Agent::Claude => "claude-code",

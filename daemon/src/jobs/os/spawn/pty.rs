@@ -21,7 +21,7 @@ impl Step for Terminal {
         let Terminal(size) = self;
         let (master, slave) = pty::open(size)?;
         match &mut launch.target {
-            // The resident takes the terminal for the shell (`bin/bashd-resident/pty.rs`).
+            // The resident takes the terminal for the shell (`resident/src/pty.rs`).
             Target::Resident { frame, .. } => frame.pty = true,
             // SAFETY: the closure makes one system call (an ioctl on stdin, the slave),
             // async-signal-safe, and touches no memory of the parent. It runs after the
