@@ -14,9 +14,10 @@ use crate::render;
 /// The variable that names the session when `--session` does not.
 pub const SESSION_ENV: &str = "BASHD_SESSION";
 
-/// `--session` and `--owner-pid`. The session's default comes from `$BASHD_SESSION` at
-/// run time, not through clap's `env`, so that a usage error shows what the user typed
-/// and not a value taken from the environment.
+// `--session` and `--owner-pid`. The session's default comes from `$BASHD_SESSION` at
+// run time, not through clap's `env`, so that a usage error shows what the user typed
+// and not a value taken from the environment. (A `//` comment: clap would take a doc
+// comment here for the help page of every command that flattens these arguments.)
 #[derive(Debug, Args)]
 pub struct SessionArgs {
     /// The session to act in; default: $BASHD_SESSION, else `agent-<pid>` of the
@@ -169,17 +170,56 @@ pub fn environment(target: &Target) -> Vec<(Vec<u8>, Vec<u8>)> {
     env
 }
 
-/// The words of a command joined with spaces, or stdin for `-`.
+/// A mistake on the command line that clap cannot see: bashc says it and exits 2,
+/// having sent nothing (as clap's own usage errors do).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+/// The command of `exec` and `policy check`: one word is a shell command as written
+/// (`bashc exec -- 'echo $((1+1))'`); several are an argument vector, each word kept
+/// whole (`bashc exec -- grep -rn "TODO: fix" .`), as `sudo`, `env` and `timeout` take
+/// theirs; `-` alone reads the command from stdin. An empty command is a usage error.
 pub fn command_text(words: &[String]) -> anyhow::Result<String> {
-    if words.len() == 1 && words[0] == "-" {
-        let mut command = String::new();
-        std::io::stdin()
-            .read_to_string(&mut command)
-            .context("cannot read the command from stdin")?;
-        Ok(command)
-    } else {
-        Ok(words.join(" "))
+    let command = match words {
+        [only] if only == "-" => {
+            let mut command = String::new();
+            std::io::stdin()
+                .read_to_string(&mut command)
+                .context("cannot read the command from stdin")?;
+            command
+        }
+        [first, ..] if first == "-" => {
+            return Err(UsageError(
+                "`-` reads the command from stdin and takes no other words: give either `-` alone or the command".to_owned(),
+            )
+            .into());
+        }
+        [only] => only.clone(),
+        words => words
+            .iter()
+            .map(|word| shell_word(word))
+            .collect::<Vec<_>>()
+            .join(" "),
+    };
+    if command.trim().is_empty() {
+        return Err(UsageError(
+            "the command is empty: give one (bashc exec -- 'make test'), or pipe it to bashc exec -".to_owned(),
+        )
+        .into());
     }
+    Ok(command)
+}
+
+/// `word` as bash reads back one word with the same text: as it is when every
+/// character is plain, else single-quoted. (`=` is quoted too, so that a first word
+/// `A=1` stays a word and does not become an assignment.)
+fn shell_word(word: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "_@%+:,./-".contains(c);
+    if !word.is_empty() && word.chars().all(plain) {
+        return word.to_owned();
+    }
+    format!("'{}'", word.replace('\'', r"'\''"))
 }
 
 /// Writes `text` to stdout. A reader that went away (`bashc jobs | head -1`) is not an

@@ -18,7 +18,8 @@ use crate::{render, tables};
 /// Exit status of a `wait` whose timeout passed while the job runs on.
 const EXIT_STILL_RUNNING: u8 = 124;
 
-/// A job, by id or by the pid of its shell.
+// A job, by id or by the pid of its shell. (Not a doc comment: clap would open the
+// help page of every command that flattens it with it.)
 #[derive(Debug, Args)]
 pub struct JobArg {
     /// The job, as `exec` and `jobs` name it (j12).
@@ -92,8 +93,8 @@ pub struct WaitArgs {
     /// The stream --until watches (default: both).
     #[arg(long, value_enum, requires = "until")]
     stream: Option<StreamArg>,
-    /// Return when a process of the job listens on this TCP port.
-    #[arg(long, value_name = "N")]
+    /// Return when a process of the job listens on this TCP port (1 to 65535).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     port: Option<u16>,
     /// Return when the job has printed nothing for this many seconds.
     #[arg(long, value_name = "SECS", value_parser = seconds)]

@@ -3,14 +3,14 @@
 
 use std::io::{Read, Write};
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use bashc::protocol::{
     ExecResult, FollowFrom, FollowRequest, JobId, Notice, Response, SendRequest, StreamName, Worded,
 };
 use bashc::{Responses, Target};
 use clap::Args;
 
-use crate::common::{SessionArgs, connect, print, write_stdout};
+use crate::common::{SessionArgs, UsageError, connect, print, write_stdout};
 use crate::jobs::JobArg;
 use crate::options::StreamsArg;
 use crate::render;
@@ -109,9 +109,12 @@ pub async fn send(args: SendArgs, target: &Target) -> anyhow::Result<u8> {
         }
         Some(text) => text.as_bytes().to_vec(),
         None if args.eof || args.newline || !args.keys.is_empty() || args.screen => Vec::new(),
-        None => bail!(
-            "give TEXT to send (or - to read it from stdin), --keys, or --eof to close the job's stdin"
-        ),
+        None => {
+            return Err(UsageError(
+                "give TEXT to send (or - to read it from stdin), --keys, or --eof to close the job's stdin".to_owned(),
+            )
+            .into());
+        }
     };
     if args.newline {
         bytes.push(b'\n');

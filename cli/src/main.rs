@@ -31,12 +31,12 @@ use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 use bashc::protocol::{
-    ExecParams, GrepRequest, JobLimits, OutputOptions, OutputRequest, StreamName, Worded,
+    ErrorHint, ExecParams, GrepRequest, JobLimits, OutputOptions, OutputRequest, StreamName, Worded,
 };
 use bashc::{ClientError, ExecOptions};
 use clap::{Args, Parser, Subcommand};
 
-use crate::common::{SessionArgs, command_text, connect, environment, print, target};
+use crate::common::{SessionArgs, UsageError, command_text, connect, environment, print, target};
 use crate::deferred::Deferred;
 use crate::options::{
     DirectionArg, ModeArg, NetArg, OnTimeoutArg, SandboxArg, StdinArg, StreamArg,
@@ -44,6 +44,8 @@ use crate::options::{
 
 /// Exit status when bashd cannot be reached or refuses a request.
 const EXIT_UNREACHABLE: u8 = 255;
+/// A usage error: nothing ran (clap's own exit status for one).
+const EXIT_USAGE: u8 = 2;
 
 /// Run shell commands through bashd, the supervisor that owns every process it starts.
 ///
@@ -65,7 +67,7 @@ struct Cli {
     command: Command,
 }
 
-/// The arguments every subcommand takes.
+// The arguments every subcommand takes.
 #[derive(Debug, Args)]
 struct Global {
     /// The runtime directory of the daemon to use (default: $BASHD_RUNTIME_DIR, else
@@ -305,7 +307,9 @@ struct ExecArgs {
     /// Print the result as JSON.
     #[arg(long)]
     json: bool,
-    /// The command; several words are joined with spaces; `-` reads it from stdin.
+    /// The command: one word is a shell command as written (`'make && make test'`);
+    /// several are a program and its arguments, each word kept whole as `sudo` and
+    /// `env` take theirs (`grep -rn "TODO: fix" .`); `-` alone reads it from stdin.
     /// Flags of bashc come before it (an unknown one is an error, and nothing runs);
     /// after `--` or the command's first word, everything is the command's.
     #[arg(required = true, num_args = 1.., trailing_var_arg = true)]
@@ -326,7 +330,9 @@ struct PolicyCheckArgs {
     /// Print the verdict as JSON: allowed, rule, message.
     #[arg(long)]
     json: bool,
-    /// The command; several words are joined with spaces; `-` reads it from stdin.
+    /// The command: one word is a shell command as written (`'make && make test'`);
+    /// several are a program and its arguments, each word kept whole as `sudo` and
+    /// `env` take theirs (`grep -rn "TODO: fix" .`); `-` alone reads it from stdin.
     #[arg(required = true, num_args = 1.., trailing_var_arg = true)]
     command: Vec<String>,
 }
@@ -434,6 +440,13 @@ fn bashc_main() -> u8 {
 /// Prints an error, with the hint the daemon gave for it in the CLI's words; the exit
 /// status.
 fn fail(e: anyhow::Error) -> u8 {
+    if let Some(usage) = e
+        .chain()
+        .find_map(|cause| cause.downcast_ref::<UsageError>())
+    {
+        eprintln!("bashc: {usage}");
+        return EXIT_USAGE;
+    }
     if let Some(ClientError::DiedWhileRunning { job }) =
         e.chain().find_map(|cause| cause.downcast_ref())
     {
@@ -458,7 +471,12 @@ fn fail(e: anyhow::Error) -> u8 {
         "bashc: {}",
         wording::error(&format!("{e:#}"), hint.as_ref(), &wording::Cli)
     );
-    EXIT_UNREACHABLE
+    // An argument bashd refused (`--max-lines 0`, a bad `--notify` regex) is a usage
+    // error, as clap's are: nothing ran.
+    match hint {
+        Some(ErrorHint::BadArgument { .. }) => EXIT_USAGE,
+        _ => EXIT_UNREACHABLE,
+    }
 }
 
 fn bashd_size(text: &str) -> Result<bashc::protocol::PtySize, String> {

@@ -612,7 +612,7 @@ mod tests {
             ),
             (
                 Notice::AlreadyEnded { job: job() },
-                "j12 had already ended; nothing was killed.".to_owned(),
+                "j12 had already ended; nothing was killed. Its output: bashc output j12".to_owned(),
             ),
             (
                 Notice::Denied {
@@ -731,7 +731,7 @@ mod tests {
         assert_eq!(
             notice.as_deref(),
             Some(
-                "bashd is shutting down; the command was killed.\nj12 had already ended; nothing was killed."
+                "bashd is shutting down; the command was killed.\nj12 had already ended; nothing was killed. Its output: bashc output j12"
             )
         );
         assert_eq!(notices_text(&[]), None);
@@ -756,7 +756,7 @@ mod tests {
         .unwrap();
         assert!(
             text.starts_with("{\"job\":\"j12\",")
-                && text.ends_with(",\"notice\":\"bashd is shutting down; the command was killed.\\nj12 had already ended; nothing was killed.\"}"),
+                && text.ends_with(",\"notice\":\"bashd is shutting down; the command was killed.\\nj12 had already ended; nothing was killed. Its output: bashc output j12\"}"),
             "{text}"
         );
         let json: serde_json::Value = serde_json::from_str(&text).unwrap();

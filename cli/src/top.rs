@@ -17,6 +17,7 @@
 //! watch, its keys, its prompts and its drawing all read and change.
 
 use std::collections::HashMap;
+use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -33,7 +34,7 @@ use ratatui::text::{Line, Text};
 use ratatui::widgets::{Block, Paragraph};
 use tokio::sync::mpsc;
 
-use crate::common::{connect, print};
+use crate::common::{UsageError, connect, print};
 
 /// Lines of a followed job's output shown under the table.
 const FOLLOW_LINES: u64 = 12;
@@ -53,6 +54,19 @@ pub struct TopArgs {
 }
 
 pub async fn top(args: TopArgs, target: &Target) -> anyhow::Result<u8> {
+    if !(0.05..=3600.0).contains(&args.interval) {
+        return Err(UsageError(format!(
+            "--interval {} is outside 0.05 to 3600 seconds",
+            args.interval
+        ))
+        .into());
+    }
+    if !args.once && !std::io::stdout().is_terminal() {
+        return Err(UsageError(
+            "bashc top draws on a terminal, and stdout is none: run it in one, or use bashc top --once for a table to read or pipe".to_owned(),
+        )
+        .into());
+    }
     let client = connect(target).await?;
     let caller = Caller {
         session: format!("top-{}", std::process::id()),
@@ -66,12 +80,6 @@ pub async fn top(args: TopArgs, target: &Target) -> anyhow::Result<u8> {
         let rows = sorted(client.top(request).await?);
         print(args.json, &rows, |rows| table(rows, None).join("\n") + "\n")?;
         return Ok(0);
-    }
-    if !(0.05..=3600.0).contains(&args.interval) {
-        anyhow::bail!(
-            "--interval {} is outside 0.05 to 3600 seconds",
-            args.interval
-        );
     }
     let mut terminal = ratatui::try_init().context("cannot take the terminal")?;
     let outcome = View::new(client, caller, Duration::from_secs_f64(args.interval))

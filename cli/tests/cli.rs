@@ -290,3 +290,35 @@ fn the_readme_and_help_name_the_same_flags() {
     }
     assert!(help(&[]).contains("bashc help <command>"));
 }
+
+/// Each command's help page opens with what the command does: the line `bashc --help`
+/// lists for it, never a note for the program's developers (issue 45).
+#[test]
+fn every_help_page_opens_with_what_its_command_does() {
+    let bashc = || Command::new(env!("CARGO_BIN_EXE_bashc"));
+    let listing = bashc().arg("--help").output().unwrap();
+    let listing = String::from_utf8(listing.stdout).unwrap();
+    let commands: Vec<(String, String)> = listing
+        .lines()
+        .skip_while(|line| !line.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|line| line.starts_with("  "))
+        .filter_map(|line| {
+            let (name, about) = line.trim().split_once(' ')?;
+            Some((name.to_owned(), about.trim().to_owned()))
+        })
+        .filter(|(name, _)| name != "help")
+        .collect();
+    assert!(commands.len() >= 15, "{listing}");
+    for (name, about) in &commands {
+        let page = bashc().args([name.as_str(), "--help"]).output().unwrap();
+        let page = String::from_utf8(page.stdout).unwrap();
+        // The listing drops the sentence's final period.
+        let first = page.lines().next().unwrap_or_default();
+        assert_eq!(
+            first.trim_end_matches('.'),
+            about,
+            "bashc {name} --help opens with:\n{page}"
+        );
+    }
+}

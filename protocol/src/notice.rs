@@ -262,6 +262,14 @@ pub enum Argument {
     Sandbox,
     /// `network`.
     Network,
+    /// `until`: the pattern a wait waits for.
+    Until,
+    /// `grep`: the pattern an output search looks for.
+    Grep,
+    /// `output.head`.
+    Head,
+    /// `output.tail`.
+    Tail,
 }
 
 /// A value as `--json` prints it: its own keys, then `notice`, its notices worded by

@@ -47,7 +47,7 @@ pub fn resolve_current() -> ResolvedRuntimeDir {
     )
 }
 
-/// `$BASHD_RUNTIME_DIR`, else `$XDG_RUNTIME_DIR/bashd`, else `<run_user>/$UID/bashd`
+/// `$BASHD_RUNTIME_DIR` (made absolute against the current directory), else `$XDG_RUNTIME_DIR/bashd`, else `<run_user>/$UID/bashd`
 /// when that user directory is a real directory owned by `uid`, else `/tmp/bashd-$UID`.
 ///
 /// The third rule is why a client that an MCP host started with a stripped
@@ -61,7 +61,13 @@ pub fn resolve_runtime_dir(
 ) -> ResolvedRuntimeDir {
     let non_empty = |name| env(name).filter(|v| !v.is_empty());
     let (path, source) = if let Some(dir) = non_empty(RUNTIME_DIR_ENV) {
-        (PathBuf::from(dir), RuntimeDirSource::Named)
+        // A relative one is taken from the directory of the process that reads it, once,
+        // so that bashc and the daemon it starts (in `/`) name the same directory.
+        let dir = PathBuf::from(dir);
+        (
+            std::path::absolute(&dir).unwrap_or(dir),
+            RuntimeDirSource::Named,
+        )
     } else if let Some(xdg) = non_empty("XDG_RUNTIME_DIR") {
         (PathBuf::from(xdg).join("bashd"), RuntimeDirSource::Xdg)
     } else {

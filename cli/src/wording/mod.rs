@@ -177,7 +177,10 @@ pub fn notice(notice: &Notice, spelling: &dyn Spelling) -> String {
         Notice::NoNewOutput { job, ended: true } => {
             format!("No new output from {job} since the last check; it has ended.")
         }
-        Notice::AlreadyEnded { job } => format!("{job} had already ended; nothing was killed."),
+        Notice::AlreadyEnded { job } => format!(
+            "{job} had already ended; nothing was killed. Its output: {}",
+            spelling.job_call(JobCall::Output, *job)
+        ),
         Notice::Denied { message, .. } => message.clone(),
         Notice::NotStarted { error } => error.clone(),
         Notice::LineCut {

@@ -62,6 +62,10 @@ impl Spelling for Cli {
             Argument::NotifyIdle => "--notify-idle",
             Argument::Sandbox => "--sandbox",
             Argument::Network => "--net",
+            Argument::Until => "--until",
+            Argument::Grep => "--grep",
+            Argument::Head => "--head",
+            Argument::Tail => "--tail",
         }
     }
 
@@ -152,6 +156,10 @@ impl Spelling for Mcp {
             Argument::NotifyIdle => "notify_idle_secs",
             Argument::Sandbox => "sandbox",
             Argument::Network => "net",
+            Argument::Until => "until",
+            Argument::Grep => "grep",
+            Argument::Head => "head",
+            Argument::Tail => "tail",
         }
     }
 

@@ -51,7 +51,7 @@ fn expect_notice(notice: &Notice) -> (usize, Expect) {
         ),
         Notice::NoNewOutput { .. } => (9, NEITHER),
         Notice::StillRunning { .. } => (10, says("bashc kill j5", "bash_kill(job=\"j5\")")),
-        Notice::AlreadyEnded { .. } => (11, NEITHER),
+        Notice::AlreadyEnded { .. } => (11, says("bashc output j5", "bash_output(job=\"j5\")")),
         Notice::Denied { .. } => (12, NEITHER),
         Notice::NotStarted { .. } => (13, NEITHER),
         Notice::LineCut { .. } => (14, says("--max-bytes", "max_bytes")),
@@ -313,6 +313,10 @@ fn every_notice_and_hint_is_spelled_by_each_front_end_and_no_other() {
         Argument::NotifyIdle,
         Argument::Sandbox,
         Argument::Network,
+        Argument::Until,
+        Argument::Grep,
+        Argument::Head,
+        Argument::Tail,
     ] {
         assert!(Cli.argument(argument).starts_with("--"), "{argument:?}");
         assert!(!Mcp.argument(argument).contains('-'), "{argument:?}");

@@ -179,3 +179,103 @@ fn issue_24_another_uid_is_told_which_uid_the_daemon_serves() {
         show(&out)
     );
 }
+
+/// Several words after `--` are a program and its arguments, each word kept whole;
+/// one word is a shell command as written (issue 45).
+#[test]
+fn words_after_the_separator_keep_their_quoting_and_one_word_is_a_shell_command() {
+    let daemon = Daemon::start();
+    let out = daemon.run_bashc(&[
+        "exec",
+        "--",
+        "printf",
+        "[%s]",
+        "TODO: fix",
+        "$HOME",
+        "it's",
+        "",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert!(
+        stdout(&out).contains("[TODO: fix][$HOME][it's][]"),
+        "{}",
+        show(&out)
+    );
+    let out = daemon.run_bashc(&["exec", "echo", "$HOME"]);
+    assert!(stdout(&out).contains("$HOME\n"), "{}", show(&out));
+    // Positive control: one word is the shell's to read.
+    let out = daemon.run_bashc(&["exec", "--", "echo $((1+1)) A=1"]);
+    assert!(stdout(&out).contains("2 A=1\n"), "{}", show(&out));
+    // A first word with `=` stays a word, not an assignment.
+    let out = daemon.run_bashc(&["exec", "--", "A=1", "true"]);
+    assert_eq!(out.status.code(), Some(127), "{}", show(&out));
+}
+
+/// What would run nothing, show nothing or can never match is a usage error: exit 2,
+/// the argument named, nothing run (issue 45).
+#[test]
+fn arguments_that_cannot_work_are_usage_errors_with_exit_2() {
+    let daemon = Daemon::start();
+    let job = daemon.background_in("i45-usage", &[], "sleep 1606");
+    let cases: &[(&[&str], &str)] = &[
+        (&["exec", "--", ""], "the command is empty"),
+        (
+            &["exec", "-", "echo", "hi"],
+            "`-` reads the command from stdin",
+        ),
+        (&["exec", "--max-lines", "0", "--", "true"], "--max-lines"),
+        (&["exec", "--head", "0", "--", "seq 3"], "--head"),
+        (&["exec", "--tail", "0", "--", "seq 3"], "--tail"),
+        (&["exec", "--notify", "(", "--", "true"], "--notify"),
+        (&["wait", &job, "--until", "(", "--timeout", "1"], "--until"),
+        (&["output", &job, "--grep", "("], "--grep"),
+        (&["wait", &job, "--port", "0"], "--port"),
+        (&["send", &job], "give TEXT to send"),
+        (&["top", "--interval", "0"], "--interval"),
+        (&["top"], "bashc top --once"),
+    ];
+    for (args, said) in cases {
+        let out = daemon.run_bashc_in("i45-usage", args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", show(&out));
+        assert!(stderr(&out).contains(said), "{args:?}: {}", show(&out));
+    }
+    // Nothing ran: the only job of the session is the sleep.
+    let jobs = daemon.run_bashc_in("i45-usage", &["jobs", "--json"]);
+    assert_eq!(
+        json(&jobs).as_array().map(Vec::len),
+        Some(1),
+        "{}",
+        show(&jobs)
+    );
+    // An empty command on stdin is refused the same way.
+    let out = daemon
+        .bashc_in("i45-usage")
+        .args(["exec", "-"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+}
+
+/// Killing a job that already ended says so, with its exit and where its output is,
+/// and does not print its output again (issue 45).
+#[test]
+fn killing_an_ended_job_says_it_ended_without_its_output_again() {
+    let daemon = Daemon::start();
+    let done = daemon.run_bashc(&["exec", "--json", "--", "seq 2000; exit 3"]);
+    let job = json(&done)["job"].as_str().unwrap().to_owned();
+    let out = daemon.run_bashc(&["kill", &job]);
+    let said = stdout(&out);
+    assert!(
+        said.contains(&format!(
+            "{job} had already ended; nothing was killed. Its output: bashc output {job}"
+        )),
+        "{}",
+        show(&out)
+    );
+    assert!(said.contains("exit code: 3"), "{}", show(&out));
+    assert!(!said.contains("1999\n"), "{}", show(&out));
+    assert!(said.len() < 1000, "{}", show(&out));
+    // Positive control: the output is all there to read.
+    let page = daemon.run_bashc(&["output", &job, "--offset", "1999"]);
+    assert_eq!(stdout(&page), "1999\n2000\n", "{}", show(&page));
+}

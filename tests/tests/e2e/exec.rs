@@ -338,12 +338,12 @@ fn issue_15_a_timeout_out_of_range_or_a_zero_limit_is_refused_not_clamped() {
             vec!["--max-lines", "0"],
             // Issue 31: named as the CLI's flag, not the protocol's field.
             "--max-lines: 0 would show nothing",
-            255,
+            2,
         ),
         (
             vec!["--max-bytes", "0"],
             "--max-bytes: 0 would show nothing",
-            255,
+            2,
         ),
     ] {
         let mut all = vec!["exec"];

@@ -116,7 +116,7 @@ fn issue_32_notify_tells_the_first_match_and_a_count_and_a_bad_pattern_is_refuse
             "echo x",
         ],
     );
-    assert_eq!(bad.status.code(), Some(255), "{}", show(&bad));
+    assert_eq!(bad.status.code(), Some(2), "{}", show(&bad));
     assert!(
         stderr(&bad).contains("not a valid regex") && stderr(&bad).contains("unclosed group"),
         "{}",

@@ -11,7 +11,7 @@ use bashd_tests::{Daemon, bin_path};
 use rmcp::model::CallToolRequestParams;
 use serde_json::json;
 
-use crate::{json, show, stderr};
+use crate::{json, show, stderr, stdout};
 
 /// Live `bashd` processes among `pids`.
 fn daemons_of(pids: Vec<u32>) -> Vec<u32> {
@@ -168,4 +168,34 @@ fn issue_24_a_daemon_started_while_another_runs_says_so() {
         .output()
         .unwrap();
     assert_eq!(stderr(&out), "", "{}", show(&out));
+}
+
+/// A relative `BASHD_RUNTIME_DIR` names a directory below where bashc runs, for bashc
+/// and for the daemon it starts (in `/`) alike: the call is served, not left waiting
+/// for a daemon that serves another directory (issue 45).
+#[test]
+fn a_relative_runtime_dir_is_the_same_directory_for_bashc_and_its_daemon() {
+    let harness = Daemon::unstarted();
+    let cwd = harness.scratch().join("work");
+    std::fs::create_dir(&cwd).unwrap();
+    let absolute = cwd.join("relative/dir");
+    let _cleanup = KillDaemonsWith(format!("BASHD_RUNTIME_DIR={}", absolute.display()));
+    let bashc = |args: &[&str]| {
+        Command::new(bin_path("bashc"))
+            .args(args)
+            .current_dir(&cwd)
+            .env("BASHD_RUNTIME_DIR", "relative/dir")
+            .env_remove("BASHD_NO_AUTOSTART")
+            .env("XDG_CONFIG_HOME", harness.config_home())
+            .env("BASHD_SESSION", "i45-relative")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let out = bashc(&["exec", "--", "echo served"]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert!(stdout(&out).contains("served\n"), "{}", show(&out));
+    assert!(absolute.join("bashd.sock").exists(), "{}", show(&out));
+    let out = bashc(&["stop"]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
 }

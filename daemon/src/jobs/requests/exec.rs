@@ -483,12 +483,16 @@ impl JobsActor {
             (None, Mode::Slow) => timeouts.slow_secs,
             (None, Mode::Background) => timeouts.background_secs,
         };
-        if params.output.max_lines == Some(0) || params.output.max_bytes == Some(0) {
-            let what = if params.output.max_lines == Some(0) {
-                Argument::MaxLines
-            } else {
-                Argument::MaxBytes
-            };
+        let output = &params.output;
+        let zero = [
+            (output.max_lines, Argument::MaxLines),
+            (output.max_bytes, Argument::MaxBytes),
+            (output.head, Argument::Head),
+            (output.tail, Argument::Tail),
+        ]
+        .into_iter()
+        .find(|(value, _)| *value == Some(0));
+        if let Some((_, what)) = zero {
             return Err(bad(
                 what,
                 "0 would show nothing of the output; give 1 or more (the whole output is kept either way, to page through)".to_owned(),

@@ -2,7 +2,7 @@
 //! job's output that match a regex, with context, read on a blocking thread from a
 //! snapshot of its output.
 
-use bashd_protocol::{ErrorKind, ErrorReply, GrepRequest, OutputPage};
+use bashd_protocol::{Argument, ErrorHint, ErrorKind, ErrorReply, GrepRequest, OutputPage};
 use regex::bytes::Regex;
 
 use crate::jobs::table::handle::{JobsHandle, blocking};
@@ -14,7 +14,7 @@ impl JobsHandle {
         &self,
         request: GrepRequest,
     ) -> Result<OutputPage, ErrorReply> {
-        let regex = compile(&request.pattern, "grep")?;
+        let regex = compile(&request.pattern, Argument::Grep)?;
         let asker = self.asker(request.caller, request.any_session);
         let (lookup, streams) = self.lookup(asker, request.job).await?;
         let job = lookup.summary.job;
@@ -26,11 +26,12 @@ impl JobsHandle {
 }
 
 /// `what`'s pattern as a regex, or the error that names it.
-pub(in crate::jobs) fn compile(pattern: &str, what: &str) -> Result<Regex, ErrorReply> {
+pub(in crate::jobs) fn compile(pattern: &str, argument: Argument) -> Result<Regex, ErrorReply> {
     Regex::new(pattern).map_err(|e| {
         ErrorReply::new(
             ErrorKind::InvalidRequest,
-            format!("{what} pattern {pattern:?} is not a valid regex: {e}"),
+            format!("the pattern {pattern:?} is not a valid regex: {e}"),
         )
+        .with_hint(ErrorHint::BadArgument { argument })
     })
 }

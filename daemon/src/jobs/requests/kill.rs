@@ -70,8 +70,15 @@ impl JobsActor {
         }
         let job = &self.jobs[&n];
         match &job.status {
+            // Its state and exit, not its output again: the caller asked to stop it,
+            // and was told what it printed when it ended (or can page it).
             Status::Ended(ended) => {
                 let mut result = ended.result.clone();
+                for stream in std::iter::once(&mut result.stdout).chain(result.stderr.as_mut()) {
+                    stream.text.clear();
+                    stream.shown_lines = 0;
+                    stream.shown_bytes = 0;
+                }
                 result
                     .notices
                     .insert(0, Notice::AlreadyEnded { job: job.id });

@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use bashd_protocol::{
-    ErrorReply, ExecResult, JobId, JobRef, Notice, OutputChunk, OutputRequest, Response,
+    Argument, ErrorReply, ExecResult, JobId, JobRef, Notice, OutputChunk, OutputRequest, Response,
     StreamName, WaitMet, WaitRequest,
 };
 use regex::bytes::Regex;
@@ -77,7 +77,7 @@ impl JobsHandle {
         let regex = conditions
             .until
             .as_deref()
-            .map(|pattern| compile(pattern, "until"))
+            .map(|pattern| compile(pattern, Argument::Until))
             .transpose()?;
         let (sink, mut events) = mpsc::channel(FOLLOW_QUEUE);
         let asker = self.asker(request.caller.clone(), request.any_session);
