@@ -157,9 +157,9 @@ fn env_adds_to_the_hardening_set_and_only_unset_removes() {
 }
 
 /// The example config of docs/CONFIG.md (the README's until issue 46), as a user copies it.
-fn readme_example() -> String {
-    let readme = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/CONFIG.md"));
-    let section = readme
+fn documented_example() -> String {
+    let page = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/CONFIG.md"));
+    let section = page
         .split("\n## The file\n")
         .nth(1)
         .expect("docs/CONFIG.md has a section \"The file\"");
@@ -179,8 +179,8 @@ fn readme_example() -> String {
 
 /// Issue 24: copying the documented example must keep every safety default.
 #[test]
-fn the_readme_example_config_leaves_every_rule_on_and_every_hardening_variable_set() {
-    let example = readme_example();
+fn the_documented_example_config_leaves_every_rule_on_and_every_hardening_variable_set() {
+    let example = documented_example();
     let config = Config::parse(&example, Path::new("docs/CONFIG.md")).unwrap();
     assert_eq!(config.file.policy.disable.0, Vec::<String>::new());
     for command in ["git add -A", "git push --force", "rm -rf ~"] {
