@@ -215,7 +215,7 @@ fn drive(agent: Agent) {
         ],
         _ => Vec::new(),
     };
-    // Under bashd's budget for the client (README): Codex's 10,000 bytes, OpenCode's
+    // Under bashd's budget for the client (docs/MCP.md): Codex's 10,000 bytes, OpenCode's
     // 1,900 lines, the others' 4,000 lines.
     let whole = match agent {
         Agent::Codex => 1_500,

@@ -1,8 +1,10 @@
-//! The README against what the binaries print (issue 33), so that the two cannot drift
-//! apart again: the MCP tools and their arguments (`tools/list` of a real `bashc mcp`),
-//! the keys of `--json` results and of `screen --json` (a real terminal job), the
-//! built-in policy rules and the config's sections and keys (`bashd --check-config`),
-//! and `bashc`'s commands (`bashc --help`).
+//! The docs against what the binaries print (issue 33), so that the two cannot drift
+//! apart again: the MCP tools and their arguments (`tools/list` of a real `bashc mcp`,
+//! docs/MCP.md), the keys of `--json` results and of `screen --json` (a real terminal
+//! job, docs/CLI.md), the built-in policy rules (docs/POLICY.md) and the config's
+//! sections and keys (`bashd --check-config`, docs/CONFIG.md), and `bashc`'s commands
+//! (`bashc --help`, docs/CLI.md). The reference lived in the README until issue 46 moved
+//! it to docs/; the README keeps what a newcomer reads first.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -15,19 +17,30 @@ use serde_json::Value;
 use crate::{json, show, stdout};
 
 fn readme() -> String {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../README.md");
+    read_repo_file("README.md")
+}
+
+/// A reference page under docs/, by its file name (`CLI.md`).
+fn doc(name: &str) -> String {
+    read_repo_file(&format!("docs/{name}"))
+}
+
+fn read_repo_file(path: &str) -> String {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(path);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
 }
 
-/// The README from the heading that starts with `heading` to the next heading of the
-/// same or a higher level.
-fn section<'a>(readme: &'a str, heading: &str) -> &'a str {
-    let start = readme
+/// A page from the heading that starts with `heading` to the next heading of the same
+/// or a higher level.
+fn section<'a>(page: &'a str, heading: &str) -> &'a str {
+    let start = page
         .find(&format!("\n{heading}"))
-        .unwrap_or_else(|| panic!("the README has no heading {heading:?}"))
+        .unwrap_or_else(|| panic!("the page has no heading {heading:?}"))
         + 1;
     let level = heading.chars().take_while(|c| *c == '#').count();
-    let rest = &readme[start..];
+    let rest = &page[start..];
     let end = rest
         .match_indices('\n')
         .map(|(at, _)| at + 1)
@@ -49,7 +62,7 @@ fn backticked(text: &str) -> Vec<&str> {
 fn span<'a>(text: &'a str, from: &str, to: &str) -> &'a str {
     let start = text
         .find(from)
-        .unwrap_or_else(|| panic!("the README has no {from:?}"));
+        .unwrap_or_else(|| panic!("the page has no {from:?}"));
     let end = text[start..].find(to).map_or(text.len(), |at| start + at);
     &text[start..end]
 }
@@ -64,7 +77,7 @@ fn block<'a>(text: &'a str, first: &str) -> Vec<&'a str> {
         .collect();
     assert!(
         !block.is_empty(),
-        "the README has no block starting {first:?}"
+        "the page has no block starting {first:?}"
     );
     while block.last().is_some_and(|line| line.trim().is_empty()) {
         block.pop();
@@ -88,15 +101,15 @@ fn shape(value: &Value) -> Value {
 }
 
 #[tokio::test]
-async fn issue_33_the_readme_lists_every_mcp_tool_with_its_arguments() {
+async fn issue_33_the_mcp_reference_lists_every_tool_with_its_arguments() {
     let daemon = Daemon::start();
     let client = crate::mcp::connect(&daemon).await;
     let tools = client.list_all_tools().await.unwrap();
     client.cancel().await.unwrap();
     assert!(!tools.is_empty());
 
-    let readme = readme();
-    let mcp = section(&readme, "## Using it from an MCP agent");
+    let page = doc("MCP.md");
+    let mcp = section(&page, "## Tools");
     // `- `tool` (`arg`, ...), read-only: what it does`, one line a tool.
     let mut listed: BTreeMap<&str, (BTreeSet<&str>, &str)> = BTreeMap::new();
     for line in mcp.lines().filter(|line| line.starts_with("- `bash")) {
@@ -111,7 +124,7 @@ async fn issue_33_the_readme_lists_every_mcp_tool_with_its_arguments() {
     assert_eq!(
         listed.keys().copied().collect::<BTreeSet<_>>(),
         names,
-        "the README's tool list (left) is not what tools/list gives (right)"
+        "docs/MCP.md's tool list (left) is not what tools/list gives (right)"
     );
     for tool in &tools {
         let (args, marks) = &listed[tool.name.as_ref()];
@@ -121,20 +134,20 @@ async fn issue_33_the_readme_lists_every_mcp_tool_with_its_arguments() {
             .unwrap_or_default();
         assert_eq!(
             *args, properties,
-            "{}: the README's arguments (left) are not the schema's (right)",
+            "{}: docs/MCP.md's arguments (left) are not the schema's (right)",
             tool.name
         );
         let annotations = tool.annotations.clone().unwrap_or_default();
         assert_eq!(
             marks.contains("read-only"),
             annotations.read_only_hint == Some(true),
-            "{}: the README says {marks:?}, the annotations {annotations:?}",
+            "{}: docs/MCP.md says {marks:?}, the annotations {annotations:?}",
             tool.name
         );
         assert_eq!(
             marks.contains("destructive"),
             annotations.destructive_hint == Some(true),
-            "{}: the README says {marks:?}, the annotations {annotations:?}",
+            "{}: docs/MCP.md says {marks:?}, the annotations {annotations:?}",
             tool.name
         );
     }
@@ -151,7 +164,7 @@ async fn issue_33_the_readme_lists_every_mcp_tool_with_its_arguments() {
 }
 
 #[test]
-fn issue_33_the_readme_shows_the_json_that_screen_and_results_print() {
+fn issue_33_the_cli_reference_shows_the_json_that_screen_and_results_print() {
     let daemon = Daemon::start();
     let started = json(&daemon.run_bashc(&[
         "exec",
@@ -171,20 +184,20 @@ fn issue_33_the_readme_shows_the_json_that_screen_and_results_print() {
         }),
         "the job never waited for input: {screen}"
     );
-    let readme = readme();
-    let live = section(&readme, "### Live jobs");
+    let page = doc("CLI.md");
+    let live = section(&page, "## Live jobs");
     let shown: String = block(live, "    {").join("\n");
     let shown: Value = serde_json::from_str(&shown)
-        .unwrap_or_else(|e| panic!("the README's screen JSON does not parse ({e}):\n{shown}"));
+        .unwrap_or_else(|e| panic!("docs/CLI.md's screen JSON does not parse ({e}):\n{shown}"));
     assert_eq!(
         shape(&shown),
         shape(&screen),
-        "the README's screen JSON (left) is not what screen --json prints (right)"
+        "docs/CLI.md's screen JSON (left) is not what screen --json prints (right)"
     );
     daemon.run_bashc(&["kill", &job]);
 
     // A result whose program drew carries the same screen; every key of it, and of its
-    // streams, is named where the README says what --json prints.
+    // streams, is named where docs/CLI.md says what --json prints.
     let out = daemon.run_bashc(&[
         "exec",
         "--pty",
@@ -200,7 +213,7 @@ fn issue_33_the_readme_shows_the_json_that_screen_and_results_print() {
         show(&out)
     );
     let said = span(
-        &readme,
+        &page,
         "`--json` prints the result as one object",
         "`bashc jobs --json` prints",
     );
@@ -210,7 +223,7 @@ fn issue_33_the_readme_shows_the_json_that_screen_and_results_print() {
     for key in keys {
         assert!(
             named.contains(key.as_str()),
-            "the README does not name the --json key `{key}` in:\n{said}"
+            "docs/CLI.md does not name the --json key `{key}` in:\n{said}"
         );
     }
 }
@@ -231,7 +244,7 @@ fn check_config(daemon: &Daemon) -> String {
 }
 
 #[test]
-fn issue_33_the_readme_lists_every_built_in_policy_rule() {
+fn issue_33_the_policy_reference_lists_every_built_in_rule() {
     let daemon = Daemon::unstarted();
     let printed = check_config(&daemon);
     let rules: BTreeSet<&str> = printed
@@ -240,15 +253,15 @@ fn issue_33_the_readme_lists_every_built_in_policy_rule() {
         .map(|rest| rest.split(':').next().unwrap())
         .collect();
     assert!(rules.len() >= 4, "{printed}");
-    let readme = readme();
-    let table: BTreeSet<&str> = section(&readme, "## The command policy")
+    let page = doc("POLICY.md");
+    let table: BTreeSet<&str> = section(&page, "## Rules")
         .lines()
         .filter(|line| line.starts_with("| `"))
         .map(|line| backticked(line)[0])
         .collect();
     assert_eq!(
         table, rules,
-        "the README's policy table (left) is not bashd's built-in rules (right)"
+        "docs/POLICY.md's table (left) is not bashd's built-in rules (right)"
     );
 }
 
@@ -287,7 +300,7 @@ fn sections_and_keys<'a>(
 }
 
 #[test]
-fn issue_33_the_readme_shows_every_section_and_key_check_config_prints() {
+fn issue_33_the_config_reference_shows_every_section_and_key_check_config_prints() {
     let daemon = Daemon::unstarted();
     let printed = check_config(&daemon);
     let printed = sections_and_keys(
@@ -295,23 +308,23 @@ fn issue_33_the_readme_shows_every_section_and_key_check_config_prints() {
             .lines()
             .filter(|line| !line.starts_with("# built-in rule") && !line.starts_with("# $")),
     );
-    let readme = readme();
-    let configuration = section(&readme, "## Configuration");
+    let page = doc("CONFIG.md");
+    let configuration = section(&page, "## The file");
     let example = sections_and_keys(block(configuration, "    [limits]").into_iter());
     assert_eq!(
         example.keys().collect::<Vec<_>>(),
         printed.keys().collect::<Vec<_>>(),
-        "the README's example config (left) and --check-config (right) have other sections"
+        "docs/CONFIG.md's example config (left) and --check-config (right) have other sections"
     );
     for (name, keys) in &printed {
-        // [env] is the hardening set, which the README lists in prose.
+        // [env] is the hardening set, which docs/CONFIG.md lists in prose.
         if name == "env" {
             continue;
         }
         let missing: Vec<&String> = keys.difference(&example[name]).collect();
         assert!(
             missing.is_empty(),
-            "the README's example config lacks [{name}] {missing:?}, which --check-config prints"
+            "docs/CONFIG.md's example config lacks [{name}] {missing:?}, which --check-config prints"
         );
     }
     // The sentence that says what --check-config prints names every section.
@@ -324,12 +337,12 @@ fn issue_33_the_readme_shows_every_section_and_key_check_config_prints() {
     assert_eq!(
         named,
         printed.keys().cloned().collect::<BTreeSet<_>>(),
-        "the README's words on --check-config (left) name other sections than it prints (right)"
+        "docs/CONFIG.md's words on --check-config (left) name other sections than it prints (right)"
     );
 }
 
 #[test]
-fn issue_33_the_readme_lists_every_command_of_bashc() {
+fn issue_33_the_cli_reference_lists_every_command_of_bashc() {
     let daemon = Daemon::unstarted();
     let help = daemon.run_bashc(&["--help"]);
     let help = stdout(&help);
@@ -342,8 +355,8 @@ fn issue_33_the_readme_lists_every_command_of_bashc() {
         .filter(|name| *name != "help")
         .collect();
     assert!(commands.contains("exec"), "{help}");
-    let readme = readme();
-    let using = section(&readme, "## Using it");
+    let page = doc("CLI.md");
+    let using = section(&page, "## Commands");
     let listed: BTreeSet<&str> = block(
         using,
         "    bashc exec [--timeout SECS] [--mode default|slow|background]",
@@ -354,6 +367,52 @@ fn issue_33_the_readme_lists_every_command_of_bashc() {
     .collect();
     assert_eq!(
         listed, commands,
-        "the README's command list (left) is not what bashc --help lists (right)"
+        "docs/CLI.md's command list (left) is not what bashc --help lists (right)"
     );
+}
+
+/// Issue 46: the README is what a newcomer reads in five minutes: it opens with the
+/// two commands, stays short, and links every reference page under docs/, whose
+/// install lines (like its own) take `--locked`.
+#[test]
+fn the_readme_opens_with_build_and_test_and_links_every_reference_page() {
+    let readme = readme();
+    let opening: Vec<&str> = readme.lines().skip(2).take(2).collect();
+    assert_eq!(
+        opening,
+        [
+            "    cargo build --release && ./target/release/bashc exec -- 'echo hello from bashd; uname -a'",
+            "    cargo test --workspace",
+        ],
+        "the README no longer opens with the build and the tests"
+    );
+    assert!(
+        readme.len() <= 15 * 1024,
+        "the README is {} bytes, over 15 KiB: move reference to docs/",
+        readme.len()
+    );
+    let docs = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs");
+    let mut pages: Vec<String> = std::fs::read_dir(&docs)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".md"))
+        .collect();
+    pages.sort();
+    assert!(pages.contains(&"CLI.md".to_owned()), "{pages:?}");
+    for name in &pages {
+        assert!(
+            readme.contains(&format!("](docs/{name})")),
+            "the README does not link docs/{name}"
+        );
+        let page = doc(name);
+        for text in [readme.as_str(), page.as_str()] {
+            for line in text.lines().filter(|line| line.contains("cargo install ")) {
+                assert_eq!(
+                    line.matches("cargo install ").count(),
+                    line.matches("cargo install --locked ").count(),
+                    "an install line without --locked (README or docs/{name}): {line}"
+                );
+            }
+        }
+    }
 }

@@ -520,7 +520,7 @@ async fn issue_15_schemas_are_flat_and_compile_as_draft_07_and_2020_12() {
     client.cancel().await.unwrap();
 }
 
-/// The flat rules (docs: README, "Schemas"): one plain type per property, described;
+/// The flat rules (docs/MCP.md, "Schemas"): one plain type per property, described;
 /// no `$schema`, `$defs`, `$ref`, `anyOf`, type arrays, `format`, `minimum`,
 /// `maximum`, `additionalProperties`; `properties` always there.
 fn check_flat(name: &str, schema: &Value) {

@@ -153,7 +153,7 @@ async fn issue_34_gemini_s_wait_for_previous_is_taken_by_every_tool() {
 }
 
 /// The budgets `bashc mcp` fits results to: (client, bytes of a success, bytes of an
-/// error, lines), as the README's table says.
+/// error, lines), as docs/MCP.md's table says.
 const BUDGETS: &[(&str, usize, usize, usize)] = &[
     ("claude-code", 45_000, 9_000, 4_000),
     ("codex-mcp-client", 10_000, 10_000, 4_000),
