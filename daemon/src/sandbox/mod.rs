@@ -372,7 +372,10 @@ impl Support {
             (
                 "seccomp",
                 &probe.seccomp,
-                &["unix sockets (socket(AF_UNIX)), io_uring"][..],
+                &[
+                    "unix sockets (socket(AF_UNIX)), datagram socket pairs, io_uring",
+                    "vsock, and netlink but the job's own routes and sockets (with the network off)",
+                ][..],
             ),
         ] {
             mechanisms.push(SandboxMechanism {
