@@ -286,6 +286,16 @@ impl Support {
                 in_force.profile
             )));
         }
+        // A job with the network off gets a mount namespace whatever its profile, to
+        // keep the kernel's settings read-only (`confine::apply`).
+        if in_force.profile == SandboxProfile::Off
+            && in_force.network == Network::Off
+            && let Err(why) = &probe.mount
+        {
+            return Err(refused(format!(
+                "network off needs a mount namespace, which keeps /proc/sys read-only: {why}"
+            )));
+        }
         if in_force.network == Network::Off
             && let Err(why) = &probe.network
         {
@@ -359,6 +369,7 @@ impl Support {
                     "deny_read paths",
                     "other terminals (a devpts of its own)",
                     "moving out of its cgroup (cgroupfs read-only)",
+                    "the kernel's settings (/proc/sys, /sys read-only), which a job run as root could set",
                 ][..],
             ),
             (

@@ -242,20 +242,18 @@ pub fn apply(
         landlock::check()?;
     }
     let plan = spec.files.then(|| namespaces::Hidden::find(spec, terminal));
-    // A job whose files are not confined still gets the cgroup file system read-only:
-    // its cgroup namespace holds it in its cgroup only where cgroup2 is mounted with
-    // `nsdelegate`.
-    let cgroupfs = cgroup && plan.is_none();
-    let mounts = plan.is_some() || cgroupfs;
+    // A job whose files are not confined (its network is off) still gets a mount
+    // namespace: the kernel's settings read-only (a job run by root would otherwise
+    // set a helper that the kernel starts outside the job's namespaces, the network's
+    // included), and the cgroup file system (its cgroup namespace holds it in its
+    // cgroup only where cgroup2 is mounted with `nsdelegate`).
     match kit {
-        Some(kit) => kit.enter(mounts, spec.network_off)?,
-        None => namespaces::enter(mounts, spec.network_off)?,
+        Some(kit) => kit.enter(true, spec.network_off)?,
+        None => namespaces::enter(true, spec.network_off)?,
     }
-    if let Some(plan) = &plan {
-        plan.mount()?;
-    }
-    if cgroupfs {
-        namespaces::cgroupfs_read_only()?;
+    match &plan {
+        Some(plan) => plan.mount()?,
+        None => namespaces::host_settings_read_only(cgroup)?,
     }
     if spec.files {
         landlock::restrict(&spec.writable, terminal)?;
