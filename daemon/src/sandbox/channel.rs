@@ -11,6 +11,12 @@
 //! closes, and so do the connections that came through it: an ended job lends no one
 //! its identity.
 //!
+//! A job holds at most [`MOST_CONNECTIONS`] connections through its channel at once,
+//! counted apart from the daemon's socket (`[limits] max_connections`): a job that
+//! sends a thousand ends holds its own share and no more, and the person's own
+//! requests on the socket (`bashc status`, `bashc kill` of that job) still get through
+//! (issue 42, hole 6). A connection over the limit is told why and closed.
+//!
 //! The channel needs no `socket(AF_UNIX)` and no path, so it still works where a
 //! sandbox forbids both; a process of a sandboxed job that comes any other way (it
 //! closed the descriptor, cleared its environment) is refused at the daemon's socket
@@ -21,8 +27,9 @@ use std::mem::MaybeUninit;
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
-use bashd_protocol::{JobId, Network, SandboxInForce};
+use bashd_protocol::{ErrorKind, JobId, Network, SandboxInForce};
 use rustix::net::{
     AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SocketFlags, SocketType,
 };
@@ -74,6 +81,11 @@ pub fn describe(sandbox: Option<SandboxInForce>) -> String {
     }
 }
 
+/// The most connections a job holds through its channel at once. Each `bashc` that
+/// runs in the job holds one while it runs, and each `bashc mcp` one while it serves;
+/// a job that needs more at once is one that floods.
+pub const MOST_CONNECTIONS: usize = 64;
+
 /// A connection that came through a job's channel.
 #[derive(Debug)]
 pub struct Arrived {
@@ -81,6 +93,31 @@ pub struct Arrived {
     pub origin: Arc<Origin>,
     /// Cancelled when the job ends: the connection ends with it.
     pub ended: CancellationToken,
+    /// The connection's place among the job's [`MOST_CONNECTIONS`]: held while it is
+    /// served, given back when it is dropped.
+    pub held: Held,
+}
+
+/// One of a job's connections (or refusals) counted until dropped.
+#[derive(Debug)]
+pub struct Held(Arc<AtomicUsize>);
+
+impl Held {
+    /// A place among `count`'s, or `None` when all `most` are taken.
+    fn take(count: &Arc<AtomicUsize>, most: usize) -> Option<Held> {
+        count
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < most).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| Held(Arc::clone(count)))
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// The daemon's hold on a job's channel. Dropping it (the job has ended) closes the
@@ -135,6 +172,11 @@ async fn serve(
     arrivals: mpsc::Sender<Arrived>,
     ended: CancellationToken,
 ) {
+    // The job's connections being served, and its refusals being told: each bounded,
+    // so a job that floods its channel costs the daemon a fixed number of descriptors.
+    let (held, refusing) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    // The log says it once a job, not once a connection.
+    let mut logged = false;
     loop {
         let ready = tokio::select! {
             () = ended.cancelled() => return,
@@ -144,10 +186,21 @@ async fn serve(
         loop {
             match receive(channel.get_ref()) {
                 Ok(Received::Stream(stream)) => {
+                    let Some(place) = Held::take(&held, MOST_CONNECTIONS) else {
+                        if !std::mem::replace(&mut logged, true) {
+                            tracing::warn!(
+                                job = %origin.job,
+                                "refused a connection through the job's channel: it holds {MOST_CONNECTIONS} already (and refuses the next ones without a word here)"
+                            );
+                        }
+                        refuse(stream, &origin, &refusing);
+                        continue;
+                    };
                     let arrived = Arrived {
                         stream,
                         origin: Arc::clone(&origin),
                         ended: ended.clone(),
+                        held: place,
                     };
                     // Waits while the server is busy: the job's sends wait in turn.
                     let sent = tokio::select! {
@@ -172,6 +225,22 @@ async fn serve(
             }
         }
     }
+}
+
+/// Tells a connection over the job's limit why, and closes it; past
+/// [`MOST_CONNECTIONS`] refusals being told at once, closes it without a word.
+fn refuse(stream: tokio::net::UnixStream, origin: &Origin, refusing: &Arc<AtomicUsize>) {
+    let Some(place) = Held::take(refusing, MOST_CONNECTIONS) else {
+        return;
+    };
+    let reason = format!(
+        "this job ({}) already holds {MOST_CONNECTIONS} connections to bashd through its channel, the most a job may hold at once; let some of its bashc clients finish (each running bashc and each bashc mcp holds one), then try again",
+        origin.job
+    );
+    tokio::spawn(async move {
+        crate::server::refuse(stream, ErrorKind::Busy, reason).await;
+        drop(place);
+    });
 }
 
 enum Received {
