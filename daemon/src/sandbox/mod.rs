@@ -174,16 +174,22 @@ pub fn spec(
     }
 }
 
-/// The session's temp dir, a sandboxed job's `TMPDIR` and the one place a
-/// `read-only` job may write: `sessions/<session>/tmp`, removed with the session.
-pub fn tmpdir(session_dir: &Path) -> PathBuf {
-    session_dir.join("tmp")
+/// The temp dir of a session's jobs confined by `in_force`, their `TMPDIR` and the
+/// one place a `read-only` job may write: `sessions/<session>/tmp/<profile>.net-<network>`,
+/// removed with the session. One for each sandbox (issue 42): what a job leaves in
+/// its `TMPDIR` is found there only by jobs confined as it was, never by a looser one
+/// that runs `$TMPDIR/...` with the network on or its workspace writable (and an
+/// unconfined job keeps the client's `TMPDIR`).
+pub fn tmpdir(session_dir: &Path, in_force: SandboxInForce) -> PathBuf {
+    session_dir
+        .join("tmp")
+        .join(format!("{}.net-{}", in_force.profile, in_force.network))
 }
 
-/// Makes the session's temp dir (0700) and its session dir as needed, never through a
-/// symlink.
+/// Makes a session's temp dir (0700), its `tmp` and its session dir as needed, never
+/// through a symlink.
 pub fn make_tmpdir(tmpdir: &Path) -> io::Result<()> {
-    let mut dirs: Vec<&Path> = tmpdir.ancestors().take(3).collect();
+    let mut dirs: Vec<&Path> = tmpdir.ancestors().take(4).collect();
     dirs.reverse();
     for dir in dirs {
         match fs::DirBuilder::new().mode(0o700).create(dir) {
