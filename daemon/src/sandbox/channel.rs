@@ -318,6 +318,72 @@ mod tests {
         assert_eq!(origin.describe(), "workspace-write with the network off");
     }
 
+    /// Sends one end of a new stream pair over the job's end of a channel; the other.
+    fn send_end(theirs: &OwnedFd) -> std::os::unix::net::UnixStream {
+        use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
+        use std::os::fd::AsFd;
+        let (mine, sent) = std::os::unix::net::UnixStream::pair().unwrap();
+        let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(1))];
+        let mut ancillary = SendAncillaryBuffer::new(&mut space);
+        let fds = [sent.as_fd()];
+        assert!(ancillary.push(SendAncillaryMessage::ScmRights(&fds)));
+        rustix::net::sendmsg(
+            theirs,
+            &[std::io::IoSlice::new(
+                bashd_protocol::channel::CHANNEL_HELLO,
+            )],
+            &mut ancillary,
+            SendFlags::NOSIGNAL,
+        )
+        .unwrap();
+        mine
+    }
+
+    /// Issue 42, hole 6: a job's channel serves `MOST_CONNECTIONS` at once; the next
+    /// is told the limit and closed, and a connection that ends makes room again.
+    #[tokio::test]
+    async fn a_job_holds_at_most_its_share_of_connections() {
+        let origin = Arc::new(Origin {
+            job: JobId(9),
+            session: "s".into(),
+            sandbox: sandbox(SandboxProfile::ReadOnly, Network::Off),
+            workspace: "/ws".into(),
+        });
+        let (arrivals_tx, mut arrivals) = mpsc::channel(2 * MOST_CONNECTIONS);
+        let (_channel, theirs) = Channel::make().unwrap().open(origin, arrivals_tx);
+        let ends: Vec<_> = (0..MOST_CONNECTIONS + 1)
+            .map(|_| send_end(&theirs))
+            .collect();
+        let mut served = Vec::new();
+        for _ in 0..MOST_CONNECTIONS {
+            served.push(arrivals.recv().await.unwrap());
+        }
+        // The one past the limit is told why, after its Hello is waited for.
+        let mut over = ends.last().unwrap().try_clone().unwrap();
+        let told = tokio::task::spawn_blocking(move || {
+            let mut told = Vec::new();
+            std::io::Read::read_to_end(&mut over, &mut told).unwrap();
+            told
+        })
+        .await
+        .unwrap();
+        let told = String::from_utf8_lossy(&told);
+        assert!(
+            told.contains(
+                "this job (j9) already holds 64 connections to bashd through its channel"
+            ),
+            "{told}"
+        );
+        assert!(arrivals.try_recv().is_err(), "a connection past the limit");
+        // One ends: the next is served.
+        served.pop();
+        let _next = send_end(&theirs);
+        let arrived = tokio::time::timeout(std::time::Duration::from_secs(10), arrivals.recv())
+            .await
+            .expect("no room after a connection ended");
+        assert!(arrived.is_some());
+    }
+
     #[tokio::test]
     async fn a_descriptor_sent_over_the_channel_arrives_as_the_jobs_connection() {
         use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
