@@ -41,6 +41,11 @@ pub async fn serve(
     // own within `REFUSAL_WAIT`). A count, not a semaphore, so a reload can change the
     // cap.
     let open = Arc::new(AtomicUsize::new(0));
+    // Connections that came through jobs' channels, all jobs together: each job holds
+    // at most its channel's share, and together they hold at most `max_connections`
+    // of their own, so jobs that start jobs that flood cost the daemon a bounded
+    // number of descriptors and still leave the socket's to the person.
+    let from_jobs = Arc::new(AtomicUsize::new(0));
     loop {
         // Cancelling accept loses no connection: an unaccepted one stays in the backlog
         // and is refused when the listener is dropped; one sent over a channel stays in
@@ -84,10 +89,21 @@ pub async fn serve(
                 }
             }
         }
-        // A job's connections are counted by its channel (`channel::MOST_CONNECTIONS`),
-        // apart from these: a job that floods its channel leaves the socket's to the
-        // person.
+        // A job's connections are counted by its channel (`channel::MOST_CONNECTIONS`)
+        // and in `from_jobs`, apart from these: a job that floods its channel leaves
+        // the socket's to the person.
         let cap = jobs.max_connections();
+        if let Some((origin, _, _)) = &arrived
+            && from_jobs.load(Ordering::Relaxed) >= cap
+        {
+            tracing::warn!(job = %origin.job, "refused a connection through the job's channel: jobs hold {cap} already (limits.max_connections)");
+            let reason = format!(
+                "bashd (pid {}) already serves {cap} connections from inside sandboxed jobs, its limit for them; let some bashc clients in jobs finish, or end jobs that hold many (bashc jobs), then try again",
+                std::process::id()
+            );
+            tracker.spawn(refuse(stream, ErrorKind::Busy, reason));
+            continue;
+        }
         if arrived.is_none() && open.load(Ordering::Relaxed) >= cap {
             tracing::warn!("refused a connection: {cap} are open already (limits.max_connections)");
             let reason = format!(
@@ -101,8 +117,10 @@ pub async fn serve(
         let (max_frame_bytes, large_frames) = (jobs.max_frame_bytes(), large_frames.clone());
         let (jobs, shutdown) = (jobs.clone(), shutdown.clone());
         match arrived {
-            Some((origin, ended, counted)) => {
+            Some((origin, ended, held)) => {
                 tracing::debug!(job = %origin.job, "a connection came through the job's channel");
+                from_jobs.fetch_add(1, Ordering::Relaxed);
+                let counted = (held, OpenConnection(Arc::clone(&from_jobs)));
                 let jobs = jobs.from_job(Some(origin));
                 let serve =
                     conn::serve_connection(stream, jobs, shutdown, max_frame_bytes, large_frames);
