@@ -219,6 +219,12 @@ fn issue_42_with_the_network_off_no_vsock_and_no_netlink_but_routes() {
             assert!(shown.contains(made), "{args:?}: {made}: {shown}");
         }
     }
+    // `bashc status` names the doors seccomp and the mount namespace close now.
+    let status = doors.daemon.run_bashc(&["status"]);
+    let said = String::from_utf8_lossy(&status.stdout);
+    for door in ["datagram socket pairs", "vsock, and netlink", "/proc/sys"] {
+        assert!(said.contains(door), "{door}: {}", show(&status));
+    }
     for args in [&["--sandbox", "read-only"][..], &["--sandbox", "off"][..]] {
         let shown = doors.run(args, &command);
         for made in [
