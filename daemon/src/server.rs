@@ -98,7 +98,7 @@ pub async fn serve(
         {
             tracing::warn!(job = %origin.job, "refused a connection through the job's channel: jobs hold {cap} already (limits.max_connections)");
             let reason = format!(
-                "bashd (pid {}) already serves {cap} connections from inside sandboxed jobs, its limit for them; let some bashc clients in jobs finish, or end jobs that hold many (bashc jobs), then try again",
+                "bashd (pid {}) already serves {cap} connections from inside sandboxed jobs, its limit for them; let some of the jobs' clients of bashd finish, or end the jobs that hold many, then try again",
                 std::process::id()
             );
             tracker.spawn(refuse(stream, ErrorKind::Busy, reason));

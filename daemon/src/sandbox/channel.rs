@@ -234,7 +234,7 @@ fn refuse(stream: tokio::net::UnixStream, origin: &Origin, refusing: &Arc<Atomic
         return;
     };
     let reason = format!(
-        "this job ({}) already holds {MOST_CONNECTIONS} connections to bashd through its channel, the most a job may hold at once; let some of its bashc clients finish (each running bashc and each bashc mcp holds one), then try again",
+        "this job ({}) already holds {MOST_CONNECTIONS} connections to bashd through its channel, the most a job may hold at once; let some of its clients of bashd finish (each one that runs holds one, an MCP server its own), then try again",
         origin.job
     );
     tokio::spawn(async move {
