@@ -1,6 +1,8 @@
 //! The accept loop: admits peers of the daemon's own uid from outside every sandbox,
 //! and the connections sandboxed jobs send over their channels, and gives each
-//! connection a task of its own.
+//! connection a task of its own. The socket's connections count against `[limits]
+//! max_connections`; a job's, against its channel's own limit, so that no job can take
+//! the person's.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -35,9 +37,15 @@ pub async fn serve(
 ) {
     let me = rustix::process::getuid().as_raw();
     let large_frames = LargeFrames::default();
-    // Connections being served (refusals not counted: they end on their own within
-    // `REFUSAL_WAIT`). A count, not a semaphore, so a reload can change the cap.
+    // Connections on the socket being served (refusals not counted: they end on their
+    // own within `REFUSAL_WAIT`). A count, not a semaphore, so a reload can change the
+    // cap.
     let open = Arc::new(AtomicUsize::new(0));
+    // Connections that came through jobs' channels, all jobs together: each job holds
+    // at most its channel's share, and together they hold at most `max_connections`
+    // of their own, so jobs that start jobs that flood cost the daemon a bounded
+    // number of descriptors and still leave the socket's to the person.
+    let from_jobs = Arc::new(AtomicUsize::new(0));
     loop {
         // Cancelling accept loses no connection: an unaccepted one stays in the backlog
         // and is refused when the listener is dropped; one sent over a channel stays in
@@ -54,8 +62,8 @@ pub async fn serve(
                 }
             },
             Some(arrived) = arrivals.recv() => {
-                let Arrived { stream, origin, ended } = arrived;
-                (stream, Some((origin, ended)))
+                let Arrived { stream, origin, ended, held } = arrived;
+                (stream, Some((origin, ended, held)))
             }
         };
         if arrived.is_none() {
@@ -81,8 +89,22 @@ pub async fn serve(
                 }
             }
         }
+        // A job's connections are counted by its channel (`channel::MOST_CONNECTIONS`)
+        // and in `from_jobs`, apart from these: a job that floods its channel leaves
+        // the socket's to the person.
         let cap = jobs.max_connections();
-        if open.load(Ordering::Relaxed) >= cap {
+        if let Some((origin, _, _)) = &arrived
+            && from_jobs.load(Ordering::Relaxed) >= cap
+        {
+            tracing::warn!(job = %origin.job, "refused a connection through the job's channel: jobs hold {cap} already (limits.max_connections)");
+            let reason = format!(
+                "bashd (pid {}) already serves {cap} connections from inside sandboxed jobs, its limit for them; let some of the jobs' clients of bashd finish, or end the jobs that hold many, then try again",
+                std::process::id()
+            );
+            tracker.spawn(refuse(stream, ErrorKind::Busy, reason));
+            continue;
+        }
+        if arrived.is_none() && open.load(Ordering::Relaxed) >= cap {
             tracing::warn!("refused a connection: {cap} are open already (limits.max_connections)");
             let reason = format!(
                 "bashd (pid {}) already serves {cap} connections, its limit; close some (each client and each MCP server holds one), or raise [limits] max_connections in the config and reload it (systemctl --user reload bashd)",
@@ -91,14 +113,14 @@ pub async fn serve(
             tracker.spawn(refuse(stream, ErrorKind::Busy, reason));
             continue;
         }
-        open.fetch_add(1, Ordering::Relaxed);
-        let counted = OpenConnection(Arc::clone(&open));
         // A reloaded limit applies to connections made after the reload.
         let (max_frame_bytes, large_frames) = (jobs.max_frame_bytes(), large_frames.clone());
         let (jobs, shutdown) = (jobs.clone(), shutdown.clone());
         match arrived {
-            Some((origin, ended)) => {
+            Some((origin, ended, held)) => {
                 tracing::debug!(job = %origin.job, "a connection came through the job's channel");
+                from_jobs.fetch_add(1, Ordering::Relaxed);
+                let counted = (held, OpenConnection(Arc::clone(&from_jobs)));
                 let jobs = jobs.from_job(Some(origin));
                 let serve =
                     conn::serve_connection(stream, jobs, shutdown, max_frame_bytes, large_frames);
@@ -113,6 +135,8 @@ pub async fn serve(
                 });
             }
             None => {
+                open.fetch_add(1, Ordering::Relaxed);
+                let counted = OpenConnection(Arc::clone(&open));
                 tracker.spawn(async move {
                     // Read before anything else, while the process that connected
                     // surely still runs.
@@ -143,11 +167,12 @@ impl Drop for OpenConnection {
 /// How long a refused peer has to send its `Hello` before the reason is sent anyway.
 const REFUSAL_WAIT: Duration = Duration::from_secs(2);
 
-/// Tells a refused peer why, as an error reply, then closes. Its `Hello` is read
+/// Tells a refused peer why, as an error reply, then closes (a peer on the socket, or
+/// a connection over a job's limit, `sandbox/channel.rs`). Its `Hello` is read
 /// first (or waited for, briefly): a socket closed with unread data resets the peer's
 /// end, which would lose the reply; a peer that never sends costs this task
 /// `REFUSAL_WAIT` and a small buffer, no more. Nothing it sends is acted on.
-async fn refuse(stream: UnixStream, kind: ErrorKind, reason: String) {
+pub(crate) async fn refuse(stream: UnixStream, kind: ErrorKind, reason: String) {
     let (read, write) = stream.into_split();
     let mut frames = FramedRead::new(read, DaemonCodec::new(REFUSED_FRAME_BYTES));
     let _ = tokio::time::timeout(REFUSAL_WAIT, frames.next()).await;

@@ -11,6 +11,12 @@
 //! closes, and so do the connections that came through it: an ended job lends no one
 //! its identity.
 //!
+//! A job holds at most [`MOST_CONNECTIONS`] connections through its channel at once,
+//! counted apart from the daemon's socket (`[limits] max_connections`): a job that
+//! sends a thousand ends holds its own share and no more, and the person's own
+//! requests on the socket (`bashc status`, `bashc kill` of that job) still get through
+//! (issue 42, hole 6). A connection over the limit is told why and closed.
+//!
 //! The channel needs no `socket(AF_UNIX)` and no path, so it still works where a
 //! sandbox forbids both; a process of a sandboxed job that comes any other way (it
 //! closed the descriptor, cleared its environment) is refused at the daemon's socket
@@ -21,8 +27,9 @@ use std::mem::MaybeUninit;
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
-use bashd_protocol::{JobId, Network, SandboxInForce};
+use bashd_protocol::{ErrorKind, JobId, Network, SandboxInForce};
 use rustix::net::{
     AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SocketFlags, SocketType,
 };
@@ -74,6 +81,11 @@ pub fn describe(sandbox: Option<SandboxInForce>) -> String {
     }
 }
 
+/// The most connections a job holds through its channel at once. Each `bashc` that
+/// runs in the job holds one while it runs, and each `bashc mcp` one while it serves;
+/// a job that needs more at once is one that floods.
+pub const MOST_CONNECTIONS: usize = 64;
+
 /// A connection that came through a job's channel.
 #[derive(Debug)]
 pub struct Arrived {
@@ -81,6 +93,31 @@ pub struct Arrived {
     pub origin: Arc<Origin>,
     /// Cancelled when the job ends: the connection ends with it.
     pub ended: CancellationToken,
+    /// The connection's place among the job's [`MOST_CONNECTIONS`]: held while it is
+    /// served, given back when it is dropped.
+    pub held: Held,
+}
+
+/// One of a job's connections (or refusals) counted until dropped.
+#[derive(Debug)]
+pub struct Held(Arc<AtomicUsize>);
+
+impl Held {
+    /// A place among `count`'s, or `None` when all `most` are taken.
+    fn take(count: &Arc<AtomicUsize>, most: usize) -> Option<Held> {
+        count
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < most).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| Held(Arc::clone(count)))
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// The daemon's hold on a job's channel. Dropping it (the job has ended) closes the
@@ -135,6 +172,11 @@ async fn serve(
     arrivals: mpsc::Sender<Arrived>,
     ended: CancellationToken,
 ) {
+    // The job's connections being served, and its refusals being told: each bounded,
+    // so a job that floods its channel costs the daemon a fixed number of descriptors.
+    let (held, refusing) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    // The log says it once a job, not once a connection.
+    let mut logged = false;
     loop {
         let ready = tokio::select! {
             () = ended.cancelled() => return,
@@ -144,10 +186,21 @@ async fn serve(
         loop {
             match receive(channel.get_ref()) {
                 Ok(Received::Stream(stream)) => {
+                    let Some(place) = Held::take(&held, MOST_CONNECTIONS) else {
+                        if !std::mem::replace(&mut logged, true) {
+                            tracing::warn!(
+                                job = %origin.job,
+                                "refused a connection through the job's channel: it holds {MOST_CONNECTIONS} already (and refuses the next ones without a word here)"
+                            );
+                        }
+                        refuse(stream, &origin, &refusing);
+                        continue;
+                    };
                     let arrived = Arrived {
                         stream,
                         origin: Arc::clone(&origin),
                         ended: ended.clone(),
+                        held: place,
                     };
                     // Waits while the server is busy: the job's sends wait in turn.
                     let sent = tokio::select! {
@@ -172,6 +225,22 @@ async fn serve(
             }
         }
     }
+}
+
+/// Tells a connection over the job's limit why, and closes it; past
+/// [`MOST_CONNECTIONS`] refusals being told at once, closes it without a word.
+fn refuse(stream: tokio::net::UnixStream, origin: &Origin, refusing: &Arc<AtomicUsize>) {
+    let Some(place) = Held::take(refusing, MOST_CONNECTIONS) else {
+        return;
+    };
+    let reason = format!(
+        "this job ({}) already holds {MOST_CONNECTIONS} connections to bashd through its channel, the most a job may hold at once; let some of its clients of bashd finish (each one that runs holds one, an MCP server its own), then try again",
+        origin.job
+    );
+    tokio::spawn(async move {
+        crate::server::refuse(stream, ErrorKind::Busy, reason).await;
+        drop(place);
+    });
 }
 
 enum Received {
@@ -247,6 +316,72 @@ mod tests {
         assert!(!origin.reaches(Some(sandbox(SandboxProfile::ReadOnly, Network::On))));
         assert!(!origin.reaches(Some(sandbox(SandboxProfile::Off, Network::Off))));
         assert_eq!(origin.describe(), "workspace-write with the network off");
+    }
+
+    /// Sends one end of a new stream pair over the job's end of a channel; the other.
+    fn send_end(theirs: &OwnedFd) -> std::os::unix::net::UnixStream {
+        use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
+        use std::os::fd::AsFd;
+        let (mine, sent) = std::os::unix::net::UnixStream::pair().unwrap();
+        let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(1))];
+        let mut ancillary = SendAncillaryBuffer::new(&mut space);
+        let fds = [sent.as_fd()];
+        assert!(ancillary.push(SendAncillaryMessage::ScmRights(&fds)));
+        rustix::net::sendmsg(
+            theirs,
+            &[std::io::IoSlice::new(
+                bashd_protocol::channel::CHANNEL_HELLO,
+            )],
+            &mut ancillary,
+            SendFlags::NOSIGNAL,
+        )
+        .unwrap();
+        mine
+    }
+
+    /// Issue 42, hole 6: a job's channel serves `MOST_CONNECTIONS` at once; the next
+    /// is told the limit and closed, and a connection that ends makes room again.
+    #[tokio::test]
+    async fn a_job_holds_at_most_its_share_of_connections() {
+        let origin = Arc::new(Origin {
+            job: JobId(9),
+            session: "s".into(),
+            sandbox: sandbox(SandboxProfile::ReadOnly, Network::Off),
+            workspace: "/ws".into(),
+        });
+        let (arrivals_tx, mut arrivals) = mpsc::channel(2 * MOST_CONNECTIONS);
+        let (_channel, theirs) = Channel::make().unwrap().open(origin, arrivals_tx);
+        let ends: Vec<_> = (0..MOST_CONNECTIONS + 1)
+            .map(|_| send_end(&theirs))
+            .collect();
+        let mut served = Vec::new();
+        for _ in 0..MOST_CONNECTIONS {
+            served.push(arrivals.recv().await.unwrap());
+        }
+        // The one past the limit is told why, after its Hello is waited for.
+        let mut over = ends.last().unwrap().try_clone().unwrap();
+        let told = tokio::task::spawn_blocking(move || {
+            let mut told = Vec::new();
+            std::io::Read::read_to_end(&mut over, &mut told).unwrap();
+            told
+        })
+        .await
+        .unwrap();
+        let told = String::from_utf8_lossy(&told);
+        assert!(
+            told.contains(
+                "this job (j9) already holds 64 connections to bashd through its channel"
+            ),
+            "{told}"
+        );
+        assert!(arrivals.try_recv().is_err(), "a connection past the limit");
+        // One ends: the next is served.
+        served.pop();
+        let _next = send_end(&theirs);
+        let arrived = tokio::time::timeout(std::time::Duration::from_secs(10), arrivals.recv())
+            .await
+            .expect("no room after a connection ended");
+        assert!(arrived.is_some());
     }
 
     #[tokio::test]

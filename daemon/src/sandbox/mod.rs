@@ -174,16 +174,22 @@ pub fn spec(
     }
 }
 
-/// The session's temp dir, a sandboxed job's `TMPDIR` and the one place a
-/// `read-only` job may write: `sessions/<session>/tmp`, removed with the session.
-pub fn tmpdir(session_dir: &Path) -> PathBuf {
-    session_dir.join("tmp")
+/// The temp dir of a session's jobs confined by `in_force`, their `TMPDIR` and the
+/// one place a `read-only` job may write: `sessions/<session>/tmp/<profile>.net-<network>`,
+/// removed with the session. One for each sandbox (issue 42): what a job leaves in
+/// its `TMPDIR` is found there only by jobs confined as it was, never by a looser one
+/// that runs `$TMPDIR/...` with the network on or its workspace writable (and an
+/// unconfined job keeps the client's `TMPDIR`).
+pub fn tmpdir(session_dir: &Path, in_force: SandboxInForce) -> PathBuf {
+    session_dir
+        .join("tmp")
+        .join(format!("{}.net-{}", in_force.profile, in_force.network))
 }
 
-/// Makes the session's temp dir (0700) and its session dir as needed, never through a
-/// symlink.
+/// Makes a session's temp dir (0700), its `tmp` and its session dir as needed, never
+/// through a symlink.
 pub fn make_tmpdir(tmpdir: &Path) -> io::Result<()> {
-    let mut dirs: Vec<&Path> = tmpdir.ancestors().take(3).collect();
+    let mut dirs: Vec<&Path> = tmpdir.ancestors().take(4).collect();
     dirs.reverse();
     for dir in dirs {
         match fs::DirBuilder::new().mode(0o700).create(dir) {
@@ -286,6 +292,16 @@ impl Support {
                 in_force.profile
             )));
         }
+        // A job with the network off gets a mount namespace whatever its profile, to
+        // keep the kernel's settings read-only (`confine::apply`).
+        if in_force.profile == SandboxProfile::Off
+            && in_force.network == Network::Off
+            && let Err(why) = &probe.mount
+        {
+            return Err(refused(format!(
+                "network off needs a mount namespace, which keeps /proc/sys read-only: {why}"
+            )));
+        }
         if in_force.network == Network::Off
             && let Err(why) = &probe.network
         {
@@ -359,6 +375,7 @@ impl Support {
                     "deny_read paths",
                     "other terminals (a devpts of its own)",
                     "moving out of its cgroup (cgroupfs read-only)",
+                    "the kernel's settings (/proc/sys, /sys read-only), which a job run as root could set",
                 ][..],
             ),
             (
@@ -372,7 +389,10 @@ impl Support {
             (
                 "seccomp",
                 &probe.seccomp,
-                &["unix sockets (socket(AF_UNIX)), io_uring"][..],
+                &[
+                    "unix sockets (socket(AF_UNIX)), datagram socket pairs, io_uring",
+                    "vsock, and netlink but the job's own routes and sockets (with the network off)",
+                ][..],
             ),
         ] {
             mechanisms.push(SandboxMechanism {

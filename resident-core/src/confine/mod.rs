@@ -24,9 +24,11 @@
 //!   writable roots and to the terminal and null devices; signals and abstract unix
 //!   sockets only within the job (ABI 6), also for a job whose files are not
 //!   confined; `no_new_privs`.
-//! - Seccomp last (`seccomp.rs`): no `socket(AF_UNIX)`, so no pathname unix socket
-//!   of the host (a session bus, docker, an ssh agent, bashd itself) answers the job,
-//!   unless the config names some and the network is on.
+//! - Seccomp last (`seccomp.rs`): no `socket(AF_UNIX)` and no datagram
+//!   `socketpair(AF_UNIX)`, so no pathname unix socket of the host (a session bus,
+//!   docker, an ssh agent, `/dev/log`, bashd itself) answers the job, unless the config
+//!   names some and the network is on; with the network off, no `AF_VSOCK` and no
+//!   netlink but the job's own routes and sockets.
 //!
 //! The daemon builds the [`Spec`] (`daemon/src/sandbox/`) and reads the [`Probe`]; the
 //! resident applies the spec. Like the rest of this crate it uses std, libc, rustix,
@@ -58,7 +60,8 @@ pub struct Spec {
     /// Give the job a network of its own with only its loopback.
     pub network_off: bool,
     /// Let the job make unix sockets (`[sandbox] unix_sockets` names some, the network
-    /// is on); otherwise `socket(AF_UNIX)` fails. `socketpair` is never refused.
+    /// is on); otherwise `socket(AF_UNIX)` and a datagram `socketpair(AF_UNIX)` fail.
+    /// A stream or seqpacket `socketpair` is never refused.
     pub unix_sockets: bool,
     /// bashd's runtime dir, hidden from the job but for the `writable` roots beneath it
     /// (the session's temp dir): the journal, the relay's and ssh's sockets and other
@@ -211,7 +214,7 @@ pub fn resident_filter(spec: &Spec) -> Result<bool, Failure> {
         return Ok(false);
     }
     namespaces::no_new_privs()?;
-    seccomp::deny_unix_sockets()?;
+    seccomp::install(spec.network_off)?;
     Ok(true)
 }
 
@@ -239,20 +242,18 @@ pub fn apply(
         landlock::check()?;
     }
     let plan = spec.files.then(|| namespaces::Hidden::find(spec, terminal));
-    // A job whose files are not confined still gets the cgroup file system read-only:
-    // its cgroup namespace holds it in its cgroup only where cgroup2 is mounted with
-    // `nsdelegate`.
-    let cgroupfs = cgroup && plan.is_none();
-    let mounts = plan.is_some() || cgroupfs;
+    // A job whose files are not confined (its network is off) still gets a mount
+    // namespace: the kernel's settings read-only (a job run by root would otherwise
+    // set a helper that the kernel starts outside the job's namespaces, the network's
+    // included), and the cgroup file system (its cgroup namespace holds it in its
+    // cgroup only where cgroup2 is mounted with `nsdelegate`).
     match kit {
-        Some(kit) => kit.enter(mounts, spec.network_off)?,
-        None => namespaces::enter(mounts, spec.network_off)?,
+        Some(kit) => kit.enter(true, spec.network_off)?,
+        None => namespaces::enter(true, spec.network_off)?,
     }
-    if let Some(plan) = &plan {
-        plan.mount()?;
-    }
-    if cgroupfs {
-        namespaces::cgroupfs_read_only()?;
+    match &plan {
+        Some(plan) => plan.mount()?,
+        None => namespaces::host_settings_read_only(cgroup)?,
     }
     if spec.files {
         landlock::restrict(&spec.writable, terminal)?;
@@ -264,7 +265,7 @@ pub fn apply(
     }
     namespaces::drop_capabilities()?;
     if !spec.unix_sockets && !filtered {
-        seccomp::deny_unix_sockets()?;
+        seccomp::install(spec.network_off)?;
     }
     Ok(())
 }
@@ -297,9 +298,10 @@ pub fn probe() -> Probe {
     } else {
         (needs_user(), needs_user())
     };
-    // Last: the filter stays on the probe, which exits next.
+    // Last: the filter stays on the probe, which exits next. The filter of a job
+    // with the network off, the one with more rules.
     let seccomp = namespaces::no_new_privs()
-        .and_then(|()| seccomp::deny_unix_sockets())
+        .and_then(|()| seccomp::install(true))
         .map_err(|f| f.to_string());
     Probe {
         landlock_abi,

@@ -522,16 +522,43 @@ fn setns(fd: &OwnedFd, kind: libc::c_int) -> io::Result<()> {
     Ok(())
 }
 
-/// Every cgroup file system read-only, in the mount namespace [`enter`] made, for a
-/// job whose files are otherwise its own: no process of it can move itself to another
-/// cgroup (out of the job's) or change the job's limits.
-pub(super) fn cgroupfs_read_only() -> Result<(), Failure> {
-    let fail = |e: io::Error| failure("make the cgroup file system read-only", e, FIX_MOUNTS);
+/// What the mount namespace [`enter`] made holds for a job whose files are otherwise
+/// its own (a network-only job): the kernel's settings, `/proc/sys` and `/sys`,
+/// read-only, and with `cgroup` every cgroup file system too. In its user namespace a
+/// job run by root is still root to the files it owns, those settings included:
+/// without this it could set `kernel.core_pattern` or `kernel.modprobe` to a program
+/// the kernel then starts as root outside every namespace of the job, with the host's
+/// network (issue 42). An ordinary user may write none of them anyway, so nothing a
+/// job of theirs does changes. With the cgroup file system read-only no process of
+/// the job can move itself to another cgroup (out of the job's) or change the job's
+/// limits.
+pub(super) fn host_settings_read_only(cgroup: bool) -> Result<(), Failure> {
     rustix::mount::mount_change(
         "/",
         MountPropagationFlags::DOWNSTREAM | MountPropagationFlags::REC,
     )
-    .map_err(|e| fail(e.into()))?;
+    .map_err(|e| failure("keep the job's mounts to itself", e.into(), FIX_MOUNTS))?;
+    for settings in ["/proc/sys", "/sys"] {
+        let path = Path::new(settings);
+        if !path.is_dir() {
+            continue;
+        }
+        // Bound over itself first: `/proc/sys` is no mount of its own, and read-only
+        // on the mount that holds it would be read-only on all of `/proc`.
+        rustix::mount::mount_bind_recursive(path, path)
+            .map_err(io::Error::from)
+            .and_then(|()| set_read_only(path, true, true))
+            .map_err(|e| failure(&format!("make {settings} read-only"), e, FIX_MOUNTS))?;
+    }
+    if cgroup {
+        cgroupfs_read_only()?;
+    }
+    Ok(())
+}
+
+/// Every cgroup file system read-only.
+fn cgroupfs_read_only() -> Result<(), Failure> {
+    let fail = |e: io::Error| failure("make the cgroup file system read-only", e, FIX_MOUNTS);
     let mounts = fs::read_to_string("/proc/self/mountinfo").map_err(fail)?;
     for line in mounts.lines() {
         let Some((before, after)) = line.split_once(" - ") else {

@@ -15,6 +15,7 @@ mod daemon_lifecycle;
 mod disk;
 mod docs;
 mod doors;
+mod doors42;
 mod exec;
 mod fuzz;
 mod inbox;

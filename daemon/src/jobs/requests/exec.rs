@@ -310,11 +310,12 @@ impl JobsActor {
             return;
         }
 
-        // A confined file system leaves the job the session's temp dir to write in.
+        // A confined file system leaves the job the session's temp dir of its sandbox
+        // to write in.
         let tmpdir = plan
             .sandbox
             .filter(|s| s.profile != SandboxProfile::Off)
-            .map(|_| sandbox::tmpdir(&self.session_dir(&session)));
+            .map(|in_force| sandbox::tmpdir(&self.session_dir(&session), in_force));
         // A sandboxed job's processes reach the daemon through a channel of its own,
         // which says who they are; nothing they claim does.
         let channel = unopened.zip(plan.sandbox).map(|(unopened, sandbox)| {
