@@ -27,8 +27,25 @@ pub struct SessionArgs {
     /// The process that owns the session (default: that same ancestor). When every
     /// owner has exited, the session's foreground jobs are killed, and its background
     /// jobs after the linger time (15 min) unless someone uses the session again.
-    #[arg(long, value_name = "PID")]
+    #[arg(long, value_name = "PID", value_parser = owner_pid)]
     owner_pid: Option<u32>,
+}
+
+/// `--owner-pid`: a live process other than init, which never exits (a session it
+/// owned would never end); a usage error otherwise, and nothing is sent.
+pub fn owner_pid(text: &str) -> Result<u32, String> {
+    let pid: u32 = text
+        .parse()
+        .map_err(|_| format!("a process id, not {text:?}"))?;
+    match pid {
+        0 | 1 => Err(format!(
+            "pid {pid} never exits, so a session it owned would never end; give the pid of the agent that owns the session"
+        )),
+        _ if !std::path::Path::new(&format!("/proc/{pid}")).exists() => Err(format!(
+            "no process {pid} is running; give the pid of the agent that owns the session"
+        )),
+        _ => Ok(pid),
+    }
 }
 
 impl SessionArgs {

@@ -67,8 +67,9 @@ fn output_offsets_count_from_one() {
     assert!(!runtime_dir.exists(), "a bad offset reached for a daemon");
 }
 
-/// The README, whose usage must agree with `--help` (issue 24).
-const README: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"));
+/// The CLI reference, whose usage must agree with `--help` (issue 24; it moved out of
+/// the README in issue 46).
+const README: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/CLI.md"));
 
 /// Flags the README documents once for many commands, and which commands take them.
 const SHARED_FLAGS: &[(&str, &str, &[&str])] = &[
@@ -119,6 +120,9 @@ const OTHER_PROGRAMS: &[&str] = &[
     "--no-preserve-root",
     "--path",
     "--locked",
+    // cargo build's, for the musl target.
+    "--target",
+    "--release",
     "--scope",
     "--user",
     "--now",
@@ -208,9 +212,9 @@ fn flags_in(text: &str) -> Vec<String> {
 /// lines name.
 fn readme_usage() -> BTreeMap<String, BTreeSet<String>> {
     let section = README
-        .split("\n## Using it\n")
+        .split("\n## Commands\n")
         .nth(1)
-        .expect("the README has a `Using it` section");
+        .expect("docs/CLI.md has a `Commands` section");
     let mut usage: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let mut current = None;
     for line in section.lines().skip_while(|line| line.is_empty()) {
@@ -321,4 +325,37 @@ fn every_help_page_opens_with_what_its_command_does() {
             "bashc {name} --help opens with:\n{page}"
         );
     }
+}
+
+/// An owner that is init, or no process at all, would make a session that never ends
+/// or ends at once: a usage error, with nothing sent (issue 45).
+#[test]
+fn an_owner_pid_of_init_or_of_no_process_is_a_usage_error() {
+    for pid in ["0", "1", "2147483646", "x"] {
+        for command in [&["jobs"][..], &["mcp"]] {
+            let out = Command::new(env!("CARGO_BIN_EXE_bashc"))
+                .args(command)
+                .args(["--owner-pid", pid])
+                .env("BASHD_RUNTIME_DIR", "/nonexistent/bashd-test")
+                .env("BASHD_NO_AUTOSTART", "1")
+                .output()
+                .unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{command:?} {pid}: {stderr}");
+            assert!(
+                stderr.contains("--owner-pid"),
+                "{command:?} {pid}: {stderr}"
+            );
+        }
+    }
+    // Positive control: a live process is taken (and the call goes on to find no
+    // daemon).
+    let me = std::process::id().to_string();
+    let out = Command::new(env!("CARGO_BIN_EXE_bashc"))
+        .args(["jobs", "--owner-pid", &me])
+        .env("BASHD_RUNTIME_DIR", "/nonexistent/bashd-test")
+        .env("BASHD_NO_AUTOSTART", "1")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(255), "{out:?}");
 }

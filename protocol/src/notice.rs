@@ -204,6 +204,9 @@ pub enum BackgroundWhy {
 pub enum ErrorHint {
     /// Job ids are the ones `exec` and `jobs` give out.
     JobIds,
+    /// A well-formed job id that this daemon has not given out: `jobs` lists the
+    /// session's jobs.
+    NoSuchJob,
     /// A job named by pid is named by its shell's pid, as `jobs` shows it.
     JobPids,
     /// `sessions` lists the sessions the daemon has.

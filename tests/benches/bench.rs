@@ -1,7 +1,7 @@
 //! `cargo bench -p bashd-tests`: each figure is a ratio against a floor measured in the
 //! same run, on the same machine (DESIGN §13). Plain text, one figure a line.
 //!
-//! The release `bashd` and `bashc` are built first through `$CARGO`, since cargo builds
+//! The release `bashd`, `bashd-resident` and `bashc` are built first through `$CARGO`, since cargo builds
 //! only this package's targets for a bench.
 
 use std::process::{Command, Stdio};
@@ -279,11 +279,20 @@ fn process_cpu(pid: u32) -> (u64, u64) {
 fn build_release_binaries() {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let status = Command::new(cargo)
-        .args(["build", "--release", "-p", "bashd", "-p", "bashc"])
+        .args([
+            "build",
+            "--release",
+            "-p",
+            "bashd",
+            "-p",
+            "bashd-resident",
+            "-p",
+            "bashc-cli",
+        ])
         .status()
         .expect("cannot run cargo to build the release binaries");
     assert!(
         status.success(),
-        "cargo build --release -p bashd -p bashc failed"
+        "cargo build --release -p bashd -p bashd-resident -p bashc-cli failed"
     );
 }

@@ -34,7 +34,7 @@ pub struct McpArgs {
     /// The process that owns the session (default: the agent that started this
     /// server, its parent). When it exits, the session's foreground jobs are killed,
     /// and its background jobs after the linger time (15 min) unless it comes back.
-    #[arg(long, value_name = "PID")]
+    #[arg(long, value_name = "PID", value_parser = crate::common::owner_pid)]
     owner_pid: Option<u32>,
 }
 

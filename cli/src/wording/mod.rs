@@ -284,6 +284,10 @@ pub fn error(message: &str, hint: Option<&ErrorHint>, spelling: &dyn Spelling) -
             spelling.call(Call::Exec),
             spelling.call(Call::Jobs)
         ),
+        ErrorHint::NoSuchJob => format!(
+            "{message}: `{}` lists this session's jobs",
+            spelling.call(Call::Jobs)
+        ),
         ErrorHint::JobPids => format!(
             "{message}: a job's pid is the pid of its shell, as `{}` shows it",
             spelling.call(Call::Jobs)

@@ -163,7 +163,7 @@ fn every_notice() -> Vec<Notice> {
 }
 
 /// The hint variants `expect_hint` knows; the list below must hold each.
-const HINT_VARIANTS: usize = 13;
+const HINT_VARIANTS: usize = 14;
 
 /// As `expect_notice`, for hints.
 fn expect_hint(hint: &ErrorHint) -> (usize, Expect) {
@@ -198,12 +198,14 @@ fn expect_hint(hint: &ErrorHint) -> (usize, Expect) {
         ErrorHint::OutputKept { .. } => {
             (12, says("`bashc output j5`", "`bash_output(job=\"j5\")`"))
         }
+        ErrorHint::NoSuchJob => (13, says("`bashc jobs`", "`bash_jobs()`")),
     }
 }
 
 fn every_hint() -> Vec<ErrorHint> {
     vec![
         ErrorHint::JobIds,
+        ErrorHint::NoSuchJob,
         ErrorHint::JobPids,
         ErrorHint::Sessions,
         ErrorHint::OtherSession {

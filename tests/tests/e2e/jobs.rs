@@ -381,12 +381,21 @@ fn an_unknown_job_is_named_by_every_job_command() {
     for command in ["kill", "check", "output", "wait"] {
         let out = daemon.run_bashc(&[command, "j999"]);
         assert_ne!(out.status.code(), Some(0), "{command}: {}", show(&out));
+        // Well formed: told there is no such job, not how ids look (issue 45).
         assert!(
-            stderr(&out).contains("no job j999"),
+            stderr(&out).contains(
+                "no job j999: bashd has started no job yet: `bashc jobs` lists this session's jobs"
+            ),
             "{command}: {}",
             show(&out)
         );
     }
+    let out = daemon.run_bashc(&["check", "job12"]);
+    assert!(
+        stderr(&out).contains("job ids look like j12"),
+        "{}",
+        show(&out)
+    );
     let out = daemon.run_bashc(&["kill", "--pid", "999999"]);
     assert!(
         stderr(&out).contains("no job has pid 999999"),

@@ -55,6 +55,16 @@ impl JobsActor {
                         self.config.sessions.keep_finished
                     ),
                 ),
+                // Well formed, and not given out yet: no such job, whatever its
+                // form; only an id of another form is told how ids look.
+                Ok(JobId(n)) if n > 0 => ErrorReply::new(
+                    ErrorKind::NotFound,
+                    match self.journal.next().saturating_sub(1) {
+                        0 => format!("no job {id}: bashd has started no job yet"),
+                        newest => format!("no job {id}: the newest job is j{newest}"),
+                    },
+                )
+                .with_hint(ErrorHint::NoSuchJob),
                 _ => ErrorReply::new(ErrorKind::NotFound, format!("no job {id}"))
                     .with_hint(ErrorHint::JobIds),
             },
