@@ -817,3 +817,55 @@ fn issue_42_jobs_json_carries_no_raw_c1_control() {
         .collect();
     assert_eq!(descriptions, ["lint \\u{85}\\u{2028}x"], "{listed}");
 }
+
+/// Issue 42: a sandboxed job of one session whose workdir was another session's temp
+/// dir was refused as "bashd-resident exited before it started the shell". It is
+/// refused before anything runs, saying what the directory is and why a job of this
+/// session cannot use it; the session's own jobs, and an unconfined job of the other
+/// session, still run there.
+#[test]
+fn issue_42_another_sessions_temp_dir_is_refused_with_what_it_is() {
+    let daemon = Daemon::start();
+    let run_in = |session: &str, sandbox: &str, workdir: &str, command: &str| {
+        daemon.run_bashc(&[
+            "exec",
+            "--json",
+            "--session",
+            session,
+            "--sandbox",
+            sandbox,
+            "--workdir",
+            workdir,
+            "--",
+            command,
+        ])
+    };
+    let scratch = daemon.scratch().to_str().unwrap().to_owned();
+    let out = run_in("i42-a", "read-only", &scratch, "echo \"$TMPDIR\"");
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let tmp = crate::json(&out)["stdout"]["text"]
+        .as_str()
+        .unwrap()
+        .trim()
+        .to_owned();
+    assert!(tmp.contains("/sessions/i42-a/"), "{tmp}");
+
+    for sandbox in ["read-only", "workspace-write"] {
+        let out = run_in("i42-b", sandbox, &tmp, "touch i42-ran");
+        assert_ne!(out.status.code(), Some(0), "{sandbox}: {}", show(&out));
+        let said = format!("{}{}", stdout(&out), stderr(&out));
+        assert!(
+            said.contains("of session i42-a")
+                && said.contains("a job of session i42-b cannot run there")
+                && !said.contains("bashd-resident"),
+            "{sandbox}: {said}"
+        );
+    }
+    assert!(!Path::new(&tmp).join("i42-ran").exists());
+
+    // Its own session's job, and an unconfined one of the other session, run there.
+    let out = run_in("i42-a", "read-only", &tmp, "pwd");
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let out = run_in("i42-b", "off", &tmp, "pwd");
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+}

@@ -18,6 +18,7 @@ mod check_policy;
 mod close_session;
 pub(super) mod exec;
 mod follow;
+mod foreign_session;
 mod grep;
 pub mod inbox;
 pub(super) mod jobs;
