@@ -33,10 +33,16 @@ pub struct CgroupRoot {
     /// The controllers job cgroups get (`memory`, `cpu`, `pids`, where the root has
     /// them), for their limits.
     controllers: Vec<String>,
-    /// The cgroup the daemon was in before it moved into `dir/daemon`, to go back to
-    /// at a clean stop.
+    /// What a clean stop undoes; boxed, as it is read once, at the end.
+    release: Box<Release>,
+}
+
+/// What the daemon changed in the hierarchy when it took its root.
+#[derive(Debug, Clone)]
+struct Release {
+    /// The cgroup the daemon was in before it moved into `dir/daemon`, to go back to.
     origin: Option<PathBuf>,
-    /// Whether the daemon made `dir`, and so removes it at a clean stop.
+    /// Whether the daemon made `dir`, and so removes it.
     made: bool,
 }
 
@@ -70,8 +76,7 @@ impl CgroupRoot {
         let root = CgroupRoot {
             dir: dir.to_owned(),
             controllers,
-            origin,
-            made,
+            release: Box::new(Release { origin, made }),
         };
         // A root that takes the daemon may still refuse children (a threaded or
         // domain-invalid cgroup): better to know now than at the first job.
@@ -105,7 +110,8 @@ impl CgroupRoot {
     /// `Delegate=yes`, where systemd removes the cgroup; or it may not write there), the
     /// leaf stays, and the next daemon takes it again.
     pub async fn release(&self) {
-        let Some(origin) = self.origin.as_ref().filter(|o| !o.starts_with(&self.dir)) else {
+        let Release { origin, made } = &*self.release;
+        let Some(origin) = origin.as_ref().filter(|o| !o.starts_with(&self.dir)) else {
             return;
         };
         if let Err(e) = fs::write(origin.join("cgroup.procs"), "0") {
@@ -130,7 +136,7 @@ impl CgroupRoot {
                 Err(_) => tokio::time::sleep(EMPTY_POLL).await,
             }
         }
-        if self.made {
+        if *made {
             // Fails, and rightly, while a job cgroup is left in it.
             let _ = fs::remove_dir(&self.dir);
         }
