@@ -22,7 +22,9 @@ use std::sync::Arc;
 
 use bashc::protocol::codec::{ClientCodec, DaemonCodec};
 use bashc::protocol::runtime;
-use bashc::protocol::{ClientFrame, ErrorKind, ErrorReply, PROTOCOL_VERSION, Request, ServerFrame};
+use bashc::protocol::{
+    ClientFrame, ErrorKind, ErrorReply, PROTOCOL_VERSION, PolicyCheck, Request, ServerFrame,
+};
 use bashc::{ClientError, Target, connect_checked};
 use bytes::Bytes;
 use futures::{SinkExt, StreamExt};
@@ -346,7 +348,7 @@ const NOT_PASSED: &[&str] = &[runtime::RUNTIME_DIR_ENV, "SSH_CLIENT", "SSH2_CLIE
 
 /// What the caller left to this host: an `Exec`'s environment (the bridge's own, with
 /// this daemon's runtime dir) and its working directory (relative to the login
-/// directory).
+/// directory), and the directory a policy check is judged in.
 fn localize(mut request: Request, runtime_dir: &Path, home: &Path) -> Request {
     use std::os::unix::ffi::OsStrExt;
     if let Request::Exec(params) = &mut request {
@@ -360,11 +362,25 @@ fn localize(mut request: Request, runtime_dir: &Path, home: &Path) -> Request {
                 .env
                 .push((key.to_vec(), runtime_dir.as_os_str().as_bytes().to_vec()));
         }
-        if params.workdir.is_empty() {
-            params.workdir = home.to_string_lossy().into_owned();
-        } else if !params.workdir.starts_with('/') {
-            params.workdir = home.join(&params.workdir).to_string_lossy().into_owned();
-        }
+        localize_workdir(&mut params.workdir, home);
+    }
+    // A policy check is judged where an `exec` with the same workdir would run.
+    if let Request::CheckPolicy(PolicyCheck {
+        workdir: Some(workdir),
+        ..
+    }) = &mut request
+    {
+        localize_workdir(workdir, home);
     }
     request
+}
+
+/// A workdir the caller left to this host: none is the login directory, a relative one
+/// is below it.
+fn localize_workdir(workdir: &mut String, home: &Path) {
+    if workdir.is_empty() {
+        *workdir = home.to_string_lossy().into_owned();
+    } else if !workdir.starts_with('/') {
+        *workdir = home.join(&*workdir).to_string_lossy().into_owned();
+    }
 }

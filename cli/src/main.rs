@@ -330,6 +330,10 @@ struct PolicyCheckArgs {
     /// Print the verdict as JSON: allowed, rule, message.
     #[arg(long)]
     json: bool,
+    /// Judge the command as `bashc exec` would run it in DIR (default: the current
+    /// directory): what `.`, `..` and relative paths name depends on it.
+    #[arg(long, value_name = "DIR")]
+    workdir: Option<std::path::PathBuf>,
     /// The command: one word is a shell command as written (`'make && make test'`);
     /// several are a program and its arguments, each word kept whole as `sudo` and
     /// `env` take theirs (`grep -rn "TODO: fix" .`); `-` alone reads it from stdin.
@@ -549,24 +553,12 @@ async fn exec(args: ExecArgs, target: &bashc::Target) -> anyhow::Result<u8> {
 
 fn exec_params(args: &ExecArgs, target: &bashc::Target) -> anyhow::Result<ExecParams> {
     let command = command_text(&args.command)?;
-    let cwd = std::env::current_dir()
-        .context("cannot read the current directory (was it removed?); pass --workdir")?;
-    let workdir = match (&args.workdir, target.host()) {
-        // On another host, the bridge there resolves the directory from its login
-        // directory: this machine's current directory means nothing there.
-        (Some(dir), Some(_)) => dir.clone(),
-        (None, Some(_)) => PathBuf::new(),
-        (Some(dir), None) => cwd.join(dir),
-        (None, None) => cwd,
-    };
-    let Some(workdir) = workdir.to_str() else {
-        bail!("working directory {} is not valid UTF-8", workdir.display());
-    };
+    let workdir = workdir(args.workdir.as_deref(), target)?;
     let options = ExecOptions {
         mode: Some(args.mode.into()),
         timeout_secs: args.timeout,
         on_timeout: args.on_timeout.map(Into::into),
-        workdir: workdir.to_owned(),
+        workdir,
         description: args.description.clone(),
         merge_stderr: args.merge_stderr,
         output: OutputOptions {
@@ -591,6 +583,33 @@ fn exec_params(args: &ExecArgs, target: &bashc::Target) -> anyhow::Result<ExecPa
         notify_idle_secs: args.notify_idle,
     };
     Ok(options.params(command, args.session.caller()))
+}
+
+/// The directory a command runs in (`exec`) or is judged in (`policy check`): `--workdir`
+/// against the current directory, or the current directory; on another host, as given
+/// (empty for none), for the bridge there to resolve.
+fn workdir(arg: Option<&std::path::Path>, target: &bashc::Target) -> anyhow::Result<String> {
+    let workdir = match (arg, target.host()) {
+        // On another host, the bridge there resolves the directory from its login
+        // directory: this machine's current directory means nothing there.
+        (Some(dir), Some(_)) => dir.to_owned(),
+        (None, Some(_)) => PathBuf::new(),
+        (dir, None) => {
+            let cwd = std::env::current_dir()
+                .context("cannot read the current directory (was it removed?); pass --workdir")?;
+            match dir {
+                Some(dir) => cwd.join(dir),
+                None => cwd,
+            }
+        }
+    };
+    match workdir.into_os_string().into_string() {
+        Ok(workdir) => Ok(workdir),
+        Err(workdir) => bail!(
+            "working directory {} is not valid UTF-8",
+            std::path::Path::new(&workdir).display()
+        ),
+    }
 }
 
 async fn output(args: OutputArgs, target: &bashc::Target) -> anyhow::Result<u8> {
@@ -677,8 +696,9 @@ async fn output(args: OutputArgs, target: &bashc::Target) -> anyhow::Result<u8> 
 
 async fn policy_check(args: PolicyCheckArgs, target: &bashc::Target) -> anyhow::Result<u8> {
     let command = command_text(&args.command)?;
+    let workdir = workdir(args.workdir.as_deref(), target)?;
     let client = connect(target).await?;
-    let verdict = client.check_policy(command).await?;
+    let verdict = client.check_policy(command, Some(workdir)).await?;
     print(args.json, &verdict, render::policy_text)?;
     Ok(if verdict.allowed { 0 } else { 1 })
 }

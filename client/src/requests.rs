@@ -4,8 +4,8 @@
 
 use bashd_protocol::{
     ExecParams, ExecResult, FollowRequest, GrepRequest, JobInfo, JobRequest, JobsRequest,
-    KillRequest, OutputPage, OutputRequest, PolicyVerdict, Request, ResizeRequest, Response,
-    ScreenInfo, SendReply, SendRequest, SessionClosed, SessionInfo, StatusInfo, Stopping,
+    KillRequest, OutputPage, OutputRequest, PolicyCheck, PolicyVerdict, Request, ResizeRequest,
+    Response, ScreenInfo, SendReply, SendRequest, SessionClosed, SessionInfo, StatusInfo, Stopping,
     WaitRequest,
 };
 
@@ -72,9 +72,15 @@ impl Client {
         }
     }
 
-    /// Whether the daemon's policy would let `command` run; nothing runs.
-    pub async fn check_policy(&self, command: String) -> Result<PolicyVerdict, ClientError> {
-        let mut responses = self.request(Request::CheckPolicy(command)).await?;
+    /// Whether the daemon's policy would let `command` run in `workdir` (as `exec`
+    /// would judge it there; `None`: in no known directory); nothing runs.
+    pub async fn check_policy(
+        &self,
+        command: String,
+        workdir: Option<String>,
+    ) -> Result<PolicyVerdict, ClientError> {
+        let check = PolicyCheck { command, workdir };
+        let mut responses = self.request(Request::CheckPolicy(check)).await?;
         match responses.next().await? {
             Response::Policy(verdict) => Ok(verdict),
             Response::Error(error) => Err(ClientError::Daemon(error)),

@@ -3,7 +3,12 @@
 //! than [`FREE_FRAME_BYTES`] is read only while it holds its size in the daemon-wide
 //! budget for large frames ([`LargeFrames`]), so that many clients sending huge frames
 //! at once wait in the kernel's socket buffers, not in the daemon's memory; and a frame
-//! that has started must be complete within [`PARTIAL_FRAME_DEADLINE`].
+//! that has started must be complete within [`PARTIAL_FRAME_DEADLINE`], a large one
+//! within [`large_frame_deadline`] of getting its room (issue 42: two clients that
+//! started 16 MiB frames and stalled held the whole budget for the full deadline, and
+//! every other client's large frame waited; now a stalled one gives its room back
+//! within a few seconds, and the budget's queue is first come, first served, so a
+//! client that waited is served before one that connects again).
 //!
 //! Used by `conn.rs` for every connection; `server.rs` makes the one budget.
 
@@ -28,6 +33,14 @@ pub const LARGE_FRAMES_BUDGET: usize = 2 * bashd_protocol::limits::MAX_FRAME_BYT
 /// A frame whose first byte has arrived must be whole this long after it (or after it
 /// was given its room in the budget, when it had to wait for that).
 pub const PARTIAL_FRAME_DEADLINE: Duration = Duration::from_secs(10);
+/// A large frame gets this long after its room in the budget is given, plus a second
+/// for every [`LARGE_FRAME_RATE`] bytes, to be whole: a client sends a frame at once
+/// (a bridge from another host forwards whole frames), so only a client that stalls
+/// on purpose is slower, and the room it holds is every other client's.
+pub const LARGE_FRAME_GRACE: Duration = Duration::from_secs(1);
+/// The slowest rate a large frame may arrive at once it holds its room: a 16 MiB
+/// frame has 3 s in all. A local client writes one in a few milliseconds.
+pub const LARGE_FRAME_RATE: usize = 8 * 1024 * 1024;
 /// What a connection's buffer starts at, and shrinks back to after a large frame.
 const INITIAL_BUFFER: usize = 8 * 1024;
 const LENGTH_BYTES: usize = 4;
@@ -48,6 +61,11 @@ impl LargeFrames {
     }
 }
 
+/// How long a large frame of `len` bytes has, from its room in the budget, to be whole.
+pub fn large_frame_deadline(len: usize) -> Duration {
+    LARGE_FRAME_GRACE + Duration::from_secs_f64(len as f64 / LARGE_FRAME_RATE as f64)
+}
+
 impl Default for LargeFrames {
     fn default() -> Self {
         LargeFrames::new(LARGE_FRAMES_BUDGET)
@@ -63,6 +81,11 @@ pub enum InboundError {
         PARTIAL_FRAME_DEADLINE.as_secs()
     )]
     Deadline { buffered: usize, expected: usize },
+    #[error(
+        "a large frame was not complete {:.1} s after it was given its room in the daemon's budget for large frames ({buffered} of {expected} bytes arrived), which other clients wait for; a client must send a frame at once",
+        large_frame_deadline(*expected).as_secs_f64()
+    )]
+    LargeDeadline { buffered: usize, expected: usize },
 }
 
 /// The read half of one connection, and the frame being read from it.
@@ -111,7 +134,7 @@ impl FrameReader {
                 let room = len.min(LARGE_FRAMES_BUDGET) as u32;
                 let permit = Arc::clone(&self.budget.0).acquire_many_owned(room).await;
                 self.held = Some(permit.expect("the budget's semaphore is never closed"));
-                self.deadline = Some(Instant::now() + PARTIAL_FRAME_DEADLINE);
+                self.deadline = Some(Instant::now() + large_frame_deadline(len));
             }
             if let Some(len) = expected {
                 self.grow_towards(len);
@@ -125,9 +148,11 @@ impl FrameReader {
                     {
                         Ok(read) => read,
                         Err(_) => {
-                            return Some(Err(InboundError::Deadline {
-                                buffered: self.buffer.len(),
-                                expected: expected.unwrap_or(0),
+                            let (buffered, expected) = (self.buffer.len(), expected.unwrap_or(0));
+                            return Some(Err(if self.held.is_some() {
+                                InboundError::LargeDeadline { buffered, expected }
+                            } else {
+                                InboundError::Deadline { buffered, expected }
                             }));
                         }
                     }
@@ -281,6 +306,42 @@ mod tests {
         drop(first);
         let _ = tokio::time::timeout(Duration::from_millis(100), second.next()).await;
         assert!(second.held.is_some());
+    }
+
+    /// Issue 42: a large frame that stalls gives its room back within its short
+    /// deadline, not the partial-frame one, and a frame that waited gets the room.
+    #[tokio::test(start_paused = true)]
+    async fn a_stalled_large_frame_gives_its_room_back_soon() {
+        let budget = LargeFrames::new(1 << 20);
+        let (mut staller, mut a) = reader(&budget);
+        let (mut waiter, mut b) = reader(&budget);
+        let len: u32 = 900_000;
+        a.write_all(&len.to_be_bytes()).await.unwrap();
+        a.write_all(&[7u8; 50_000]).await.unwrap();
+        let started = Instant::now();
+        let err = staller.next().await.unwrap().unwrap_err();
+        let took = started.elapsed();
+        assert!(
+            matches!(
+                err,
+                InboundError::LargeDeadline {
+                    expected: 900_004,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(err.to_string().contains("budget for large frames"), "{err}");
+        assert!(took >= LARGE_FRAME_GRACE, "{took:?}");
+        assert!(
+            took <= large_frame_deadline(900_004) + Duration::from_millis(10),
+            "{took:?}"
+        );
+        assert!(took < PARTIAL_FRAME_DEADLINE / 2, "{took:?}");
+        drop(staller);
+        b.write_all(&len.to_be_bytes()).await.unwrap();
+        let _ = tokio::time::timeout(Duration::from_millis(10), waiter.next()).await;
+        assert!(waiter.held.is_some());
     }
 
     #[tokio::test(start_paused = true)]

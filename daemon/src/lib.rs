@@ -85,6 +85,7 @@ pub async fn run(
     let (reaper, reaper_handle) = Reaper::new();
     let reaper_task = tokio::spawn(reaper.run());
     let instance = jobs::new_instance_id();
+    let cgroup = plan.cgroup().cloned();
     let containment = plan.start(instance.clone(), scanner, reaper_handle, job_open_files);
     tracing::info!("containment: {}", containment.describe());
     // Connections sent over sandboxed jobs' channels, to the server; bounded, so a
@@ -144,6 +145,10 @@ pub async fn run(
     let _ = actor_task.await;
     // The actor held the last spawn handle, so the reaper has returned or is about to.
     reaper_task.abort();
+    // Every job has ended: the daemon's own cgroup goes (issue 42).
+    if let Some(cgroup) = cgroup {
+        cgroup.release().await;
+    }
     runtime.remove_files();
     tracing::info!("bashd stopped");
     Ok(())

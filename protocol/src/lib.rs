@@ -38,4 +38,5 @@ pub use top::{TopJob, TopRequest, WatchRequest, WatchUpdate};
 /// 7: `Watch` (a stream of the table's changes for `bashc top`) and `TopRequest::jobs`.
 /// 8: a refusal's way out as data (`ErrorHint::NetworkOn`, ..., `Argument`; issue 31).
 /// 9: `Argument::Until` and `Argument::Grep` (a bad pattern is a usage error; issue 45).
+///    `CheckPolicy` carries the workdir to judge in (`PolicyCheck`; issue 42).
 pub const PROTOCOL_VERSION: u32 = 9;

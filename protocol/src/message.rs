@@ -15,8 +15,8 @@ use crate::notice::{ErrorHint, Notice};
 use crate::proc_stat::process_start_time;
 use crate::requests::{
     FollowRequest, GrepRequest, JobInfo, JobRequest, JobsRequest, KillRequest, OutputPage,
-    OutputRequest, PolicyVerdict, ResizeRequest, SendReply, SendRequest, SessionClosed,
-    SessionInfo, StatusInfo, Stopping, WaitManyRequest, WaitRequest, WaitedMany,
+    OutputRequest, PolicyCheck, PolicyVerdict, ResizeRequest, SendReply, SendRequest,
+    SessionClosed, SessionInfo, StatusInfo, Stopping, WaitManyRequest, WaitRequest, WaitedMany,
 };
 
 /// Echoed by every response, so one connection can carry many requests at once.
@@ -63,8 +63,8 @@ pub enum Request {
     Exec(ExecParams),
     /// A page of a job's full output.
     Output(OutputRequest),
-    /// Would this command be allowed? Nothing runs.
-    CheckPolicy(String),
+    /// Would this command be allowed in this directory? Nothing runs.
+    CheckPolicy(PolicyCheck),
     Status,
     /// The jobs of one session, or of all.
     Jobs(JobsRequest),

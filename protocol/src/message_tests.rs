@@ -6,7 +6,7 @@ use serde::de::{self, Deserializer, Visitor};
 
 use super::*;
 use crate::exec::{PtySize, StreamName};
-use crate::requests::{FollowFrom, WaitConditions};
+use crate::requests::{FollowFrom, PolicyCheck, WaitConditions};
 use crate::top::{TopRequest, WatchRequest};
 
 /// Requests that carry a caller but act for none, on purpose: `bashc top` names a
@@ -51,7 +51,10 @@ fn every_request() -> Vec<Request> {
             max_bytes: None,
             from_end: false,
         }),
-        Request::CheckPolicy("true".to_owned()),
+        Request::CheckPolicy(PolicyCheck {
+            command: "true".to_owned(),
+            workdir: Some("/tmp".to_owned()),
+        }),
         Request::Status,
         Request::Jobs(JobsRequest {
             caller: caller("s"),

@@ -285,6 +285,17 @@ pub struct OutputPage {
     pub notices: Vec<Notice>,
 }
 
+/// What `bashc policy check` asks: would `exec` run this command in this directory?
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PolicyCheck {
+    pub command: String,
+    /// The directory to judge the command in, as `exec` judges it in its workdir:
+    /// relative paths, `.`, `..`, `$PWD` are read from here. `None`: no directory is
+    /// known, and such targets are judged as unknown. A bridge resolves an empty or
+    /// relative one against its login directory, as it does an `Exec`'s.
+    pub workdir: Option<String>,
+}
+
 /// The answer of `bashc policy check`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PolicyVerdict {

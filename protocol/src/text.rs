@@ -15,19 +15,31 @@ pub fn is_c1_control(c: char) -> bool {
     ('\u{80}'..='\u{9F}').contains(&c)
 }
 
-/// Whether `c` opens, closes or overrides a stretch of bidirectional text: the
-/// embeddings and overrides U+202A to U+202E and the isolates U+2066 to U+2069, the
-/// characters Trojan Source reorders code with (and rustc's lint names). The marks
-/// U+200E, U+200F and U+061C stay: they open no stretch, so they reorder only the
-/// neutral characters beside them, and right-to-left text needs them.
+/// Whether `c` is a bidirectional control: the embeddings and overrides U+202A to
+/// U+202E and the isolates U+2066 to U+2069, the characters Trojan Source reorders code
+/// with (and rustc's lint names), and the marks U+200E, U+200F and U+061C (issue 42):
+/// a mark opens no stretch, but it still moves the neutral characters beside it
+/// (`a.txt\u{200f}.exe` can read as something else), and right-to-left text shows in
+/// its own order without one.
 pub fn is_bidi_control(c: char) -> bool {
-    matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+    matches!(
+        c,
+        '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}' | '\u{061C}'
+    )
+}
+
+/// Whether `c` is U+2028 LINE SEPARATOR or U+2029 PARAGRAPH SEPARATOR: a viewer may
+/// break the line there, or not, so one line to bashd's count can show as two to a
+/// person or a model (issue 42). Job output turns each into `\n`.
+pub fn is_line_separator(c: char) -> bool {
+    matches!(c, '\u{2028}' | '\u{2029}')
 }
 
 /// Whether a person's terminal may act on `c` rather than show it: a C0 or C1
-/// control, DEL, or a bidirectional control. Tab and newline are text.
+/// control, DEL, a bidirectional control, or a line or paragraph separator. Tab and
+/// newline are text.
 pub fn is_unsafe_for_terminal(c: char) -> bool {
-    (c.is_control() && c != '\t' && c != '\n') || is_bidi_control(c)
+    (c.is_control() && c != '\t' && c != '\n') || is_bidi_control(c) || is_line_separator(c)
 }
 
 /// `text` as a person may be shown it: each character a terminal would act on (an
@@ -55,6 +67,23 @@ pub fn for_person(text: &str) -> Cow<'_, str> {
 mod tests {
     use super::*;
 
+    /// Issue 42: the bidi marks, the line and paragraph separators and the C1
+    /// controls NEL (U+0085) and CSI (U+009B) show as escapes in a command.
+    #[test]
+    fn marks_separators_and_c1_controls_show_as_escapes() {
+        assert_eq!(
+            for_person("a\u{200f}b\u{61c}c\u{200e}d"),
+            "a\\u{200f}b\\u{61c}c\\u{200e}d"
+        );
+        assert_eq!(
+            for_person("ls\u{2028}rm -rf x\u{2029}"),
+            "ls\\u{2028}rm -rf x\\u{2029}"
+        );
+        assert_eq!(for_person("a\u{85}b\u{9b}2J"), "a\\u{85}b\\u{9b}2J");
+        let once = for_person("x\u{2028}\u{9b}y").into_owned();
+        assert_eq!(for_person(&once), once, "escaping twice changes nothing");
+    }
+
     /// Issue 30: what a job's command may hold reaches no terminal as a control.
     #[test]
     fn escapes_controls_and_bidi_show_as_text() {
@@ -74,12 +103,8 @@ mod tests {
         for c in ['\u{202a}', '\u{202c}', '\u{2066}', '\u{2069}'] {
             assert!(!for_person(&format!("x{c}y")).contains(c));
         }
-        // Plain text, tabs, newlines, right-to-left words and their marks stay.
-        for plain in [
-            "cargo test\t--all\nmake",
-            "echo שלום\u{200f} עולם",
-            "ls é ✓",
-        ] {
+        // Plain text, tabs, newlines and right-to-left words stay.
+        for plain in ["cargo test\t--all\nmake", "echo שלום עולם", "ls é ✓"] {
             assert!(matches!(for_person(plain), Cow::Borrowed(_)), "{plain:?}");
         }
         for shown in [osc52, "\u{1b}[2J", "x\u{202e}y\u{2067}z"] {

@@ -1,8 +1,9 @@
 //! The streaming sanitizer (DESIGN §5): raw pipe bytes in, plain UTF-8 text out, with
 //! the same result however the input is split into reads.
 //!
-//! The output holds no control character but `\t` and `\n`, and no bidirectional
-//! control (`bashd_protocol::text`: they reorder what a terminal shows after them). Escape sequences (CSI,
+//! The output holds no control character but `\t` and `\n`, no bidirectional
+//! control or mark (`bashd_protocol::text`: they reorder what a terminal shows after
+//! them), and no line or paragraph separator (U+2028, U+2029), which becomes `\n`. Escape sequences (CSI,
 //! OSC, DCS and the rest) are parsed by `vte`, the parser of the Alacritty terminal, and
 //! dropped, except the few that edit the current line the way progress bars use them.
 //! The current line is kept as a terminal keeps its row, so `\r`, backspace and
@@ -17,7 +18,7 @@
 
 use std::ops::Range;
 
-use bashd_protocol::text::{is_bidi_control, is_c1_control};
+use bashd_protocol::text::{is_bidi_control, is_c1_control, is_line_separator};
 
 use super::store::utf8_len;
 
@@ -282,7 +283,7 @@ impl Screen {
     }
 
     fn put_str(&mut self, text: &str) {
-        if self.cursor_at_end() && !has_c1_or_bidi_control(text) {
+        if self.cursor_at_end() && !has_special_char(text) {
             self.out.extend_from_slice(text.as_bytes());
             self.cursor = self.out.len();
         } else {
@@ -294,6 +295,9 @@ impl Screen {
     fn put_char(&mut self, c: char) {
         if is_c1_control(c) || is_bidi_control(c) {
             return;
+        }
+        if is_line_separator(c) {
+            return self.newline();
         }
         let mut buf = [0u8; 4];
         let bytes = c.encode_utf8(&mut buf).as_bytes();
@@ -374,16 +378,18 @@ impl Screen {
     }
 }
 
-/// C1 controls are encoded as C2 80 ..= C2 9F; the bidirectional controls as E2 80 AA
-/// ..= E2 80 AE and E2 81 A6 ..= E2 81 A9.
-fn has_c1_or_bidi_control(text: &str) -> bool {
+/// Whether `text` holds a character [`Screen::put_char`] drops or turns into a
+/// newline. C1 controls are encoded as C2 80 ..= C2 9F, U+061C as D8 9C; the other
+/// bidirectional controls as E2 80 8E ..= E2 80 8F, E2 80 AA ..= E2 80 AE and E2 81 A6
+/// ..= E2 81 A9; the line and paragraph separators as E2 80 A8 ..= E2 80 A9.
+fn has_special_char(text: &str) -> bool {
     text.as_bytes().windows(3).any(|w| {
-        (w[0] == 0xE2 && w[1] == 0x80 && (0xAA..=0xAE).contains(&w[2]))
+        (w[0] == 0xE2 && w[1] == 0x80 && matches!(w[2], 0x8E..=0x8F | 0xA8..=0xAE))
             || (w[0] == 0xE2 && w[1] == 0x81 && (0xA6..=0xA9).contains(&w[2]))
     }) || text
         .as_bytes()
         .windows(2)
-        .any(|w| w[0] == 0xC2 && (0x80..=0x9F).contains(&w[1]))
+        .any(|w| (w[0] == 0xC2 && (0x80..=0x9F).contains(&w[1])) || (w[0] == 0xD8 && w[1] == 0x9C))
 }
 
 /// What `vte` drives while an escape sequence is being read.
@@ -492,8 +498,28 @@ pub(super) mod tests {
             sanitize("\u{1b}[1m\u{202b}a\u{1b}[0m\u{202a}b\n".as_bytes()),
             "ab\n"
         );
-        let hebrew = "שלום\u{200f} עולם\n";
+        let hebrew = "שלום עולם\n";
         assert_eq!(sanitize(hebrew.as_bytes()), hebrew);
+    }
+
+    /// Issue 42: the bidi marks RLM, LRM and ALM go as the other bidi controls do, and
+    /// a line or paragraph separator becomes `\n`, so what a viewer shows as two lines
+    /// is two lines to bashd's count too; whole or cut between reads, in the fast path
+    /// and after an escape.
+    #[test]
+    fn bidi_marks_go_and_line_separators_become_newlines() {
+        let text = "a.txt\u{200f}.exe \u{61c}x\u{200e}y\nls\u{2028}rm -rf\u{2029}end\n";
+        let want = "a.txt.exe xy\nls\nrm -rf\nend\n";
+        assert_eq!(sanitize(text.as_bytes()), want);
+        let bytes = text.as_bytes();
+        for cut in 1..bytes.len() {
+            assert_eq!(sanitize_in(&[&bytes[..cut], &bytes[cut..]]), want);
+        }
+        assert_eq!(
+            sanitize("\u{1b}[1mx\u{200f}\u{2028}y\u{1b}[0m\n".as_bytes()),
+            "x\ny\n"
+        );
+        assert_eq!(sanitize("é\u{85}\u{9b}2Jz\n".as_bytes()), "é2Jz\n");
     }
 
     #[test]
@@ -601,6 +627,9 @@ pub(super) mod tests {
             Just(b"\xc2\x85".to_vec()),
             Just("\u{202e}".as_bytes().to_vec()),
             Just("\u{2068}".as_bytes().to_vec()),
+            Just("\u{200f}".as_bytes().to_vec()),
+            Just("\u{61c}".as_bytes().to_vec()),
+            Just("\u{2028}".as_bytes().to_vec()),
             "[a-z ]{0,12}".prop_map(String::into_bytes),
             proptest::collection::vec(any::<u8>(), 0..8),
         ];
@@ -638,6 +667,7 @@ pub(super) mod tests {
             let text = sanitize(&input);
             prop_assert!(text.chars().all(|c| c == '\n' || c == '\t' || !c.is_control()), "{text:?}");
             prop_assert!(!text.chars().any(is_bidi_control), "{text:?}");
+            prop_assert!(!text.chars().any(is_line_separator), "{text:?}");
         }
 
         #[test]

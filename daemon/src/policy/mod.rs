@@ -1,7 +1,7 @@
 //! The command policy (DESIGN §10): every command is parsed before it runs, and one
 //! that matches a rule is refused with a message that names the rule and a safer way.
-//! The request task calls [`Policy::check_in`] with the job's workdir (or
-//! [`Policy::check`] when there is none, as for `bashc policy check`) before the actor
+//! The request task calls [`Policy::check_in`] with the job's workdir (`bashc policy
+//! check` with the caller's; [`Policy::check`] when there is none) before the actor
 //! sees the request.
 //!
 //! How a command is read: `parse/` turns the source into a script of simple commands
@@ -22,12 +22,16 @@
 //!   outside every command), `nul-byte`, `parse-timeout` (parsing took over 5 s in
 //!   all), `too-complex` (more commands to check than [`MIN_CHECKS`] plus one for
 //!   every two bytes of the command, a word with more than 1,024 readings, or braces
-//!   that expand to more than 4,096 words), and `unparsable`. These cannot be
+//!   that expand to more than 4,096 words), `dynamic-ifs` (the command sets `IFS` to a
+//!   value bashd cannot know and splits a known value with it), and `unparsable`.
+//!   These cannot be
 //!   switched off with `disable`. An unterminated quote is still allowed when the only
 //!   commands are inside the broken string, since bash runs none of it.
 //! - **Meaning, not spelling.** Quoting is removed as bash removes it, and a quoted or
 //!   escaped `*` stays a literal `*`. Path arguments are normalised lexically (`.`,
-//!   `..`, `//`, trailing slashes, `~`, `~user`, `$HOME`, `${HOME:-...}`; `$PWD`,
+//!   `..`, `//`, trailing slashes, `~`, `~user`, `$HOME`, `${HOME:-...}`,
+//!   `${HOME:?}`, `${x:+word}`, and a value an operator changes (`${HOME%/}`) as the
+//!   value or an unknown; `$PWD`,
 //!   `$(pwd)` and `~+` are the job's workdir), brace expansions are expanded, and
 //!   globs are matched against the protected set (`/u*` can be `/usr`), as `paths.rs`
 //!   says. A `cd`, `pushd`, `env -C` or `sudo -D` to a literal directory anywhere in
@@ -37,11 +41,15 @@
 //! - **Literal values are followed, the rest is not guessed.** A variable, array,
 //!   `for` variable, `set --`, alias or function defined in the same command is
 //!   expanded to every literal value it is given anywhere in it (flow is not followed:
-//!   a value assigned later counts too), and so is `$(echo ...)`. An expansion whose
+//!   a value assigned later counts too), and so is `$(echo ...)`. Unquoted values
+//!   split at blanks and at every `IFS` the command sets (bash never takes `IFS` from
+//!   the environment, so `$IFS` alone is a blank). An expansion whose
 //!   value is not in the command (`$X` from the environment, `$(cat file)`, code in a
 //!   script file, `curl ... | bash`) is an opaque word: nothing is assumed about it,
 //!   except that a command *named* by one is denied (`dynamic-command`, a built-in
-//!   rule) when its arguments alone would make rm destroy a protected path.
+//!   rule) when its arguments alone would make rm destroy a protected path, and that
+//!   one given `-c CODE` or literal stdin may be a shell (`$SHELL -c ...`): the code
+//!   is checked (a syntax error in it is not held against it: it may be Python's).
 //! - **Code fed to a shell is code.** The code of `bash -c` (with its `$0`, `$1`...),
 //!   `eval`, `env -S`, `trap`, `su -c`, `flock -c`, `script -c`, `watch`, `parallel`,
 //!   git `!` aliases and git settings that run commands (`core.pager`, ...) is parsed
@@ -49,7 +57,8 @@
 //!   heredoc, a here-string, `echo`/`printf`/`cat <<`/`tee` piped in), and the file of
 //!   `source <(echo ...)` or `bash <(echo ...)`. An unquoted heredoc is read as the
 //!   shell hands it over, its expansions spelled as written. `xargs` with literal
-//!   input runs its command with that input; `find -exec ... {}` and `-delete` act on
+//!   input (stdin, `-a <(...)`, `-a /dev/stdin`) runs its command with that input, a
+//!   leading `~`, `$HOME` or `$PWD` in it read as the outer shell expands them; `find -exec ... {}` and `-delete` act on
 //!   each path find can hand over (see `wrappers/builders.rs`).
 //! - **Rules apply at every level**: to a wrapper as well as to the command it runs, so
 //!   a custom rule on `find` or `sudo` matches. A function called with arguments is
@@ -274,6 +283,12 @@ impl Checker<'_> {
             if too_many {
                 return Err(too_complex());
             }
+            if scope.split_blind() {
+                return Err(Denial::new(
+                    "dynamic-ifs",
+                    "the command sets IFS to a value bashd cannot know (IFS=$1, IFS=$(...)), so how its unquoted expansions split into words cannot be checked; set IFS to a literal value, or quote the expansions",
+                ));
+            }
             // Readings with a known name first, so a command that is rm by one reading
             // is refused as rm rather than as an unknown name.
             argvs.sort_by_key(|argv| argv.first().is_some_and(|name| is_unknown(name)));
@@ -315,7 +330,8 @@ impl Checker<'_> {
                 return Ok(());
             };
             if is_unknown(first) {
-                return self.rules(None, args, scope, cwds);
+                self.rules(None, args, scope, cwds)?;
+                return self.maybe_shell(args, stdin, scope, cwds, depth, wrappers);
             }
             let full = plain(first);
             let name = full.rsplit('/').next().unwrap_or(&full);
@@ -372,6 +388,34 @@ impl Checker<'_> {
             }
         }
         Ok(())
+    }
+
+    /// A command whose name bashd cannot know may be a shell (`$SHELL -c CODE`,
+    /// `echo CODE | $BASH`): the code a shell would run is checked as code. A syntax
+    /// error in it is not held against the command, which may be another language's
+    /// (`$PYTHON -c 'print(1)'`); every other denial is.
+    fn maybe_shell(
+        &mut self,
+        args: &[String],
+        stdin: Option<&str>,
+        scope: &Scope<'_>,
+        cwds: &[Target],
+        depth: usize,
+        wrappers: usize,
+    ) -> Result<(), Denial> {
+        let Step::Many(next) = wrappers::shell_step(args, stdin) else {
+            return Ok(());
+        };
+        self.branches += 1;
+        let mut result = Ok(());
+        for one in next {
+            match self.each(vec![one], stdin, scope, cwds, depth, wrappers + 1) {
+                Err(denial) if matches!(denial.rule.as_str(), "parse-error" | "unparsable") => {}
+                other => result = result.and(other),
+            }
+        }
+        self.branches -= 1;
+        result
     }
 
     /// A shell function defined in the command, called with arguments its body reads:

@@ -35,7 +35,19 @@ pub struct Scope<'a> {
     pub git_config: Vec<(String, String)>,
     /// Words expanded so far, against [`MAX_EXPANSIONS`].
     expansions: std::cell::Cell<usize>,
+    /// The separators this source's own `IFS` assignments can make besides blanks
+    /// (`IFS=,`), each as plain text: unquoted values split at them too.
+    ifs: Vec<String>,
+    /// Whether this source assigns `IFS` a value bashd cannot know (`IFS=$1`).
+    ifs_unknown: bool,
+    /// Whether a value bashd knows was split while `IFS` may be unknown: how it splits
+    /// cannot be known, and the command is refused (`Scope::split_blind`).
+    split_blind: std::cell::Cell<bool>,
 }
+
+/// What bash splits unquoted expansions at when the source does not set `IFS`: bash
+/// does not take it from the environment.
+const DEFAULT_IFS: &str = " \t\n";
 
 /// A shell function: its body's commands.
 #[derive(Clone, Copy)]
@@ -88,7 +100,55 @@ impl<'a> Scope<'a> {
                 scope.learn(&name, &argv);
             }
         }
+        (scope.ifs, scope.ifs_unknown) = scope.own_ifs();
         scope
+    }
+
+    /// The separators this source's `IFS` assignments make, and whether one of them
+    /// cannot be known. Flow is not followed, so every value counts everywhere, and
+    /// the default too.
+    fn own_ifs(&self) -> (Vec<String>, bool) {
+        let mut separators = Vec::new();
+        let mut unknown = false;
+        for elements in self.vars.get("IFS").into_iter().flatten() {
+            for element in elements.iter() {
+                let (readings, _) = self.expand(element, 1);
+                for fields in readings {
+                    let value = fields.join(" ");
+                    if words::is_unknown(&value) {
+                        unknown = true;
+                        continue;
+                    }
+                    let value: String = plain(&value)
+                        .chars()
+                        .filter(|c| !c.is_whitespace())
+                        .collect();
+                    if !value.is_empty() && !separators.contains(&value) {
+                        separators.push(value);
+                    }
+                }
+            }
+        }
+        (separators, unknown)
+    }
+
+    /// Every `IFS` separator of this source and those around it, and whether one is
+    /// unknown.
+    fn all_ifs(&self) -> (Vec<&str>, bool) {
+        let mut found: Vec<&str> = self.ifs.iter().map(String::as_str).collect();
+        let mut unknown = self.ifs_unknown;
+        if let Some(parent) = self.parent {
+            let (outer, outer_unknown) = parent.all_ifs();
+            found.extend(outer);
+            unknown |= outer_unknown;
+        }
+        (found, unknown)
+    }
+
+    /// Whether a known value was split while `IFS` could be anything: the command's
+    /// words cannot be known, and the policy fails closed.
+    pub fn split_blind(&self) -> bool {
+        self.split_blind.get()
     }
 
     /// A scope that binds the positional parameters (`$0` first), for a function call
@@ -314,8 +374,42 @@ impl<'a> Scope<'a> {
         (readings, over)
     }
 
-    /// The alternatives one part can expand to.
+    /// The alternatives one part can expand to: an unquoted value also split at each
+    /// `IFS` separator the source can set.
     fn pieces(&self, part: &Part, depth: usize) -> Vec<Piece> {
+        let pieces = self.unsplit_pieces(part, depth);
+        let (separators, unknown) = self.all_ifs();
+        if separators.is_empty() && !unknown {
+            return pieces;
+        }
+        let mut all = Vec::with_capacity(pieces.len());
+        for piece in pieces {
+            if let Piece::Value {
+                elements,
+                quoted: false,
+                separate,
+            } = &piece
+            {
+                let known = elements
+                    .iter()
+                    .any(|e| !e.is_empty() && !words::is_unknown(e));
+                if unknown && known {
+                    self.split_blind.set(true);
+                }
+                for separator in &separators {
+                    let split: Vec<String> =
+                        elements.iter().map(|e| split_at(e, separator)).collect();
+                    if split != *elements {
+                        all.push(Piece::value(split, false, *separate));
+                    }
+                }
+            }
+            all.push(piece);
+        }
+        all
+    }
+
+    fn unsplit_pieces(&self, part: &Part, depth: usize) -> Vec<Piece> {
         match part {
             Part::Text(pattern) => vec![Piece::Text(pattern.clone())],
             Part::Workdir => vec![Piece::Text("~+".into())],
@@ -334,6 +428,16 @@ impl<'a> Scope<'a> {
                     None => unknown("$(...)"),
                 };
                 vec![Piece::value(vec![value], *quoted, false)]
+            }
+            Part::Alternate { word, quoted } => {
+                let (readings, _) = self.expand(word, depth + 1);
+                let mut pieces = vec![Piece::value(Vec::new(), *quoted, false)];
+                pieces.extend(
+                    readings
+                        .into_iter()
+                        .map(|fields| Piece::value(vec![fields.join(" ")], *quoted, false)),
+                );
+                pieces
             }
             Part::Var {
                 name,
@@ -379,6 +483,10 @@ impl<'a> Scope<'a> {
                 // Bare, so the path rules read them as the home and working directories.
                 "HOME" if depth < MAX_VARIABLE_DEPTH => "~".to_owned(),
                 "PWD" if depth < MAX_VARIABLE_DEPTH => "~+".to_owned(),
+                // bash starts with this IFS whatever the environment says; past the
+                // depth limit it is a cycle (`old=$IFS; IFS=$old`), whose other values
+                // are counted where the cycle starts.
+                "IFS" => DEFAULT_IFS.to_owned(),
                 _ => unknown(&format!("${name}")),
             };
             return vec![(vec![value], false)];
@@ -389,6 +497,7 @@ impl<'a> Scope<'a> {
         match name {
             "HOME" => values.push((vec!["~".to_owned()], false)),
             "PWD" => values.push((vec!["~+".to_owned()], false)),
+            "IFS" => values.push((vec![DEFAULT_IFS.to_owned()], false)),
             _ => {}
         }
         for elements in assigned {
@@ -524,6 +633,30 @@ impl Fields {
         self.close();
         self.done
     }
+}
+
+/// A value's pattern with each character of `separator` (bare or escaped) made a
+/// blank, so that [`Fields::add`] splits there as bash does with that `IFS`.
+fn split_at(pattern: &str, separator: &str) -> String {
+    let mut out = String::with_capacity(pattern.len());
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        if c == '\\' {
+            match chars.next() {
+                Some(next) if separator.contains(next) => out.push(' '),
+                Some(next) => {
+                    out.push('\\');
+                    out.push(next);
+                }
+                None => out.push('\\'),
+            }
+        } else if separator.contains(c) {
+            out.push(' ');
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// A value used inside double quotes: its globs become literal.

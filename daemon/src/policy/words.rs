@@ -32,6 +32,8 @@ pub enum Part {
         quoted: bool,
         default: Option<Box<Word>>,
     },
+    /// `${NAME:+word}` and `${NAME+word}`: nothing, or the word.
+    Alternate { word: Box<Word>, quoted: bool },
     /// `$(...)` or backquotes: the text it prints when that is literal (`$(echo rm)`),
     /// `None` when bashd cannot know it. `$(pwd)` prints the working directory (`~+`).
     Output { text: Option<String>, quoted: bool },
@@ -77,6 +79,7 @@ impl Word {
                     out.push('$');
                     out.push_str(name);
                 }
+                Part::Alternate { word, .. } => out.push_str(&word.spelled()),
                 Part::Output {
                     text: Some(text), ..
                 } => out.push_str(text.trim_end_matches('\n')),
@@ -95,6 +98,7 @@ impl Word {
             Part::Var { name, default, .. } => {
                 is_positional(name) || default.as_ref().is_some_and(|d| d.uses_positional())
             }
+            Part::Alternate { word, .. } => word.uses_positional(),
             _ => false,
         })
     }

@@ -190,3 +190,41 @@ fn a_job_near_the_open_file_limit_is_refused_with_the_fix() {
         daemon.log()
     );
 }
+
+/// Issue 42: two connections that each start a 16 MiB frame and stall held the whole
+/// large-frame budget until the partial-frame deadline (10 s each, one after the
+/// other), and every other client's large frame waited behind them. A stalled large
+/// frame now has a few seconds from getting its room; a third client's large `exec`
+/// goes through well before the attackers' old deadline, and a small one at once.
+#[test]
+fn issue_42_stalled_large_frames_do_not_hold_the_budget_for_long() {
+    let daemon = Daemon::start();
+    let socket = daemon.socket_path();
+    let mut frames = Attack::partial_frames(&socket, 2, 16 << 20);
+    // Both attackers have sent their prefix and hold the budget (or wait for it).
+    std::thread::sleep(Duration::from_millis(300));
+    let started = std::time::Instant::now();
+    exec_true(&daemon);
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "a small frame waited"
+    );
+
+    // 100 KB of command: a frame over the 64 KiB that is read without the budget.
+    let command = format!("echo large-i42 # {}", "x".repeat(100_000));
+    let started = std::time::Instant::now();
+    let out = daemon.run_bashc(&["exec", "--", &command]);
+    let took = started.elapsed();
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert!(
+        crate::stdout(&out).contains("large-i42\n"),
+        "{}",
+        show(&out)
+    );
+    // Before, it waited for the first attacker's 10 s deadline; now for its 3 s one.
+    assert!(
+        took < Duration::from_secs(7),
+        "the large frame waited {took:?} behind two stalled ones"
+    );
+    frames.stop();
+}

@@ -13,7 +13,7 @@ use std::time::Duration;
 use bashc::protocol::codec::{ClientCodec, DaemonCodec};
 use bashc::protocol::{
     Caller, ClientFrame, ExecParams, Hello, JobRef, JobRequest, JobsRequest, KillRequest, Mode,
-    OutputRequest, PROTOCOL_VERSION, Request, StreamName, WaitRequest,
+    OutputRequest, PROTOCOL_VERSION, PolicyCheck, Request, StreamName, WaitRequest,
 };
 use bashd_tests::Daemon;
 use bashd_tests::attack::{encode, hello};
@@ -104,7 +104,10 @@ fn corpus(workdir: &str) -> Vec<Vec<u8>> {
             max_bytes: Some(100),
             from_end: false,
         }),
-        Request::CheckPolicy("git add -A && rm -rf /".to_owned()),
+        Request::CheckPolicy(PolicyCheck {
+            command: "git add -A && rm -rf /".to_owned(),
+            workdir: None,
+        }),
         Request::Status,
         Request::Jobs(JobsRequest {
             caller: caller.clone(),

@@ -223,3 +223,111 @@ fn a_verdict_given_before_is_not_served_in_another_workdir_nor_after_a_reload() 
         show(&out)
     );
 }
+
+/// Issue 42 (hole 9): `bashc policy check` judges a command where `bashc exec` would run
+/// it, in the caller's directory (or `--workdir`): from `ws/d1`, every spelling of "stage
+/// the whole workspace" that exec denies there is denied by the check too, whether the
+/// command is one word or several after `--`. Dry runs and scoped forms stay allowed.
+#[test]
+fn issue_42_policy_check_from_a_subdirectory_denies_what_exec_denies_there() {
+    let daemon = Daemon::start();
+    let ws = daemon.scratch().join("ws");
+    let d1 = ws.join("d1");
+    std::fs::create_dir_all(d1.join("src")).unwrap();
+    let in_d1 = |args: &[&str]| {
+        daemon
+            .bashc()
+            .current_dir(&d1)
+            .args(args)
+            .output()
+            .expect("cannot run bashc")
+    };
+    let ws_text = ws.to_str().unwrap();
+    let blind = [
+        "git add ../d1".to_owned(),
+        "git add ../../ws".to_owned(),
+        format!("git add {ws_text}"),
+        format!("git add {ws_text}/d1/."),
+    ];
+    for command in &blind {
+        let words: Vec<&str> = command.split(' ').collect();
+        let one_word = ["policy", "check", "--", command.as_str()];
+        let several = [&["policy", "check", "--"][..], &words].concat();
+        for args in [&one_word[..], &several] {
+            let out = in_d1(args);
+            assert_eq!(out.status.code(), Some(1), "{args:?}: {}", show(&out));
+            assert!(
+                stdout(&out).starts_with("permission denied: git-add-blind: "),
+                "{args:?}: {}",
+                show(&out)
+            );
+        }
+        let out = daemon.run_bashc(&[
+            "policy",
+            "check",
+            "--workdir",
+            d1.to_str().unwrap(),
+            "--",
+            command,
+        ]);
+        assert_eq!(out.status.code(), Some(1), "--workdir: {}", show(&out));
+        let out = in_d1(&["exec", "--", command]);
+        assert_eq!(
+            out.status.code(),
+            Some(126),
+            "exec {command}: {}",
+            show(&out)
+        );
+    }
+
+    // Positive controls: allowed by the check and run by exec (git fails outside a
+    // repository, but it ran).
+    std::fs::create_dir_all(d1.join("build")).unwrap();
+    for command in ["git add -n .", "git add src", "rm -rf build"] {
+        let out = in_d1(&["policy", "check", "--", command]);
+        assert_eq!(out.status.code(), Some(0), "{command}: {}", show(&out));
+        assert_eq!(stdout(&out), "allowed\n", "{command}");
+        let out = in_d1(&["exec", "--", command]);
+        assert_ne!(out.status.code(), Some(126), "{command}: {}", show(&out));
+    }
+    assert!(!d1.join("build").exists(), "rm -rf build did not run");
+    assert!(daemon.job_processes().is_empty());
+}
+
+/// Issue 42 (hole 9): targets bashd used to leave unknown, and the corpus's seven known
+/// bypasses, are denied by `bashc policy check` anywhere (only checked here: on a
+/// daemon that let them through, running them would remove the home).
+#[test]
+fn issue_42_the_known_bypasses_are_denied() {
+    let daemon = Daemon::start();
+    let denied = [
+        ("rm -rf ${HOME:?}", "rm-dangerous"),
+        ("xargs rm -rf <<< ~", "rm-dangerous"),
+        ("echo ~ | xargs rm -rf", "rm-dangerous"),
+        ("rm$IFS-rf$IFS/", "rm-dangerous"),
+        ("rm${IFS}-rf${IFS}~", "rm-dangerous"),
+        ("$SHELL -c 'rm -rf /'", "rm-dangerous"),
+        ("IFS=,; x=rm,-rf,/; $x", "rm-dangerous"),
+        ("xargs -a /dev/stdin rm -rf <<< /", "rm-dangerous"),
+        ("xargs --arg-file=<(echo /) rm -rf", "rm-dangerous"),
+        ("IFS=$1; x=rm.-rf./; $x", "dynamic-ifs"),
+    ];
+    for (command, rule) in denied {
+        let out = daemon.run_bashc(&["policy", "check", "--", command]);
+        assert_eq!(out.status.code(), Some(1), "{command}: {}", show(&out));
+        assert!(
+            stdout(&out).starts_with(&format!("permission denied: {rule}: ")),
+            "{command}: {}",
+            show(&out)
+        );
+    }
+    for command in [
+        "rm -rf build",
+        "echo build | xargs rm -rf",
+        "$SHELL -c 'make test'",
+        "while IFS= read -r line; do echo \"$line\"; done < f",
+    ] {
+        let out = daemon.run_bashc(&["policy", "check", "--", command]);
+        assert_eq!(out.status.code(), Some(0), "{command}: {}", show(&out));
+    }
+}

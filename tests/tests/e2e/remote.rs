@@ -1057,3 +1057,39 @@ fn issue33_requests_over_host_name_no_local_owner_and_keep_the_session_rule() {
     );
     assert!(sleeper.iter().all(|&pid| alive(pid)));
 }
+
+/// Issue 42: `bashc --host H policy check` judges the command where `exec` would run it
+/// there: in the `--workdir` given, and without one in the login directory (the local
+/// current directory means nothing on the far side), as the bridge resolves an `Exec`'s.
+#[test]
+fn issue_42_policy_check_over_host_judges_in_the_far_workdir() {
+    let Some(remote) = Remote::start() else {
+        return;
+    };
+    let ws = remote.near.scratch().join("ws-i42");
+    let d1 = ws.join("d1");
+    std::fs::create_dir_all(&d1).unwrap();
+    let stage_ws = format!("git add {}", ws.display());
+    let check = |workdir: Option<&std::path::Path>| {
+        let mut command = remote.bashc();
+        command.current_dir(&d1).args(["policy", "check"]);
+        if let Some(dir) = workdir {
+            command.arg("--workdir").arg(dir);
+        }
+        command
+            .args(["--", &stage_ws])
+            .output()
+            .expect("cannot run bashc")
+    };
+    let out = check(Some(&d1));
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    assert!(
+        stdout(&out).starts_with("permission denied: git-add-blind: "),
+        "{}",
+        show(&out)
+    );
+    // The positive control: judged in the far login directory, not this side's d1.
+    let out = check(None);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert_eq!(stdout(&out), "allowed\n", "{}", show(&out));
+}

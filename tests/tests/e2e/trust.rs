@@ -736,8 +736,8 @@ async fn issue30_bash_jobs_shows_a_commands_escapes_as_text() {
 
 /// Issue 30, point 11: a job's output that holds a bidi override (U+202E turns
 /// `exe.txt` into what reads as `txt.exe`) or isolate reaches the person without it,
-/// on pipes and on a terminal; right-to-left text
-/// and its marks stay.
+/// on pipes and on a terminal; right-to-left text stays, and since issue 42 its marks
+/// (U+200F here) go as the other bidi controls do.
 #[test]
 fn issue30_bidi_controls_never_reach_the_person_from_a_jobs_output() {
     let daemon = Daemon::start();
@@ -751,12 +751,121 @@ fn issue30_bidi_controls_never_reach_the_person_from_a_jobs_output() {
         let out = daemon.run_bashc(&args);
         assert_eq!(out.status.code(), Some(0), "{}", show(&out));
         let shown = stdout(&out);
-        assert!(
-            shown.contains("ok txt.exe x של\u{200f}"),
-            "pty {pty}: {shown:?}"
-        );
-        for bidi in ['\u{202e}', '\u{202c}', '\u{2066}', '\u{2069}'] {
+        assert!(shown.contains("ok txt.exe x של\n"), "pty {pty}: {shown:?}");
+        for bidi in ['\u{202e}', '\u{202c}', '\u{2066}', '\u{2069}', '\u{200f}'] {
             assert!(!shown.contains(bidi), "pty {pty}: {shown:?}");
         }
     }
+}
+
+/// Issue 42: the bidi marks RLM (U+200F) and ALM (U+061C) passed the sanitizer, and so
+/// did the line and paragraph separators U+2028 and U+2029, which a viewer may or may
+/// not break a line at. The marks go as the other bidi controls do; each separator
+/// becomes a newline, so the lines bashd counts are the lines shown. Plain and
+/// right-to-left text around them stays.
+#[test]
+fn issue_42_bidi_marks_and_line_separators_do_not_reach_the_reader() {
+    let daemon = Daemon::start();
+    // a.txt RLM .exe, ALM, LS, PS, then Hebrew.
+    let printf = r"printf 'a.txt\342\200\217.exe \330\234x\342\200\250rm -rf y\342\200\251end \327\251\327\234\n'";
+    let out = daemon.run_bashc(&["exec", "--json", "--", printf]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let result = crate::json(&out);
+    let shown = result["stdout"]["text"].as_str().unwrap();
+    assert_eq!(shown, "a.txt.exe x\nrm -rf y\nend של\n", "{result}");
+    assert_eq!(result["stdout"]["total_lines"], 3, "{result}");
+}
+
+/// Issue 42: `bashc jobs --json` carried a job's command and description with raw C1
+/// controls (U+0085 NEL, U+009B CSI, which a terminal reading 8-bit controls acts on)
+/// and line separators; they are listed as visible escapes, as the text table shows
+/// them. A plain command is listed as it is.
+#[test]
+fn issue_42_jobs_json_carries_no_raw_c1_control() {
+    let daemon = Daemon::start();
+    let out = daemon
+        .bashc()
+        .args([
+            "exec",
+            "--description",
+            "lint \u{85}\u{2028}x",
+            "--",
+            "true # \u{9b}2J\u{85}\u{200f}end",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let plain = daemon.run_bashc(&["exec", "--", "true # plain-i42"]);
+    assert_eq!(plain.status.code(), Some(0), "{}", show(&plain));
+    let jobs = daemon.run_bashc(&["jobs", "--json"]);
+    assert_eq!(jobs.status.code(), Some(0), "{}", show(&jobs));
+    let raw = stdout(&jobs);
+    for c in ['\u{85}', '\u{9b}', '\u{2028}', '\u{200f}'] {
+        assert!(!raw.contains(c), "{c:?} in {raw:?}");
+    }
+    let listed = crate::json(&jobs);
+    let jobs = listed.as_array().expect("a list of jobs");
+    let commands: Vec<&str> = jobs.iter().filter_map(|j| j["command"].as_str()).collect();
+    assert!(
+        commands.contains(&"true # \\u{9b}2J\\u{85}\\u{200f}end"),
+        "{commands:?}"
+    );
+    assert!(commands.contains(&"true # plain-i42"), "{commands:?}");
+    let descriptions: Vec<&str> = jobs
+        .iter()
+        .filter_map(|j| j["description"].as_str())
+        .collect();
+    assert_eq!(descriptions, ["lint \\u{85}\\u{2028}x"], "{listed}");
+}
+
+/// Issue 42: a sandboxed job of one session whose workdir was another session's temp
+/// dir was refused as "bashd-resident exited before it started the shell". It is
+/// refused before anything runs, saying what the directory is and why a job of this
+/// session cannot use it; the session's own jobs, and an unconfined job of the other
+/// session, still run there.
+#[test]
+fn issue_42_another_sessions_temp_dir_is_refused_with_what_it_is() {
+    let daemon = Daemon::start();
+    let run_in = |session: &str, sandbox: &str, workdir: &str, command: &str| {
+        daemon.run_bashc(&[
+            "exec",
+            "--json",
+            "--session",
+            session,
+            "--sandbox",
+            sandbox,
+            "--workdir",
+            workdir,
+            "--",
+            command,
+        ])
+    };
+    let scratch = daemon.scratch().to_str().unwrap().to_owned();
+    let out = run_in("i42-a", "read-only", &scratch, "echo \"$TMPDIR\"");
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let tmp = crate::json(&out)["stdout"]["text"]
+        .as_str()
+        .unwrap()
+        .trim()
+        .to_owned();
+    assert!(tmp.contains("/sessions/i42-a/"), "{tmp}");
+
+    for sandbox in ["read-only", "workspace-write"] {
+        let out = run_in("i42-b", sandbox, &tmp, "touch i42-ran");
+        assert_ne!(out.status.code(), Some(0), "{sandbox}: {}", show(&out));
+        let said = format!("{}{}", stdout(&out), stderr(&out));
+        assert!(
+            said.contains("of session i42-a")
+                && said.contains("a job of session i42-b cannot run there")
+                && !said.contains("bashd-resident"),
+            "{sandbox}: {said}"
+        );
+    }
+    assert!(!Path::new(&tmp).join("i42-ran").exists());
+
+    // Its own session's job, and an unconfined one of the other session, run there.
+    let out = run_in("i42-a", "read-only", &tmp, "pwd");
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let out = run_in("i42-b", "off", &tmp, "pwd");
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
 }

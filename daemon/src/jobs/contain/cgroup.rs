@@ -9,7 +9,9 @@
 //! Layout under the root `C`: the daemon lives in the leaf `C/daemon` (a cgroup with
 //! processes cannot also have children that use controllers), and job `jN` of daemon
 //! instance `I` in `C/I-jN`, so a restarted daemon finds the cgroups of the jobs its
-//! journal names and of no other daemon's.
+//! journal names and of no other daemon's. A clean stop moves the daemon back where
+//! it came from and removes `C/daemon`, and `C` too when the daemon made it
+//! ([`CgroupRoot::release`], issue 42).
 
 use std::fs;
 use std::io;
@@ -31,6 +33,17 @@ pub struct CgroupRoot {
     /// The controllers job cgroups get (`memory`, `cpu`, `pids`, where the root has
     /// them), for their limits.
     controllers: Vec<String>,
+    /// What a clean stop undoes; boxed, as it is read once, at the end.
+    release: Box<Release>,
+}
+
+/// What the daemon changed in the hierarchy when it took its root.
+#[derive(Debug, Clone)]
+struct Release {
+    /// The cgroup the daemon was in before it moved into `dir/daemon`, to go back to.
+    origin: Option<PathBuf>,
+    /// Whether the daemon made `dir`, and so removes it.
+    made: bool,
 }
 
 impl CgroupRoot {
@@ -40,7 +53,9 @@ impl CgroupRoot {
         let context = |what: &str, path: &Path, e: io::Error| {
             io::Error::new(e.kind(), format!("cannot {what} {}: {e}", path.display()))
         };
-        if !dir.join("cgroup.procs").exists() {
+        let origin = own_cgroup();
+        let made = !dir.join("cgroup.procs").exists();
+        if made {
             fs::create_dir_all(dir).map_err(|e| context("create the cgroup", dir, e))?;
         }
         let leaf = dir.join("daemon");
@@ -61,6 +76,7 @@ impl CgroupRoot {
         let root = CgroupRoot {
             dir: dir.to_owned(),
             controllers,
+            release: Box::new(Release { origin, made }),
         };
         // A root that takes the daemon may still refuse children (a threaded or
         // domain-invalid cgroup): better to know now than at the first job.
@@ -73,12 +89,10 @@ impl CgroupRoot {
     /// The daemon's own cgroup, when it is a delegated one it may write (systemd's
     /// `Delegate=yes`): not the root of the hierarchy, and writable by the daemon.
     pub fn delegated() -> Option<PathBuf> {
-        let own = fs::read_to_string("/proc/self/cgroup").ok()?;
-        let own = own.lines().find_map(|line| line.strip_prefix("0::"))?;
-        if own == "/" {
+        let dir = own_cgroup()?;
+        if Some(dir.as_path()) == mount_point().as_deref() {
             return None;
         }
-        let dir = mount_point()?.join(own.trim_start_matches('/'));
         let writable = rustix::fs::access(dir.join("cgroup.procs"), rustix::fs::Access::WRITE_OK)
             .is_ok()
             && rustix::fs::access(&dir, rustix::fs::Access::WRITE_OK).is_ok();
@@ -87,6 +101,45 @@ impl CgroupRoot {
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// At a clean stop, once every job has ended: moves the daemon back into the
+    /// cgroup it came from, then removes its leaf `dir/daemon` (once the zygote has
+    /// left it), and `dir` when the daemon made it and no job cgroup is left in it.
+    /// Where the daemon cannot go back (its origin is `dir` itself, as under systemd's
+    /// `Delegate=yes`, where systemd removes the cgroup; or it may not write there), the
+    /// leaf stays, and the next daemon takes it again.
+    pub async fn release(&self) {
+        let Release { origin, made } = &*self.release;
+        let Some(origin) = origin.as_ref().filter(|o| !o.starts_with(&self.dir)) else {
+            return;
+        };
+        if let Err(e) = fs::write(origin.join("cgroup.procs"), "0") {
+            tracing::debug!(
+                "cannot move bashd back to {}: {e}; {} stays",
+                origin.display(),
+                self.dir.join("daemon").display()
+            );
+            return;
+        }
+        let leaf = self.dir.join("daemon");
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+        loop {
+            match fs::remove_dir(&leaf) {
+                Ok(()) => break,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => break,
+                // The zygote and its spare leave as they see the daemon's pipes close.
+                Err(e) if tokio::time::Instant::now() >= deadline => {
+                    tracing::warn!("cannot remove the cgroup {}: {e}", leaf.display());
+                    return;
+                }
+                Err(_) => tokio::time::sleep(EMPTY_POLL).await,
+            }
+        }
+        if *made {
+            // Fails, and rightly, while a job cgroup is left in it.
+            let _ = fs::remove_dir(&self.dir);
+        }
     }
 
     /// Whether job cgroups have `controller` (`memory`, `cpu`, `pids`).
@@ -252,6 +305,13 @@ impl Drop for JobCgroup {
         // Fails while a process is left; recovery removes such a cgroup later.
         let _ = fs::remove_dir(&self.dir);
     }
+}
+
+/// The daemon's cgroup v2 directory, from `/proc/self/cgroup`.
+fn own_cgroup() -> Option<PathBuf> {
+    let own = fs::read_to_string("/proc/self/cgroup").ok()?;
+    let own = own.lines().find_map(|line| line.strip_prefix("0::"))?;
+    Some(mount_point()?.join(own.trim().trim_start_matches('/')))
 }
 
 /// Where the cgroup v2 hierarchy is mounted (`/sys/fs/cgroup`, or

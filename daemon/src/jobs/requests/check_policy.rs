@@ -1,9 +1,9 @@
-//! `check-policy` (`bashc check-policy`): the policy's verdict on a command, without
-//! running it; `exec` asks the same, with the job's workdir.
+//! `check-policy` (`bashc policy check`): the policy's verdict on a command, without
+//! running it, in the caller's directory; `exec` asks the same, with the job's workdir.
 
 use std::sync::Arc;
 
-use bashd_protocol::PolicyVerdict;
+use bashd_protocol::{PolicyCheck, PolicyVerdict};
 
 use crate::jobs::table::handle::JobsHandle;
 use crate::policy::Denial;
@@ -13,9 +13,11 @@ use crate::policy::Denial;
 const CHECK_INLINE_BYTES: usize = 16 * 1024;
 
 impl JobsHandle {
-    /// The verdict as the answer to `check-policy`.
-    pub(in crate::jobs) async fn check_policy(&self, command: String) -> PolicyVerdict {
-        match self.policy_verdict(command, None).await {
+    /// The verdict as the answer to `check-policy`: the one `exec` would give in the
+    /// same workdir, so a check from a subdirectory sees what `..` and `.` name there.
+    pub(in crate::jobs) async fn check_policy(&self, check: PolicyCheck) -> PolicyVerdict {
+        let PolicyCheck { command, workdir } = check;
+        match self.policy_verdict(command, workdir).await {
             Ok(()) => PolicyVerdict {
                 allowed: true,
                 rule: None,

@@ -475,6 +475,12 @@ impl JobsActor {
                     None => Ok(None),
                 }
             })?;
+        super::foreign_session::refuse_other_sessions_dir(
+            &self.runtime_dir,
+            &params.session,
+            &workdir,
+            sandbox,
+        )?;
         let timeouts = &self.config.timeouts;
         let timeout_secs = match (params.timeout_secs, params.mode) {
             (Some(secs), _) => {

@@ -18,6 +18,7 @@ mod check_policy;
 mod close_session;
 pub(super) mod exec;
 mod follow;
+mod foreign_session;
 mod grep;
 pub mod inbox;
 pub(super) mod jobs;
@@ -90,7 +91,7 @@ async fn answer(id: RequestId, request: Request, jobs: JobsHandle, out: Outbound
         // Served by `serve`; a cancel has no answer.
         Request::Exec(_) | Request::Shutdown | Request::Watch(_) | Request::Cancel(_) => return,
         Request::Output(request) => answer(jobs.output(request).await.map(Response::Page)),
-        Request::CheckPolicy(command) => Response::Policy(jobs.check_policy(command).await),
+        Request::CheckPolicy(check) => Response::Policy(jobs.check_policy(check).await),
         Request::Status => match jobs.status().await {
             Some(status) => Response::Status(status),
             None => Response::Error(crate::jobs::shutting_down()),

@@ -2,6 +2,7 @@
 
 use std::time::SystemTime;
 
+use bashd_protocol::text::for_person;
 use bashd_protocol::{
     ErrorHint, ErrorKind, ErrorReply, ExecResult, JobId, JobInfo, JobRef, JobState, Mode, Notice,
     StreamResult,
@@ -231,8 +232,14 @@ impl JobsActor {
             exit_code,
             signal,
             mode: mode.to_owned(),
-            command: job.command.clone(),
-            description: job.description.clone(),
+            // What a job chose to call itself reaches every front end's listing (`bashc
+            // jobs --json` prints it as it is) with its controls, bidi controls and line
+            // separators shown as escapes, as the text tables show them (issue 42).
+            command: for_person(&job.command).into_owned(),
+            description: job
+                .description
+                .as_deref()
+                .map(|d| for_person(d).into_owned()),
             started_at: rfc3339(job.started_at),
             duration_ms,
             record,

@@ -245,11 +245,25 @@ impl Walk<'_> {
     }
 
     /// The command's words: its name and arguments (assignments before the name are
-    /// collected by the walk, redirects are not words).
+    /// collected by the walk, redirects are not words). Nodes with nothing between
+    /// them are one word, as bash reads them: tree-sitter splits some words bash does
+    /// not (`rm$IFS-rf$IFS/` into `rm$IFS-rf$` and `IFS/`, `--arg-file=<(...)` into
+    /// `--arg-file=` and `<(...)`).
     fn words_of(&self, fields: &Fields<'_>) -> Vec<Word> {
-        let mut words = Vec::with_capacity(fields.arguments.len() + 1);
-        words.extend(fields.name.map(|name| self.word(name)));
-        words.extend(fields.arguments.iter().map(|arg| self.word(*arg)));
+        let mut words: Vec<Word> = Vec::with_capacity(fields.arguments.len() + 1);
+        let mut end = None;
+        for node in fields.name.iter().chain(&fields.arguments) {
+            let word = self.word(*node);
+            match words.last_mut() {
+                Some(last) if end == Some(node.start_byte()) => {
+                    for part in word.parts {
+                        join_part(&mut last.parts, part);
+                    }
+                }
+                _ => words.push(word),
+            }
+            end = Some(node.end_byte());
+        }
         words
     }
 
@@ -401,6 +415,49 @@ impl Walk<'_> {
 
 /// A command node's children by field, found in one pass (tree-sitter's
 /// `children_by_field_name` walks the children once per field).
+/// Appends a part of a word tree-sitter split off. A bare `$` it left at the end of
+/// the text before and the name that starts the text after are an expansion.
+fn join_part(parts: &mut Vec<Part>, part: Part) {
+    let Some(Part::Text(text)) = parts.last_mut() else {
+        parts.push(part);
+        return;
+    };
+    let Part::Text(more) = part else {
+        parts.push(part);
+        return;
+    };
+    // `$1x` is `$1` and `x`; `$ab_1x` is one name.
+    let name_len = match more.bytes().next() {
+        Some(b'0'..=b'9') => 1,
+        _ => more
+            .bytes()
+            .take_while(|b| b.is_ascii_alphanumeric() || *b == b'_')
+            .count(),
+    };
+    let escapes = text
+        .bytes()
+        .rev()
+        .skip(1)
+        .take_while(|b| *b == b'\\')
+        .count();
+    if text.ends_with('$') && escapes % 2 == 0 && name_len > 0 {
+        text.pop();
+        if text.is_empty() {
+            parts.pop();
+        }
+        parts.push(Part::Var {
+            name: more[..name_len].to_owned(),
+            quoted: false,
+            default: None,
+        });
+        if name_len < more.len() {
+            parts.push(Part::Text(more[name_len..].to_owned()));
+        }
+    } else {
+        text.push_str(&more);
+    }
+}
+
 struct Fields<'t> {
     name: Option<Node<'t>>,
     arguments: Vec<Node<'t>>,

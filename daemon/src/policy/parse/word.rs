@@ -109,7 +109,12 @@ impl Walk<'_> {
         }
     }
 
-    /// `${NAME}`, `${NAME:-default}`, `${a[@]}`; anything else is unknown.
+    /// `${NAME}`, `${NAME:-default}`, `${a[@]}`, `${NAME:?message}` (the value, or
+    /// nothing runs), `${NAME:+word}` (nothing or the word), and the operators that
+    /// change a value (`${NAME%/}`, `${NAME/a/b}`, `${NAME:0:3}`, `${NAME^^}`), which
+    /// are read as the value itself or an unknown: the policy fails closed, and a
+    /// value cut from a protected path (`${HOME%/}`, `${PWD%/*}`) is one still. Anything
+    /// else (`${#NAME}`, `${!NAME}`) is unknown.
     fn expansion(&self, node: Node<'_>, quoted: bool) -> Part {
         let unknown = || Part::Unknown {
             text: self.text(node).to_owned(),
@@ -130,15 +135,28 @@ impl Walk<'_> {
             },
             _ => return unknown(),
         };
-        let default = match children.get(1) {
-            None => None,
-            Some(operator) if matches!(self.text(*operator), ":-" | "-" | ":=" | "=") => {
-                let mut word = Word::default();
-                for child in &children[2..] {
-                    self.parts(*child, quoted, &mut word.parts);
-                }
-                Some(Box::new(word))
+        let rest = || {
+            let mut word = Word::default();
+            for child in &children[2..] {
+                self.parts(*child, quoted, &mut word.parts);
             }
+            Box::new(word)
+        };
+        let default = match children.get(1).map(|operator| self.text(*operator)) {
+            None | Some(":?" | "?") => None,
+            Some(":-" | "-" | ":=" | "=") => Some(rest()),
+            Some(":+" | "+") => {
+                return Part::Alternate {
+                    word: rest(),
+                    quoted,
+                };
+            }
+            Some(
+                "%" | "%%" | "#" | "##" | "/" | "//" | "/#" | "/%" | "^" | "^^" | "," | ",," | ":"
+                | "@",
+            ) => Some(Box::new(Word {
+                parts: vec![unknown()],
+            })),
             Some(_) => return unknown(),
         };
         Part::Var {

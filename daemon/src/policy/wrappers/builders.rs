@@ -3,7 +3,7 @@
 
 use super::options::{PARALLEL, XARGS};
 use super::{Next, Step, command_starts, wrapped};
-use crate::policy::words::{FILE_TEXT, live_globs, plain, push_literal, to_shell};
+use crate::policy::words::{FILE_TEXT, live_globs, plain, push_literal, to_shell, unknown};
 
 /// `xargs [options] COMMAND ARGS`: with literal input, the command with the input's
 /// words appended (or put in place of `-I`'s string); otherwise the command alone.
@@ -12,15 +12,21 @@ pub(super) fn xargs<'a>(args: &'a [String], stdin: Option<&str>) -> Step<'a> {
     let Some(&start) = starts.first() else {
         return Step::Final;
     };
-    // `-a FILE` reads the input from a file instead: literal if it is `<(echo ...)`.
+    // `-a FILE` (`-aFILE`, `--arg-file=FILE`) reads the input from a file instead:
+    // literal if it is `<(echo ...)`, and the literal stdin if it is /dev/stdin.
     let mut file_input = None;
     for (at, arg) in args[..start].iter().enumerate() {
         let file = match plain(arg).as_ref() {
-            "-a" | "--arg-file" => args.get(at + 1),
-            _ => None,
+            "-a" | "--arg-file" => args.get(at + 1).map(String::as_str),
+            _ => arg
+                .strip_prefix("--arg-file=")
+                .or_else(|| arg.strip_prefix("-a").filter(|file| !file.is_empty())),
         };
         if let Some(file) = file {
-            file_input = Some(file.strip_prefix(FILE_TEXT));
+            file_input = Some(match plain(file).as_ref() {
+                "/dev/stdin" | "/dev/fd/0" | "/proc/self/fd/0" => stdin,
+                _ => file.strip_prefix(FILE_TEXT),
+            });
         }
     }
     let input = match file_input {
@@ -57,11 +63,7 @@ pub(super) fn xargs<'a>(args: &'a [String], stdin: Option<&str>) -> Step<'a> {
     let items: Vec<String> = items
         .into_iter()
         .filter(|item| !item.is_empty())
-        .map(|item| {
-            let mut pattern = String::new();
-            push_literal(&mut pattern, &item);
-            pattern
-        })
+        .map(|item| input_item(&item))
         .collect();
     let mut next = Vec::new();
     match replace {
@@ -81,6 +83,40 @@ pub(super) fn xargs<'a>(args: &'a [String], stdin: Option<&str>) -> Step<'a> {
         next.push(Next::Argv(template.to_vec()));
     }
     Step::Many(next)
+}
+
+/// One item of xargs's literal input as a pattern. The input is text as the source
+/// spells it (`echo ~`, `<<< $HOME`, an unquoted heredoc), so what the outer shell
+/// expands in it is read as expanded: a leading `~`, `$HOME` and `$PWD` are the home
+/// and the workdir, and any other expansion is unknown. A `~` or `$HOME` that was
+/// quoted reads the same: the policy fails closed.
+fn input_item(item: &str) -> String {
+    let mut pattern = String::new();
+    let rest = if let Some(rest) = item.strip_prefix('~') {
+        pattern.push('~');
+        rest
+    } else if let Some(rest) = ["$HOME", "${HOME}"]
+        .iter()
+        .find_map(|home| item.strip_prefix(home))
+        .filter(|rest| rest.is_empty() || rest.starts_with('/'))
+    {
+        pattern.push('~');
+        rest
+    } else if let Some(rest) = ["$PWD", "${PWD}"]
+        .iter()
+        .find_map(|pwd| item.strip_prefix(pwd))
+        .filter(|rest| rest.is_empty() || rest.starts_with('/'))
+    {
+        pattern.push_str("~+");
+        rest
+    } else {
+        item
+    };
+    if rest.contains('$') {
+        return unknown(item);
+    }
+    push_literal(&mut pattern, rest);
+    pattern
 }
 
 /// xargs's own splitting: blanks and newlines, with quotes and backslashes.

@@ -144,6 +144,11 @@ pub fn step<'a>(
     }
 }
 
+/// What a shell given these arguments runs: for a command that may be one.
+pub fn shell_step<'a>(args: &'a [String], stdin: Option<&str>) -> Step<'a> {
+    shells::shell_step(args, stdin)
+}
+
 /// The words before the first that is not an option, as plain text.
 fn first_options(args: &[String]) -> impl Iterator<Item = String> + '_ {
     args.iter()
