@@ -120,6 +120,8 @@ async fn start_daemon(
     let mut error = None;
     for scope in [delegated_scope(), None] {
         let scoped = scope.is_some();
+        // Where this start's lines begin in the log.
+        let from = std::fs::metadata(&log_path).map_or(0, |meta| meta.len());
         let daemon = match spawn_daemon(&binary, runtime_dir, &log_path, scope) {
             Ok(daemon) => daemon,
             Err(e) if scoped => {
@@ -128,7 +130,7 @@ async fn start_daemon(
             }
             Err(e) => return Err(e),
         };
-        match wait_for_daemon(&daemon, &binary, socket, &log_path).await {
+        match wait_for_daemon(&daemon, &binary, socket, &log_path, from).await {
             Ok(client) => return Ok(client),
             Err(e) if scoped && daemon.exited() => {
                 // systemd-run could not make the scope (no bus, no user manager): it
@@ -314,12 +316,26 @@ pub(crate) async fn lock_exclusive(path: PathBuf) -> Result<std::fs::File, Strin
     .map_err(|e| e.to_string())?
 }
 
+/// What the daemon said last on its way out (`bashd: why`, its `main`'s last line on
+/// stderr, which goes to the log), among the lines from `from` on, so that a bad
+/// config line is told where the person looks, not only in the log.
+fn last_words(log_path: &Path, from: u64) -> Option<String> {
+    let log = std::fs::read(log_path).ok()?;
+    let ours = log.get(usize::try_from(from).ok()?..)?;
+    String::from_utf8_lossy(ours)
+        .lines()
+        .rev()
+        .find_map(|line| line.strip_prefix("bashd: "))
+        .map(str::to_owned)
+}
+
 /// Waits until the daemon just started answers on `socket`.
 async fn wait_for_daemon(
     daemon: &Daemon,
     binary: &Path,
     socket: &Path,
     log_path: &Path,
+    from: u64,
 ) -> Result<Client, ClientError> {
     let deadline = Instant::now() + START_TIMEOUT;
     loop {
@@ -330,9 +346,12 @@ async fn wait_for_daemon(
         }
         if daemon.exited() {
             return Err(ClientError::Autostart(format!(
-                "{} (pid {}) exited before it answered; see {}",
+                "{} (pid {}) exited before it answered{}; see {}",
                 binary.display(),
                 daemon.pid,
+                last_words(log_path, from)
+                    .map(|said| format!(": {said}"))
+                    .unwrap_or_default(),
                 log_path.display()
             )));
         }
