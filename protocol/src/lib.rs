@@ -37,4 +37,6 @@ pub use top::{TopJob, TopRequest, WatchRequest, WatchUpdate};
 /// Bumped on every incompatible change of the messages; `Hello` and `Welcome` carry it.
 /// 7: `Watch` (a stream of the table's changes for `bashc top`) and `TopRequest::jobs`.
 /// 8: a refusal's way out as data (`ErrorHint::NetworkOn`, ..., `Argument`; issue 31).
-pub const PROTOCOL_VERSION: u32 = 8;
+/// 9: a session's writable roots are the person's (issue 42): `Notice::OutsideRoots`,
+/// `Notice::NoWritableRoot`.
+pub const PROTOCOL_VERSION: u32 = 9;
