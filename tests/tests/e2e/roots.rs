@@ -287,24 +287,33 @@ fn a_job_drives_no_sibling_that_writes_another_workspace() {
     let _ = roots.daemon.run_bashc(&["session", "close", "i42"]);
 }
 
-/// Hole 10: from inside a job, a workdir that is a hidden file and one that does not
-/// exist get the same answer; from outside, DESIGN §8's two messages stay.
+/// Hole 10: from inside a job, a workdir that is a hidden file, a hidden directory or
+/// a name that does not exist get the same answer; from outside, DESIGN §8's two
+/// messages stay. The control: a directory that is not hidden runs the job.
 #[test]
 fn a_nested_workdir_does_not_tell_a_hidden_file_from_a_missing_name() {
     let roots = Roots::start("");
     let (ssh, ws) = (roots.home.join(".ssh"), &roots.ws);
     std::fs::write(ssh.join("id_test"), "fake key\n").unwrap();
+    std::fs::create_dir(ssh.join("keys")).unwrap();
     let bashc = bashc_path();
-    let command = format!(
-        "{bashc} exec --workdir {ssh}/id_test -- true 2>&1 | sed 's|{ssh}/id_test|NAME|'; \
-         {bashc} exec --workdir {ssh}/nope -- true 2>&1 | sed 's|{ssh}/nope|NAME|'",
-        ssh = ssh.display()
-    );
+    let mut command = String::new();
+    for name in ["id_test", "keys", "nope"] {
+        command.push_str(&format!(
+            "{bashc} exec --workdir {ssh}/{name} -- true 2>&1 | sed 's|{ssh}/{name}|NAME|'; ",
+            ssh = ssh.display()
+        ));
+    }
+    command.push_str(&format!(
+        "{bashc} exec --workdir {} -- echo control-ran",
+        roots.outside.display()
+    ));
     let out = roots.exec_from(ws, "i42", &["--sandbox", "read-only"], &command);
     let words = shown(&json(&out));
     let lines: Vec<&str> = words.lines().filter(|l| l.contains("NAME")).collect();
-    assert_eq!(lines.len(), 2, "{words}");
-    assert_eq!(lines[0], lines[1], "{words}");
+    assert_eq!(lines.len(), 3, "{words}");
+    assert!(lines.iter().all(|l| *l == lines[0]), "{words}");
+    assert!(words.contains("control-ran"), "{words}");
     // From outside, the contract's two messages.
     let file = roots.exec_from(
         ws,

@@ -469,7 +469,9 @@ impl JobsActor {
                 params.session
             )));
         }
-        let workdir = check_workdir(Path::new(&params.workdir), origin.is_some())?;
+        // From inside a job, a hidden path is as unusable as a missing one.
+        let hidden = origin.map(|_| &self.config.sandbox.deny_read[..]);
+        let workdir = check_workdir(Path::new(&params.workdir), hidden)?;
         // Never a silent no-op: a limit this daemon cannot hold refuses the job.
         self.containment
             .check_limits(&params.limits, LimitsFrom::Request)?;
@@ -628,10 +630,14 @@ fn bad(argument: Argument, message: String) -> ErrorReply {
 }
 
 /// The request's workdir, if a job can run there. A request from inside a sandboxed
-/// job (`from_job`) gets one answer for every workdir that cannot be used, so that it
-/// cannot tell a hidden name that is a file from one that does not exist (issue 42);
-/// one from outside gets DESIGN §8's.
-pub(in crate::jobs) fn check_workdir(path: &Path, from_job: bool) -> Result<PathBuf, ErrorReply> {
+/// job (`hidden`: the paths hidden from it) gets one answer for every workdir that
+/// cannot be used, a hidden one included, so that it cannot tell a hidden name that
+/// is a file, or a directory, from one that does not exist (issue 42); one from
+/// outside gets DESIGN §8's.
+pub(in crate::jobs) fn check_workdir(
+    path: &Path,
+    hidden: Option<&[PathBuf]>,
+) -> Result<PathBuf, ErrorReply> {
     let invalid = |message: String| bad(Argument::Workdir, message);
     if !path.is_absolute() {
         return Err(invalid(format!(
@@ -640,7 +646,15 @@ pub(in crate::jobs) fn check_workdir(path: &Path, from_job: bool) -> Result<Path
         )));
     }
     let found = std::fs::metadata(path);
-    if from_job && !found.as_ref().is_ok_and(|meta| meta.is_dir()) {
+    let is_hidden = |hidden: &[PathBuf]| {
+        let resolved = path.canonicalize();
+        hidden
+            .iter()
+            .any(|dir| path.starts_with(dir) || resolved.as_ref().is_ok_and(|r| r.starts_with(dir)))
+    };
+    if let Some(hidden) = hidden
+        && (!found.as_ref().is_ok_and(|meta| meta.is_dir()) || is_hidden(hidden))
+    {
         return Err(invalid(format!(
             "Working directory is not a directory that exists: {}",
             path.display()
