@@ -497,9 +497,13 @@ impl JobsActor {
             })?;
         // Where it may write is the person's: the roots of the job it came from, or
         // of the client's directory and the config, never its workdir (issue 42).
+        // An unconfined job needs none: it writes what its user may.
         let roots = match origin {
             Some(origin) => Arc::clone(&origin.roots),
-            None => Arc::new(Roots::decide(caller_dir, &self.config.sandbox.writable)),
+            None if sandbox.is_some() => {
+                Arc::new(Roots::decide(caller_dir, &self.config.sandbox.writable))
+            }
+            None => Arc::default(),
         };
         let mut start_notices = Vec::new();
         if let Some(in_force) = sandbox.as_mut()
