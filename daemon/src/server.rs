@@ -140,12 +140,18 @@ pub async fn serve(
                 tracker.spawn(async move {
                     // Read before anything else, while the process that connected
                     // surely still runs.
-                    if let Err(reason) = peer::outside_sandboxes(&stream) {
-                        tracing::warn!("refused a connection: {reason}");
-                        drop(counted);
-                        refuse(stream, ErrorKind::InvalidRequest, reason).await;
-                        return;
-                    }
+                    // Its directory too: where the confined jobs it starts may write
+                    // (`sandbox/roots.rs`), read once for the connection.
+                    let caller_dir = match peer::outside_sandboxes(&stream) {
+                        Ok(dir) => dir,
+                        Err(reason) => {
+                            tracing::warn!("refused a connection: {reason}");
+                            drop(counted);
+                            refuse(stream, ErrorKind::InvalidRequest, reason).await;
+                            return;
+                        }
+                    };
+                    let jobs = jobs.from_caller(caller_dir);
                     conn::serve_connection(stream, jobs, shutdown, max_frame_bytes, large_frames)
                         .await;
                     drop(counted);

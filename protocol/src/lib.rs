@@ -39,4 +39,6 @@ pub use top::{TopJob, TopRequest, WatchRequest, WatchUpdate};
 /// 8: a refusal's way out as data (`ErrorHint::NetworkOn`, ..., `Argument`; issue 31).
 /// 9: `Argument::Until` and `Argument::Grep` (a bad pattern is a usage error; issue 45).
 ///    `CheckPolicy` carries the workdir to judge in (`PolicyCheck`; issue 42).
+///    a session's writable roots are the person's (issue 42): `Notice::OutsideRoots`,
+/// `Notice::NoWritableRoot`.
 pub const PROTOCOL_VERSION: u32 = 9;

@@ -152,6 +152,17 @@ pub enum Notice {
         network: crate::Network,
         denied: crate::SandboxDenial,
     },
+    /// The job asked to write its workspace (`workspace-write`) and ran `read-only`,
+    /// writing only its `$TMPDIR`: its workdir is outside every writable root of its
+    /// session (issue 42). The person decides the roots, never the request: the
+    /// directory the client runs in (where the agent started `bashc mcp`) and the
+    /// config's `[sandbox] writable`, resolved.
+    OutsideRoots { workdir: String, roots: Vec<String> },
+    /// The job asked to write its workspace and ran `read-only`, writing only its
+    /// `$TMPDIR`: its session has no writable root. `directory` is the directory its
+    /// client runs in, which is `/`, the home directory or a parent of it, and so
+    /// never a root; `None` when bashd could not read it.
+    NoWritableRoot { directory: Option<String> },
     /// A page stopped before the lines asked for, at its byte limit; `next_offset`
     /// says where the next page starts.
     PageFull { max_bytes: u64 },

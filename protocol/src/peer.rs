@@ -71,6 +71,34 @@ pub fn identify_against(socket: &impl AsFd, ours: UserNamespace) -> io::Result<P
     })
 }
 
+/// [`identify_against`], and the peer's working directory as it is now, resolved
+/// (symlinks and `..` gone): where the daemon lets that client's confined jobs write
+/// (issue 42). Read under the same pidfd, and kept only if the process still lives
+/// after the read, so a pid reused meanwhile is never read instead. The directory is
+/// an error when it cannot be read (it was removed, or the process hides it).
+pub fn identify_with_cwd(
+    socket: &impl AsFd,
+    ours: UserNamespace,
+) -> io::Result<(Peer, io::Result<std::path::PathBuf>)> {
+    let credentials = rustix::net::sockopt::socket_peercred(socket)?;
+    let pidfd = peer_pidfd(socket, credentials.pid)?;
+    let pid = credentials.pid.as_raw_nonzero().get();
+    let theirs = user_namespace_of(&pidfd, pid)?;
+    let peer = Peer {
+        pid: pid as u32,
+        uid: credentials.uid.as_raw(),
+        same_user_namespace: theirs == ours,
+    };
+    let cwd = std::fs::canonicalize(format!("/proc/{pid}/cwd")).and_then(|cwd| {
+        if alive(&pidfd) {
+            Ok(cwd)
+        } else {
+            Err(io::Error::other("the process that connected has exited"))
+        }
+    });
+    Ok((peer, cwd))
+}
+
 /// The user namespace of the process `pidfd` holds. Through the pidfd itself where the
 /// kernel can (`PIDFD_GET_USER_NAMESPACE`, Linux 6.11), which names that process and no
 /// other, and costs no lookup in /proc; else through `/proc/PID`, checked afterwards to
@@ -94,11 +122,19 @@ fn user_namespace_of(pidfd: &OwnedFd, pid: i32) -> io::Result<UserNamespace> {
         _ => return Err(error),
     }
     let namespace = File::open(format!("/proc/{pid}/ns/user"))?;
+    if !alive(pidfd) {
+        return Err(exited());
+    }
+    UserNamespace::of(&namespace)
+}
+
+/// Whether the process `pidfd` holds still runs (a zombie does not).
+fn alive(pidfd: &OwnedFd) -> bool {
     // Through libc: rustix's pidfd_send_signal takes a `Signal`, which is never 0.
     // SAFETY: the call reads its arguments only: a pidfd this function borrows, signal
     // 0 (none is sent, the process is only checked to live), a null siginfo, which the
     // call allows, and no flags.
-    let alive = unsafe {
+    let sent = unsafe {
         libc::syscall(
             libc::SYS_pidfd_send_signal,
             pidfd.as_raw_fd(),
@@ -106,11 +142,8 @@ fn user_namespace_of(pidfd: &OwnedFd, pid: i32) -> io::Result<UserNamespace> {
             std::ptr::null::<libc::siginfo_t>(),
             0,
         )
-    } == 0;
-    if !alive {
-        return Err(exited());
-    }
-    UserNamespace::of(&namespace)
+    };
+    sent == 0
 }
 
 /// A pidfd of the socket's peer: from the socket itself where the kernel gives it
@@ -146,6 +179,17 @@ mod tests {
         assert_eq!(peer.pid, std::process::id());
         assert_eq!(peer.uid, rustix::process::getuid().as_raw());
         assert!(peer.same_user_namespace);
+    }
+
+    #[test]
+    fn a_peers_working_directory_is_read_resolved() {
+        let (ours, _theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+        let (peer, cwd) = identify_with_cwd(&ours, UserNamespace::own().unwrap()).unwrap();
+        assert_eq!(peer.pid, std::process::id());
+        assert_eq!(
+            cwd.unwrap(),
+            std::env::current_dir().unwrap().canonicalize().unwrap()
+        );
     }
 
     #[test]

@@ -226,6 +226,23 @@ impl Daemon {
         command
     }
 
+    /// A [`Daemon::bashc`] that runs in `dir`: the directory a client runs in is the
+    /// writable root of the confined jobs it starts (issue 42), so a test whose job
+    /// writes a workspace runs its client there, as a person would.
+    pub fn bashc_at(&self, dir: &Path) -> Command {
+        let mut command = self.bashc();
+        command.current_dir(dir);
+        command
+    }
+
+    /// Runs `bashc ARGS` in `dir` to completion ([`Daemon::bashc_at`]).
+    pub fn run_bashc_at(&self, dir: &Path, args: &[&str]) -> Output {
+        self.bashc_at(dir)
+            .args(args)
+            .output()
+            .expect("cannot run bashc")
+    }
+
     /// Runs `bashc ARGS` to completion.
     pub fn run_bashc(&self, args: &[&str]) -> Output {
         self.bashc().args(args).output().expect("cannot run bashc")

@@ -90,6 +90,11 @@ pub trait Spelling {
     fn other_session(&self, session: &str) -> Option<String>;
     /// The call that lists sessions, when this front end has one.
     fn sessions_call(&self) -> Option<&'static str>;
+    /// How a job is run inside one of its session's writable roots (issue 42).
+    fn inside_a_root(&self) -> &'static str;
+    /// How a session gets its project's directory as a writable root: the client
+    /// started there.
+    fn start_in_project(&self) -> &'static str;
 }
 
 /// The notices of a result or page in `spelling`, a line each in their order; `None`
@@ -265,6 +270,23 @@ pub fn notice(notice: &Notice, spelling: &dyn Spelling) -> String {
         Notice::PageFull { max_bytes } => format!(
             "The page is full at {max_bytes} bytes; it holds whole lines only."
         ),
+        Notice::OutsideRoots { workdir, roots } => format!(
+            "This job ran read-only (it writes only its $TMPDIR): its working directory {workdir} is outside this session's writable roots ({}), which the person decides, never the request. To let it write, {}, or add the directory to [sandbox] writable in bashd's config.",
+            roots.join(", "),
+            spelling.inside_a_root()
+        ),
+        Notice::NoWritableRoot { directory } => {
+            let why = match directory {
+                Some(directory) => format!(
+                    "its client runs in {directory}, and /, the home directory and its parents are never one"
+                ),
+                None => "bashd could not read the directory its client runs in".to_owned(),
+            };
+            format!(
+                "This job ran read-only (it writes only its $TMPDIR): this session has no writable root, as {why}. To let it write, {}, or add the project's directory to [sandbox] writable in bashd's config.",
+                spelling.start_in_project()
+            )
+        }
         Notice::TerminalWanted {} => format!(
             "The program wanted a terminal and ran without one (on pipes): run it again with {} to give it one.",
             spelling.again_with(&[Setting::Pty])

@@ -104,6 +104,14 @@ impl Spelling for Cli {
     fn sessions_call(&self) -> Option<&'static str> {
         Some("bashc sessions")
     }
+
+    fn inside_a_root(&self) -> &'static str {
+        "run it from inside one of them (the directory bashc runs in is a root: cd there, then run bashc exec)"
+    }
+
+    fn start_in_project(&self) -> &'static str {
+        "run bashc from inside the project's directory (cd there first)"
+    }
 }
 
 impl Spelling for Mcp {
@@ -197,5 +205,13 @@ impl Spelling for Mcp {
     fn sessions_call(&self) -> Option<&'static str> {
         // The tools reach no session but the server's own.
         None
+    }
+
+    fn inside_a_root(&self) -> &'static str {
+        "give the bash tool a workdir inside one of them (the directory the agent was started in is one)"
+    }
+
+    fn start_in_project(&self) -> &'static str {
+        "start the agent in its project's directory"
     }
 }

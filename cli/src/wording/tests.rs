@@ -25,7 +25,7 @@ const NEITHER: Expect = Expect {
 };
 
 /// The notice variants `expect_notice` knows; the list below must hold each.
-const NOTICE_VARIANTS: usize = 23;
+const NOTICE_VARIANTS: usize = 25;
 
 /// One arm a variant, numbered: adding a notice fails to compile here until it is
 /// given an arm, and the test until the list has an example of it.
@@ -69,6 +69,8 @@ fn expect_notice(notice: &Notice) -> (usize, Expect) {
         Notice::SandboxDenied { .. } => (20, says("--net on", "bash(net=\"on\")")),
         Notice::PageFull { .. } => (21, NEITHER),
         Notice::TerminalWanted {} => (22, says("--pty", "bash(pty=true)")),
+        Notice::OutsideRoots { .. } => (23, says("bashc exec", "workdir inside")),
+        Notice::NoWritableRoot { .. } => (24, says("cd there", "start the agent")),
     }
 }
 
@@ -159,6 +161,13 @@ fn every_notice() -> Vec<Notice> {
         },
         Notice::PageFull { max_bytes: 100 },
         Notice::TerminalWanted {},
+        Notice::OutsideRoots {
+            workdir: "/".to_owned(),
+            roots: vec!["/home/me/project".to_owned()],
+        },
+        Notice::NoWritableRoot {
+            directory: Some("/home/me".to_owned()),
+        },
     ]
 }
 

@@ -25,11 +25,10 @@
 use std::io::{self, IoSliceMut};
 use std::mem::MaybeUninit;
 use std::os::fd::OwnedFd;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use bashd_protocol::{ErrorKind, JobId, Network, SandboxInForce};
+use bashd_protocol::{ErrorKind, JobId, Network, SandboxInForce, SandboxProfile};
 use rustix::net::{
     AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SocketFlags, SocketType,
 };
@@ -38,27 +37,39 @@ use tokio::io::unix::AsyncFd;
 use tokio::sync::mpsc;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
+use super::roots::Roots;
+
 /// The sandboxed job a connection came from, through its channel.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Origin {
     pub job: JobId,
     pub session: String,
     pub sandbox: SandboxInForce,
-    /// Where `workspace-write` lets the job write (its workdir, or its own origin's
-    /// workspace): a `workspace-write` job it starts writes there too, not in the
-    /// workdir it names.
-    pub workspace: PathBuf,
+    /// The writable roots of the session it was started in, resolved when the
+    /// request that started it came (issue 42): a job it starts has the same ones,
+    /// whatever workdir it names.
+    pub roots: Arc<Roots>,
 }
 
 impl Origin {
-    /// Whether a job confined by `other` (`None`: not confined) is as tight as this
-    /// one or tighter, so that a request from this one may reach it.
-    pub fn reaches(&self, other: Option<SandboxInForce>) -> bool {
+    /// Whether a job confined by `other` (`None`: not confined) with the writable
+    /// roots `roots` is as tight as this one or tighter, so that a request from this
+    /// one may reach it: no looser profile or network, and under `workspace-write`
+    /// no root outside this one's (a job does not type into a sibling that writes
+    /// another workspace).
+    pub fn reaches(&self, other: Option<SandboxInForce>, roots: Option<&Roots>) -> bool {
         let other = other.unwrap_or(SandboxInForce {
-            profile: bashd_protocol::SandboxProfile::Off,
+            profile: SandboxProfile::Off,
             network: Network::On,
         });
-        at_most(other, self.sandbox)
+        if !at_most(other, self.sandbox) {
+            return false;
+        }
+        // An `off` origin writes everywhere, a `read-only` one reaches only jobs that
+        // write nothing: the roots matter only between `workspace-write` jobs.
+        let both_write_roots = self.sandbox.profile == SandboxProfile::WorkspaceWrite
+            && other.profile == SandboxProfile::WorkspaceWrite;
+        !both_write_roots || roots.is_some_and(|roots| roots.within(&self.roots))
     }
 
     /// `read-only with the network off`, as a refusal says it.
@@ -302,19 +313,27 @@ mod tests {
         SandboxInForce { profile, network }
     }
 
+    fn roots(paths: &[&str]) -> Arc<Roots> {
+        Arc::new(Roots {
+            paths: paths.iter().map(Into::into).collect(),
+            caller: None,
+        })
+    }
+
     #[test]
     fn a_job_reaches_only_jobs_as_tight_as_itself() {
         let origin = Origin {
             job: JobId(3),
             session: "s".into(),
             sandbox: sandbox(SandboxProfile::WorkspaceWrite, Network::Off),
-            workspace: "/ws".into(),
+            roots: roots(&["/ws"]),
         };
-        assert!(origin.reaches(Some(origin.sandbox)));
-        assert!(origin.reaches(Some(sandbox(SandboxProfile::ReadOnly, Network::Off))));
-        assert!(!origin.reaches(None), "an unconfined job is looser");
-        assert!(!origin.reaches(Some(sandbox(SandboxProfile::ReadOnly, Network::On))));
-        assert!(!origin.reaches(Some(sandbox(SandboxProfile::Off, Network::Off))));
+        let same = Some(&*origin.roots);
+        assert!(origin.reaches(Some(origin.sandbox), same));
+        assert!(origin.reaches(Some(sandbox(SandboxProfile::ReadOnly, Network::Off)), None));
+        assert!(!origin.reaches(None, same), "an unconfined job is looser");
+        assert!(!origin.reaches(Some(sandbox(SandboxProfile::ReadOnly, Network::On)), same));
+        assert!(!origin.reaches(Some(sandbox(SandboxProfile::Off, Network::Off)), same));
         assert_eq!(origin.describe(), "workspace-write with the network off");
     }
 
@@ -347,7 +366,7 @@ mod tests {
             job: JobId(9),
             session: "s".into(),
             sandbox: sandbox(SandboxProfile::ReadOnly, Network::Off),
-            workspace: "/ws".into(),
+            roots: roots(&["/ws"]),
         });
         let (arrivals_tx, mut arrivals) = mpsc::channel(2 * MOST_CONNECTIONS);
         let (_channel, theirs) = Channel::make().unwrap().open(origin, arrivals_tx);
@@ -384,6 +403,21 @@ mod tests {
         assert!(arrived.is_some());
     }
 
+    #[test]
+    fn a_job_reaches_no_job_that_writes_outside_its_roots() {
+        let origin = Origin {
+            job: JobId(3),
+            session: "s".into(),
+            sandbox: sandbox(SandboxProfile::WorkspaceWrite, Network::Off),
+            roots: roots(&["/ws"]),
+        };
+        let tight = Some(origin.sandbox);
+        assert!(origin.reaches(tight, Some(&roots(&["/ws/sub"]))));
+        assert!(!origin.reaches(tight, Some(&roots(&["/other"]))));
+        assert!(!origin.reaches(tight, Some(&roots(&["/ws", "/other"]))));
+        assert!(!origin.reaches(tight, None), "roots unknown: out of reach");
+    }
+
     #[tokio::test]
     async fn a_descriptor_sent_over_the_channel_arrives_as_the_jobs_connection() {
         use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
@@ -395,7 +429,7 @@ mod tests {
             job: JobId(7),
             session: "s".into(),
             sandbox: sandbox(SandboxProfile::ReadOnly, Network::Off),
-            workspace: "/ws".into(),
+            roots: roots(&["/ws"]),
         });
         let (arrivals_tx, mut arrivals) = mpsc::channel(4);
         let (channel, theirs) = Channel::make()

@@ -8,6 +8,7 @@
 
 pub mod channel;
 pub mod peer;
+pub mod roots;
 
 use std::fs;
 use std::io;
@@ -141,21 +142,19 @@ fn allowed(floor: SandboxProfile) -> String {
     names.join(" or ")
 }
 
-/// What the job's resident applies: writes beneath the workspace (`workspace-write`:
-/// its workdir, or the workspace of the job it was started from), `tmpdir` and the
-/// config's `writable` paths; `deny_read` hidden.
+/// What the job's resident applies: writes beneath its session's writable `roots`
+/// (`workspace-write`; the person's, `roots.rs`) and `tmpdir`; `deny_read` hidden.
 pub fn spec(
     in_force: SandboxInForce,
     config: &SandboxConfig,
-    workspace: &Path,
+    roots: &roots::Roots,
     tmpdir: Option<&Path>,
     runtime_dir: &Path,
 ) -> confine::Spec {
     let files = in_force.profile != SandboxProfile::Off;
     let mut writable = Vec::new();
     if in_force.profile == SandboxProfile::WorkspaceWrite {
-        writable.push(workspace.to_owned());
-        writable.extend(config.writable.iter().cloned());
+        writable.extend(roots.paths.iter().cloned());
     }
     if files {
         writable.extend(tmpdir.map(Path::to_owned));

@@ -13,6 +13,8 @@ use std::sync::OnceLock;
 
 use bashd_protocol::peer::UserNamespace;
 
+use super::roots::CallerDir;
+
 /// The inode of the user namespace of process `pid`.
 pub fn userns_of(pid: u32) -> Option<u64> {
     std::fs::metadata(format!("/proc/{pid}/ns/user"))
@@ -20,23 +22,29 @@ pub fn userns_of(pid: u32) -> Option<u64> {
         .map(|meta| meta.ino())
 }
 
-/// `Ok` when the process that connected on `socket` is in the daemon's own user
-/// namespace; otherwise why the connection is refused, in the words the client
-/// shows. The process is held by a pidfd while its namespace is read, so a pid reused
-/// meanwhile is never read instead (`bashd_protocol::peer`, which the relay's check
-/// shares).
-pub fn outside_sandboxes(socket: &impl AsFd) -> Result<(), String> {
+/// The directory of the process that connected on `socket` (`roots.rs`: its writable
+/// root) when it is in the daemon's own user namespace; otherwise why the connection
+/// is refused, in the words the client shows. The process is held by a pidfd while
+/// its namespace and its directory are read, so a pid reused meanwhile is never read
+/// instead (`bashd_protocol::peer`, which the relay's check shares).
+pub fn outside_sandboxes(socket: &impl AsFd) -> Result<CallerDir, String> {
     let cannot = |e: io::Error| {
         format!(
             "bashd cannot tell whether this connection comes from inside a sandbox ({e}), so it refuses it; a process of a sandboxed job reaches bashd only through its job's channel (${})",
             bashd_protocol::channel::CHANNEL_ENV
         )
     };
-    let peer = own_user_namespace()
-        .and_then(|ours| bashd_protocol::peer::identify_against(socket, ours))
+    let (peer, cwd) = own_user_namespace()
+        .and_then(|ours| bashd_protocol::peer::identify_with_cwd(socket, ours))
         .map_err(cannot)?;
     if peer.same_user_namespace {
-        return Ok(());
+        return Ok(match cwd {
+            Ok(dir) => CallerDir::of(dir),
+            Err(e) => {
+                tracing::debug!(pid = peer.pid, "cannot read the client's directory: {e}");
+                CallerDir::Unknown
+            }
+        });
     }
     Err(format!(
         "this connection comes from inside a sandbox (pid {} is in another user namespace than bashd), and not through its job's channel: a process of a sandboxed job reaches bashd only through the descriptor its job was started with (${}); one that closed it or cleared its environment is refused",
@@ -63,7 +71,8 @@ mod tests {
     #[test]
     fn a_client_in_the_daemons_namespace_is_outside_every_sandbox() {
         let (ours, _theirs) = std::os::unix::net::UnixStream::pair().unwrap();
-        assert_eq!(outside_sandboxes(&ours), Ok(()));
+        let here = std::env::current_dir().unwrap().canonicalize().unwrap();
+        assert_eq!(outside_sandboxes(&ours), Ok(CallerDir::of(here)));
         assert!(userns_of(std::process::id()).is_some());
     }
 }

@@ -74,7 +74,10 @@ fn a_job_started_from_inside_a_sandbox_gets_no_more_than_it() {
         job: JobId(7),
         session: "s".into(),
         sandbox: outer,
-        workspace: PathBuf::from("/ws"),
+        roots: std::sync::Arc::new(roots::Roots {
+            paths: vec![PathBuf::from("/ws")],
+            caller: None,
+        }),
     };
     let around = Some(&origin);
     // Its sandbox is the default, and anything tighter goes.
@@ -102,11 +105,15 @@ fn a_job_started_from_inside_a_sandbox_gets_no_more_than_it() {
 #[test]
 fn each_profile_writes_where_it_says() {
     let config = SandboxConfig {
-        writable: vec![PathBuf::from("/cache")],
         deny_read: vec![PathBuf::from("/home/u/.ssh")],
         ..SandboxConfig::default()
     };
-    let (workdir, tmp) = (Path::new("/w"), Path::new("/r/sessions/s/tmp"));
+    // The roots as decided for the session (`roots.rs`), not the workdir.
+    let roots = roots::Roots {
+        paths: vec![PathBuf::from("/w"), PathBuf::from("/cache")],
+        caller: None,
+    };
+    let (workdir, tmp) = (&roots, Path::new("/r/sessions/s/tmp"));
     let workspace = spec(
         SandboxInForce {
             profile: SandboxProfile::WorkspaceWrite,
@@ -163,7 +170,7 @@ fn unix_sockets_in_the_config_open_them_only_to_a_file_sandbox_with_the_network_
         spec(
             SandboxInForce { profile, network },
             &config,
-            Path::new("/w"),
+            &roots::Roots::default(),
             None,
             Path::new("/r"),
         )

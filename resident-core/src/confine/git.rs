@@ -2,13 +2,14 @@
 //! what git runs on the person's behalf later (`core.fsmonitor`, `core.pager`, hooks),
 //! so a job that may write the work tree still may not write its `.git`.
 //!
-//! Covered: the `.git` (directory or file) at each writable root, every `.git` a
-//! bounded walk beneath the writable roots finds (nested repositories, submodules,
-//! worktrees), the `.git` of the workdir's repository, and for a `.git` file the
-//! `gitdir:` it names and that gitdir's `commondir` (a worktree's shared repository).
-//! The walk does not enter [`SKIPPED`] directories, symlinks or `.git` directories,
-//! goes [`MAX_DEPTH`] directories deep and reads at most [`MAX_ENTRIES`] entries; a
-//! `.git` beyond those is not covered (the README says so).
+//! Covered: the `.git` (directory or file) at each writable root, always, whatever
+//! the walk's budget (issue 42); every `.git` a bounded walk beneath the writable
+//! roots finds (nested repositories, submodules, worktrees); the `.git` of the
+//! workdir's repository; and for a `.git` file the `gitdir:` it names and that
+//! gitdir's `commondir` (a worktree's shared repository). The walk does not enter
+//! [`SKIPPED`] directories, symlinks or `.git` directories, goes [`MAX_DEPTH`]
+//! directories deep and reads at most [`MAX_ENTRIES`] entries; a nested `.git`
+//! beyond those is not covered (the README says so).
 
 use std::collections::VecDeque;
 use std::fs;
@@ -35,7 +36,9 @@ pub const SKIPPED: &[&str] = &[
 /// The paths to bind read-only for a job whose writable roots are `writable` (those
 /// that exist), in an order where none is beneath one listed before it.
 pub(super) fn read_only(writable: &[PathBuf]) -> Vec<PathBuf> {
-    let mut gits = Vec::new();
+    // Each root's own `.git` outright, however many entries are beside it (issue 42):
+    // the walk's budget is for the repositories nested below.
+    let mut gits: Vec<PathBuf> = writable.iter().filter_map(|root| git_of(root)).collect();
     let mut budget = MAX_ENTRIES;
     for root in writable.iter().filter(|root| root.is_dir()) {
         walk(root, &mut budget, &mut gits);
@@ -169,5 +172,31 @@ mod tests {
                 .iter()
                 .any(|p| p.starts_with(root.join("node_modules")))
         );
+    }
+
+    #[test]
+    fn each_roots_own_git_is_covered_past_the_walks_budget() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        let (crowded, other) = (base.join("crowded"), base.join("other"));
+        fs::create_dir_all(crowded.join(".git")).unwrap();
+        fs::create_dir_all(other.join("wt")).unwrap();
+        fs::create_dir_all(base.join("main/.git/worktrees/wt")).unwrap();
+        fs::write(
+            other.join(".git"),
+            format!(
+                "gitdir: {}\n",
+                base.join("main/.git/worktrees/wt").display()
+            ),
+        )
+        .unwrap();
+        for n in 0..=MAX_ENTRIES {
+            fs::File::create(crowded.join(n.to_string())).unwrap();
+        }
+        let roots = [crowded.clone(), other.clone(), base.join("main")];
+        let found = read_only(&roots);
+        assert!(found.contains(&crowded.join(".git")), "{found:?}");
+        assert!(found.contains(&other.join(".git")), "{found:?}");
+        assert!(found.contains(&base.join("main/.git")), "{found:?}");
     }
 }

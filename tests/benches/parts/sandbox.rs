@@ -23,6 +23,22 @@ impl Sandbox {
     }
 }
 
+/// A client whose directory, as the daemon reads it when it connects, is the daemon's
+/// scratch dir, the jobs' workdir: so that directory is the writable root of the
+/// `workspace-write` jobs measured (issue 42), which would run read-only in a workdir
+/// outside it. The bench runs one part at a time, so the process's directory is its
+/// own to change for the connect.
+pub(super) async fn client_in_scratch(daemon: &Daemon) -> bashc::Client {
+    let here = std::env::current_dir().expect("the bench has a working directory");
+    std::env::set_current_dir(daemon.scratch()).expect("cannot enter the scratch dir");
+    let client = daemon.client().await;
+    // The daemon reads the directory before it answers the handshake.
+    let welcomed = client.welcome().await;
+    std::env::set_current_dir(here).expect("cannot go back");
+    welcomed.expect("the daemon did not answer the handshake");
+    client
+}
+
 pub(super) const SANDBOXES: [Sandbox; 5] = [
     Sandbox {
         name: "off",
@@ -66,7 +82,7 @@ pub(super) fn sandbox(tokio: &tokio::runtime::Runtime) {
     const PER_ROUND: usize = 20;
     let daemon = Daemon::start();
     tokio.block_on(async {
-        let client = daemon.client().await;
+        let client = client_in_scratch(&daemon).await;
         let mut samples: Vec<Vec<Duration>> = vec![Vec::new(); SANDBOXES.len()];
         for round in 0..=ROUNDS {
             for (i, sandbox) in SANDBOXES.iter().enumerate() {

@@ -9,21 +9,27 @@ use std::time::{Duration, Instant};
 use bashd_tests::Daemon;
 
 use super::median_of;
-use super::sandbox::SANDBOXES;
+use super::sandbox::{SANDBOXES, client_in_scratch};
 
 const PAIRS: usize = 300;
 
 pub fn sandbox_pairs(tokio: &tokio::runtime::Runtime) {
     let daemon = Daemon::start();
     tokio.block_on(async {
-        let client = daemon.client().await;
+        let client = client_in_scratch(&daemon).await;
         let mut times: Vec<Vec<Duration>> = vec![Vec::new(); SANDBOXES.len()];
         // The first 20 warm the page cache and the zygote's namespaces, not counted.
         for pair in 0..PAIRS + 20 {
             for (i, sandbox) in SANDBOXES.iter().enumerate() {
                 let params = sandbox.params(&daemon);
                 let start = Instant::now();
-                client.exec(params).await.unwrap();
+                let result = client.exec(params).await.unwrap();
+                if pair == 0 && sandbox.profile != bashc::protocol::SandboxProfile::Off {
+                    // Measured as asked, not run tighter (issue 42: a workdir outside
+                    // the client's roots runs read-only).
+                    let profile = result.sandbox.map(|s| s.profile);
+                    assert_eq!(profile, Some(sandbox.profile), "{}", sandbox.name);
+                }
                 if pair >= 20 {
                     times[i].push(start.elapsed());
                 }

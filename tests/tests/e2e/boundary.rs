@@ -65,11 +65,17 @@ impl Bounds {
         self.daemon.run_bashc_in(session, args)
     }
 
-    /// `bashc exec --json` of `command` in `workdir`, as a client of `session`.
+    /// `bashc exec --json` of `command` in `workdir`, as a client of `session` that
+    /// runs there (so `workdir` is the job's writable root).
     fn exec_in(&self, session: &str, workdir: &Path, args: &[&str], command: &str) -> Output {
-        let workdir = workdir.display().to_string();
-        let head = ["exec", "--json", "--workdir", &workdir];
-        self.bashc(session, &[&head[..], args, &["--", command]].concat())
+        let workdir_text = workdir.display().to_string();
+        let head = ["exec", "--json", "--workdir", &workdir_text];
+        self.daemon
+            .bashc_at(workdir)
+            .env("BASHD_SESSION", session)
+            .args([&head[..], args, &["--", command]].concat())
+            .output()
+            .expect("cannot run bashc")
     }
 
     fn exec(&self, session: &str, args: &[&str], command: &str) -> Output {
@@ -206,7 +212,8 @@ impl Drop for StopOnDrop {
 }
 
 /// Issue 30.1: a job started from a `workspace-write` job writes where that job may,
-/// whatever workdir it names: the workspace, not the workdir outside it.
+/// whatever workdir it names: its roots, not the workdir outside them (where it runs
+/// read-only, issue 42).
 #[test]
 fn issue_30_a_nested_job_writes_in_its_starters_workspace_only() {
     let bounds = Bounds::start("");
@@ -215,7 +222,8 @@ fn issue_30_a_nested_job_writes_in_its_starters_workspace_only() {
     let command = format!(
         "{bashc} exec --workdir {out} -- touch {out}/escaped; echo \"outside: $?\"; \
          {bashc} exec --workdir {out} --sandbox workspace-write -- touch {out}/escaped-too; echo \"named: $?\"; \
-         {bashc} exec --workdir {out} -- touch {ws}/nested-ok; echo \"inside: $?\""
+         {bashc} exec --workdir /tmp -- touch {ws}/nested-elsewhere; echo \"elsewhere: $?\"; \
+         {bashc} exec --workdir {ws} -- touch {ws}/nested-ok; echo \"inside: $?\""
     );
     let run = bounds.exec("tight", &["--sandbox", "workspace-write"], &command);
     let words = shown(&json(&run));
@@ -228,6 +236,9 @@ fn issue_30_a_nested_job_writes_in_its_starters_workspace_only() {
         "{:?}\n{words}",
         bounds.outside()
     );
+    // A workdir outside the roots runs read-only: not even the workspace is written.
+    assert!(words.contains("elsewhere: 1"), "{words}");
+    assert!(!bounds.ws.join("nested-elsewhere").exists(), "{words}");
     // The positive control: the nested job writes in the workspace.
     assert!(words.contains("inside: 0"), "{words}");
     assert!(bounds.ws.join("nested-ok").exists(), "{words}");

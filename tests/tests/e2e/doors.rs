@@ -31,10 +31,11 @@ impl Doors {
         Doors { daemon, ws }
     }
 
-    /// `bashc exec --json --session S ARGS -- COMMAND` in the workspace.
+    /// `bashc exec --json --session S ARGS -- COMMAND` in the workspace, run from
+    /// there (its writable root).
     fn exec(&self, session: &str, args: &[&str], command: &str) -> Output {
         self.daemon
-            .bashc()
+            .bashc_at(&self.ws)
             .args(["exec", "--json", "--session", session, "--workdir"])
             .arg(&self.ws)
             .args(args)

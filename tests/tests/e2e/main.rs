@@ -31,6 +31,7 @@ mod output;
 mod policy;
 mod protocol;
 mod remote;
+mod roots;
 mod runtime_dir;
 mod sandbox;
 mod sandbox_hints;

@@ -58,9 +58,10 @@ impl Sandbox {
         self.exec_in(&self.ws, args, command)
     }
 
+    /// Run from `workdir`, which is then the job's writable root.
     fn exec_in(&self, workdir: &Path, args: &[&str], command: &str) -> Output {
         self.daemon
-            .bashc()
+            .bashc_at(workdir)
             .env("HOME", &self.home)
             .arg("exec")
             .arg("--json")
@@ -221,7 +222,7 @@ fn issue_23_workspace_write_keeps_writes_in_the_workspace_and_secrets_hidden() {
     // The text result names the profile, so a refusal is not taken for a permission.
     let text = sandbox
         .daemon
-        .bashc()
+        .bashc_at(ws)
         .env("HOME", &sandbox.home)
         .args(["exec", "--sandbox", "workspace-write", "--workdir"])
         .arg(ws)
@@ -612,7 +613,8 @@ fn issue_23_an_unprivileged_daemon_confines_its_jobs_too() {
     let before = snapshot(&outside);
     let output = daemon
         .bashc_from(&bin.join("bashc"))
-        .current_dir("/")
+        // The workspace is where its client runs: its writable root.
+        .current_dir(&ws)
         .uid(NOBODY)
         .gid(NOBODY)
         .env("HOME", &home)

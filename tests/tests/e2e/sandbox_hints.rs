@@ -38,10 +38,11 @@ impl Setup {
         Setup { daemon, ws, home }
     }
 
-    /// `bashc exec ARGS -- COMMAND` in the workspace, its text result.
+    /// `bashc exec ARGS -- COMMAND` in the workspace, run from there (its writable
+    /// root), its text result.
     fn exec(&self, args: &[&str], command: &str) -> Output {
         self.daemon
-            .bashc()
+            .bashc_at(&self.ws)
             .env("HOME", &self.home)
             .arg("exec")
             .arg("--workdir")

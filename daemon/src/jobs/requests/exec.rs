@@ -39,6 +39,7 @@ use crate::output::{self, Shape};
 use crate::policy::Denial;
 use crate::sandbox;
 use crate::sandbox::channel::{Channel, Origin};
+use crate::sandbox::roots::{CallerDir, Roots};
 
 /// `bashc jobs` shows this much of a command.
 const LISTED_COMMAND_BYTES: usize = 4096;
@@ -114,6 +115,7 @@ impl JobsHandle {
             denial,
             events: events.clone(),
             origin: self.origin.clone(),
+            caller_dir: Arc::clone(&self.caller_dir),
         });
         if self.cmds.send(cmd).await.is_err() {
             let _ = events.send(Response::Error(shutting_down())).await;
@@ -138,12 +140,21 @@ pub struct Exec {
     /// The sandboxed job the request came from, through its channel: it bounds what
     /// the request may start.
     origin: Option<Arc<Origin>>,
+    /// The directory the client runs in, as read from its connection: its writable
+    /// root, for a request that did not come through a job's channel.
+    caller_dir: Arc<CallerDir>,
 }
 
 impl Exec {
     /// Handled on the actor's task.
     pub(in crate::jobs) fn handle(self, actor: &mut JobsActor) {
-        actor.exec(*self.params, self.denial, self.events, self.origin);
+        actor.exec(
+            *self.params,
+            self.denial,
+            self.events,
+            self.origin,
+            &self.caller_dir,
+        );
     }
 
     /// The actor has stopped: the request is told so.
@@ -177,8 +188,9 @@ impl JobsActor {
         denial: Option<Denial>,
         events: mpsc::Sender<Response>,
         origin: Option<Arc<Origin>>,
+        caller_dir: &CallerDir,
     ) {
-        let plan = match self.plan(&params, origin.as_deref()) {
+        let plan = match self.plan(&params, origin.as_deref(), caller_dir) {
             Ok(plan) => plan,
             Err(error) => {
                 let _ = events.try_send(Response::Error(error));
@@ -283,6 +295,7 @@ impl JobsActor {
             stdin: None,
             stdin_mode: params.stdin,
             sandbox: plan.sandbox,
+            roots: plan.sandbox.map(|_| Arc::clone(&plan.roots)),
             channel: None,
             notify: notify.clone(),
         };
@@ -323,7 +336,7 @@ impl JobsActor {
                 job: id,
                 session: session.clone(),
                 sandbox,
-                workspace: plan.workspace.clone(),
+                roots: Arc::clone(&plan.roots),
             };
             unopened.open(Arc::new(origin), self.arrivals.clone())
         });
@@ -344,7 +357,7 @@ impl JobsActor {
                 sandbox::spec(
                     in_force,
                     &self.config.sandbox,
-                    &plan.workspace,
+                    &plan.roots,
                     tmpdir.as_deref(),
                     &self.runtime_dir,
                 )
@@ -386,6 +399,7 @@ impl JobsActor {
                         .as_ref()
                         .map(|sandbox| sandbox.deny_read.clone())
                         .unwrap_or_default(),
+                    start_notices: plan.start_notices.clone(),
                     // An MCP call returns by its budget; the job's timeout still holds.
                     answer_by: (params.mcp_call && params.mode != Mode::Background)
                         .then_some(self.config.mcp.max_call)
@@ -423,7 +437,12 @@ impl JobsActor {
 
     /// Checks a request, from the sandboxed job `origin` when it came through that
     /// job's channel, and works out how to run it, before anything is spawned.
-    fn plan(&self, params: &ExecParams, origin: Option<&Origin>) -> Result<Plan, ErrorReply> {
+    fn plan(
+        &self,
+        params: &ExecParams,
+        origin: Option<&Origin>,
+        caller_dir: &CallerDir,
+    ) -> Result<Plan, ErrorReply> {
         let invalid = |message: String| ErrorReply::new(ErrorKind::InvalidRequest, message);
         let max_command = self.config.limits.max_command_bytes;
         if params.command.len() > max_command {
@@ -451,7 +470,9 @@ impl JobsActor {
                 params.session
             )));
         }
-        let workdir = check_workdir(Path::new(&params.workdir))?;
+        // From inside a job, a hidden path is as unusable as a missing one.
+        let hidden = origin.map(|_| &self.config.sandbox.deny_read[..]);
+        let workdir = check_workdir(Path::new(&params.workdir), hidden)?;
         // Never a silent no-op: a limit this daemon cannot hold refuses the job.
         self.containment
             .check_limits(&params.limits, LimitsFrom::Request)?;
@@ -464,7 +485,7 @@ impl JobsActor {
         self.containment
             .check_limits(&job_limits, LimitsFrom::Config)?;
         // Never silently unconfined: a sandbox this daemon cannot hold refuses the job.
-        let sandbox =
+        let mut sandbox =
             sandbox::decide(&self.config.sandbox, params, origin).and_then(|in_force| {
                 match in_force {
                     Some(in_force) => self
@@ -475,6 +496,28 @@ impl JobsActor {
                     None => Ok(None),
                 }
             })?;
+        // Where it may write is the person's: the roots of the job it came from, or
+        // of the client's directory and the config, never its workdir (issue 42).
+        // An unconfined job needs none: it writes what its user may.
+        let roots = match origin {
+            Some(origin) => Arc::clone(&origin.roots),
+            None if sandbox.is_some() => {
+                Arc::new(Roots::decide(caller_dir, &self.config.sandbox.writable))
+            }
+            None => Arc::default(),
+        };
+        let mut start_notices = Vec::new();
+        if let Some(in_force) = sandbox.as_mut()
+            && in_force.profile == SandboxProfile::WorkspaceWrite
+        {
+            // Resolved, so that neither `..` nor a symlink takes it into a root.
+            let resolved = workdir.canonicalize().unwrap_or_else(|_| workdir.clone());
+            if let Some(notice) = roots.refusal(&resolved) {
+                // As tight as read-only holds it: its $TMPDIR, nothing else.
+                in_force.profile = SandboxProfile::ReadOnly;
+                start_notices.push(notice);
+            }
+        }
         super::foreign_session::refuse_other_sessions_dir(
             &self.runtime_dir,
             &params.session,
@@ -508,9 +551,8 @@ impl JobsActor {
         let limits = &self.config.limits;
         let max_bytes = params.output.max_bytes.unwrap_or(limits.max_bytes);
         Ok(Plan {
-            // A job started from a sandboxed one writes where that one may, whatever
-            // workdir it names.
-            workspace: origin.map_or_else(|| workdir.clone(), |o| o.workspace.clone()),
+            roots,
+            start_notices,
             workdir,
             timeout: Duration::from_secs(timeout_secs),
             job_limits,
@@ -572,8 +614,10 @@ impl JobsActor {
 
 struct Plan {
     workdir: PathBuf,
-    /// Where `workspace-write` lets it write.
-    workspace: PathBuf,
+    /// Where `workspace-write` lets it write (`sandbox/roots.rs`).
+    roots: Arc<Roots>,
+    /// Why it runs tighter than it asked, for each of its results.
+    start_notices: Vec<Notice>,
     timeout: Duration,
     /// The request's limits, with the config's defaults for those it did not set.
     job_limits: JobLimits,
@@ -600,7 +644,15 @@ fn bad(argument: Argument, message: String) -> ErrorReply {
         .with_hint(ErrorHint::BadArgument { argument })
 }
 
-pub(in crate::jobs) fn check_workdir(path: &Path) -> Result<PathBuf, ErrorReply> {
+/// The request's workdir, if a job can run there. A request from inside a sandboxed
+/// job (`hidden`: the paths hidden from it) gets one answer for every workdir that
+/// cannot be used, a hidden one included, so that it cannot tell a hidden name that
+/// is a file, or a directory, from one that does not exist (issue 42); one from
+/// outside gets DESIGN §8's.
+pub(in crate::jobs) fn check_workdir(
+    path: &Path,
+    hidden: Option<&[PathBuf]>,
+) -> Result<PathBuf, ErrorReply> {
     let invalid = |message: String| bad(Argument::Workdir, message);
     if !path.is_absolute() {
         return Err(invalid(format!(
@@ -608,7 +660,22 @@ pub(in crate::jobs) fn check_workdir(path: &Path) -> Result<PathBuf, ErrorReply>
             path.display()
         )));
     }
-    match std::fs::metadata(path) {
+    let found = std::fs::metadata(path);
+    let is_hidden = |hidden: &[PathBuf]| {
+        let resolved = path.canonicalize();
+        hidden
+            .iter()
+            .any(|dir| path.starts_with(dir) || resolved.as_ref().is_ok_and(|r| r.starts_with(dir)))
+    };
+    if let Some(hidden) = hidden
+        && (!found.as_ref().is_ok_and(|meta| meta.is_dir()) || is_hidden(hidden))
+    {
+        return Err(invalid(format!(
+            "Working directory is not a directory that exists: {}",
+            path.display()
+        )));
+    }
+    match found {
         Ok(meta) if meta.is_dir() => Ok(path.to_owned()),
         Ok(_) => Err(invalid(format!(
             "Working directory is not a directory: {}",

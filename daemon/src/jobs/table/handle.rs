@@ -12,6 +12,7 @@ use crate::config::Config;
 use crate::jobs::job::supervisor::{Control, Streams, Subscribed};
 use crate::jobs::table::JobsActor;
 use crate::sandbox::channel::Origin;
+use crate::sandbox::roots::CallerDir;
 
 /// A command for the actor.
 pub enum Cmd {
@@ -137,6 +138,10 @@ pub struct JobsHandle {
     /// The sandboxed job whose channel this handle's connection came through; `None`
     /// for a connection on the daemon's socket.
     pub(in crate::jobs) origin: Option<Arc<Origin>>,
+    /// The directory the client of this handle's connection runs in, read when the
+    /// connection was accepted (`server.rs`): the writable root of the jobs it starts
+    /// (`sandbox/roots.rs`). Unknown for a handle of no connection.
+    pub(in crate::jobs) caller_dir: Arc<CallerDir>,
     /// Cancelled by a `Shutdown` request (`bashc stop`); `bashd::run` then stops as
     /// on SIGTERM. A token rather than a signal to itself, so that a daemon run by a
     /// test with its own shutdown trigger stops the same way.
@@ -151,6 +156,15 @@ impl JobsHandle {
     pub fn from_job(&self, origin: Option<Arc<Origin>>) -> JobsHandle {
         JobsHandle {
             origin,
+            ..self.clone()
+        }
+    }
+
+    /// This handle, for a connection on the daemon's socket whose client runs in
+    /// `dir`: where the confined jobs it starts may write.
+    pub fn from_caller(&self, dir: CallerDir) -> JobsHandle {
+        JobsHandle {
+            caller_dir: Arc::new(dir),
             ..self.clone()
         }
     }

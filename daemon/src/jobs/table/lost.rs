@@ -177,6 +177,7 @@ impl JobsActor {
             stdin: None,
             stdin_mode: bashd_protocol::StdinMode::default(),
             sandbox: None,
+            roots: None,
             channel: None,
             notify: None,
         }

@@ -110,6 +110,9 @@ pub(in crate::jobs) struct Job {
     pub(in crate::jobs) stdin_mode: bashd_protocol::StdinMode,
     /// The sandbox it runs in, when it is confined.
     pub(in crate::jobs) sandbox: Option<bashd_protocol::SandboxInForce>,
+    /// Its writable roots, when it is confined (`sandbox/roots.rs`): a sandboxed job
+    /// reaches it only if they are within its own.
+    pub(in crate::jobs) roots: Option<Arc<crate::sandbox::roots::Roots>>,
     /// The daemon's end of its channel (`sandbox/channel.rs`), while a sandboxed job
     /// runs: dropped when it ends, which closes the channel and the connections that
     /// came through it.
@@ -229,6 +232,7 @@ impl JobsActor {
                 cmds: cmd_tx,
                 config: config_updates,
                 origin: None,
+                caller_dir: Arc::new(crate::sandbox::roots::CallerDir::Unknown),
                 stop: tokio_util::sync::CancellationToken::new(),
                 inbox_pending,
             },

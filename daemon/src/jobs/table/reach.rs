@@ -7,14 +7,18 @@
 //!   `--session S` names the caller's session instead). MCP never asks for it.
 //! - A request that came through a sandboxed job's channel acts for that job's
 //!   session only, never `any_session`, and reaches only the jobs of that session
-//!   confined as tightly as the job or more: a sandboxed job does not type into an
-//!   unconfined REPL of its own session, nor read what it printed.
+//!   confined as tightly as the job or more, and under `workspace-write` writing
+//!   within its roots (issue 42): a sandboxed job does not type into an unconfined
+//!   REPL of its own session, nor read what it printed, nor drive a sibling that
+//!   writes another workspace.
 //! - Only acting on a session adopts it (a lingering session's owners come back):
 //!   `exec`, `send`, `kill`, `resize`. Looking (`jobs`, `check`, `output`, `grep`,
 //!   `screen`, `follow`, `wait`) never does, so a person who looks at an agent's
 //!   session does not keep it from lingering once the agent is gone.
 
-use bashd_protocol::{ErrorHint, ErrorKind, ErrorReply, JobRef};
+use bashd_protocol::{
+    ErrorHint, ErrorKind, ErrorReply, JobRef, Network, SandboxInForce, SandboxProfile,
+};
 
 use super::{Job, JobsActor};
 use crate::jobs::table::handle::Asker;
@@ -82,7 +86,9 @@ impl JobsActor {
     /// Whether `origin`, when there is one, may see job `job` in a listing: the
     /// jobs it could reach, no others.
     pub(in crate::jobs) fn listed_to(&self, job: &Job, origin: Option<&Origin>) -> bool {
-        origin.is_none_or(|origin| job.session == origin.session && origin.reaches(job.sandbox))
+        origin.is_none_or(|origin| {
+            job.session == origin.session && origin.reaches(job.sandbox, job.roots.as_deref())
+        })
     }
 }
 
@@ -113,8 +119,23 @@ pub(in crate::jobs) fn from_job(
 
 /// Refuses a request from `origin` that would reach a job confined less tightly.
 fn looser(origin: &Origin, job: &Job) -> Result<(), ErrorReply> {
-    if origin.reaches(job.sandbox) {
+    if origin.reaches(job.sandbox, job.roots.as_deref()) {
         return Ok(());
+    }
+    if channel::at_most(
+        job.sandbox.unwrap_or(SandboxInForce {
+            profile: SandboxProfile::Off,
+            network: Network::On,
+        }),
+        origin.sandbox,
+    ) {
+        return Err(ErrorReply::new(
+            ErrorKind::InvalidRequest,
+            format!(
+                "{} writes where this job ({}) may not (its writable roots are not within this job's): a sandboxed job reaches only the jobs of its session that write within its own roots",
+                job.id, origin.job
+            ),
+        ));
     }
     Err(ErrorReply::new(
         ErrorKind::InvalidRequest,

@@ -51,6 +51,9 @@ pub struct Settings {
     /// The paths hidden from it (`[sandbox] deny_read`, when confined): a failure
     /// that names one is a refused read, whose fix is not a looser profile.
     pub deny_read: Vec<PathBuf>,
+    /// What its start has to say in each of its results: a `workspace-write` job that
+    /// runs `read-only`, and why (`sandbox/roots.rs`).
+    pub start_notices: Vec<bashd_protocol::Notice>,
     /// From the start; past it, a request still waiting is answered and the job moves
     /// to the background (an MCP call's budget). Its timeout still holds.
     pub answer_by: Option<Duration>,

@@ -454,6 +454,13 @@ impl<P: JobProcesses> Supervisor<P> {
     ) -> ExecResult {
         let status = self.inputs.shell.status();
         let inputs = &self.inputs;
+        let notices = self
+            .settings
+            .start_notices
+            .iter()
+            .cloned()
+            .chain(notices)
+            .collect();
         let mut result = ExecResult {
             job: self.meta.job,
             session: self.meta.session.clone(),

@@ -133,6 +133,7 @@ fn settings(dir: &tempfile::TempDir) -> Settings {
         spill_budget: None,
         sandbox: None,
         deny_read: Vec::new(),
+        start_notices: Vec::new(),
         answer_by: None,
     }
 }
