@@ -34,10 +34,11 @@ impl Doors {
         Doors { daemon, ws }
     }
 
-    /// `bashc exec --json --session S --workdir WS ARGS -- COMMAND`.
+    /// `bashc exec --json --session S --workdir WS ARGS -- COMMAND`, run from the
+    /// workspace, which makes it the session's writable root.
     fn exec(&self, session: &str, args: &[&str], command: &str) -> Output {
         self.daemon
-            .bashc()
+            .bashc_at(&self.ws)
             .args(["exec", "--json", "--session", session, "--workdir"])
             .arg(&self.ws)
             .args(args)

@@ -1,8 +1,8 @@
 //! `exec` (`bashc exec`, `bash`): runs a command as a job. The request's task asks the
 //! policy, sends the job to the actor and forwards the job's responses until the last
-//! (or a cancel); the actor's handler checks the request, makes or adopts the session,
-//! takes a job id from the journal and asks the reaper for the spawn on a task of its
-//! own (the actor never waits for the fork: meanwhile the job is `Starting`); when
+//! (or a cancel); the actor's handler runs the request in stages (`plan`, `admit`,
+//! `record`, then `launch` or `deny`) and asks the reaper for the spawn on a task of
+//! its own (the actor never waits for the fork: meanwhile the job is `Starting`); when
 //! the answer comes back as a report, `table/start.rs` hands the job to a supervisor.
 //!
 //! Over 600 lines, as one request's whole: most of it is `plan`, the checks a request
@@ -179,9 +179,13 @@ impl ToActor for Detach {
 }
 
 impl JobsActor {
-    /// Creates a job for a denied command, or starts one: its `job` line goes to the
-    /// journal, and the reaper is asked to spawn its shell. Every response here is the
-    /// first on the request's fresh channel, so `try_send` always finds room.
+    /// Runs a request in four stages, each of which may refuse it before the next:
+    /// `plan` (the request checked, how it would run), `admit` (what it needs of the
+    /// daemon: descriptors, a sandboxed job's channel), `record` (its session, its id
+    /// and `job` line in the journal), then `launch`, or `deny` for a command the
+    /// policy refused. Only `record` and what follows change the table. Every
+    /// response here is the first on the request's fresh channel, so `try_send`
+    /// always finds room.
     pub(in crate::jobs) fn exec(
         &mut self,
         mut params: ExecParams,
@@ -190,62 +194,82 @@ impl JobsActor {
         origin: Option<Arc<Origin>>,
         caller_dir: &CallerDir,
     ) {
-        let plan = match self.plan(&params, origin.as_deref(), caller_dir) {
-            Ok(plan) => plan,
+        let staged = self
+            .plan(&params, origin.as_deref(), caller_dir)
+            .and_then(|plan| {
+                let admitted = self.admit(&params, &plan, denial.is_none())?;
+                let id = self.record(&params, &plan, denial.is_none())?;
+                Ok((plan, admitted, id))
+            });
+        let (plan, admitted, id) = match staged {
+            Ok(staged) => staged,
             Err(error) => {
                 let _ = events.try_send(Response::Error(error));
                 return;
             }
         };
-        let notify = match crate::jobs::job::teller::Spec::of(&params) {
-            Ok(notify) => notify,
-            Err(error) => {
-                let _ = events.try_send(Response::Error(error));
-                return;
+        match denial {
+            Some(denial) => self.deny(&params, &plan, admitted, id, denial, &events),
+            None => {
+                // Moved, not copied, into the job's environment.
+                let client_env = std::mem::take(&mut params.env);
+                self.launch(&params, plan, admitted, id, client_env, events);
             }
-        };
-        // A denied command spawns nothing, so it needs no descriptors.
-        if denial.is_none()
-            && let Err(error) = self.descriptors.admit()
-        {
-            tracing::warn!("job refused: {}", error.message);
-            let _ = events.try_send(Response::Error(error));
-            return;
         }
-        let unopened = match plan.sandbox.filter(|_| denial.is_none()) {
-            Some(_) => match Channel::make() {
-                Ok(unopened) => Some(unopened),
-                Err(e) => {
-                    let message = format!(
-                        "cannot make the sandboxed job's channel to bashd: {e}; try again (a sandboxed job reaches bashd through it)"
-                    );
-                    tracing::error!("{message}");
-                    let _ = events.try_send(Response::Error(ErrorReply::new(
-                        ErrorKind::Internal,
-                        message,
-                    )));
-                    return;
-                }
-            },
+    }
+
+    /// What a job needs of the daemon before it gets an id: its notify patterns
+    /// compiled, descriptors under the budget (a denied command spawns nothing, so it
+    /// needs none), and a sandboxed job's channel made.
+    fn admit(
+        &mut self,
+        params: &ExecParams,
+        plan: &Plan,
+        spawns: bool,
+    ) -> Result<Admitted, ErrorReply> {
+        let notify = crate::jobs::job::teller::Spec::of(params)?;
+        if spawns && let Err(error) = self.descriptors.admit() {
+            tracing::warn!("job refused: {}", error.message);
+            return Err(error);
+        }
+        let channel = match plan.sandbox.filter(|_| spawns) {
+            Some(_) => Some(Channel::make().map_err(|e| {
+                let message = format!(
+                    "cannot make the sandboxed job's channel to bashd: {e}; try again (a sandboxed job reaches bashd through it)"
+                );
+                tracing::error!("{message}");
+                ErrorReply::new(ErrorKind::Internal, message)
+            })?),
             None => None,
         };
-        let session = params.session.clone();
-        if !self.sessions.contains_key(&session) {
+        Ok(Admitted { notify, channel })
+    }
+
+    /// Makes or adopts the job's session and takes its id with its `job` line in the
+    /// journal (with what `jobs` lists of a job that is to run, should the daemon
+    /// die): a job that could not be recorded is refused, since nothing could clean
+    /// up after it.
+    fn record(
+        &mut self,
+        params: &ExecParams,
+        plan: &Plan,
+        spawns: bool,
+    ) -> Result<JobId, ErrorReply> {
+        let session = &params.session;
+        if !self.sessions.contains_key(session) {
             let mut new = Session::default();
-            if !new.adopt(&session, params.owner, &self.session_events_tx) {
+            if !new.adopt(session, params.owner, &self.session_events_tx) {
                 new.linger(
-                    &session,
+                    session,
                     self.config.sessions.linger,
                     &self.session_events_tx,
                 );
             }
             self.sessions.insert(session.clone(), new);
         } else {
-            self.adopt(&session, params.owner);
+            self.adopt(session, params.owner);
         }
-        // What `jobs` lists of a job that is to run, should the daemon die: written with
-        // its `job` line.
-        let record = denial.is_none().then(|| journal::JobRecord {
+        let record = spawns.then(|| journal::JobRecord {
             started_ms: SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_millis() as u64),
@@ -255,28 +279,35 @@ impl JobsActor {
             command: cut(&params.command, LISTED_COMMAND_BYTES),
             description: params.description.clone(),
         });
-        let n = match self.journal.job(&self.instance, &session, record) {
-            Ok(n) => n,
-            Err(e) => {
+        let n = self
+            .journal
+            .job(&self.instance, session, record)
+            .map_err(|e| {
                 let message = format!(
                     "cannot record the job in the journal {}: {e}; bashd runs nothing it could not clean up after a crash (free space in that directory, then try again)",
                     journal::path(&self.runtime_dir).display()
                 );
                 tracing::error!("{message}");
-                let error = ErrorReply::new(ErrorKind::Internal, message);
-                let _ = events.try_send(Response::Error(error));
-                return;
-            }
-        };
-        let id = JobId(n);
-        if let Some(entry) = self.sessions.get_mut(&session) {
+                ErrorReply::new(ErrorKind::Internal, message)
+            })?;
+        if let Some(entry) = self.sessions.get_mut(session) {
             entry.jobs.insert(n);
         }
-        // Moved, not copied, into the job's environment.
-        let client_env = std::mem::take(&mut params.env);
-        let new_job = |status: Status| Job {
+        Ok(JobId(n))
+    }
+
+    /// The table's record of job `id` in `status`.
+    fn new_job(
+        &self,
+        params: &ExecParams,
+        plan: &Plan,
+        notify: &Option<crate::jobs::job::teller::Spec>,
+        id: JobId,
+        status: Status,
+    ) -> Job {
+        Job {
             id,
-            session: session.clone(),
+            session: params.session.clone(),
             command: cut(&params.command, LISTED_COMMAND_BYTES),
             description: params.description.clone(),
             workdir: plan.workdir.to_string_lossy().into_owned(),
@@ -298,49 +329,82 @@ impl JobsActor {
             roots: plan.sandbox.map(|_| Arc::clone(&plan.roots)),
             channel: None,
             notify: notify.clone(),
-        };
-
-        if let Some(denial) = denial {
-            tracing::info!(job = %id, session = %session, rule = %denial.rule, command = %params.command, "job denied");
-            let notice = Notice::Denied {
-                rule: denial.rule.clone(),
-                message: denial.message,
-            };
-            let meta = JobMeta {
-                job: id,
-                session: session.clone(),
-                description: params.description.clone(),
-                workdir: params.workdir.clone(),
-                started: Instant::now(),
-            };
-            let ended = not_run(&meta, params.merge_stderr, JobState::Denied, notice);
-            let _ = events.try_send(Response::Finished(Box::new(ended.result.clone())));
-            let job = new_job(Status::Ended(Box::new(ended)));
-            self.jobs.insert(n, job);
-            self.watchers.touch(n);
-            self.journal_end(n);
-            self.mark_finished(&session, n);
-            return;
         }
+    }
 
+    /// A command the policy refused: a job that ended `denied`, nothing spawned.
+    fn deny(
+        &mut self,
+        params: &ExecParams,
+        plan: &Plan,
+        admitted: Admitted,
+        id: JobId,
+        denial: Denial,
+        events: &mpsc::Sender<Response>,
+    ) {
+        let session = &params.session;
+        tracing::info!(job = %id, session = %session, rule = %denial.rule, command = %params.command, "job denied");
+        let notice = Notice::Denied {
+            rule: denial.rule.clone(),
+            message: denial.message,
+        };
+        let meta = JobMeta {
+            job: id,
+            session: session.clone(),
+            description: params.description.clone(),
+            workdir: params.workdir.clone(),
+            started: Instant::now(),
+        };
+        let ended = not_run(&meta, params.merge_stderr, JobState::Denied, notice);
+        let _ = events.try_send(Response::Finished(Box::new(ended.result.clone())));
+        let job = self.new_job(
+            params,
+            plan,
+            &admitted.notify,
+            id,
+            Status::Ended(Box::new(ended)),
+        );
+        self.jobs.insert(id.0, job);
+        self.watchers.touch(id.0);
+        self.journal_end(id.0);
+        self.mark_finished(session, id.0);
+    }
+
+    /// Hands the recorded job to the reaper: its spawn, environment, channel and
+    /// supervisor's settings; the actor serves other requests while it forks, and
+    /// the answer comes back as `Report::Spawned`.
+    fn launch(
+        &mut self,
+        params: &ExecParams,
+        plan: Plan,
+        admitted: Admitted,
+        id: JobId,
+        client_env: Vec<(Vec<u8>, Vec<u8>)>,
+        events: mpsc::Sender<Response>,
+    ) {
+        let session = &params.session;
+        let n = id.0;
         // A confined file system leaves the job the session's temp dir of its sandbox
         // to write in.
         let tmpdir = plan
             .sandbox
             .filter(|s| s.profile != SandboxProfile::Off)
-            .map(|in_force| sandbox::tmpdir(&self.session_dir(&session), in_force));
+            .map(|in_force| sandbox::tmpdir(&self.session_dir(session), in_force));
         // A sandboxed job's processes reach the daemon through a channel of its own,
         // which says who they are; nothing they claim does.
-        let channel = unopened.zip(plan.sandbox).map(|(unopened, sandbox)| {
-            let origin = Origin {
-                job: id,
-                session: session.clone(),
-                sandbox,
-                roots: Arc::clone(&plan.roots),
-            };
-            unopened.open(Arc::new(origin), self.arrivals.clone())
-        });
-        let mut env = self.job_env(client_env, &params.session, id, channel.is_some());
+        let channel = admitted
+            .channel
+            .zip(plan.sandbox)
+            .map(|(unopened, sandbox)| {
+                let origin = Origin {
+                    job: id,
+                    session: session.clone(),
+                    sandbox,
+                    roots: Arc::clone(&plan.roots),
+                };
+                unopened.open(Arc::new(origin), self.arrivals.clone())
+            });
+        let mut env = self.job_env(client_env, session, id, channel.is_some());
         if let Some(dir) = &tmpdir {
             sandbox::set_tmpdir(&mut env, dir);
         }
@@ -370,54 +434,62 @@ impl JobsActor {
         // shell is being spawned wait in it for the supervisor.
         let (control, control_rx) = mpsc::unbounded_channel();
         let events_for_stream = events.clone();
-        let mut job = new_job(Status::Starting {
-            control,
-            waiters: Vec::new(),
-            launch: Box::new(Launch {
-                events,
-                control: control_rx,
-                settings: Settings {
-                    timeout: plan.timeout,
-                    on_timeout: params.on_timeout.unwrap_or(self.config.timeouts.on_timeout),
-                    background_timeout: Duration::from_secs(self.config.timeouts.background_secs)
-                        .max(plan.timeout),
-                    on_straggler: self.config.sessions.on_straggler,
-                    kill_grace: self.config.timeouts.kill_grace,
-                    limits: plan.limits,
-                    shape: plan.shape,
-                    session_dir: self.session_dir(&session),
-                    detached: params.mode == Mode::Background,
-                    spill_budget: Some(self.spill_ledger.charge(
-                        &session,
-                        n,
-                        self.config.limits.max_session_spill_bytes,
-                        self.config.limits.max_total_spill_bytes,
-                    )),
-                    sandbox: plan.sandbox,
-                    deny_read: spec
-                        .sandbox
-                        .as_ref()
-                        .map(|sandbox| sandbox.deny_read.clone())
-                        .unwrap_or_default(),
-                    start_notices: plan.start_notices.clone(),
-                    // An MCP call returns by its budget; the job's timeout still holds.
-                    answer_by: (params.mcp_call && params.mode != Mode::Background)
-                        .then_some(self.config.mcp.max_call)
-                        .filter(|budget| *budget < plan.timeout),
-                },
-                cookie: journal::cookie(&self.instance, id),
-                merged: params.merge_stderr,
-                command: params.command.clone(),
-                subscriber: params
-                    .stream
-                    .then(|| Subscriber::new(events_for_stream.clone(), id, None)),
-            }),
+        let settings = Settings {
+            timeout: plan.timeout,
+            on_timeout: params.on_timeout.unwrap_or(self.config.timeouts.on_timeout),
+            background_timeout: Duration::from_secs(self.config.timeouts.background_secs)
+                .max(plan.timeout),
+            on_straggler: self.config.sessions.on_straggler,
+            kill_grace: self.config.timeouts.kill_grace,
+            limits: plan.limits,
+            shape: plan.shape,
+            session_dir: self.session_dir(session),
+            detached: params.mode == Mode::Background,
+            spill_budget: Some(self.spill_ledger.charge(
+                session,
+                n,
+                self.config.limits.max_session_spill_bytes,
+                self.config.limits.max_total_spill_bytes,
+            )),
+            sandbox: plan.sandbox,
+            deny_read: spec
+                .sandbox
+                .as_ref()
+                .map(|sandbox| sandbox.deny_read.clone())
+                .unwrap_or_default(),
+            start_notices: plan.start_notices.clone(),
+            // An MCP call returns by its budget; the job's timeout still holds.
+            answer_by: (params.mcp_call && params.mode != Mode::Background)
+                .then_some(self.config.mcp.max_call)
+                .filter(|budget| *budget < plan.timeout),
+        };
+        let launch = Box::new(Launch {
+            events,
+            control: control_rx,
+            settings,
+            cookie: journal::cookie(&self.instance, id),
+            merged: params.merge_stderr,
+            command: params.command.clone(),
+            subscriber: params
+                .stream
+                .then(|| Subscriber::new(events_for_stream, id, None)),
         });
+        let mut job = self.new_job(
+            params,
+            &plan,
+            &admitted.notify,
+            id,
+            Status::Starting {
+                control,
+                waiters: Vec::new(),
+                launch,
+            },
+        );
         job.channel = channel;
         self.jobs.insert(n, job);
         self.watchers.touch(n);
         self.running += 1;
-        if let Some(entry) = self.sessions.get_mut(&session) {
+        if let Some(entry) = self.sessions.get_mut(session) {
             entry.running += 1;
         }
         // The reaper forks; its answer comes back as a report, so the actor serves
@@ -610,6 +682,13 @@ impl JobsActor {
         );
         env
     }
+}
+
+/// What `admit` set aside for a job: its notify patterns and a sandboxed job's
+/// channel, not yet opened (it is opened with the job's id, in `launch`).
+struct Admitted {
+    notify: Option<crate::jobs::job::teller::Spec>,
+    channel: Option<crate::sandbox::channel::Unopened>,
 }
 
 struct Plan {
