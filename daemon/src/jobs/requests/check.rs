@@ -10,9 +10,9 @@ use bashd_protocol::{
 };
 
 use crate::jobs::job::supervisor::Streams;
-use crate::jobs::requests::jobs::waiting_for_input;
 use crate::jobs::table::JobsActor;
 use crate::jobs::table::handle::{JobsHandle, Lookup, ToActor, blocking};
+use crate::jobs::table::queries::waiting_for_input;
 use crate::output::{self, OutputSource};
 
 impl JobsHandle {

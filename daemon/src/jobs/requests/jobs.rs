@@ -3,15 +3,13 @@
 //! /proc in the request's task. `top` and `watch` list through the same message.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use bashd_protocol::{ErrorKind, ErrorReply, JobInfo, JobsRequest};
-use tokio::sync::{mpsc, oneshot};
 
-use crate::jobs::job::supervisor::Control;
 use crate::jobs::os::probe;
 use crate::jobs::table::JobsActor;
 use crate::jobs::table::handle::{JobsHandle, Listing, LiveJob, ToActor, blocking};
+use crate::jobs::table::queries::waiting_for_input;
 use crate::sandbox::channel::Origin;
 
 impl JobsHandle {
@@ -87,19 +85,6 @@ impl JobsActor {
             .map(|job| self.info(job))
             .collect())
     }
-}
-
-/// Whether the job behind `probe` (its supervisor) waits for input, and since when.
-pub(in crate::jobs) async fn waiting_for_input(
-    probe: Option<&mpsc::UnboundedSender<Control>>,
-) -> Option<(u64, Option<String>)> {
-    let (reply, answer) = oneshot::channel();
-    probe?.send(Control::Probe(reply)).ok()?;
-    let probe = tokio::time::timeout(Duration::from_secs(2), answer)
-        .await
-        .ok()?
-        .ok()?;
-    Some((probe.waiting_for_input?, probe.prompt))
 }
 
 /// Fills in what the running jobs of a listing are doing: their ports, read from /proc

@@ -10,8 +10,8 @@ use bashd_protocol::{ErrorReply, JobId, JobInfo, JobsRequest, ProcStat, TopJob, 
 use crate::jobs::job::supervisor::Control;
 use crate::jobs::os::probe;
 use crate::jobs::requests::jobs::ListJobs;
-use crate::jobs::requests::jobs::waiting_for_input;
 use crate::jobs::table::handle::{JobsHandle, Listing, LiveJob, blocking};
+use crate::jobs::table::queries::waiting_for_input;
 use crate::output::{Content, OutputSource};
 
 /// The most of a last line a row carries.

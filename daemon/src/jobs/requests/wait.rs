@@ -21,6 +21,7 @@ use crate::jobs::table::handle::{
     Asker, JobsHandle, ToActor, Waiting, Watching, blocking, shutting_down,
 };
 use crate::jobs::table::live::Subscribe;
+use crate::jobs::table::queries::still_running;
 use crate::jobs::table::{JobsActor, Status};
 use crate::output::{self, OutputSource};
 
@@ -273,15 +274,6 @@ impl JobsActor {
         }
         Ok(self.await_end(n))
     }
-}
-
-/// A `wait` that timed out: the job as it stands.
-pub(in crate::jobs) fn still_running(mut summary: ExecResult, waited: Duration) -> ExecResult {
-    summary.notices = vec![Notice::StillRunning {
-        job: summary.job,
-        waited_ms: waited.as_millis() as u64,
-    }];
-    summary
 }
 
 /// How often `wait --port` looks at the job's sockets.

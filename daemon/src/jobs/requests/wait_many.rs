@@ -11,8 +11,8 @@ use bashd_protocol::{
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 
-use crate::jobs::requests::wait::still_running;
 use crate::jobs::table::handle::JobsHandle;
+use crate::jobs::table::queries::still_running;
 
 /// Jobs one `wait` may name.
 pub const MAX_JOBS: usize = 256;

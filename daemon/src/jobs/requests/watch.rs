@@ -3,7 +3,7 @@
 //! asking for the whole table every second (which read /proc for every running job).
 //!
 //! The actor tells each open watch which jobs changed (started, moved to the
-//! background, ended, forgotten: [`Watchers::touch`], one set insert per watch); a
+//! background, ended, forgotten: [`Watchers::touch`](crate::jobs::table::watchers::Watchers::touch), one set insert per watch); a
 //! running job's supervisor counts its reads that brought output (`JobRun::activity`).
 //! The watch's task wakes every [`TICK`], and sends one `Changed` with the rows of the
 //! jobs the actor named, of those whose output moved (their last line, read from a
@@ -15,8 +15,8 @@
 //! CPU, memory and ports are not watched: a view asks `Top` for the rows it shows.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bashd_protocol::{
@@ -26,9 +26,10 @@ use bashd_protocol::{
 use tokio::sync::{mpsc, oneshot};
 
 use crate::jobs::job::supervisor::Control;
-use crate::jobs::requests::jobs::waiting_for_input;
 use crate::jobs::requests::top::last_line;
 use crate::jobs::table::handle::{JobsHandle, ToActor, blocking, shutting_down};
+use crate::jobs::table::queries::waiting_for_input;
+use crate::jobs::table::watchers::Watcher;
 use crate::jobs::table::{JobsActor, Status};
 use crate::outbound::Outbound;
 use crate::sandbox::channel::Origin;
@@ -91,9 +92,7 @@ pub(super) async fn serve(id: RequestId, request: WatchRequest, jobs: JobsHandle
                 return;
             }
         }
-        let touched: Vec<u64> = std::mem::take(&mut *lock(&watcher.changed))
-            .into_iter()
-            .collect();
+        let touched: Vec<u64> = watcher.take().into_iter().collect();
         let mut changed: HashSet<u64> = HashSet::new();
         let mut gone = Vec::new();
         if !touched.is_empty() {
@@ -142,38 +141,6 @@ pub(super) async fn serve(id: RequestId, request: WatchRequest, jobs: JobsHandle
     }
 }
 
-/// The open watches, as the actor holds them: each is told the numbers of the jobs
-/// that changed. A watch whose task has ended is dropped at the next change.
-#[derive(Default)]
-pub(in crate::jobs) struct Watchers {
-    list: Vec<Arc<Watcher>>,
-}
-
-impl Watchers {
-    /// Job `n` started, changed state, ended or was forgotten.
-    pub(in crate::jobs) fn touch(&mut self, n: u64) {
-        if self.list.is_empty() {
-            return;
-        }
-        self.list.retain(|watcher| Arc::strong_count(watcher) > 1);
-        for watcher in &self.list {
-            lock(&watcher.changed).insert(n);
-        }
-    }
-}
-
-/// One watch's side of [`Watchers`]: the jobs changed since its last tick. A set, so
-/// that it stays as small as the table however often its jobs change.
-#[derive(Default)]
-struct Watcher {
-    /// A std mutex: held only to insert or take, never across an await.
-    changed: Mutex<HashSet<u64>>,
-}
-
-fn lock(set: &Mutex<HashSet<u64>>) -> std::sync::MutexGuard<'_, HashSet<u64>> {
-    set.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// A running job as a watch looks at it.
 #[derive(Debug, Clone)]
 struct LiveParts {
@@ -200,8 +167,7 @@ impl ToActor for Open {
             session: None,
         };
         let listed = actor.list(request, self.origin.as_deref())?;
-        let watcher = Arc::new(Watcher::default());
-        actor.watchers.list.push(Arc::clone(&watcher));
+        let watcher = actor.watchers.open();
         let table = listed
             .into_iter()
             .map(|info| {

@@ -15,6 +15,7 @@ pub(super) mod reach;
 pub(super) mod session;
 pub(super) mod sessions;
 pub(super) mod start;
+pub(super) mod watchers;
 
 pub use lost::LostJob;
 
@@ -81,7 +82,7 @@ pub struct JobsActor {
     /// What each session's jobs did since its last call (issue 32).
     pub(in crate::jobs) inboxes: inbox::Inboxes,
     /// The open `watch` requests (`bashc top`), told which jobs changed.
-    pub(in crate::jobs) watchers: crate::jobs::requests::watch::Watchers,
+    pub(in crate::jobs) watchers: watchers::Watchers,
 }
 
 pub(in crate::jobs) struct Job {

@@ -1,13 +1,15 @@
-//! Finding jobs and answering about them: `output`, `check`, `wait`, `kill`, `jobs`.
+//! Finding jobs and answering about them: `output`, `check`, `wait`, `kill`, `jobs`;
+//! whether a running job waits for input, and a wait that timed out, which several
+//! requests ask.
 
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use bashd_protocol::text::for_person;
 use bashd_protocol::{
     ErrorHint, ErrorKind, ErrorReply, ExecResult, JobId, JobInfo, JobRef, JobState, Mode, Notice,
     StreamResult,
 };
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 
 use super::start::no_output;
 use super::{Job, JobsActor, Status};
@@ -273,6 +275,28 @@ pub(in crate::jobs) fn rfc3339(time: SystemTime) -> String {
         rest / 60 % 60,
         rest % 60
     )
+}
+
+/// Whether the job behind `probe` (its supervisor) waits for input, and since when.
+pub(in crate::jobs) async fn waiting_for_input(
+    probe: Option<&mpsc::UnboundedSender<Control>>,
+) -> Option<(u64, Option<String>)> {
+    let (reply, answer) = oneshot::channel();
+    probe?.send(Control::Probe(reply)).ok()?;
+    let probe = tokio::time::timeout(Duration::from_secs(2), answer)
+        .await
+        .ok()?
+        .ok()?;
+    Some((probe.waiting_for_input?, probe.prompt))
+}
+
+/// A `wait` that timed out: the job as it stands.
+pub(in crate::jobs) fn still_running(mut summary: ExecResult, waited: Duration) -> ExecResult {
+    summary.notices = vec![Notice::StillRunning {
+        job: summary.job,
+        waited_ms: waited.as_millis() as u64,
+    }];
+    summary
 }
 
 #[cfg(test)]
