@@ -37,6 +37,7 @@
 pub mod git;
 mod landlock;
 mod namespaces;
+mod reads;
 mod seccomp;
 
 pub use namespaces::Kit;
@@ -256,7 +257,7 @@ pub fn apply(
         None => namespaces::host_settings_read_only(cgroup)?,
     }
     if spec.files {
-        landlock::restrict(&spec.writable, terminal)?;
+        landlock::restrict(&spec.writable, &spec.deny_read, terminal)?;
     } else {
         // The file system is the job's to write, but its resident and the rest of the
         // host are still not its to signal.

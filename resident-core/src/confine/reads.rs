@@ -1,0 +1,206 @@
+//! Where a confined job may read, as Landlock read rules: everywhere but the
+//! `deny_read` paths, including a name that appears there after the job started
+//! (issue 42, hole 5).
+//!
+//! The empty mount over each hidden path (`namespaces.rs`) covers only what exists when
+//! the job starts, and the kernel drops it when its target is renamed over: a
+//! `~/.git-credentials` made later, a `~/.netrc` replaced by rename (`git
+//! credential-store`, `docker login`) or a `~/.ssh` renamed and made again were read by
+//! a job already running. Landlock has no rule that takes away, only rules that grant,
+//! and a rule holds the inode it was given, not a name. So reads are granted on what
+//! exists at the start, around each hidden path: every entry of each directory on the
+//! way from `/` to a hidden path (a "parent"), but the parents themselves and the
+//! hidden paths. A name that appears later in a parent is then granted nothing: a
+//! hidden path made or replaced later, and, the price of it, any other file made later
+//! directly in a parent (`$HOME`, for the default `deny_read`). Beneath a granted
+//! entry everything stays readable, made later or not; the writable roots are granted
+//! in full apart from this (`landlock.rs`), so a workspace and `TMPDIR` are always read.
+//!
+//! Listing is granted everywhere (`ReadDir` beneath `/`): `ls ~` works whatever was
+//! made later, at the price that the names (not the contents) in a hidden directory
+//! made later can be listed.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::os::fd::OwnedFd;
+use std::path::{Component, Path, PathBuf};
+
+use rustix::fs::{FileType, Mode, OFlags};
+
+/// What to grant read on: an entry of a parent, opened without following it, and
+/// whether it is a directory (a file takes only the file rights).
+pub(super) struct Grant {
+    pub fd: OwnedFd,
+    pub dir: bool,
+}
+
+/// The paths Landlock must not grant, for `deny_read`: each path as its parent
+/// resolves (symlinks and `..` gone; the part that does not exist yet kept as named),
+/// and, for one that is a symlink now, what it names too. The name is kept so that
+/// what a later rename puts there is hidden; the target, because reads through the
+/// symlink are checked where it leads.
+pub(super) fn hidden(deny_read: &[PathBuf]) -> Vec<PathBuf> {
+    let mut hidden = Vec::new();
+    for path in deny_read {
+        let named = resolve_parent(path);
+        if let Ok(target) = fs::canonicalize(path)
+            && target != named
+        {
+            hidden.push(target);
+        }
+        hidden.push(named);
+    }
+    hidden
+}
+
+/// `path` with its parent resolved as far as it exists, and the rest kept as named
+/// (`..` taken away lexically).
+fn resolve_parent(path: &Path) -> PathBuf {
+    let components: Vec<Component> = path.components().collect();
+    // The longest prefix that resolves, short of the last name, which is kept: a
+    // symlink there is hidden by its name (and by its target, in `hidden`).
+    let last = components.len().saturating_sub(1);
+    let (mut resolved, rest) = (0..=last)
+        .rev()
+        .find_map(|at| {
+            let prefix: PathBuf = components[..at].iter().collect();
+            let resolved = if at == 0 {
+                Some(PathBuf::from("/"))
+            } else {
+                fs::canonicalize(&prefix).ok()
+            };
+            resolved.map(|resolved| (resolved, &components[at..]))
+        })
+        .unwrap_or((PathBuf::from("/"), &components[..]));
+    for component in rest {
+        match component {
+            Component::ParentDir => {
+                resolved.pop();
+            }
+            Component::Normal(name) => resolved.push(name),
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+        }
+    }
+    resolved
+}
+
+/// Every directory on the way from `/` to a hidden path, but one that is hidden or
+/// beneath one: their entries are granted one by one.
+pub(super) fn parents(hidden: &[PathBuf]) -> BTreeSet<PathBuf> {
+    let is_hidden = |path: &Path| hidden.iter().any(|h| path.starts_with(h));
+    hidden
+        .iter()
+        .flat_map(|path| path.ancestors().skip(1))
+        .filter(|parent| !is_hidden(parent))
+        .map(Path::to_path_buf)
+        .collect()
+}
+
+/// The entries to grant read beneath: each entry of each parent that exists, but a
+/// parent, a hidden path or a symlink (a read through a symlink is checked where it
+/// leads, which is granted or hidden in its own place; granting what it names would
+/// grant a hidden path to whoever points a symlink at it). Empty `deny_read`: nothing,
+/// and the caller grants `/` whole.
+pub(super) fn grants(hidden: &[PathBuf]) -> Vec<Grant> {
+    let parents = parents(hidden);
+    let mut grants = Vec::new();
+    for parent in &parents {
+        // Opened without following its last name: a parent is a resolved path, and a
+        // symlink put in its place since is not followed to what it names.
+        let Ok(dir) = rustix::fs::open(
+            parent,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) else {
+            // Missing (a hidden path beneath a directory made later) or not the user's
+            // to list: nothing in it is granted.
+            continue;
+        };
+        let Ok(entries) = fs::read_dir(parent) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let path = parent.join(&name);
+            if parents.contains(&path) || hidden.iter().any(|h| path.starts_with(h)) {
+                continue;
+            }
+            // Opened from the parent's descriptor, not followed, and its type read from
+            // what was opened: what the rule holds is what was checked.
+            let Ok(fd) = rustix::fs::openat(
+                &dir,
+                name.as_os_str(),
+                OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::empty(),
+            ) else {
+                continue;
+            };
+            let Ok(stat) = rustix::fs::fstat(&fd) else {
+                continue;
+            };
+            match FileType::from_raw_mode(stat.st_mode) {
+                FileType::Symlink => {}
+                FileType::Directory => grants.push(Grant { fd, dir: true }),
+                _ => grants.push(Grant { fd, dir: false }),
+            }
+        }
+    }
+    grants
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_hidden_path_keeps_its_name_under_its_resolved_parent() {
+        let temp = tempfile::tempdir().unwrap();
+        let home = fs::canonicalize(temp.path()).unwrap();
+        fs::create_dir(home.join("real")).unwrap();
+        std::os::unix::fs::symlink(home.join("real"), home.join("link")).unwrap();
+        let hidden = hidden(&[home.join("link/.ssh/id"), home.join("nope/a/../b")]);
+        assert_eq!(
+            hidden,
+            vec![home.join("real/.ssh/id"), home.join("nope/b")],
+            "{hidden:?}"
+        );
+    }
+
+    #[test]
+    fn a_hidden_symlink_hides_its_name_and_what_it_names() {
+        let temp = tempfile::tempdir().unwrap();
+        let home = fs::canonicalize(temp.path()).unwrap();
+        fs::write(home.join("store"), "secret").unwrap();
+        std::os::unix::fs::symlink(home.join("store"), home.join(".netrc")).unwrap();
+        let hidden = hidden(&[home.join(".netrc")]);
+        assert_eq!(hidden, vec![home.join("store"), home.join(".netrc")]);
+    }
+
+    #[test]
+    fn every_entry_around_a_hidden_path_is_granted_but_it_and_symlinks() {
+        let temp = tempfile::tempdir().unwrap();
+        let home = fs::canonicalize(temp.path()).unwrap();
+        fs::create_dir(home.join(".ssh")).unwrap();
+        fs::create_dir(home.join("ws")).unwrap();
+        fs::write(home.join(".bashrc"), "").unwrap();
+        std::os::unix::fs::symlink("/", home.join("root")).unwrap();
+        let hidden = [home.join(".ssh"), home.join(".config/gh")];
+        let parents = parents(&hidden);
+        assert!(parents.contains(Path::new("/")));
+        assert!(parents.contains(&home));
+        assert!(parents.contains(&home.join(".config")));
+        assert!(!parents.contains(&home.join(".ssh")));
+        let granted: Vec<PathBuf> = grants(&hidden)
+            .iter()
+            .map(|grant| fs::read_link(format!("/proc/self/fd/{}", fd_number(&grant.fd))).unwrap())
+            .filter(|path| path.starts_with(&home))
+            .collect();
+        assert_eq!(granted.len(), 2, "{granted:?}");
+        assert!(granted.contains(&home.join("ws")) && granted.contains(&home.join(".bashrc")));
+    }
+
+    fn fd_number(fd: &OwnedFd) -> i32 {
+        use std::os::fd::AsRawFd;
+        fd.as_raw_fd()
+    }
+}
