@@ -133,14 +133,14 @@ pub(super) fn restrict(
             ruleset = ruleset
                 .add_rule(PathBeneath::new(grant.fd, access))
                 .map_err(landlock_error)?;
-            }
+        }
     }
     for dir in writable {
         if let Ok(fd) = PathFd::new(dir) {
             ruleset = ruleset
                 .add_rule(PathBeneath::new(fd, all))
                 .map_err(landlock_error)?;
-            }
+        }
     }
     let console = terminal.then_some("/dev/console");
     for device_path in DEVICES.iter().copied().chain(console) {
@@ -148,7 +148,7 @@ pub(super) fn restrict(
             ruleset = ruleset
                 .add_rule(PathBeneath::new(fd, device))
                 .map_err(landlock_error)?;
-            }
+        }
     }
     let status = ruleset.restrict_self().map_err(landlock_error)?;
     if status.ruleset == RulesetStatus::NotEnforced || !status.no_new_privs {

@@ -20,12 +20,12 @@
 //! made later, at the price that the names (not the contents) in a hidden directory
 //! made later can be listed.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::fs;
 use std::os::fd::OwnedFd;
 use std::path::{Component, Path, PathBuf};
 
-use rustix::fs::{FileType, Mode, OFlags};
+use rustix::fs::{Mode, OFlags};
 
 /// What to grant read on: an entry of a parent, opened without following it, and
 /// whether it is a directory (a file takes only the file rights).
@@ -40,11 +40,14 @@ pub(super) struct Grant {
 /// what a later rename puts there is hidden; the target, because reads through the
 /// symlink are checked where it leads.
 pub(super) fn hidden(deny_read: &[PathBuf]) -> Vec<PathBuf> {
+    // Most paths share a parent (`$HOME`): each is resolved once.
+    let mut resolved: HashMap<PathBuf, PathBuf> = HashMap::new();
     let mut hidden = Vec::new();
     for path in deny_read {
-        let named = resolve_parent(path);
-        if let Ok(target) = fs::canonicalize(path)
-            && target != named
+        let named = resolve_parent(path, &mut resolved);
+        // Only a symlink at the last name leads elsewhere: one `lstat` to tell.
+        if fs::symlink_metadata(&named).is_ok_and(|meta| meta.is_symlink())
+            && let Ok(target) = fs::canonicalize(&named)
         {
             hidden.push(target);
         }
@@ -54,34 +57,38 @@ pub(super) fn hidden(deny_read: &[PathBuf]) -> Vec<PathBuf> {
 }
 
 /// `path` with its parent resolved as far as it exists, and the rest kept as named
-/// (`..` taken away lexically).
-fn resolve_parent(path: &Path) -> PathBuf {
+/// (`..` taken away lexically). `resolved`: the prefixes resolved so far.
+fn resolve_parent(path: &Path, resolved: &mut HashMap<PathBuf, PathBuf>) -> PathBuf {
     let components: Vec<Component> = path.components().collect();
     // The longest prefix that resolves, short of the last name, which is kept: a
     // symlink there is hidden by its name (and by its target, in `hidden`).
     let last = components.len().saturating_sub(1);
-    let (mut resolved, rest) = (0..=last)
+    let (mut out, rest) = (0..=last)
         .rev()
         .find_map(|at| {
             let prefix: PathBuf = components[..at].iter().collect();
-            let resolved = if at == 0 {
+            let found = if at == 0 {
                 Some(PathBuf::from("/"))
+            } else if let Some(known) = resolved.get(&prefix) {
+                Some(known.clone())
             } else {
-                fs::canonicalize(&prefix).ok()
+                let found = fs::canonicalize(&prefix).ok()?;
+                resolved.insert(prefix, found.clone());
+                Some(found)
             };
-            resolved.map(|resolved| (resolved, &components[at..]))
+            found.map(|found| (found, &components[at..]))
         })
         .unwrap_or((PathBuf::from("/"), &components[..]));
     for component in rest {
         match component {
             Component::ParentDir => {
-                resolved.pop();
+                out.pop();
             }
-            Component::Normal(name) => resolved.push(name),
+            Component::Normal(name) => out.push(name),
             Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
         }
     }
-    resolved
+    out
 }
 
 /// Every directory on the way from `/` to a hidden path, but one that is hidden or
@@ -125,8 +132,16 @@ pub(super) fn grants(hidden: &[PathBuf]) -> Vec<Grant> {
             if parents.contains(&path) || hidden.iter().any(|h| path.starts_with(h)) {
                 continue;
             }
-            // Opened from the parent's descriptor, not followed, and its type read from
-            // what was opened: what the rule holds is what was checked.
+            // The type as the listing says (no `stat` where the file system tells it).
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            if kind.is_symlink() {
+                continue;
+            }
+            // Opened from the parent's descriptor without following: if the entry was
+            // made a symlink since it was listed, the rule holds the symlink itself,
+            // which grants nothing (a read through it is checked where it leads).
             let Ok(fd) = rustix::fs::openat(
                 &dir,
                 name.as_os_str(),
@@ -135,14 +150,10 @@ pub(super) fn grants(hidden: &[PathBuf]) -> Vec<Grant> {
             ) else {
                 continue;
             };
-            let Ok(stat) = rustix::fs::fstat(&fd) else {
-                continue;
-            };
-            match FileType::from_raw_mode(stat.st_mode) {
-                FileType::Symlink => {}
-                FileType::Directory => grants.push(Grant { fd, dir: true }),
-                _ => grants.push(Grant { fd, dir: false }),
-            }
+            grants.push(Grant {
+                fd,
+                dir: kind.is_dir(),
+            });
         }
     }
     grants

@@ -100,8 +100,16 @@ echo h5-ws-wrote > wrote && cat wrote"#
     // Hidden at the start, read where allowed: the job runs confined and its setup works.
     assert!(!ready.contains("h5-old-netrc"), "{ready}");
     assert!(!ready.contains("h5-secret"), "{ready}");
-    for allowed in ["h5-profile-read", "h5-seed-read", "h5-tmp-wrote", "h5-ws-wrote"] {
-        assert!(ready.contains(allowed), "`{allowed}` not read at the start:\n{ready}");
+    for allowed in [
+        "h5-profile-read",
+        "h5-seed-read",
+        "h5-tmp-wrote",
+        "h5-ws-wrote",
+    ] {
+        assert!(
+            ready.contains(allowed),
+            "`{allowed}` not read at the start:\n{ready}"
+        );
     }
 
     // A credential file made after the job started.
@@ -143,5 +151,8 @@ echo h5-ws-wrote > wrote && cat wrote"#
     .into_iter()
     .filter(|allowed| !out.contains(allowed))
     .collect();
-    assert!(missed.is_empty(), "not read after the changes: {missed:?}\n{out}");
+    assert!(
+        missed.is_empty(),
+        "not read after the changes: {missed:?}\n{out}"
+    );
 }
