@@ -21,11 +21,13 @@
 //! made later can be listed.
 
 use std::collections::{BTreeSet, HashMap};
+use std::ffi::OsStr;
 use std::fs;
 use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
-use rustix::fs::{Mode, OFlags};
+use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags};
 
 /// What to grant read on: an entry of a parent, opened without following it, and
 /// whether it is a directory (a file takes only the file rights).
@@ -113,38 +115,53 @@ pub(super) fn grants(hidden: &[PathBuf]) -> Vec<Grant> {
     let mut grants = Vec::new();
     for parent in &parents {
         // Opened without following its last name: a parent is a resolved path, and a
-        // symlink put in its place since is not followed to what it names.
-        let Ok(dir) = rustix::fs::open(
+        // symlink put in its place since is not followed to what it names. Listed and
+        // opened from this one descriptor, so the entries are this directory's.
+        let Ok(mut dir) = rustix::fs::open(
             parent,
             OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
             Mode::empty(),
-        ) else {
+        )
+        .and_then(Dir::new) else {
             // Missing (a hidden path beneath a directory made later) or not the user's
             // to list: nothing in it is granted.
             continue;
         };
-        let Ok(entries) = fs::read_dir(parent) else {
+        let mut entries = Vec::new();
+        while let Some(Ok(entry)) = dir.read() {
+            let name = entry.file_name();
+            if name != c"." && name != c".." {
+                entries.push((name.to_owned(), entry.file_type()));
+            }
+        }
+        let Ok(dir) = dir.fd() else {
             continue;
         };
-        for entry in entries.flatten() {
-            let name = entry.file_name();
-            let path = parent.join(&name);
+        for (name, kind) in entries {
+            let path = parent.join(OsStr::from_bytes(name.as_bytes()));
             if parents.contains(&path) || hidden.iter().any(|h| path.starts_with(h)) {
                 continue;
             }
-            // The type as the listing says (no `stat` where the file system tells it).
-            let Ok(kind) = entry.file_type() else {
-                continue;
+            // The type as the listing says; a `stat` only where the file system
+            // does not tell it.
+            let kind = match kind {
+                FileType::Unknown => {
+                    match rustix::fs::statat(dir, name.as_c_str(), AtFlags::SYMLINK_NOFOLLOW) {
+                        Ok(stat) => FileType::from_raw_mode(stat.st_mode),
+                        Err(_) => continue,
+                    }
+                }
+                kind => kind,
             };
-            if kind.is_symlink() {
+            if kind == FileType::Symlink {
                 continue;
             }
-            // Opened from the parent's descriptor without following: if the entry was
-            // made a symlink since it was listed, the rule holds the symlink itself,
-            // which grants nothing (a read through it is checked where it leads).
+            // Opened without following: if the entry was made a symlink since it was
+            // listed, the rule holds the symlink itself, which grants nothing (a read
+            // through it is checked where it leads).
             let Ok(fd) = rustix::fs::openat(
-                &dir,
-                name.as_os_str(),
+                dir,
+                name.as_c_str(),
                 OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
                 Mode::empty(),
             ) else {
@@ -152,7 +169,7 @@ pub(super) fn grants(hidden: &[PathBuf]) -> Vec<Grant> {
             };
             grants.push(Grant {
                 fd,
-                dir: kind.is_dir(),
+                dir: kind == FileType::Directory,
             });
         }
     }
