@@ -1,5 +1,6 @@
-//! The Landlock domain of a confined job: read and run everywhere, write only beneath
-//! the writable roots and to the devices every program writes to; no signal to a
+//! The Landlock domain of a confined job: read and run everywhere but the `deny_read`
+//! paths (`reads.rs`), write only beneath the writable roots (which it reads whole) and
+//! to the devices every program writes to; no signal to a
 //! process outside the job, its resident included, and no connection to an abstract
 //! unix socket made outside it, where the kernel scopes them (ABI 6).
 
@@ -11,6 +12,7 @@ use landlock::{
     RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
 };
 
+use super::reads;
 use super::{FIX_LANDLOCK, Failure};
 
 /// The oldest ABI whose write rights close every way to change a file: ABI 3 adds
@@ -82,11 +84,16 @@ pub(super) fn scope_only() -> Result<(), Failure> {
     Ok(())
 }
 
-/// Restricts the calling process (and what it starts) to reading everywhere and
-/// writing beneath `writable`; sets `no_new_privs`. A writable root that does not
-/// exist is skipped: nothing can be written there either. `terminal`: the job's own
-/// terminal is bound over `/dev/console`, which it may then write too.
-pub(super) fn restrict(writable: &[PathBuf], terminal: bool) -> Result<(), Failure> {
+/// Restricts the calling process (and what it starts) to reading everywhere but
+/// `deny_read` and writing beneath `writable`; sets `no_new_privs`. A writable root
+/// that does not exist is skipped: nothing can be written there either. `terminal`:
+/// the job's own terminal is bound over `/dev/console`, which it may then write too.
+/// `deny_read` adds a rule for each entry around each hidden path (`reads.rs`).
+pub(super) fn restrict(
+    writable: &[PathBuf],
+    deny_read: &[PathBuf],
+    terminal: bool,
+) -> Result<(), Failure> {
     let fail = |error: io::Error| Failure {
         step: "confine the file system".to_owned(),
         error,
@@ -110,9 +117,24 @@ pub(super) fn restrict(writable: &[PathBuf], terminal: bool) -> Result<(), Failu
         .and_then(|r| r.create())
         .map_err(landlock_error)?;
     let root = PathFd::new("/").map_err(|e| fail(io::Error::other(e.to_string())))?;
-    ruleset = ruleset
-        .add_rule(PathBeneath::new(root, read))
-        .map_err(landlock_error)?;
+    if deny_read.is_empty() {
+        ruleset = ruleset
+            .add_rule(PathBeneath::new(root, read))
+            .map_err(landlock_error)?;
+    } else {
+        // Listing everywhere; reading and running only what `reads::grants` found
+        // around the hidden paths, so a name that appears there later gets nothing.
+        ruleset = ruleset
+            .add_rule(PathBeneath::new(root, AccessFs::ReadDir))
+            .map_err(landlock_error)?;
+        let file: BitFlags<AccessFs> = AccessFs::ReadFile | AccessFs::Execute;
+        for grant in reads::grants(&reads::hidden(deny_read)) {
+            let access = if grant.dir { read } else { file };
+            ruleset = ruleset
+                .add_rule(PathBeneath::new(grant.fd, access))
+                .map_err(landlock_error)?;
+        }
+    }
     for dir in writable {
         if let Ok(fd) = PathFd::new(dir) {
             ruleset = ruleset

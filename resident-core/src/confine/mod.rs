@@ -15,13 +15,14 @@
 //!   the writable roots, bound read-write over themselves (Landlock does not hold
 //!   `chmod`, `chown` or `utimes`; a read-only mount does); every `.git` beneath a
 //!   writable root (`git.rs`) bound read-only over itself; each `deny_read` path that
-//!   exists under an empty, read-only mount that nobody can read (Landlock can only
-//!   grant, never take away part of a grant); a devpts of the job's own over
-//!   `/dev/pts`.
+//!   exists under an empty, read-only mount that nobody can read; a devpts of the
+//!   job's own over `/dev/pts`.
 //! - A network namespace with only its own loopback, up, for `network = off`.
 //! - Landlock (`landlock.rs`, the `landlock` crate) once the mounts are made (a
-//!   Landlock domain may not mount): read and run everywhere, write only beneath the
-//!   writable roots and to the terminal and null devices; signals and abstract unix
+//!   Landlock domain may not mount): read and run everywhere but `deny_read`, granted
+//!   entry by entry around each hidden path (`reads.rs`), so that what a rename or a
+//!   later file puts at a hidden name is not read, which a mount cannot hold; write
+//!   only beneath the writable roots and to the terminal and null devices; signals and abstract unix
 //!   sockets only within the job (ABI 6), also for a job whose files are not
 //!   confined; `no_new_privs`.
 //! - Seccomp last (`seccomp.rs`): no `socket(AF_UNIX)` and no datagram
@@ -37,6 +38,7 @@
 pub mod git;
 mod landlock;
 mod namespaces;
+mod reads;
 mod seccomp;
 
 pub use namespaces::Kit;
@@ -256,7 +258,7 @@ pub fn apply(
         None => namespaces::host_settings_read_only(cgroup)?,
     }
     if spec.files {
-        landlock::restrict(&spec.writable, terminal)?;
+        landlock::restrict(&spec.writable, &spec.deny_read, terminal)?;
     } else {
         // The file system is the job's to write, but its resident and the rest of the
         // host are still not its to signal.

@@ -12,6 +12,7 @@ mod crash;
 mod cut_output;
 mod daemon_died;
 mod daemon_lifecycle;
+mod deny_read;
 mod disk;
 mod docs;
 mod doors;

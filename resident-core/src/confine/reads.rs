@@ -1,0 +1,234 @@
+//! Where a confined job may read, as Landlock read rules: everywhere but the
+//! `deny_read` paths, including a name that appears there after the job started
+//! (issue 42, hole 5).
+//!
+//! The empty mount over each hidden path (`namespaces.rs`) covers only what exists when
+//! the job starts, and the kernel drops it when its target is renamed over: a
+//! `~/.git-credentials` made later, a `~/.netrc` replaced by rename (`git
+//! credential-store`, `docker login`) or a `~/.ssh` renamed and made again were read by
+//! a job already running. Landlock has no rule that takes away, only rules that grant,
+//! and a rule holds the inode it was given, not a name. So reads are granted on what
+//! exists at the start, around each hidden path: every entry of each directory on the
+//! way from `/` to a hidden path (a "parent"), but the parents themselves and the
+//! hidden paths. A name that appears later in a parent is then granted nothing: a
+//! hidden path made or replaced later, and, the price of it, any other file made later
+//! directly in a parent (`$HOME`, for the default `deny_read`). Beneath a granted
+//! entry everything stays readable, made later or not; the writable roots are granted
+//! in full apart from this (`landlock.rs`), so a workspace and `TMPDIR` are always read.
+//!
+//! Listing is granted everywhere (`ReadDir` beneath `/`): `ls ~` works whatever was
+//! made later, at the price that the names (not the contents) in a hidden directory
+//! made later can be listed.
+
+use std::collections::{BTreeSet, HashMap};
+use std::ffi::OsStr;
+use std::fs;
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+
+use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags};
+
+/// What to grant read on: an entry of a parent, opened without following it, and
+/// whether it is a directory (a file takes only the file rights).
+pub(super) struct Grant {
+    pub fd: OwnedFd,
+    pub dir: bool,
+}
+
+/// The paths Landlock must not grant, for `deny_read`: each path as its parent
+/// resolves (symlinks and `..` gone; the part that does not exist yet kept as named),
+/// and, for one that is a symlink now, what it names too. The name is kept so that
+/// what a later rename puts there is hidden; the target, because reads through the
+/// symlink are checked where it leads.
+pub(super) fn hidden(deny_read: &[PathBuf]) -> Vec<PathBuf> {
+    // Most paths share a parent (`$HOME`): each is resolved once.
+    let mut resolved: HashMap<PathBuf, PathBuf> = HashMap::new();
+    let mut hidden = Vec::new();
+    for path in deny_read {
+        let named = resolve_parent(path, &mut resolved);
+        // Only a symlink at the last name leads elsewhere: one `lstat` to tell.
+        if fs::symlink_metadata(&named).is_ok_and(|meta| meta.is_symlink())
+            && let Ok(target) = fs::canonicalize(&named)
+        {
+            hidden.push(target);
+        }
+        hidden.push(named);
+    }
+    hidden
+}
+
+/// `path` with its parent resolved as far as it exists, and the rest kept as named
+/// (`..` taken away lexically). `resolved`: the prefixes resolved so far.
+fn resolve_parent(path: &Path, resolved: &mut HashMap<PathBuf, PathBuf>) -> PathBuf {
+    let components: Vec<Component> = path.components().collect();
+    // The longest prefix that resolves, short of the last name, which is kept: a
+    // symlink there is hidden by its name (and by its target, in `hidden`).
+    let last = components.len().saturating_sub(1);
+    let (mut out, rest) = (0..=last)
+        .rev()
+        .find_map(|at| {
+            let prefix: PathBuf = components[..at].iter().collect();
+            let found = if at == 0 {
+                Some(PathBuf::from("/"))
+            } else if let Some(known) = resolved.get(&prefix) {
+                Some(known.clone())
+            } else {
+                let found = fs::canonicalize(&prefix).ok()?;
+                resolved.insert(prefix, found.clone());
+                Some(found)
+            };
+            found.map(|found| (found, &components[at..]))
+        })
+        .unwrap_or((PathBuf::from("/"), &components[..]));
+    for component in rest {
+        match component {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::Normal(name) => out.push(name),
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+        }
+    }
+    out
+}
+
+/// Every directory on the way from `/` to a hidden path, but one that is hidden or
+/// beneath one: their entries are granted one by one.
+pub(super) fn parents(hidden: &[PathBuf]) -> BTreeSet<PathBuf> {
+    let is_hidden = |path: &Path| hidden.iter().any(|h| path.starts_with(h));
+    hidden
+        .iter()
+        .flat_map(|path| path.ancestors().skip(1))
+        .filter(|parent| !is_hidden(parent))
+        .map(Path::to_path_buf)
+        .collect()
+}
+
+/// The entries to grant read beneath: each entry of each parent that exists, but a
+/// parent, a hidden path or a symlink (a read through a symlink is checked where it
+/// leads, which is granted or hidden in its own place; granting what it names would
+/// grant a hidden path to whoever points a symlink at it). Empty `deny_read`: nothing,
+/// and the caller grants `/` whole.
+pub(super) fn grants(hidden: &[PathBuf]) -> Vec<Grant> {
+    let parents = parents(hidden);
+    let mut grants = Vec::new();
+    for parent in &parents {
+        // Opened without following its last name: a parent is a resolved path, and a
+        // symlink put in its place since is not followed to what it names. Listed and
+        // opened from this one descriptor, so the entries are this directory's.
+        let Ok(mut dir) = rustix::fs::open(
+            parent,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .and_then(Dir::new) else {
+            // Missing (a hidden path beneath a directory made later) or not the user's
+            // to list: nothing in it is granted.
+            continue;
+        };
+        let mut entries = Vec::new();
+        while let Some(Ok(entry)) = dir.read() {
+            let name = entry.file_name();
+            if name != c"." && name != c".." {
+                entries.push((name.to_owned(), entry.file_type()));
+            }
+        }
+        let Ok(dir) = dir.fd() else {
+            continue;
+        };
+        for (name, kind) in entries {
+            let path = parent.join(OsStr::from_bytes(name.as_bytes()));
+            if parents.contains(&path) || hidden.iter().any(|h| path.starts_with(h)) {
+                continue;
+            }
+            // The type as the listing says; a `stat` only where the file system
+            // does not tell it.
+            let kind = match kind {
+                FileType::Unknown => {
+                    match rustix::fs::statat(dir, name.as_c_str(), AtFlags::SYMLINK_NOFOLLOW) {
+                        Ok(stat) => FileType::from_raw_mode(stat.st_mode),
+                        Err(_) => continue,
+                    }
+                }
+                kind => kind,
+            };
+            if kind == FileType::Symlink {
+                continue;
+            }
+            // Opened without following: if the entry was made a symlink since it was
+            // listed, the rule holds the symlink itself, which grants nothing (a read
+            // through it is checked where it leads).
+            let Ok(fd) = rustix::fs::openat(
+                dir,
+                name.as_c_str(),
+                OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::empty(),
+            ) else {
+                continue;
+            };
+            grants.push(Grant {
+                fd,
+                dir: kind == FileType::Directory,
+            });
+        }
+    }
+    grants
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_hidden_path_keeps_its_name_under_its_resolved_parent() {
+        let temp = tempfile::tempdir().unwrap();
+        let home = fs::canonicalize(temp.path()).unwrap();
+        fs::create_dir(home.join("real")).unwrap();
+        std::os::unix::fs::symlink(home.join("real"), home.join("link")).unwrap();
+        let hidden = hidden(&[home.join("link/.ssh/id"), home.join("nope/a/../b")]);
+        assert_eq!(
+            hidden,
+            vec![home.join("real/.ssh/id"), home.join("nope/b")],
+            "{hidden:?}"
+        );
+    }
+
+    #[test]
+    fn a_hidden_symlink_hides_its_name_and_what_it_names() {
+        let temp = tempfile::tempdir().unwrap();
+        let home = fs::canonicalize(temp.path()).unwrap();
+        fs::write(home.join("store"), "secret").unwrap();
+        std::os::unix::fs::symlink(home.join("store"), home.join(".netrc")).unwrap();
+        let hidden = hidden(&[home.join(".netrc")]);
+        assert_eq!(hidden, vec![home.join("store"), home.join(".netrc")]);
+    }
+
+    #[test]
+    fn every_entry_around_a_hidden_path_is_granted_but_it_and_symlinks() {
+        let temp = tempfile::tempdir().unwrap();
+        let home = fs::canonicalize(temp.path()).unwrap();
+        fs::create_dir(home.join(".ssh")).unwrap();
+        fs::create_dir(home.join("ws")).unwrap();
+        fs::write(home.join(".bashrc"), "").unwrap();
+        std::os::unix::fs::symlink("/", home.join("root")).unwrap();
+        let hidden = [home.join(".ssh"), home.join(".config/gh")];
+        let parents = parents(&hidden);
+        assert!(parents.contains(Path::new("/")));
+        assert!(parents.contains(&home));
+        assert!(parents.contains(&home.join(".config")));
+        assert!(!parents.contains(&home.join(".ssh")));
+        let granted: Vec<PathBuf> = grants(&hidden)
+            .iter()
+            .map(|grant| fs::read_link(format!("/proc/self/fd/{}", fd_number(&grant.fd))).unwrap())
+            .filter(|path| path.starts_with(&home))
+            .collect();
+        assert_eq!(granted.len(), 2, "{granted:?}");
+        assert!(granted.contains(&home.join("ws")) && granted.contains(&home.join(".bashrc")));
+    }
+
+    fn fd_number(fd: &OwnedFd) -> i32 {
+        use std::os::fd::AsRawFd;
+        fd.as_raw_fd()
+    }
+}

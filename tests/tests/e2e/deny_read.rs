@@ -1,0 +1,158 @@
+//! `deny_read` holds for a job that is already running (issue 42, hole 5): a
+//! credential file made after the job started (`~/.git-credentials`), one replaced by
+//! rename (`~/.netrc`, as `git credential-store` and `docker login` write), and a
+//! hidden directory renamed and made again (`~/.ssh`) are not read by it. On main only
+//! what existed at the start was hidden, by a mount the rename dropped. The positive
+//! control beside it: the same job reads and writes its workspace (below `$HOME`), its
+//! `TMPDIR`, a file elsewhere (`/etc/hostname`), a file of `$HOME` that was there, and
+//! a file made later beneath a directory of `$HOME` that was there.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use bashd_tests::{Daemon, wait_until};
+
+use crate::{json, show};
+
+/// The secrets the test puts in place while the job runs; none may reach its output.
+const SECRETS: &[&str] = &[
+    "h5-secret-git-credentials",
+    "h5-secret-netrc-renamed-over",
+    "h5-secret-ssh-made-again",
+    "h5-secret-ssh-renamed-away",
+];
+
+/// A daemon whose `HOME` is a fake one (so the default `deny_read` names its paths),
+/// and a workspace below it.
+struct Home {
+    daemon: Daemon,
+    home: PathBuf,
+    ws: PathBuf,
+}
+
+impl Home {
+    fn start() -> Home {
+        let mut daemon = Daemon::unstarted();
+        let home = daemon.scratch().join("i42h5").join("home");
+        let ws = home.join("ws");
+        for dir in [&ws, &home.join(".ssh"), &home.join("notes")] {
+            std::fs::create_dir_all(dir).unwrap();
+        }
+        // Resolved: the job is told absolute paths, and the temp dir may be a symlink.
+        let home = std::fs::canonicalize(&home).unwrap();
+        let ws = home.join("ws");
+        std::fs::write(ws.join("seed"), "h5-seed-read\n").unwrap();
+        std::fs::write(home.join(".profile"), "h5-profile-read\n").unwrap();
+        std::fs::write(home.join(".netrc"), "h5-old-netrc\n").unwrap();
+        std::fs::write(home.join(".ssh/id"), "h5-secret-ssh-renamed-away\n").unwrap();
+        let mut command = daemon.bashd_command();
+        command.env("HOME", &home);
+        daemon.start_with(command);
+        Home { daemon, home, ws }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.home.join(name)
+    }
+}
+
+/// Waits until `path` exists (the job's signs are written by rename, so whole); its
+/// text.
+fn wait_for_file(path: &Path, what: &str) -> String {
+    assert!(
+        wait_until(Duration::from_secs(30), || path.exists()),
+        "the job never wrote {what} ({})",
+        path.display()
+    );
+    std::fs::read_to_string(path).unwrap()
+}
+
+#[test]
+fn issue_42_hole_5_a_running_job_reads_no_credential_made_or_replaced_after_it_started() {
+    let h = Home::start();
+    let home = h.home.display().to_string();
+    // Every read is tried once before the test changes anything (`ready`) and once
+    // after (`out`); the job waits for `go` in between.
+    let reads = format!(
+        r#"for f in {home}/.git-credentials {home}/.netrc {home}/.ssh/id {home}/.ssh.old/id {home}/later {home}/.profile {home}/notes/later /etc/hostname seed late; do echo "== $f"; cat "$f" 2>&1; done
+echo h5-tmp-wrote > "$TMPDIR/h5" && cat "$TMPDIR/h5"
+echo h5-ws-wrote > wrote && cat wrote"#
+    );
+    let script = format!(
+        "{{ {reads}; }} > ready.part 2>&1; mv ready.part ready\n\
+         while [ ! -e go ]; do sleep 0.02; done\n\
+         {{ {reads}; }} > out.part 2>&1; mv out.part out"
+    );
+    let answer = h
+        .daemon
+        .bashc_at(&h.ws)
+        .args(["exec", "--json", "--mode", "background"])
+        .args(["--sandbox", "workspace-write", "--workdir"])
+        .arg(&h.ws)
+        .arg("--")
+        .arg(&script)
+        .output()
+        .expect("cannot run bashc");
+    assert_eq!(answer.status.code(), Some(0), "{}", show(&answer));
+    assert_eq!(json(&answer)["state"], "running", "{}", show(&answer));
+
+    let ready = wait_for_file(&h.ws.join("ready"), "its first reads");
+    // Hidden at the start, read where allowed: the job runs confined and its setup works.
+    assert!(!ready.contains("h5-old-netrc"), "{ready}");
+    assert!(!ready.contains("h5-secret"), "{ready}");
+    for allowed in [
+        "h5-profile-read",
+        "h5-seed-read",
+        "h5-tmp-wrote",
+        "h5-ws-wrote",
+    ] {
+        assert!(
+            ready.contains(allowed),
+            "`{allowed}` not read at the start:\n{ready}"
+        );
+    }
+
+    // A credential file made after the job started.
+    std::fs::write(h.path(".git-credentials"), "h5-secret-git-credentials\n").unwrap();
+    // One replaced by rename, as `git credential-store` writes it.
+    std::fs::write(h.path(".netrc.tmp"), "h5-secret-netrc-renamed-over\n").unwrap();
+    std::fs::rename(h.path(".netrc.tmp"), h.path(".netrc")).unwrap();
+    // A hidden directory renamed away and made again.
+    std::fs::rename(h.path(".ssh"), h.path(".ssh.old")).unwrap();
+    std::fs::create_dir(h.path(".ssh")).unwrap();
+    std::fs::write(h.path(".ssh/id"), "h5-secret-ssh-made-again\n").unwrap();
+    // The price of it, as docs/design/sandbox.md decides: any name made later directly
+    // in `$HOME` is unreadable to a job already running. Beneath a directory of `$HOME`
+    // that was there, and in the workspace, what is made later is read.
+    std::fs::write(h.path("later"), "h5-later-sibling\n").unwrap();
+    std::fs::write(h.path("notes/later"), "h5-notes-later-read\n").unwrap();
+    std::fs::write(h.ws.join("late"), "h5-ws-late-read\n").unwrap();
+    std::fs::write(h.ws.join("go"), "").unwrap();
+
+    let out = wait_for_file(&h.ws.join("out"), "its reads after the changes");
+    let read: Vec<&str> = SECRETS
+        .iter()
+        .copied()
+        .filter(|secret| out.contains(secret))
+        .collect();
+    assert!(read.is_empty(), "the running job read {read:?}:\n{out}");
+    assert!(!out.contains("h5-later-sibling"), "{out}");
+    let hostname = std::fs::read_to_string("/etc/hostname").unwrap();
+    let hostname = format!("== /etc/hostname\n{hostname}");
+    let missed: Vec<&str> = [
+        "h5-profile-read",
+        "h5-notes-later-read",
+        "h5-seed-read",
+        "h5-ws-late-read",
+        "h5-tmp-wrote",
+        "h5-ws-wrote",
+        &hostname,
+    ]
+    .into_iter()
+    .filter(|allowed| !out.contains(allowed))
+    .collect();
+    assert!(
+        missed.is_empty(),
+        "not read after the changes: {missed:?}\n{out}"
+    );
+}
