@@ -91,8 +91,11 @@ impl JobsActor {
                 {
                     return Err(ending(id));
                 }
-                let crate::jobs::table::handle::Waiting::Pending { summary, result } =
-                    self.await_end(n)
+                let crate::jobs::table::handle::Waiting::Pending {
+                    summary,
+                    started,
+                    result,
+                } = self.await_end(n)
                 else {
                     return Err(ending(id));
                 };
@@ -103,6 +106,7 @@ impl JobsActor {
                     .unwrap_or_default();
                 Ok(Watching::Running {
                     summary: Box::new(summary),
+                    started,
                     subscribed,
                     result,
                     cursor,

@@ -170,7 +170,7 @@ impl JobsActor {
                 state: JobState::Running,
                 exit_code: None,
                 signal: None,
-                duration_ms: job.started.elapsed().as_millis() as u64,
+                duration_ms: super::age_ms(job.started),
                 backgrounded: job.background,
                 description: job.description.clone(),
                 workdir: job.workdir.clone(),
@@ -198,6 +198,7 @@ impl JobsActor {
         }
         Waiting::Pending {
             summary: self.summary(&self.jobs[&n]),
+            started: self.jobs[&n].started,
             result: rx,
         }
     }
@@ -215,7 +216,7 @@ impl JobsActor {
                 JobState::Running,
                 None,
                 None,
-                job.started.elapsed().as_millis() as u64,
+                super::age_ms(job.started),
                 None,
             ),
         };
