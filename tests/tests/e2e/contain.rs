@@ -904,3 +904,46 @@ fn issue_42_a_clean_stop_removes_the_daemons_cgroup() {
         assert!(cgroup.dir().exists(), "the cgroup bashd was given went too");
     }
 }
+
+/// Issue 45, item 4: a memory limit that no cgroup holds becomes the address space's
+/// rlimit, and the result says so (which limit, that it counts reserved address
+/// space) in the text and as a notice in `--json`; a job without `--memory` has no
+/// such notice (the control). Where a cgroup holds memory, neither has it.
+#[test]
+fn issue_45_a_memory_limit_set_as_address_space_is_said() {
+    let daemon = Daemon::start();
+    let out = daemon.run_bashc(&["exec", "--json", "--memory", "512M", "--", "ulimit -v"]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let result = json(&out);
+    let by_rlimit = result["stdout"]["text"] != "unlimited\n";
+    let notices = result["notices"].to_string();
+    assert_eq!(
+        notices.contains("memory_as_address_space"),
+        by_rlimit,
+        "{result}"
+    );
+    if by_rlimit {
+        assert_eq!(result["stdout"]["text"], "524288\n", "{result}");
+        assert!(
+            result["notice"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("512 MiB was set as an address-space limit (RLIMIT_AS)"),
+            "{result}"
+        );
+        let text = daemon.run_bashc(&["exec", "--memory", "512M", "--", "true"]);
+        assert!(
+            crate::stderr(&text).contains("counts address space reserved, not memory used")
+                || crate::stdout(&text).contains("counts address space reserved, not memory used"),
+            "{}",
+            show(&text)
+        );
+    }
+    let plain = json(&daemon.run_bashc(&["exec", "--json", "--", "true"]));
+    assert!(
+        !plain["notices"]
+            .to_string()
+            .contains("memory_as_address_space"),
+        "{plain}"
+    );
+}

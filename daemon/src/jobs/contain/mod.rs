@@ -235,6 +235,17 @@ impl Containment {
         }
     }
 
+    /// Whether a cgroup holds a job's memory here; else a memory limit is the address
+    /// space's rlimit (`spawn`).
+    pub fn memory_by_cgroup(&self) -> bool {
+        match self {
+            Containment::Resident {
+                cgroup: Some(root), ..
+            } => root.has("memory"),
+            Containment::Resident { cgroup: None, .. } | Containment::Scan { .. } => false,
+        }
+    }
+
     /// What this daemon's jobs can be confined by: the resident's probe, or nothing on
     /// the scan path.
     pub fn sandbox(&self) -> Support {
