@@ -947,3 +947,44 @@ fn issue_45_a_memory_limit_set_as_address_space_is_said() {
         "{plain}"
     );
 }
+
+/// Issue 45, item 4: `bashc status` says why containment is `subreaper`: which cgroup
+/// or controller is missing, and how to give bashd one. With a cgroup, no such reason
+/// (the control, where the machine delegates one).
+#[test]
+fn issue_45_status_says_why_jobs_get_no_cgroup() {
+    let daemon = Daemon::start();
+    let status = json(&daemon.run_bashc(&["status", "--json"]));
+    let containment = status["containment"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let text = daemon.run_bashc(&["status"]);
+    assert_eq!(text.status.code(), Some(0), "{}", show(&text));
+    let line = crate::stdout(&text)
+        .lines()
+        .find(|l| l.starts_with("containment: "))
+        .unwrap_or_default()
+        .to_owned();
+    if containment == "subreaper" {
+        let why = status["containment_why"].as_str().unwrap_or_default();
+        assert!(
+            why.starts_with("jobs get no cgroup: ")
+                && why.contains("memory limits are address-space rlimits")
+                && why.contains("Delegate=yes"),
+            "{status}"
+        );
+        // This machine: cgroup v2 at /sys/fs/cgroup/unified, memory on v1.
+        if std::fs::read_to_string("/proc/self/mountinfo")
+            .unwrap_or_default()
+            .contains(" /sys/fs/cgroup/memory ")
+        {
+            assert!(why.contains("memory"), "{why}");
+            assert!(why.contains("on cgroup v1 here"), "{why}");
+        }
+        assert_eq!(line, format!("containment: subreaper ({why})"), "{line}");
+    } else {
+        assert!(status.get("containment_why").is_none(), "{status}");
+        assert_eq!(line, format!("containment: {containment}"));
+    }
+}
