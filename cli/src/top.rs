@@ -217,6 +217,7 @@ impl View {
 
     /// An answer of the watch: the whole table, or what changed in it.
     fn apply(&mut self, update: Result<Response, bashc::ClientError>) {
+        let job = self.selected_job();
         let (rows, gone) = match update {
             Ok(Response::Watch(WatchUpdate::Table(rows))) => {
                 let keep = self.rows.drain(..).map(|row| (row.info.job, row)).collect();
@@ -245,7 +246,20 @@ impl View {
             }
         }
         self.rows = sorted(rows);
-        self.selected = self.selected.min(self.rows.len().saturating_sub(1));
+        self.reselect(job);
+    }
+
+    /// The job of the selected row.
+    fn selected_job(&self) -> Option<JobId> {
+        self.rows.get(self.selected).map(|row| row.info.job)
+    }
+
+    /// Selects `job`'s row again after the rows moved: the selection follows the job,
+    /// never the row, so a job that ended and sank does not leave the highlight on
+    /// the job that rose into its place, for the next `k y` to kill (issue 45).
+    fn reselect(&mut self, job: Option<JobId>) {
+        let found = job.and_then(|job| self.rows.iter().position(|row| row.info.job == job));
+        self.selected = found.unwrap_or(self.selected.min(self.rows.len().saturating_sub(1)));
     }
 
     fn watch_failed(&mut self, why: String) {
@@ -309,7 +323,9 @@ impl View {
                 }
             }
         } else {
+            let job = self.selected_job();
             self.rows = sorted(looked);
+            self.reselect(job);
         }
         self.selected = self.selected.min(self.rows.len().saturating_sub(1));
         self.refresh_pane().await;

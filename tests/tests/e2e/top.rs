@@ -225,3 +225,53 @@ fn issue_32_top_once_prints_the_table() {
     assert!(!text.contains('\x1b'), "{text:?}");
     daemon.run_bashc(&["kill", "--any-session", &job]);
 }
+
+/// Issue 45, item 7: after `k y` on the top row, the killed job sinks below the
+/// session that still runs; the highlight follows it, so a second `k` asks about the
+/// killed job, never the server that rose into row 0 (which runs on: the control).
+#[test]
+fn issue_45_the_selection_follows_the_job_not_the_row() {
+    if tmux_missing() {
+        eprintln!("skipped: tmux is not installed (apt-get install tmux)");
+        return;
+    }
+    let daemon = Daemon::start();
+    let server = daemon.background_in("agent-server", &[], "sleep 18041");
+    // `started_at` counts whole seconds: a second apart, the later session sorts
+    // first, on row 0.
+    std::thread::sleep(Duration::from_millis(1100));
+    let victim = daemon.background_in("agent-victim", &[], "sleep 18042");
+    let command = format!(
+        "env BASHD_RUNTIME_DIR={} XDG_CONFIG_HOME={} BASHD_NO_AUTOSTART=1 {} top --interval 0.3",
+        daemon.runtime_dir().display(),
+        daemon.config_home().display(),
+        bin_path("bashc").display()
+    );
+    let tmux = Tmux::start(&command);
+    tmux.wait_for("both jobs", |s| s.contains(&server) && s.contains(&victim));
+    tmux.keys(&["k"]);
+    tmux.wait_for("the question on row 0", |s| {
+        s.contains(&format!("kill {victim}? y/n"))
+    });
+    tmux.keys(&["y"]);
+    tmux.wait_for("the victim killed", |s| {
+        s.lines()
+            .any(|line| line.contains(&format!(" {victim} ")) && line.contains("killed"))
+    });
+    tmux.keys(&["k"]);
+    let asked = tmux.wait_for("a second question", |s| s.contains("? y/n"));
+    tmux.keys(&["n"]);
+    assert!(
+        asked.contains(&format!("kill {victim}? y/n")),
+        "the highlight moved to another job:\n{asked}"
+    );
+    let jobs = json(&daemon.run_bashc(&["jobs", "--all", "--json"]));
+    let running = jobs
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|j| j["job"] == server.as_str() && j["state"] == "running");
+    tmux.keys(&["q"]);
+    daemon.run_bashc(&["kill", "--any-session", &server]);
+    assert!(running, "{jobs}");
+}
