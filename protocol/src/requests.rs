@@ -319,7 +319,6 @@ pub struct StatusInfo {
     pub containment: String,
     /// Why jobs get no cgroup, when containment is `subreaper`: which cgroup or
     /// controller is missing, and how to give bashd one (issue 45).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub containment_why: Option<String>,
     /// Descriptors the daemon holds (two pipes per running job, and its sockets), and
     /// its limit.

@@ -121,8 +121,8 @@ pub enum Containment {
     Resident {
         zygote: Zygote,
         cgroup: Option<CgroupRoot>,
-        /// Why `cgroup` is `None`, for `bashc status`.
-        no_cgroup: Option<String>,
+        /// Why `cgroup` is `None`, for `bashc status`; shared, as the enum is cloned.
+        no_cgroup: Option<std::sync::Arc<String>>,
         instance: String,
         scanner: Scanner,
         reaper: ReaperHandle,
@@ -148,7 +148,7 @@ pub enum Plan {
         binary: std::path::PathBuf,
         cgroup: Option<CgroupRoot>,
         /// Why `cgroup` is `None`.
-        no_cgroup: Option<String>,
+        no_cgroup: Option<std::sync::Arc<String>>,
         sandbox: Support,
     },
 }
@@ -180,8 +180,8 @@ impl Plan {
         };
         let (cgroup, no_cgroup) = match cgroup {
             Some(Ok(root)) => (Some(root), None),
-            Some(Err(why)) => (None, Some(cgroup::why_no_cgroup(Some(why)))),
-            None => (None, Some(cgroup::why_no_cgroup(None))),
+            Some(Err(why)) => (None, Some(cgroup::why_no_cgroup(Some(why)).into())),
+            None => (None, Some(cgroup::why_no_cgroup(None).into())),
         };
         // Before the reaper runs, which would collect the probe's exit.
         let sandbox = Support::probe(&binary);
@@ -249,7 +249,7 @@ impl Containment {
     /// Why jobs get no cgroup, when they get none under a resident (`subreaper`).
     pub fn why_no_cgroup(&self) -> Option<String> {
         match self {
-            Containment::Resident { no_cgroup, .. } => no_cgroup.clone(),
+            Containment::Resident { no_cgroup, .. } => no_cgroup.as_deref().cloned(),
             Containment::Scan { .. } => None,
         }
     }
