@@ -340,23 +340,39 @@ impl View {
         self.pane_text = match self.pane {
             Pane::None => Vec::new(),
             Pane::Follow => {
-                let page = self
-                    .client
-                    .output(OutputRequest {
-                        job,
-                        stream: StreamName::Stdout,
-                        offset: FOLLOW_LINES,
-                        limit: Some(FOLLOW_LINES),
-                        caller: self.caller.clone(),
-                        any_session: true,
-                        max_bytes: None,
-                        from_end: true,
-                    })
-                    .await;
-                match page {
-                    Ok(page) => page.text.lines().map(clean).collect(),
-                    Err(e) => vec![format!("cannot read its output: {e}")],
+                // Both streams: a dev server logs its requests on stderr (issue 45).
+                // Their lines carry no time to interleave them by, so stderr's follow
+                // stdout's, marked.
+                let mut text = Vec::new();
+                for stream in [StreamName::Stdout, StreamName::Stderr] {
+                    let page = self
+                        .client
+                        .output(OutputRequest {
+                            job: job.clone(),
+                            stream,
+                            offset: FOLLOW_LINES,
+                            limit: Some(FOLLOW_LINES),
+                            caller: self.caller.clone(),
+                            any_session: true,
+                            max_bytes: None,
+                            from_end: true,
+                        })
+                        .await;
+                    match (page, stream) {
+                        (Ok(page), StreamName::Stdout) => {
+                            text.extend(page.text.lines().map(clean));
+                        }
+                        (Ok(page), StreamName::Stderr) => {
+                            text.extend(page.text.lines().map(|l| format!("stderr│ {}", clean(l))));
+                        }
+                        // A job on a terminal, or with stderr in stdout, has no stderr.
+                        (Err(_), StreamName::Stderr) => {}
+                        (Err(e), StreamName::Stdout) => {
+                            text.push(format!("cannot read its output: {e}"));
+                        }
+                    }
                 }
+                text
             }
             Pane::Screen => {
                 let screen = self
@@ -552,7 +568,7 @@ impl View {
                 .map_or(String::new(), |r| r.info.job.to_string());
             let title = match self.pane {
                 Pane::Screen => format!(" screen of {job} "),
-                _ => format!(" output of {job} (last {FOLLOW_LINES} lines) "),
+                _ => format!(" output of {job} (last {FOLLOW_LINES} lines of each stream) "),
             };
             // The newest lines, as many as the pane holds.
             let room = pane_area.height.saturating_sub(2) as usize;

@@ -275,3 +275,35 @@ fn issue_45_the_selection_follows_the_job_not_the_row() {
     daemon.run_bashc(&["kill", "--any-session", &server]);
     assert!(running, "{jobs}");
 }
+
+/// Issue 45, item 6: the follow pane shows what a job writes to stderr too (a dev
+/// server's request log), marked, after its stdout (which still shows: the control).
+#[test]
+fn issue_45_the_follow_pane_shows_stderr_too() {
+    if tmux_missing() {
+        eprintln!("skipped: tmux is not installed (apt-get install tmux)");
+        return;
+    }
+    let daemon = Daemon::start();
+    let server = daemon.background_in(
+        "agent-dev",
+        &[],
+        "echo listening-on-out; echo 'GET /err-log 200' >&2; sleep 18051",
+    );
+    let command = format!(
+        "env BASHD_RUNTIME_DIR={} XDG_CONFIG_HOME={} BASHD_NO_AUTOSTART=1 {} top --interval 0.3",
+        daemon.runtime_dir().display(),
+        daemon.config_home().display(),
+        bin_path("bashc").display()
+    );
+    let tmux = Tmux::start(&command);
+    tmux.wait_for("the job", |s| s.contains(&server));
+    tmux.keys(&["f"]);
+    tmux.select(&server);
+    let screen = tmux.wait_for("its stderr in the pane", |s| {
+        s.contains("stderr│ GET /err-log 200")
+    });
+    assert!(screen.contains("listening-on-out"), "{screen}");
+    tmux.keys(&["q"]);
+    daemon.run_bashc(&["kill", "--any-session", &server]);
+}
