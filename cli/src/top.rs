@@ -78,7 +78,9 @@ pub async fn top(args: TopArgs, target: &Target) -> anyhow::Result<u8> {
     };
     if args.once {
         let rows = sorted(client.top(request).await?);
-        print(args.json, &rows, |rows| table(rows, None).join("\n") + "\n")?;
+        print(args.json, &rows, |rows| {
+            table(rows, None, None).join("\n") + "\n"
+        })?;
         return Ok(0);
     }
     let mut terminal = ratatui::try_init().context("cannot take the terminal")?;
@@ -544,7 +546,9 @@ impl View {
                 row
             })
             .collect();
-        let lines: Vec<Line> = table(&shown, Some(&self.cpu_rate))
+        // The border takes two columns.
+        let width = table_area.width.saturating_sub(2) as usize;
+        let lines: Vec<Line> = table(&shown, Some(&self.cpu_rate), Some(width))
             .into_iter()
             .enumerate()
             .map(|(i, text)| {
@@ -647,12 +651,49 @@ pub fn sorted(mut rows: Vec<TopJob>) -> Vec<TopJob> {
 }
 
 /// The table as lines: a heading, then a row per job. `rates`: CPU in percent of a
-/// core, when the view has two looks; else the CPU time so far.
-pub fn table(rows: &[TopJob], rates: Option<&HashMap<JobId, f64>>) -> Vec<String> {
-    let mut lines = vec![format!(
-        "{:<18} {:<6} {:<9} {:>6} {:>8} {:>6} {:<11} {:<30} {}",
-        "SESSION", "JOB", "STATE", "CPU", "MEM", "AGE", "PORTS", "COMMAND", "LAST LINE / ASKS"
-    )];
+/// core, when the view has two looks; else the CPU time so far. `width`: the columns
+/// the view has; narrower than [`WIDE`], SESSION and PORTS narrow and CPU and MEM go,
+/// so that COMMAND and LAST LINE keep room at 80 columns (issue 45); COMMAND and LAST
+/// LINE share what is left.
+pub fn table(
+    rows: &[TopJob],
+    rates: Option<&HashMap<JobId, f64>>,
+    width: Option<usize>,
+) -> Vec<String> {
+    let narrow = width.is_some_and(|w| w < WIDE);
+    let (session_w, ports_w) = if narrow { (12, 5) } else { (18, 11) };
+    // SESSION JOB STATE [CPU MEM] AGE PORTS, each with the space after it.
+    let fixed = session_w + 1 + 7 + 10 + if narrow { 0 } else { 7 + 9 } + 7 + ports_w + 1;
+    let (command_w, last_w) = match width {
+        Some(width) if narrow => {
+            let left = width.saturating_sub(fixed);
+            let command = (left / 2).max(8);
+            (command, left.saturating_sub(command + 1))
+        }
+        _ => (30, 60),
+    };
+    let line = |cells: [&str; 9]| {
+        let [session, job, state, cpu, memory, age, ports, command, last] = cells;
+        let mut text = format!("{session:<session_w$} {job:<6} {state:<9} ");
+        if !narrow {
+            text.push_str(&format!("{cpu:>6} {memory:>8} "));
+        }
+        text.push_str(&format!(
+            "{age:>6} {ports:<ports_w$} {command:<command_w$} {last}"
+        ));
+        text
+    };
+    let mut lines = vec![line([
+        "SESSION",
+        "JOB",
+        "STATE",
+        "CPU",
+        "MEM",
+        "AGE",
+        "PORTS",
+        "COMMAND",
+        "LAST LINE / ASKS",
+    ])];
     for row in rows {
         let info = &row.info;
         let state = match (info.state, info.waiting_for_input) {
@@ -678,21 +719,23 @@ pub fn table(rows: &[TopJob], rates: Option<&HashMap<JobId, f64>>) -> Vec<String
             (_, Some(line)) => line.clone(),
             _ => String::new(),
         };
-        lines.push(format!(
-            "{:<18} {:<6} {:<9} {:>6} {:>8} {:>6} {:<11} {:<30} {}",
-            cut(&clean(&info.session), 18),
-            info.job.to_string(),
-            state,
-            cpu,
-            memory,
-            age(info.duration_ms),
-            cut(&ports, 11),
-            cut(&clean(&info.command), 30),
-            cut(&clean(&last), 60),
-        ));
+        lines.push(line([
+            &cut(&clean(&info.session), session_w),
+            &info.job.to_string(),
+            &state,
+            &cpu,
+            &memory,
+            &age(info.duration_ms),
+            &cut(&ports, ports_w),
+            &cut(&clean(&info.command), command_w),
+            &cut(&clean(&last), last_w),
+        ]));
     }
     lines
 }
+
+/// The width from which the table has every column at its full width.
+const WIDE: usize = 124;
 
 fn age(ms: u64) -> String {
     let secs = ms / 1000;

@@ -19,6 +19,11 @@ struct Tmux {
 
 impl Tmux {
     fn start(command: &str) -> Tmux {
+        Tmux::start_sized(command, 200)
+    }
+
+    /// A terminal `width` columns wide.
+    fn start_sized(command: &str, width: u16) -> Tmux {
         // A server per test: tests run side by side in one process.
         static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -26,7 +31,15 @@ impl Tmux {
             socket: format!("bashd-top-test-{}-{n}", std::process::id()),
         };
         let out = tmux
-            .run(&["new-session", "-d", "-x", "200", "-y", "50", command])
+            .run(&[
+                "new-session",
+                "-d",
+                "-x",
+                &width.to_string(),
+                "-y",
+                "50",
+                command,
+            ])
             .output()
             .unwrap();
         assert!(out.status.success(), "{}", show(&out));
@@ -306,4 +319,45 @@ fn issue_45_the_follow_pane_shows_stderr_too() {
     assert!(screen.contains("listening-on-out"), "{screen}");
     tmux.keys(&["q"]);
     daemon.run_bashc(&["kill", "--any-session", &server]);
+}
+
+/// Issue 45, item 7: at 80 columns COMMAND shows more than 7 characters and LAST LINE
+/// shows; at 200 every column does (the control).
+#[test]
+fn issue_45_at_80_columns_command_and_last_line_keep_room() {
+    if tmux_missing() {
+        eprintln!("skipped: tmux is not installed (apt-get install tmux)");
+        return;
+    }
+    let daemon = Daemon::start();
+    let job = daemon.background_in(
+        "agent-narrow",
+        &[],
+        "echo narrow-last-line; sleep 18061 # commandtail",
+    );
+    let command = format!(
+        "env BASHD_RUNTIME_DIR={} XDG_CONFIG_HOME={} BASHD_NO_AUTOSTART=1 {} top --interval 0.3",
+        daemon.runtime_dir().display(),
+        daemon.config_home().display(),
+        bin_path("bashc").display()
+    );
+    for width in [80, 200] {
+        let tmux = Tmux::start_sized(&command, width);
+        // Its command and its last line both hold the words: twice on its row.
+        let screen = tmux.wait_for("the job with its last line", |s| {
+            s.lines()
+                .any(|l| l.contains(&format!(" {job} ")) && l.matches("narrow-last").count() == 2)
+        });
+        let row = screen
+            .lines()
+            .find(|l| l.contains(&format!(" {job} ")))
+            .unwrap_or_default();
+        assert!(row.contains("echo narrow-las"), "{width} columns: {row}");
+        eprintln!("{width} columns: {row}");
+        if width == 200 {
+            assert!(screen.contains("MEM"), "{screen}");
+        }
+        tmux.keys(&["q"]);
+    }
+    daemon.run_bashc(&["kill", "--any-session", &job]);
 }
