@@ -431,7 +431,10 @@ pub fn status_text(status: &StatusInfo) -> String {
         status.uptime_ms / 1000,
         status.runtime_dir,
         status.running_jobs,
-        status.containment,
+        match &status.containment_why {
+            Some(why) => format!("{} ({why})", status.containment),
+            None => status.containment.clone(),
+        },
         status.open_files,
     );
     if let Some(sandbox) = &status.sandbox {

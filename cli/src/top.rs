@@ -78,7 +78,9 @@ pub async fn top(args: TopArgs, target: &Target) -> anyhow::Result<u8> {
     };
     if args.once {
         let rows = sorted(client.top(request).await?);
-        print(args.json, &rows, |rows| table(rows, None).join("\n") + "\n")?;
+        print(args.json, &rows, |rows| {
+            table(rows, None, None).join("\n") + "\n"
+        })?;
         return Ok(0);
     }
     let mut terminal = ratatui::try_init().context("cannot take the terminal")?;
@@ -217,6 +219,7 @@ impl View {
 
     /// An answer of the watch: the whole table, or what changed in it.
     fn apply(&mut self, update: Result<Response, bashc::ClientError>) {
+        let job = self.selected_job();
         let (rows, gone) = match update {
             Ok(Response::Watch(WatchUpdate::Table(rows))) => {
                 let keep = self.rows.drain(..).map(|row| (row.info.job, row)).collect();
@@ -245,7 +248,20 @@ impl View {
             }
         }
         self.rows = sorted(rows);
-        self.selected = self.selected.min(self.rows.len().saturating_sub(1));
+        self.reselect(job);
+    }
+
+    /// The job of the selected row.
+    fn selected_job(&self) -> Option<JobId> {
+        self.rows.get(self.selected).map(|row| row.info.job)
+    }
+
+    /// Selects `job`'s row again after the rows moved: the selection follows the job,
+    /// never the row, so a job that ended and sank does not leave the highlight on
+    /// the job that rose into its place, for the next `k y` to kill (issue 45).
+    fn reselect(&mut self, job: Option<JobId>) {
+        let found = job.and_then(|job| self.rows.iter().position(|row| row.info.job == job));
+        self.selected = found.unwrap_or(self.selected.min(self.rows.len().saturating_sub(1)));
     }
 
     fn watch_failed(&mut self, why: String) {
@@ -309,7 +325,9 @@ impl View {
                 }
             }
         } else {
+            let job = self.selected_job();
             self.rows = sorted(looked);
+            self.reselect(job);
         }
         self.selected = self.selected.min(self.rows.len().saturating_sub(1));
         self.refresh_pane().await;
@@ -324,23 +342,39 @@ impl View {
         self.pane_text = match self.pane {
             Pane::None => Vec::new(),
             Pane::Follow => {
-                let page = self
-                    .client
-                    .output(OutputRequest {
-                        job,
-                        stream: StreamName::Stdout,
-                        offset: FOLLOW_LINES,
-                        limit: Some(FOLLOW_LINES),
-                        caller: self.caller.clone(),
-                        any_session: true,
-                        max_bytes: None,
-                        from_end: true,
-                    })
-                    .await;
-                match page {
-                    Ok(page) => page.text.lines().map(clean).collect(),
-                    Err(e) => vec![format!("cannot read its output: {e}")],
+                // Both streams: a dev server logs its requests on stderr (issue 45).
+                // Their lines carry no time to interleave them by, so stderr's follow
+                // stdout's, marked.
+                let mut text = Vec::new();
+                for stream in [StreamName::Stdout, StreamName::Stderr] {
+                    let page = self
+                        .client
+                        .output(OutputRequest {
+                            job: job.clone(),
+                            stream,
+                            offset: FOLLOW_LINES,
+                            limit: Some(FOLLOW_LINES),
+                            caller: self.caller.clone(),
+                            any_session: true,
+                            max_bytes: None,
+                            from_end: true,
+                        })
+                        .await;
+                    match (page, stream) {
+                        (Ok(page), StreamName::Stdout) => {
+                            text.extend(page.text.lines().map(clean));
+                        }
+                        (Ok(page), StreamName::Stderr) => {
+                            text.extend(page.text.lines().map(|l| format!("stderr│ {}", clean(l))));
+                        }
+                        // A job on a terminal, or with stderr in stdout, has no stderr.
+                        (Err(_), StreamName::Stderr) => {}
+                        (Err(e), StreamName::Stdout) => {
+                            text.push(format!("cannot read its output: {e}"));
+                        }
+                    }
                 }
+                text
             }
             Pane::Screen => {
                 let screen = self
@@ -512,7 +546,9 @@ impl View {
                 row
             })
             .collect();
-        let lines: Vec<Line> = table(&shown, Some(&self.cpu_rate))
+        // The border takes two columns.
+        let width = table_area.width.saturating_sub(2) as usize;
+        let lines: Vec<Line> = table(&shown, Some(&self.cpu_rate), Some(width))
             .into_iter()
             .enumerate()
             .map(|(i, text)| {
@@ -536,7 +572,7 @@ impl View {
                 .map_or(String::new(), |r| r.info.job.to_string());
             let title = match self.pane {
                 Pane::Screen => format!(" screen of {job} "),
-                _ => format!(" output of {job} (last {FOLLOW_LINES} lines) "),
+                _ => format!(" output of {job} (last {FOLLOW_LINES} lines of each stream) "),
             };
             // The newest lines, as many as the pane holds.
             let room = pane_area.height.saturating_sub(2) as usize;
@@ -615,12 +651,49 @@ pub fn sorted(mut rows: Vec<TopJob>) -> Vec<TopJob> {
 }
 
 /// The table as lines: a heading, then a row per job. `rates`: CPU in percent of a
-/// core, when the view has two looks; else the CPU time so far.
-pub fn table(rows: &[TopJob], rates: Option<&HashMap<JobId, f64>>) -> Vec<String> {
-    let mut lines = vec![format!(
-        "{:<18} {:<6} {:<9} {:>6} {:>8} {:>6} {:<11} {:<30} {}",
-        "SESSION", "JOB", "STATE", "CPU", "MEM", "AGE", "PORTS", "COMMAND", "LAST LINE / ASKS"
-    )];
+/// core, when the view has two looks; else the CPU time so far. `width`: the columns
+/// the view has; narrower than [`WIDE`], SESSION and PORTS narrow and CPU and MEM go,
+/// so that COMMAND and LAST LINE keep room at 80 columns (issue 45); COMMAND and LAST
+/// LINE share what is left.
+pub fn table(
+    rows: &[TopJob],
+    rates: Option<&HashMap<JobId, f64>>,
+    width: Option<usize>,
+) -> Vec<String> {
+    let narrow = width.is_some_and(|w| w < WIDE);
+    let (session_w, ports_w) = if narrow { (12, 5) } else { (18, 11) };
+    // SESSION JOB STATE [CPU MEM] AGE PORTS, each with the space after it.
+    let fixed = session_w + 1 + 7 + 10 + if narrow { 0 } else { 7 + 9 } + 7 + ports_w + 1;
+    let (command_w, last_w) = match width {
+        Some(width) if narrow => {
+            let left = width.saturating_sub(fixed);
+            let command = (left / 2).max(8);
+            (command, left.saturating_sub(command + 1))
+        }
+        _ => (30, 60),
+    };
+    let line = |cells: [&str; 9]| {
+        let [session, job, state, cpu, memory, age, ports, command, last] = cells;
+        let mut text = format!("{session:<session_w$} {job:<6} {state:<9} ");
+        if !narrow {
+            text.push_str(&format!("{cpu:>6} {memory:>8} "));
+        }
+        text.push_str(&format!(
+            "{age:>6} {ports:<ports_w$} {command:<command_w$} {last}"
+        ));
+        text
+    };
+    let mut lines = vec![line([
+        "SESSION",
+        "JOB",
+        "STATE",
+        "CPU",
+        "MEM",
+        "AGE",
+        "PORTS",
+        "COMMAND",
+        "LAST LINE / ASKS",
+    ])];
     for row in rows {
         let info = &row.info;
         let state = match (info.state, info.waiting_for_input) {
@@ -646,21 +719,23 @@ pub fn table(rows: &[TopJob], rates: Option<&HashMap<JobId, f64>>) -> Vec<String
             (_, Some(line)) => line.clone(),
             _ => String::new(),
         };
-        lines.push(format!(
-            "{:<18} {:<6} {:<9} {:>6} {:>8} {:>6} {:<11} {:<30} {}",
-            cut(&clean(&info.session), 18),
-            info.job.to_string(),
-            state,
-            cpu,
-            memory,
-            age(info.duration_ms),
-            cut(&ports, 11),
-            cut(&clean(&info.command), 30),
-            cut(&clean(&last), 60),
-        ));
+        lines.push(line([
+            &cut(&clean(&info.session), session_w),
+            &info.job.to_string(),
+            &state,
+            &cpu,
+            &memory,
+            &age(info.duration_ms),
+            &cut(&ports, ports_w),
+            &cut(&clean(&info.command), command_w),
+            &cut(&clean(&last), last_w),
+        ]));
     }
     lines
 }
+
+/// The width from which the table has every column at its full width.
+const WIDE: usize = 124;
 
 fn age(ms: u64) -> String {
     let secs = ms / 1000;

@@ -610,6 +610,7 @@ mod tests {
             runtime_dir: "/nowhere".to_owned(),
             running_jobs: 0,
             containment: "subreaper".to_owned(),
+            containment_why: None,
             open_files: 9,
             open_files_limit: None,
             sandbox: None,

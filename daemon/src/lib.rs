@@ -41,6 +41,8 @@ use crate::runtime::Runtime;
 
 /// How long connections get to write their last answers after the jobs have stopped.
 const CONNECTION_WIND_DOWN: Duration = Duration::from_secs(5);
+/// How long the reaper may take, once the last job ended, to reap what is left.
+const REAPER_WIND_DOWN: Duration = Duration::from_secs(5);
 
 /// Serves `listener` until `shutdown` resolves; then stops accepting, stops every job
 /// (TERM, grace, KILL), lets connections send their last answers, and removes the
@@ -83,7 +85,7 @@ pub async fn run(
 
     let (config_tx, config_rx) = watch::channel(Arc::new(config));
     let (reaper, reaper_handle) = Reaper::new();
-    let reaper_task = tokio::spawn(reaper.run());
+    let mut reaper_task = tokio::spawn(reaper.run());
     let instance = jobs::new_instance_id();
     let cgroup = plan.cgroup().cloned();
     let containment = plan.start(instance.clone(), scanner, reaper_handle, job_open_files);
@@ -143,8 +145,15 @@ pub async fn run(
         tracing::warn!("some clients did not read their last answers in time");
     }
     let _ = actor_task.await;
-    // The actor held the last spawn handle, so the reaper has returned or is about to.
-    reaper_task.abort();
+    // The actor held the last spawn handle, so the reaper reaps what is left (the
+    // zygote and its spare leave now) and returns; bounded, in case a handle lives on.
+    if tokio::time::timeout(REAPER_WIND_DOWN, &mut reaper_task)
+        .await
+        .is_err()
+    {
+        tracing::warn!("the reaper did not finish in time; children may be left to init");
+        reaper_task.abort();
+    }
     // Every job has ended: the daemon's own cgroup goes (issue 42).
     if let Some(cgroup) = cgroup {
         cgroup.release().await;

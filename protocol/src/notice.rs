@@ -170,6 +170,12 @@ pub enum Notice {
     /// (`not a terminal`, `no tty present`, `Inappropriate ioctl for device`, `/dev/tty`
     /// that cannot be opened): it may run as a terminal job.
     TerminalWanted {},
+    /// No cgroup holds the job's memory here (no cgroup v2 memory controller delegated
+    /// to bashd), so its memory limit of `bytes` was set as the nearest rlimit, the
+    /// address space (`RLIMIT_AS`): it counts address space reserved, not memory used,
+    /// and runtimes that reserve much up front (V8, the JVM, Go) may fail to start
+    /// under it (issue 45).
+    MemoryAsAddressSpace { bytes: u64 },
 }
 
 /// Which condition of a `wait` was met.

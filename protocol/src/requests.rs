@@ -317,6 +317,9 @@ pub struct StatusInfo {
     pub running_jobs: u32,
     /// How jobs are held: `cgroup <path>`, `subreaper` or `scan` (DESIGN §4.2).
     pub containment: String,
+    /// Why jobs get no cgroup, when containment is `subreaper`: which cgroup or
+    /// controller is missing, and how to give bashd one (issue 45).
+    pub containment_why: Option<String>,
     /// Descriptors the daemon holds (two pipes per running job, and its sockets), and
     /// its limit.
     pub open_files: u64,

@@ -126,14 +126,26 @@ fn grep_result(page: &OutputPage, pattern: &str, context: u32) -> CallToolResult
     let mut text = render::page_text(page);
     let mut said: Vec<String> = page.notices.iter().map(notice).collect();
     let (job, name) = (page.job, render::stream_name(page.stream));
-    let matches = match page.lines {
-        0 => "no line".to_owned(),
-        1 => "1 line".to_owned(),
-        n => format!("{n} lines"),
+    // The page's matches are its `N:` lines (`N-` lines are context): the range says
+    // which lines matched, not where the search began (issue 45).
+    let matched: Vec<&str> = page
+        .text
+        .lines()
+        .filter_map(|line| line.split_once(':').map(|(n, _)| n))
+        .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        .collect();
+    let matches = match (page.lines, matched.first(), matched.last()) {
+        (0, _, _) => "no line matches".to_owned(),
+        (1, Some(first), _) => format!("1 line matches: line {first}"),
+        (n, Some(first), Some(last)) if first != last => {
+            format!("{n} lines match: lines {first} to {last}")
+        }
+        (1, _, _) => "1 line matches".to_owned(),
+        (n, _, _) => format!("{n} lines match"),
     };
     let so_far = if page.complete { "" } else { " so far" };
     let searched = format!(
-        "{matches} of {job}'s {name} match from line {} on ({} lines{so_far})",
+        "in {job}'s {name}, {matches} (searched from line {} of {} lines{so_far})",
         page.offset, page.total_lines
     );
     said.push(match page.next_offset {
@@ -214,6 +226,13 @@ pub fn tool_result(text: String, failed: bool) -> CallToolResult {
 }
 
 /// What the instructions of a server for another host add.
+/// The error of a method this server does not offer.
+pub fn unknown_method(method: &str, tools: &str) -> String {
+    format!(
+        "no method {method:?}: this server offers tools only (tools/list, and tools/call with {tools}), with initialize and ping"
+    )
+}
+
 pub fn on_host(host: &str) -> String {
     format!(
         "Every command runs on the host {host}, over SSH, as the same user: paths in calls and results are paths there (`workdir` relative to the login directory there), and job ids are of the bashd there; each result ends with `host: {host}`."

@@ -291,6 +291,10 @@ pub fn notice(notice: &Notice, spelling: &dyn Spelling) -> String {
             "The program wanted a terminal and ran without one (on pipes): run it again with {} to give it one.",
             spelling.again_with(&[Setting::Pty])
         ),
+        Notice::MemoryAsAddressSpace { bytes } => format!(
+            "Its memory limit of {} was set as an address-space limit (RLIMIT_AS), as no cgroup holds its memory here: it counts address space reserved, not memory used, so runtimes that reserve much at start (node, java, go) may fail under it. Run it without the memory limit, or give bashd a cgroup with the memory controller delegated ([containment] cgroup in its config, or systemd's Delegate=yes).",
+            human_size(*bytes)
+        ),
     }
 }
 

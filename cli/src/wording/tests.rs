@@ -25,7 +25,7 @@ const NEITHER: Expect = Expect {
 };
 
 /// The notice variants `expect_notice` knows; the list below must hold each.
-const NOTICE_VARIANTS: usize = 25;
+const NOTICE_VARIANTS: usize = 26;
 
 /// One arm a variant, numbered: adding a notice fails to compile here until it is
 /// given an arm, and the test until the list has an example of it.
@@ -71,6 +71,7 @@ fn expect_notice(notice: &Notice) -> (usize, Expect) {
         Notice::TerminalWanted {} => (22, says("--pty", "bash(pty=true)")),
         Notice::OutsideRoots { .. } => (23, says("bashc exec", "workdir inside")),
         Notice::NoWritableRoot { .. } => (24, says("cd there", "start the agent")),
+        Notice::MemoryAsAddressSpace { .. } => (25, NEITHER),
     }
 }
 
@@ -168,6 +169,7 @@ fn every_notice() -> Vec<Notice> {
         Notice::NoWritableRoot {
             directory: Some("/home/me".to_owned()),
         },
+        Notice::MemoryAsAddressSpace { bytes: 512 << 20 },
     ]
 }
 

@@ -418,7 +418,8 @@ fn status_names_the_containment_in_force() {
         assert!(out.status.success(), "{}", show(&out));
         crate::stdout(&out)
     };
-    assert!(status(&Daemon::start()).contains("\ncontainment: subreaper\n"));
+    // Issue 45: with why jobs get no cgroup.
+    assert!(status(&Daemon::start()).contains("\ncontainment: subreaper (jobs get no cgroup: "));
     let scan = Daemon::start_with_config("[containment]\nmechanism = \"scan\"\n");
     assert!(status(&scan).contains("\ncontainment: scan\n"));
     if let Some(cgroup) = TestCgroup::new("status") {
@@ -902,5 +903,89 @@ fn issue_42_a_clean_stop_removes_the_daemons_cgroup() {
         assert!(!leaf_left, "{} is left after bashd stop", leaf.display());
         assert!(!made_left, "{} is left after bashd stop", made.display());
         assert!(cgroup.dir().exists(), "the cgroup bashd was given went too");
+    }
+}
+
+/// Issue 45, item 4: a memory limit that no cgroup holds becomes the address space's
+/// rlimit, and the result says so (which limit, that it counts reserved address
+/// space) in the text and as a notice in `--json`; a job without `--memory` has no
+/// such notice (the control). Where a cgroup holds memory, neither has it.
+#[test]
+fn issue_45_a_memory_limit_set_as_address_space_is_said() {
+    let daemon = Daemon::start();
+    let out = daemon.run_bashc(&["exec", "--json", "--memory", "512M", "--", "ulimit -v"]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let result = json(&out);
+    let by_rlimit = result["stdout"]["text"] != "unlimited\n";
+    let notices = result["notices"].to_string();
+    assert_eq!(
+        notices.contains("memory_as_address_space"),
+        by_rlimit,
+        "{result}"
+    );
+    if by_rlimit {
+        assert_eq!(result["stdout"]["text"], "524288\n", "{result}");
+        assert!(
+            result["notice"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("512 MiB was set as an address-space limit (RLIMIT_AS)"),
+            "{result}"
+        );
+        let text = daemon.run_bashc(&["exec", "--memory", "512M", "--", "true"]);
+        assert!(
+            crate::stderr(&text).contains("counts address space reserved, not memory used")
+                || crate::stdout(&text).contains("counts address space reserved, not memory used"),
+            "{}",
+            show(&text)
+        );
+    }
+    let plain = json(&daemon.run_bashc(&["exec", "--json", "--", "true"]));
+    assert!(
+        !plain["notices"]
+            .to_string()
+            .contains("memory_as_address_space"),
+        "{plain}"
+    );
+}
+
+/// Issue 45, item 4: `bashc status` says why containment is `subreaper`: which cgroup
+/// or controller is missing, and how to give bashd one. With a cgroup, no such reason
+/// (the control, where the machine delegates one).
+#[test]
+fn issue_45_status_says_why_jobs_get_no_cgroup() {
+    let daemon = Daemon::start();
+    let status = json(&daemon.run_bashc(&["status", "--json"]));
+    let containment = status["containment"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let text = daemon.run_bashc(&["status"]);
+    assert_eq!(text.status.code(), Some(0), "{}", show(&text));
+    let line = crate::stdout(&text)
+        .lines()
+        .find(|l| l.starts_with("containment: "))
+        .unwrap_or_default()
+        .to_owned();
+    if containment == "subreaper" {
+        let why = status["containment_why"].as_str().unwrap_or_default();
+        assert!(
+            why.starts_with("jobs get no cgroup: ")
+                && why.contains("memory limits are address-space rlimits")
+                && why.contains("Delegate=yes"),
+            "{status}"
+        );
+        // This machine: cgroup v2 at /sys/fs/cgroup/unified, memory on v1.
+        if std::fs::read_to_string("/proc/self/mountinfo")
+            .unwrap_or_default()
+            .contains(" /sys/fs/cgroup/memory ")
+        {
+            assert!(why.contains("memory"), "{why}");
+            assert!(why.contains("on cgroup v1 here"), "{why}");
+        }
+        assert_eq!(line, format!("containment: subreaper ({why})"), "{line}");
+    } else {
+        assert!(status["containment_why"].is_null(), "{status}");
+        assert_eq!(line, format!("containment: {containment}"));
     }
 }

@@ -376,3 +376,42 @@ fn issue_32_a_sandboxed_jobs_own_bashc_neither_sees_nor_takes_the_inbox() {
         show(&inside)
     );
 }
+
+/// Issue 45, item 10: a result that showed a job waiting for input is not followed,
+/// in the next call, by the inbox saying it again (its teller's word of the same wait
+/// comes later); once input is sent, the job's next wait is told (the control; its
+/// second prompt ends its line, as a teller looks again only after a whole line).
+#[test]
+fn issue_45_a_wait_for_input_the_caller_was_shown_is_not_told_again() {
+    let daemon = Daemon::start();
+    let asks = daemon.background_in(
+        "shown",
+        &["--stdin", "pipe"],
+        "printf 'Your name? '; read name; echo 'Your age?'; read age; echo done",
+    );
+    let shown = wait_until(WITHIN, || {
+        let out = daemon.run_bashc_in("shown", &["check", &asks, "--json"]);
+        json(&out)["notices"]
+            .as_array()
+            .is_some_and(|n| n.iter().any(|n| n.get("waiting_for_input").is_some()))
+    });
+    assert!(shown, "check never showed {asks} waiting for input");
+    // Its teller looks after half a second of quiet, and then tells the inbox.
+    std::thread::sleep(Duration::from_secs(2));
+    let sent = daemon.run_bashc_in("shown", &["send", &asks, "bob", "--newline"]);
+    assert_eq!(sent.status.code(), Some(0), "{}", show(&sent));
+    assert!(
+        !stderr(&sent).contains("waits for input"),
+        "the wait the check showed was told again: {}",
+        show(&sent)
+    );
+    let mut said = String::new();
+    let told = wait_until(WITHIN, || {
+        said.push_str(&stderr(&daemon.run_bashc_in("shown", &["jobs"])));
+        said.contains(&format!("{asks} (printf 'Your name? '; read name;"))
+            && said.contains(") waits for input: bashc send")
+    });
+    assert!(told, "the next wait was not told: {said}");
+    assert!(!said.contains("it asks \"Your name?\""), "{said}");
+    daemon.run_bashc_in("shown", &["kill", &asks]);
+}

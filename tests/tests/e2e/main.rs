@@ -3,6 +3,7 @@
 //! afterwards is read from /proc.
 
 mod abuse;
+mod ages;
 mod boundary;
 mod chaos;
 mod cli;

@@ -370,9 +370,24 @@ async fn issue_34_a_grep_page_says_its_matches_and_its_next_page_greps_on() {
     assert!(!text.contains("5001:5001"), "{text}");
     assert!(
         text.contains(&format!(
-            "1 line of {job}'s stdout match from line 1 on (5001 lines)"
+            "in {job}'s stdout, 1 line matches: line 5000 (searched from line 1 of 5001 lines)"
         )),
         "{text}"
+    );
+    // Issue 45: the range names the first and the last match, not where the search began.
+    let two = call_as(
+        &client,
+        "bash_output",
+        json!({"job": job, "grep": "^(7|4000)$", "offset": 3}),
+    )
+    .await;
+    let two = text_of(&two);
+    assert!(two.starts_with("7:7\n4000:4000\n"), "{two}");
+    assert!(
+        two.contains(&format!(
+            "in {job}'s stdout, 2 lines match: lines 7 to 4000 (searched from line 3 of 5001 lines)"
+        )),
+        "{two}"
     );
     let (call, offset, _) = {
         let at = text.find("bash_output(").expect("a next-page call");

@@ -206,3 +206,45 @@ fn issue_31_the_server_takes_stdin_that_epoll_cannot_watch() {
     );
     assert_eq!(status.unwrap().code(), Some(0));
 }
+
+/// Issue 45: a method the server does not know is answered with its name and what the
+/// server offers, not with the name alone; a known one still answers (the control).
+#[test]
+fn issue_45_an_unknown_method_says_what_the_server_offers() {
+    let daemon = Daemon::start();
+    let mut child = KillOnDrop(
+        server(&daemon)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut to = child.0.stdin.take().unwrap();
+    let mut from = BufReader::new(child.0.stdout.take().unwrap());
+    initialize(&mut to, &mut from);
+    send(
+        &mut to,
+        json!({"jsonrpc": "2.0", "id": 2, "method": "bash/run", "params": {}}),
+    );
+    let answer = response(&mut from, 2);
+    assert_eq!(answer["error"]["code"], -32601, "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("\"bash/run\"")
+            && message.contains("tools/list")
+            && message.contains("tools/call")
+            && message.contains("bash_check"),
+        "{answer}"
+    );
+    send(
+        &mut to,
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}),
+    );
+    let listed = response(&mut from, 3);
+    assert!(listed["result"]["tools"].is_array(), "{listed}");
+    drop(to);
+    assert!(
+        wait_until(WITHIN, || child.0.try_wait().unwrap().is_some()),
+        "bashc mcp did not exit when its stdin closed"
+    );
+}

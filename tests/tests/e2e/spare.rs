@@ -209,3 +209,31 @@ fn issue_31_a_stopped_spare_does_not_hold_up_a_large_spawn() {
     run_echo(&daemon, "after");
     assert!(a_spare_of(zygote, Some(spare)).is_some(), "no spare after");
 }
+
+/// Issue 45: `bashc stop` reaps the zygote and its spare before bashd exits: neither is
+/// there, not even as a zombie for init to reap, once bashd has exited. A job run
+/// before the stop still ran (the control).
+#[test]
+fn a_stopped_daemon_reaps_its_zygote_and_spare_before_it_exits() {
+    let mut daemon = Daemon::start();
+    let ran = daemon.run_bashc(&["exec", "--", "echo before-stop"]);
+    assert!(stdout(&ran).contains("before-stop\n"), "{}", show(&ran));
+    let zygote = the_zygote(&daemon);
+    let spare = a_spare_of(zygote, None).expect("no spare beside the zygote");
+    let out = daemon.run_bashc(&["stop"]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let status = daemon.child_mut().wait().unwrap();
+    assert_eq!(status.code(), Some(0), "bashd did not stop cleanly");
+    let left: Vec<String> = [("zygote", zygote), ("spare", spare)]
+        .into_iter()
+        .filter_map(|(name, pid)| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            Some(format!("{name} {pid}: {stat}"))
+        })
+        .collect();
+    assert!(
+        left.is_empty(),
+        "left behind by bashd's exit: {left:?}\n{}",
+        daemon.log()
+    );
+}

@@ -19,6 +19,11 @@ struct Tmux {
 
 impl Tmux {
     fn start(command: &str) -> Tmux {
+        Tmux::start_sized(command, 200)
+    }
+
+    /// A terminal `width` columns wide.
+    fn start_sized(command: &str, width: u16) -> Tmux {
         // A server per test: tests run side by side in one process.
         static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -26,7 +31,15 @@ impl Tmux {
             socket: format!("bashd-top-test-{}-{n}", std::process::id()),
         };
         let out = tmux
-            .run(&["new-session", "-d", "-x", "200", "-y", "50", command])
+            .run(&[
+                "new-session",
+                "-d",
+                "-x",
+                &width.to_string(),
+                "-y",
+                "50",
+                command,
+            ])
             .output()
             .unwrap();
         assert!(out.status.success(), "{}", show(&out));
@@ -223,5 +236,128 @@ fn issue_32_top_once_prints_the_table() {
     // The escape the job printed and the one its command holds never reach the
     // terminal.
     assert!(!text.contains('\x1b'), "{text:?}");
+    daemon.run_bashc(&["kill", "--any-session", &job]);
+}
+
+/// Issue 45, item 7: after `k y` on the top row, the killed job sinks below the
+/// session that still runs; the highlight follows it, so a second `k` asks about the
+/// killed job, never the server that rose into row 0 (which runs on: the control).
+#[test]
+fn issue_45_the_selection_follows_the_job_not_the_row() {
+    if tmux_missing() {
+        eprintln!("skipped: tmux is not installed (apt-get install tmux)");
+        return;
+    }
+    let daemon = Daemon::start();
+    let server = daemon.background_in("agent-server", &[], "sleep 18041");
+    // `started_at` counts whole seconds: a second apart, the later session sorts
+    // first, on row 0.
+    std::thread::sleep(Duration::from_millis(1100));
+    let victim = daemon.background_in("agent-victim", &[], "sleep 18042");
+    let command = format!(
+        "env BASHD_RUNTIME_DIR={} XDG_CONFIG_HOME={} BASHD_NO_AUTOSTART=1 {} top --interval 0.3",
+        daemon.runtime_dir().display(),
+        daemon.config_home().display(),
+        bin_path("bashc").display()
+    );
+    let tmux = Tmux::start(&command);
+    tmux.wait_for("both jobs", |s| s.contains(&server) && s.contains(&victim));
+    tmux.keys(&["k"]);
+    tmux.wait_for("the question on row 0", |s| {
+        s.contains(&format!("kill {victim}? y/n"))
+    });
+    tmux.keys(&["y"]);
+    tmux.wait_for("the victim killed", |s| {
+        s.lines()
+            .any(|line| line.contains(&format!(" {victim} ")) && line.contains("killed"))
+    });
+    tmux.keys(&["k"]);
+    let asked = tmux.wait_for("a second question", |s| s.contains("? y/n"));
+    tmux.keys(&["n"]);
+    assert!(
+        asked.contains(&format!("kill {victim}? y/n")),
+        "the highlight moved to another job:\n{asked}"
+    );
+    let jobs = json(&daemon.run_bashc(&["jobs", "--all", "--json"]));
+    let running = jobs
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|j| j["job"] == server.as_str() && j["state"] == "running");
+    tmux.keys(&["q"]);
+    daemon.run_bashc(&["kill", "--any-session", &server]);
+    assert!(running, "{jobs}");
+}
+
+/// Issue 45, item 6: the follow pane shows what a job writes to stderr too (a dev
+/// server's request log), marked, after its stdout (which still shows: the control).
+#[test]
+fn issue_45_the_follow_pane_shows_stderr_too() {
+    if tmux_missing() {
+        eprintln!("skipped: tmux is not installed (apt-get install tmux)");
+        return;
+    }
+    let daemon = Daemon::start();
+    let server = daemon.background_in(
+        "agent-dev",
+        &[],
+        "echo listening-on-out; echo 'GET /err-log 200' >&2; sleep 18051",
+    );
+    let command = format!(
+        "env BASHD_RUNTIME_DIR={} XDG_CONFIG_HOME={} BASHD_NO_AUTOSTART=1 {} top --interval 0.3",
+        daemon.runtime_dir().display(),
+        daemon.config_home().display(),
+        bin_path("bashc").display()
+    );
+    let tmux = Tmux::start(&command);
+    tmux.wait_for("the job", |s| s.contains(&server));
+    tmux.keys(&["f"]);
+    tmux.select(&server);
+    let screen = tmux.wait_for("its stderr in the pane", |s| {
+        s.contains("stderr│ GET /err-log 200")
+    });
+    assert!(screen.contains("listening-on-out"), "{screen}");
+    tmux.keys(&["q"]);
+    daemon.run_bashc(&["kill", "--any-session", &server]);
+}
+
+/// Issue 45, item 7: at 80 columns COMMAND shows more than 7 characters and LAST LINE
+/// shows; at 200 every column does (the control).
+#[test]
+fn issue_45_at_80_columns_command_and_last_line_keep_room() {
+    if tmux_missing() {
+        eprintln!("skipped: tmux is not installed (apt-get install tmux)");
+        return;
+    }
+    let daemon = Daemon::start();
+    let job = daemon.background_in(
+        "agent-narrow",
+        &[],
+        "echo narrow-last-line; sleep 18061 # commandtail",
+    );
+    let command = format!(
+        "env BASHD_RUNTIME_DIR={} XDG_CONFIG_HOME={} BASHD_NO_AUTOSTART=1 {} top --interval 0.3",
+        daemon.runtime_dir().display(),
+        daemon.config_home().display(),
+        bin_path("bashc").display()
+    );
+    for width in [80, 200] {
+        let tmux = Tmux::start_sized(&command, width);
+        // Its command and its last line both hold the words: twice on its row.
+        let screen = tmux.wait_for("the job with its last line", |s| {
+            s.lines()
+                .any(|l| l.contains(&format!(" {job} ")) && l.matches("narrow-last").count() == 2)
+        });
+        let row = screen
+            .lines()
+            .find(|l| l.contains(&format!(" {job} ")))
+            .unwrap_or_default();
+        assert!(row.contains("echo narrow-las"), "{width} columns: {row}");
+        eprintln!("{width} columns: {row}");
+        if width == 200 {
+            assert!(screen.contains("MEM"), "{screen}");
+        }
+        tmux.keys(&["q"]);
+    }
     daemon.run_bashc(&["kill", "--any-session", &job]);
 }

@@ -356,6 +356,20 @@ impl ServerHandler for BashTools {
             })
     }
 
+    /// A method this server does not know: its name, and what it offers instead
+    /// (rmcp's own answer is the name alone).
+    async fn on_custom_request(
+        &self,
+        request: rmcp::model::CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CustomResult, ErrorData> {
+        Err(ErrorData::new(
+            rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+            words::unknown_method(&request.method, &tool_names()),
+            None,
+        ))
+    }
+
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,

@@ -314,6 +314,58 @@ fn own_cgroup() -> Option<PathBuf> {
     Some(mount_point()?.join(own.trim().trim_start_matches('/')))
 }
 
+/// Why the daemon has no cgroup for its jobs, for `bashc status` (issue 45): `taken`
+/// is why a delegated one could not be taken; else why none was delegated. Says which
+/// limit controllers sit on cgroup v1, which bashd does not use, and how to give it
+/// one.
+pub fn why_no_cgroup(taken: Option<String>) -> String {
+    let why = taken.unwrap_or_else(|| match (own_cgroup(), mount_point()) {
+        (_, None) => "no cgroup v2 hierarchy is mounted".to_owned(),
+        (None, Some(_)) => "bashd is in no cgroup v2".to_owned(),
+        (Some(own), Some(mount)) if own == mount => format!(
+            "its cgroup is the root of the cgroup v2 hierarchy ({}), which bashd does not take",
+            mount.display()
+        ),
+        (Some(own), Some(_)) => format!(
+            "its cgroup {} is not delegated to it (bashd may not write there)",
+            own.display()
+        ),
+    });
+    let on_v1 = v1_controllers();
+    let v1 = match on_v1.is_empty() {
+        true => String::new(),
+        false => format!(
+            "; {} on cgroup v1 here, which bashd does not use",
+            match on_v1.len() {
+                1 => format!("{} is", on_v1[0]),
+                _ => format!("{} are", on_v1.join(", ")),
+            }
+        ),
+    };
+    format!(
+        "jobs get no cgroup: {why}{v1}; so memory limits are address-space rlimits and cpu and pids limits are refused; give bashd a cgroup with memory, cpu and pids delegated ([containment] cgroup in its config, or systemd's Delegate=yes)"
+    )
+}
+
+/// The limit controllers mounted on cgroup v1, from `/proc/self/mountinfo`.
+fn v1_controllers() -> Vec<&'static str> {
+    let mounts = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    ["memory", "cpu", "pids"]
+        .into_iter()
+        .filter(|controller| {
+            mounts.lines().any(|line| {
+                line.split_once(" - ").is_some_and(|(_, after)| {
+                    let mut fields = after.split(' ');
+                    fields.next() == Some("cgroup")
+                        && fields
+                            .nth(1)
+                            .is_some_and(|options| options.split(',').any(|o| o == *controller))
+                })
+            })
+        })
+        .collect()
+}
+
 /// Where the cgroup v2 hierarchy is mounted (`/sys/fs/cgroup`, or
 /// `/sys/fs/cgroup/unified` on a hybrid system), from `/proc/self/mountinfo`.
 pub fn mount_point() -> Option<PathBuf> {

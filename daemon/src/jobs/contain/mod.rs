@@ -121,6 +121,8 @@ pub enum Containment {
     Resident {
         zygote: Zygote,
         cgroup: Option<CgroupRoot>,
+        /// Why `cgroup` is `None`, for `bashc status`; shared, as the enum is cloned.
+        no_cgroup: Option<std::sync::Arc<String>>,
         instance: String,
         scanner: Scanner,
         reaper: ReaperHandle,
@@ -145,6 +147,8 @@ pub enum Plan {
     Resident {
         binary: std::path::PathBuf,
         cgroup: Option<CgroupRoot>,
+        /// Why `cgroup` is `None`.
+        no_cgroup: Option<std::sync::Arc<String>>,
         sandbox: Support,
     },
 }
@@ -164,22 +168,27 @@ impl Plan {
             return Ok(Plan::Scan);
         };
         let cgroup = match &config.cgroup {
-            Some(dir) => Some(CgroupRoot::take(dir).map_err(|e| {
+            Some(dir) => Some(Ok(CgroupRoot::take(dir).map_err(|e| {
                 format!("{e} (containment.cgroup in the config names a cgroup v2 directory bashd may write; fix it or remove the key)")
-            })?),
-            None => CgroupRoot::delegated().and_then(|dir| match CgroupRoot::take(&dir) {
-                Ok(root) => Some(root),
-                Err(e) => {
+            })?)),
+            None => CgroupRoot::delegated().map(|dir| {
+                CgroupRoot::take(&dir).map_err(|e| {
                     tracing::warn!("not using the delegated cgroup: {e}");
-                    None
-                }
+                    format!("its delegated cgroup could not be taken: {e}")
+                })
             }),
+        };
+        let (cgroup, no_cgroup) = match cgroup {
+            Some(Ok(root)) => (Some(root), None),
+            Some(Err(why)) => (None, Some(cgroup::why_no_cgroup(Some(why)).into())),
+            None => (None, Some(cgroup::why_no_cgroup(None).into())),
         };
         // Before the reaper runs, which would collect the probe's exit.
         let sandbox = Support::probe(&binary);
         Ok(Plan::Resident {
             binary,
             cgroup,
+            no_cgroup,
             sandbox,
         })
     }
@@ -209,10 +218,12 @@ impl Plan {
             Plan::Resident {
                 binary,
                 cgroup,
+                no_cgroup,
                 sandbox,
             } => Containment::Resident {
                 zygote: Zygote::new(binary, reaper.clone()),
                 cgroup,
+                no_cgroup,
                 instance,
                 scanner,
                 reaper,
@@ -232,6 +243,25 @@ impl Containment {
                 cgroup: Some(root), ..
             } => format!("cgroup {}", root.dir().display()),
             Containment::Resident { cgroup: None, .. } => "subreaper".to_owned(),
+        }
+    }
+
+    /// Why jobs get no cgroup, when they get none under a resident (`subreaper`).
+    pub fn why_no_cgroup(&self) -> Option<String> {
+        match self {
+            Containment::Resident { no_cgroup, .. } => no_cgroup.as_deref().cloned(),
+            Containment::Scan { .. } => None,
+        }
+    }
+
+    /// Whether a cgroup holds a job's memory here; else a memory limit is the address
+    /// space's rlimit (`spawn`).
+    pub fn memory_by_cgroup(&self) -> bool {
+        match self {
+            Containment::Resident {
+                cgroup: Some(root), ..
+            } => root.has("memory"),
+            Containment::Resident { cgroup: None, .. } | Containment::Scan { .. } => false,
         }
     }
 

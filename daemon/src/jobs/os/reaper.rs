@@ -56,6 +56,11 @@ impl LeaderExit {
     }
 }
 
+/// How long a stopping daemon waits for its children to exit, to reap them.
+const DRAIN: std::time::Duration = std::time::Duration::from_secs(3);
+/// How often it looks for them meanwhile.
+const DRAIN_POLL: std::time::Duration = std::time::Duration::from_millis(20);
+
 /// A child the reaper has just forked.
 #[derive(Debug)]
 pub struct Child {
@@ -131,15 +136,18 @@ impl Reaper {
         (reaper, ReaperHandle { requests: tx })
     }
 
-    /// Runs until every handle is dropped. The SIGCHLD stream is created before the
-    /// first spawn, so no exit can go unnoticed.
+    /// Runs until every handle is dropped, and then until the children still there
+    /// have exited ([`Reaper::drain`]). The SIGCHLD stream is created before the first
+    /// spawn, so no exit can go unnoticed.
     pub async fn run(mut self) -> io::Result<()> {
         let mut sigchld = signal(SignalKind::child())?;
         loop {
             // Cancelling either branch loses nothing: a pending SIGCHLD stays pending,
             // and a spawn request stays queued in the channel.
             tokio::select! {
-                _ = sigchld.recv() => self.reap_all(),
+                _ = sigchld.recv() => {
+                    self.reap_all();
+                }
                 request = self.requests.recv() => match request {
                     Some(ReaperRequest::Spawn { command, reply }) => {
                         let _ = reply.send(self.spawn(*command));
@@ -147,8 +155,34 @@ impl Reaper {
                     Some(ReaperRequest::Orphans { reply }) => {
                         let _ = reply.send(self.orphans());
                     }
-                    None => return Ok(()),
+                    None => {
+                        self.drain(&mut sigchld).await;
+                        return Ok(());
+                    }
                 },
+            }
+        }
+    }
+
+    /// Reaps the daemon's children until it has none, for at most [`DRAIN`]: once the
+    /// last handle is gone the daemon is stopping, and the zygote and its spare leave
+    /// as they see the daemon's sockets close. Reaped here, they are not left behind
+    /// as zombies for init, which may never reap them (issue 45). Looks again every
+    /// [`DRAIN_POLL`] too, as a zombie handed over to the daemon as subreaper may come
+    /// without a SIGCHLD of its own.
+    async fn drain(&mut self, sigchld: &mut tokio::signal::unix::Signal) {
+        let deadline = tokio::time::Instant::now() + DRAIN;
+        loop {
+            if !self.reap_all() {
+                return;
+            }
+            let next = (tokio::time::Instant::now() + DRAIN_POLL).min(deadline);
+            if tokio::time::timeout_at(next, sigchld.recv()).await.is_err()
+                && tokio::time::Instant::now() >= deadline
+            {
+                let left = self.waiting.keys().collect::<Vec<_>>();
+                tracing::warn!("children still running as bashd stops: {left:?}");
+                return;
             }
         }
     }
@@ -187,7 +221,8 @@ impl Reaper {
             .collect()
     }
 
-    fn reap_all(&mut self) {
+    /// Reaps every child that has exited; whether the daemon has children left.
+    fn reap_all(&mut self) -> bool {
         loop {
             match rustix::process::wait(WaitOptions::NOHANG) {
                 Ok(Some((pid, status))) => {
@@ -195,8 +230,10 @@ impl Reaper {
                         let _ = waiter.send(LeaderExit::from_wait(status));
                     }
                 }
-                // No child has exited yet (Ok(None)), or there are no children (ECHILD).
-                Ok(None) | Err(_) => return,
+                // No child has exited yet.
+                Ok(None) => return true,
+                // No children at all (ECHILD).
+                Err(_) => return false,
             }
         }
     }

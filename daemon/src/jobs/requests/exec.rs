@@ -579,6 +579,13 @@ impl JobsActor {
             None => Arc::default(),
         };
         let mut start_notices = Vec::new();
+        // Never silently: a memory limit no cgroup holds is the address space's
+        // rlimit, which common runtimes do not start under (issue 45).
+        if let Some(bytes) = job_limits.memory_bytes
+            && !self.containment.memory_by_cgroup()
+        {
+            start_notices.push(Notice::MemoryAsAddressSpace { bytes });
+        }
         if let Some(in_force) = sandbox.as_mut()
             && in_force.profile == SandboxProfile::WorkspaceWrite
         {

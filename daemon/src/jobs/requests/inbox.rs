@@ -10,7 +10,9 @@
 
 use std::sync::atomic::Ordering;
 
-use bashd_protocol::{Inbox, JobState, Request, RequestId, Response, ServerFrame};
+use bashd_protocol::{
+    ExecResult, Inbox, JobId, JobState, Notice, Request, RequestId, Response, ServerFrame,
+};
 
 use crate::jobs::table::handle::JobsHandle;
 use crate::jobs::table::inbox::{About, TakeInbox};
@@ -26,7 +28,7 @@ pub fn caller_session(request: &Request) -> Option<String> {
 /// needless, or that one runs on in the background, whose events wait for the next
 /// call (a job that ended as that answer went out is told then, not dropped as told).
 fn about(response: &Response) -> About {
-    match response {
+    let about = match response {
         Response::Finished(result) if result.state == JobState::Running => About {
             kept: vec![result.job],
             ..About::default()
@@ -40,6 +42,33 @@ fn about(response: &Response) -> About {
             ..About::default()
         },
         _ => About::default(),
+    };
+    About {
+        waiting: shown_waiting(response),
+        ..about
+    }
+}
+
+/// The jobs `response` shows waiting for input: in a result's notices or its screen,
+/// or a screen's.
+fn shown_waiting(response: &Response) -> Vec<JobId> {
+    let of_result = |result: &ExecResult| {
+        let noticed = result.notices.iter().filter_map(|notice| match notice {
+            Notice::WaitingForInput { job, .. } => Some(*job),
+            _ => None,
+        });
+        let screen = result
+            .screen
+            .iter()
+            .filter(|screen| screen.waiting_for_input)
+            .map(|screen| screen.job);
+        noticed.chain(screen).collect::<Vec<_>>()
+    };
+    match response {
+        Response::Finished(result) => of_result(result),
+        Response::Waited(waited) => waited.results.iter().flat_map(of_result).collect(),
+        Response::Screen(screen) if screen.waiting_for_input => vec![screen.job],
+        _ => Vec::new(),
     }
 }
 
@@ -47,7 +76,9 @@ impl JobsHandle {
     /// Takes `session`'s inbox, if it has one, as `Inboxes::take` reads `about`; one
     /// atomic load when no session has one.
     pub(in crate::jobs) async fn take_inbox(&self, session: &str, about: About) -> Option<Inbox> {
-        if self.inbox_pending.load(Ordering::Relaxed) == 0 {
+        // A response that shows a job waiting for input is marked even when no inbox
+        // has anything yet: its teller's word of it may come later.
+        if self.inbox_pending.load(Ordering::Relaxed) == 0 && about.waiting.is_empty() {
             return None;
         }
         self.call(TakeInbox {

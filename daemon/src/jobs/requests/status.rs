@@ -39,6 +39,7 @@ impl JobsActor {
             runtime_dir: self.runtime_dir.to_string_lossy().into_owned(),
             running_jobs: self.running as u32,
             containment: self.containment.describe(),
+            containment_why: self.containment.why_no_cgroup(),
             // Counted by the caller's task (`JobsHandle::status`, above), not here.
             open_files: 0,
             open_files_limit: rustix::process::getrlimit(rustix::process::Resource::Nofile).current,

@@ -22,7 +22,7 @@ use crate::jobs::table::handle::{
 };
 use crate::jobs::table::live::Subscribe;
 use crate::jobs::table::queries::still_running;
-use crate::jobs::table::{JobsActor, Status};
+use crate::jobs::table::{JobsActor, Status, age_ms};
 use crate::output::{self, OutputSource};
 
 impl JobsHandle {
@@ -54,14 +54,26 @@ impl JobsHandle {
         let job = request.job;
         match self.call(Wait { asker, job }).await?? {
             Waiting::Ended(result) => Ok(result),
-            Waiting::Pending { summary, result } => {
+            Waiting::Pending {
+                summary,
+                started,
+                result,
+            } => {
                 let ended = match timeout {
                     Some(timeout) => tokio::time::timeout(timeout, result).await.ok(),
                     None => Some(result.await),
                 };
                 match ended {
                     Some(result) => result.map_err(|_| shutting_down()),
-                    None => Ok(still_running(summary, timeout.unwrap_or_default())),
+                    None => {
+                        // Its age now, not when the wait began: a `check` right
+                        // after says the same.
+                        let summary = ExecResult {
+                            duration_ms: age_ms(started),
+                            ..summary
+                        };
+                        Ok(still_running(summary, timeout.unwrap_or_default()))
+                    }
                 }
             }
         }
@@ -91,14 +103,15 @@ impl JobsHandle {
                 sink,
             })
             .await??;
-        let (mut summary, subscribed, mut result, cursor) = match watching {
+        let (mut summary, job_started, subscribed, mut result, cursor) = match watching {
             Watching::Ended { result, .. } => return Ok(*result),
             Watching::Running {
                 summary,
+                started,
                 subscribed,
                 result,
                 cursor,
-            } => (*summary, subscribed, result, cursor),
+            } => (*summary, started, subscribed, result, cursor),
         };
         let job = summary.job;
         let started = Instant::now();
@@ -129,7 +142,7 @@ impl JobsHandle {
                 if let Some(met) =
                     first_match(source, job, stream, regex.clone(), cursor[i] + 1).await?
                 {
-                    summary.duration_ms += started.elapsed().as_millis() as u64;
+                    summary.duration_ms = age_ms(job_started);
                     summary.notices = vec![Notice::ConditionMet { job, met }];
                     return Ok(summary);
                 }
@@ -198,13 +211,16 @@ impl JobsHandle {
                 () = sleep_until(deadline) => break None,
             }
         };
-        summary.duration_ms += started.elapsed().as_millis() as u64;
         Ok(match met {
             Some(met) => {
+                summary.duration_ms = age_ms(job_started);
                 summary.notices = vec![Notice::ConditionMet { job, met }];
                 summary
             }
-            None => still_running(summary, started.elapsed()),
+            None => {
+                summary.duration_ms = age_ms(job_started);
+                still_running(summary, started.elapsed())
+            }
         })
     }
 

@@ -57,6 +57,8 @@ pub enum Watching {
     /// with its result when it ends.
     Running {
         summary: Box<ExecResult>,
+        /// When the job started, for its age when the watch ends (`age_ms`).
+        started: std::time::Instant,
         subscribed: oneshot::Receiver<Subscribed>,
         result: oneshot::Receiver<ExecResult>,
         /// Lines of each stream the caller's session has checked.
@@ -114,6 +116,8 @@ pub enum Waiting {
     Ended(ExecResult),
     Pending {
         summary: ExecResult,
+        /// When the job started, for its age when the wait gives up (`age_ms`).
+        started: std::time::Instant,
         result: oneshot::Receiver<ExecResult>,
     },
 }

@@ -8,7 +8,7 @@
 //! A counter of non-empty inboxes is shared with every `JobsHandle`, so a call with
 //! nothing to say costs one atomic load, not a message to the actor.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -27,6 +27,10 @@ pub(in crate::jobs) struct Inboxes {
     by_session: HashMap<String, SessionInbox>,
     /// How many sessions have something to say: only the actor writes it.
     non_empty: Arc<AtomicUsize>,
+    /// Per session, the jobs a response of it showed waiting for input, until input is
+    /// sent to them or they end: their teller's word that they wait is of the same
+    /// quiet stretch, and not news (issue 45).
+    shown_waiting: HashMap<String, HashSet<JobId>>,
 }
 
 #[derive(Debug, Default)]
@@ -40,6 +44,7 @@ impl Inboxes {
         Inboxes {
             by_session: HashMap::new(),
             non_empty: Arc::new(AtomicUsize::new(0)),
+            shown_waiting: HashMap::new(),
         }
     }
 
@@ -52,6 +57,14 @@ impl Inboxes {
     /// unread: matches into their count (the first match stays), a wait for input or a
     /// quiet stretch into the newest.
     pub(in crate::jobs) fn tell(&mut self, session: &str, event: InboxEvent) {
+        if let InboxEvent::WaitingForInput { job, .. } = &event
+            && self
+                .shown_waiting
+                .get(session)
+                .is_some_and(|jobs| jobs.contains(job))
+        {
+            return;
+        }
         let inbox = match self.by_session.get_mut(session) {
             Some(inbox) => inbox,
             None => self.by_session.entry(session.to_owned()).or_default(),
@@ -85,11 +98,22 @@ impl Inboxes {
     /// jobs `about.kept`, which the response says run on in the background, stay for
     /// the session's next call: the response shows the job as it was, and what the job
     /// did meanwhile (it ended, a line matched) is still news then.
+    ///
+    /// The jobs `about.waiting`, which the response shows waiting for input, are
+    /// marked as shown so: an event that says so again, now or from their teller
+    /// later in the same wait, is dropped.
     pub(in crate::jobs) fn take(&mut self, session: &str, about: &About) -> Option<Inbox> {
+        if !about.waiting.is_empty() {
+            self.shown_waiting
+                .entry(session.to_owned())
+                .or_default()
+                .extend(about.waiting.iter().copied());
+        }
         let mut inbox = self.by_session.remove(session)?;
+        let shown = |event: &InboxEvent| matches!(event, InboxEvent::WaitingForInput { job, .. } if about.waiting.contains(job));
         let (kept, events): (VecDeque<_>, VecDeque<_>) = std::mem::take(&mut inbox.events)
             .into_iter()
-            .filter(|event| !about.told.contains(&event.job()))
+            .filter(|event| !about.told.contains(&event.job()) && !shown(event))
             .partition(|event| about.kept.contains(&event.job()));
         let taken = Inbox {
             events: events.into(),
@@ -109,8 +133,19 @@ impl Inboxes {
         (!taken.is_empty()).then_some(taken)
     }
 
+    /// Input was sent to `job`, or it ended: a wait for input from now on is a new one.
+    pub(in crate::jobs) fn input_sent(&mut self, session: &str, job: JobId) {
+        if let Some(jobs) = self.shown_waiting.get_mut(session) {
+            jobs.remove(&job);
+            if jobs.is_empty() {
+                self.shown_waiting.remove(session);
+            }
+        }
+    }
+
     /// Drops a session's inbox with the session.
     pub(in crate::jobs) fn drop_session(&mut self, session: &str) {
+        self.shown_waiting.remove(session);
         if self.by_session.remove(session).is_some() {
             self.non_empty.fetch_sub(1, Ordering::Relaxed);
         }
@@ -124,6 +159,8 @@ pub(in crate::jobs) struct About {
     pub told: Vec<JobId>,
     /// Jobs the response says run on in the background.
     pub kept: Vec<JobId>,
+    /// Jobs the response shows waiting for input.
+    pub waiting: Vec<JobId>,
 }
 
 /// Takes a session's inbox (issue 32), as [`Inboxes::take`] says.
@@ -172,6 +209,7 @@ impl JobsActor {
         let Some(job) = self.jobs.get(&n) else {
             return;
         };
+        self.inboxes.input_sent(&job.session, job.id);
         let closing = self
             .sessions
             .get(&job.session)
@@ -314,6 +352,39 @@ mod tests {
         let inbox = inboxes.take("s", &About::default()).unwrap();
         assert_eq!(inbox.events, vec![idle(1, 5)]);
         assert_eq!(non_empty.load(Ordering::Relaxed), 0);
+    }
+
+    fn waits(job: u64) -> InboxEvent {
+        InboxEvent::WaitingForInput {
+            job: JobId(job),
+            command: "read".to_owned(),
+            prompt: Some("your name?".to_owned()),
+        }
+    }
+
+    /// A response that showed a job waiting for input drops the inbox's word of it,
+    /// and its teller's word of the same wait later; after input is sent, a new wait
+    /// is told. Another job's wait is told all along.
+    #[test]
+    fn a_wait_for_input_the_caller_was_shown_is_not_told_again() {
+        let mut inboxes = Inboxes::new();
+        inboxes.tell("s", waits(1));
+        inboxes.tell("s", waits(2));
+        let shown = About {
+            kept: vec![JobId(1)],
+            waiting: vec![JobId(1)],
+            ..About::default()
+        };
+        assert_eq!(inboxes.take("s", &shown).unwrap().events, vec![waits(2)]);
+        assert_eq!(inboxes.take("s", &About::default()), None);
+        inboxes.tell("s", waits(1));
+        assert_eq!(inboxes.take("s", &About::default()), None);
+        inboxes.input_sent("s", JobId(1));
+        inboxes.tell("s", waits(1));
+        assert_eq!(
+            inboxes.take("s", &About::default()).unwrap().events,
+            vec![waits(1)]
+        );
     }
 
     #[test]

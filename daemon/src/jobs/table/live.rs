@@ -91,8 +91,11 @@ impl JobsActor {
                 {
                     return Err(ending(id));
                 }
-                let crate::jobs::table::handle::Waiting::Pending { summary, result } =
-                    self.await_end(n)
+                let crate::jobs::table::handle::Waiting::Pending {
+                    summary,
+                    started,
+                    result,
+                } = self.await_end(n)
                 else {
                     return Err(ending(id));
                 };
@@ -103,6 +106,7 @@ impl JobsActor {
                     .unwrap_or_default();
                 Ok(Watching::Running {
                     summary: Box::new(summary),
+                    started,
                     subscribed,
                     result,
                     cursor,
@@ -122,7 +126,13 @@ impl JobsActor {
         let entry = &self.jobs[&n];
         let invalid = |message: String| ErrorReply::new(ErrorKind::InvalidRequest, message);
         match (&entry.status, &entry.stdin) {
-            (Status::Running { .. }, Some(stdin)) => Ok((entry.id, stdin.clone())),
+            (Status::Running { .. }, Some(stdin)) => {
+                let (id, stdin) = (entry.id, stdin.clone());
+                // A wait for input after this one is news again.
+                let session = entry.session.clone();
+                self.inboxes.input_sent(&session, id);
+                Ok((id, stdin))
+            }
             (Status::Ended(_), _) => Err(invalid(format!(
                 "{} has ended; there is nothing to send to",
                 entry.id

@@ -98,13 +98,14 @@ impl JobsActor {
             description: None,
         });
         let started_at = UNIX_EPOCH + Duration::from_millis(info.started_ms);
-        let last_write = [&lost.stdout, &lost.stderr]
-            .into_iter()
-            .flatten()
-            .map(|(_, at)| *at)
-            .max();
-        let duration_ms = last_write
-            .and_then(|at| at.duration_since(started_at).ok())
+        // Its age when this daemon found it: when it ended is not known (it ran at
+        // least until its last write, and at most until now), and its last write
+        // would make a job that went quiet look as young as its last line (issue 45).
+        // Without its record its start is not known either.
+        let duration_ms = SystemTime::now()
+            .duration_since(started_at)
+            .ok()
+            .filter(|_| info.started_ms > 0)
             .map_or(0, |d| d.as_millis() as u64);
         let mut in_memory = Vec::new();
         let mut stream = |kept: Option<(OutputSource, SystemTime)>, name: StreamName| {

@@ -39,6 +39,14 @@ use crate::journal::Journal;
 use crate::output;
 
 /// Identifies this daemon instance in job cookies (`BASHD_JOB=<instance>/<job>`).
+/// A running job's age in ms: the time since its start. Every age a result, a wait
+/// or a listing gives a job that runs is this one figure, from the job's `started`
+/// (an ended job's is its duration, in its result), so that `wait`, `check`, `jobs`
+/// and `top` agree (issue 45).
+pub(in crate::jobs) fn age_ms(started: Instant) -> u64 {
+    started.elapsed().as_millis() as u64
+}
+
 pub fn new_instance_id() -> String {
     let nanos = SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

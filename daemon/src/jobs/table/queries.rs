@@ -172,7 +172,7 @@ impl JobsActor {
                 state: JobState::Running,
                 exit_code: None,
                 signal: None,
-                duration_ms: job.started.elapsed().as_millis() as u64,
+                duration_ms: super::age_ms(job.started),
                 backgrounded: job.background,
                 description: job.description.clone(),
                 workdir: job.workdir.clone(),
@@ -200,6 +200,7 @@ impl JobsActor {
         }
         Waiting::Pending {
             summary: self.summary(&self.jobs[&n]),
+            started: self.jobs[&n].started,
             result: rx,
         }
     }
@@ -217,7 +218,7 @@ impl JobsActor {
                 JobState::Running,
                 None,
                 None,
-                job.started.elapsed().as_millis() as u64,
+                super::age_ms(job.started),
                 None,
             ),
         };

@@ -468,7 +468,7 @@ impl<P: JobProcesses> Supervisor<P> {
             state,
             exit_code: status.and_then(|s| s.code()),
             signal: status.and_then(|s| s.signal()),
-            duration_ms: self.meta.started.elapsed().as_millis() as u64,
+            duration_ms: crate::jobs::table::age_ms(self.meta.started),
             backgrounded: matches!(self.request, Request::Answered),
             description: self.meta.description.clone(),
             workdir: self.meta.workdir.clone(),
