@@ -28,6 +28,8 @@ mod handshake;
 mod inbox;
 #[path = "parts/jobs.rs"]
 mod jobs;
+#[path = "parts/listeners.rs"]
+mod listeners;
 #[path = "parts/live.rs"]
 mod live;
 #[path = "parts/mcp.rs"]
@@ -104,6 +106,10 @@ fn main() {
         if let Some(dir) = cgroup {
             remove_cgroup(&dir);
         }
+    }
+    // Only on request: it holds thousands of TCP connections open.
+    if only.as_deref() == Some("listeners") {
+        listeners::listeners(&tokio);
     }
     if wanted("live") {
         live(&tokio);

@@ -176,6 +176,104 @@ fn wait_returns_on_a_port_a_line_quiet_or_the_jobs_own_end() {
 }
 
 /// `read -p` answered through `send`, on the resident path and on the scan path.
+/// The ports `bashc jobs --json` lists for `job`, as (protocol, port).
+fn listed_ports(daemon: &Daemon, job: &str) -> Vec<(String, u64)> {
+    let listed = json(&bashc(daemon, &["jobs", "--json"]));
+    let entry = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["job"] == job)
+        .unwrap_or_else(|| panic!("{job} is not listed: {listed}"))
+        .clone();
+    entry["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["protocol"].as_str().unwrap().to_owned(),
+                p["port"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_job_with_the_network_off_is_listed_with_the_port_it_listens_on() {
+    // Its listener is in a network namespace of its own, where bashd's sock_diag
+    // socket does not see: the listing must still find it.
+    let daemon = Daemon::start();
+    let port = free_port();
+    let job = background(
+        &daemon,
+        &["--net", "off"],
+        &format!("python3 -u -m http.server {port} --bind 127.0.0.1"),
+    );
+    let out = bashc(
+        &daemon,
+        &["wait", &job, "--port", &port.to_string(), "--timeout", "10"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert!(
+        stdout(&out).contains(&format!("listens on TCP port {port}")),
+        "{}",
+        show(&out)
+    );
+    assert_eq!(
+        listed_ports(&daemon, &job),
+        [("tcp".to_owned(), u64::from(port))]
+    );
+    let listed = json(&bashc(&daemon, &["jobs", "--json"]));
+    let pid = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["job"] == job.as_str())
+        .and_then(|j| j["ports"][0]["pid"].as_u64())
+        .unwrap();
+    let namespace = |pid: &str| std::fs::read_link(format!("/proc/{pid}/ns/net")).unwrap();
+    assert_ne!(
+        namespace(&pid.to_string()),
+        namespace("self"),
+        "the job was meant to run in a network namespace of its own"
+    );
+    let _ = bashc(&daemon, &["kill", &job]);
+}
+
+#[test]
+fn a_jobs_connections_and_unix_sockets_are_no_ports_and_its_udp_socket_is_one() {
+    let daemon = Daemon::start();
+    let peer = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let udp = free_port();
+    let script = daemon.scratch().join("sockets.py");
+    std::fs::write(
+        &script,
+        format!(
+            "import socket, time\n\
+             u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind(('127.0.0.1', {udp}))\n\
+             c = socket.create_connection(('127.0.0.1', {}))\n\
+             x = socket.socket(socket.AF_UNIX); x.bind('\\0bashd-listeners-{udp}'); x.listen()\n\
+             print('ready', flush=True)\n\
+             time.sleep(600)\n",
+            peer.local_addr().unwrap().port()
+        ),
+    )
+    .unwrap();
+    let job = background(&daemon, &[], &format!("python3 -u {}", script.display()));
+    let out = bashc(
+        &daemon,
+        &["wait", &job, "--until", "ready", "--timeout", "10"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    // The connection's own port is not listened on; the unix listener has none.
+    assert_eq!(
+        listed_ports(&daemon, &job),
+        [("udp".to_owned(), u64::from(udp))]
+    );
+    let _ = bashc(&daemon, &["kill", &job]);
+}
+
 #[test]
 fn send_answers_a_prompt_through_the_jobs_stdin_pipe() {
     for config in ["", "[containment]\nmechanism = \"scan\"\n"] {

@@ -12,6 +12,8 @@ use std::fs;
 
 use bashd_protocol::{ListenPort, ProcStat};
 
+mod diag;
+
 /// The root process of a job and everything below it, the root first.
 pub fn descendants(root: u32) -> Vec<u32> {
     let mut found = vec![root];
@@ -41,34 +43,47 @@ pub fn descendants(root: u32) -> Vec<u32> {
     found
 }
 
-/// A socket some process may hold: what `/proc/net/{tcp,tcp6,udp,udp6}` says of it.
-#[derive(Debug, Clone)]
+/// A socket some process may hold: a listening TCP socket or a bound UDP one.
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct Socket {
     protocol: &'static str,
     port: u16,
     address: String,
 }
 
-/// Listening TCP sockets and bound UDP sockets of one network namespace, by inode.
+/// Listening TCP sockets (or bound UDP sockets) of one network namespace, by inode.
 type SocketTable = HashMap<u64, Socket>;
 
-/// The ports each group of processes listens on: one `/proc/net` read per network
-/// namespace, then the socket descriptors of each process.
+/// The two kinds of socket a port can belong to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Kind {
+    Tcp,
+    Udp,
+}
+
+/// The ports each group of processes listens on. Cheap for what most jobs hold: a
+/// process's sockets are told apart by their protocol name (one `getxattr` each), so
+/// one holding only unix sockets (every resident holds one to bashd) costs no table
+/// read at all. For the TCP and UDP sockets, one table per network namespace and
+/// kind, read once per call: see [`socket_table`].
 pub fn listening(groups: &[Vec<u32>]) -> Vec<Vec<ListenPort>> {
-    let mut tables: HashMap<String, SocketTable> = HashMap::new();
+    let own = namespace_of("self");
+    let mut tables: HashMap<(Option<(u64, u64)>, Kind), SocketTable> = HashMap::new();
     groups
         .iter()
         .map(|pids| {
             let mut ports = Vec::new();
             for &pid in pids {
-                let inodes = socket_inodes(pid);
-                if inodes.is_empty() {
+                let sockets = inet_sockets(pid);
+                if sockets.is_empty() {
                     continue;
                 }
-                let namespace = fs::read_link(format!("/proc/{pid}/ns/net"))
-                    .map_or_else(|_| String::new(), |p| p.to_string_lossy().into_owned());
-                let table = tables.entry(namespace).or_insert_with(|| socket_table(pid));
-                for inode in inodes {
+                let namespace = namespace_of(&pid.to_string());
+                let shared = namespace.is_some() && namespace == own;
+                for (inode, kind) in sockets {
+                    let table = tables
+                        .entry((namespace, kind))
+                        .or_insert_with(|| socket_table(pid, kind, shared));
                     if let Some(socket) = table.get(&inode) {
                         ports.push(ListenPort {
                             protocol: socket.protocol.to_owned(),
@@ -88,33 +103,69 @@ pub fn listening(groups: &[Vec<u32>]) -> Vec<Vec<ListenPort>> {
         .collect()
 }
 
-/// The inodes of the sockets a process holds open.
-fn socket_inodes(pid: u32) -> Vec<u64> {
+/// The network namespace of `/proc/<pid>` (`self` for bashd's own), as device and inode.
+fn namespace_of(pid: &str) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = fs::metadata(format!("/proc/{pid}/ns/net")).ok()?;
+    Some((meta.dev(), meta.ino()))
+}
+
+/// The TCP and UDP sockets a process holds open, by inode. The kernel names each
+/// socket's protocol in the `system.sockprotoname` attribute of its descriptor
+/// (`TCP`, `TCPv6`, `UDP`, `UDPv6`, `UNIX-STREAM`, ...), read without walking any table.
+fn inet_sockets(pid: u32) -> Vec<(u64, Kind)> {
     let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fd")) else {
         return Vec::new();
     };
     fds.flatten()
         .filter_map(|fd| {
-            let target = fs::read_link(fd.path()).ok()?;
-            let target = target.to_str()?;
-            target
+            let path = fd.path();
+            let target = fs::read_link(&path).ok()?;
+            let inode = target
+                .to_str()?
                 .strip_prefix("socket:[")?
                 .strip_suffix(']')?
                 .parse()
-                .ok()
+                .ok()?;
+            let mut name = [0u8; 32];
+            let len = rustix::fs::getxattr(&path, "system.sockprotoname", &mut name).ok()?;
+            let kind = match name[..len].strip_suffix(b"\0").unwrap_or(&name[..len]) {
+                b"TCP" | b"TCPv6" => Kind::Tcp,
+                b"UDP" | b"UDPv6" => Kind::Udp,
+                _ => return None,
+            };
+            Some((inode, kind))
         })
         .collect()
 }
 
-/// The sockets open for others in the network namespace of `pid`.
-fn socket_table(pid: u32) -> SocketTable {
+/// The listening sockets of one kind in the network namespace of `pid`.
+///
+/// In bashd's own namespace (`shared`) they come from sock_diag with a state filter:
+/// for TCP the kernel then walks only its listening hash, never the established one,
+/// which holds every connection of the machine (reading `/proc/net/tcp` walks all of
+/// it). A diag socket sees only the namespace it was opened in, and bashd cannot enter
+/// a job's own namespace (`--net off`, confined jobs): `setns` needs `CAP_SYS_ADMIN`
+/// in bashd's own user namespace too. So for those, and wherever sock_diag is not
+/// there, `/proc/PID/net/*` of the job: it prints only that namespace's few sockets,
+/// though the kernel still steps over the machine's connections to find them. It is
+/// read only for jobs that hold a TCP or UDP socket, which `--net off` ones rarely do.
+fn socket_table(pid: u32, kind: Kind, shared: bool) -> SocketTable {
+    if shared && let Ok(table) = diag::listening(kind) {
+        return table;
+    }
+    proc_net_table(pid, kind)
+}
+
+/// The sockets of one kind open for others, as `/proc/<pid>/net/*` lists them.
+fn proc_net_table(pid: u32, kind: Kind) -> SocketTable {
+    let files: [(&str, &str); 2] = match kind {
+        Kind::Tcp => [("tcp", "0A"), ("tcp6", "0A")],
+        Kind::Udp => [("udp", "07"), ("udp6", "07")],
+    };
+    let protocol = protocol_name(kind);
     let mut table = SocketTable::new();
-    for (file, protocol, wanted) in [
-        ("tcp", "tcp", "0A"),
-        ("tcp6", "tcp", "0A"),
-        ("udp", "udp", "07"),
-        ("udp6", "udp", "07"),
-    ] {
+    for (file, wanted) in files {
         let Ok(text) = fs::read_to_string(format!("/proc/{pid}/net/{file}")) else {
             continue;
         };
@@ -145,6 +196,13 @@ fn socket_table(pid: u32) -> SocketTable {
         }
     }
     table
+}
+
+fn protocol_name(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Tcp => "tcp",
+        Kind::Udp => "udp",
+    }
 }
 
 /// An address as `/proc/net` spells it (hex, in the kernel's byte order per 32-bit
@@ -250,6 +308,29 @@ mod tests {
         assert_eq!(hex_address("00000000"), "0.0.0.0");
         assert_eq!(hex_address("00000000000000000000000000000000"), "::");
         assert_eq!(hex_address("00000000000000000000000001000000"), "::1");
+    }
+
+    #[test]
+    fn unix_sockets_are_told_apart_from_tcp_and_udp_ones() {
+        let inode = |fd: &dyn std::os::fd::AsFd| {
+            let fd = fd.as_fd();
+            rustix::fs::fstat(fd).unwrap().st_ino
+        };
+        let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let (unix, _other) = std::os::unix::net::UnixStream::pair().unwrap();
+        let found = inet_sockets(std::process::id());
+        assert!(found.contains(&(inode(&tcp), Kind::Tcp)), "{found:?}");
+        assert!(found.contains(&(inode(&udp), Kind::Udp)), "{found:?}");
+        assert!(!found.iter().any(|(i, _)| *i == inode(&unix)), "{found:?}");
+        let udp_port = udp.local_addr().unwrap().port();
+        let ports = listening(&[vec![std::process::id()]]);
+        assert!(
+            ports[0]
+                .iter()
+                .any(|p| p.protocol == "udp" && p.port == udp_port),
+            "{ports:?}"
+        );
     }
 
     #[test]
