@@ -97,6 +97,17 @@ impl Drop for Tmux {
     }
 }
 
+/// The shell command that runs this build's `bashc top` on `daemon`, looking every
+/// `interval` seconds.
+fn top_command(daemon: &Daemon, interval: &str) -> String {
+    format!(
+        "env BASHD_RUNTIME_DIR={} XDG_CONFIG_HOME={} BASHD_NO_AUTOSTART=1 {} top --interval {interval}",
+        daemon.runtime_dir().display(),
+        daemon.config_home().display(),
+        bin_path("bashc").display()
+    )
+}
+
 fn tmux_missing() -> bool {
     Command::new("tmux").arg("-V").output().is_err()
 }
@@ -118,12 +129,7 @@ fn issue_32_top_shows_follows_types_into_and_kills_jobs_in_a_terminal() {
         &["--stdin", "pipe"],
         "printf 'Your name? '; read name; echo \"hello $name\"; sleep 60",
     );
-    let command = format!(
-        "env BASHD_RUNTIME_DIR={} XDG_CONFIG_HOME={} BASHD_NO_AUTOSTART=1 {} top --interval 0.3",
-        daemon.runtime_dir().display(),
-        daemon.config_home().display(),
-        bin_path("bashc").display()
-    );
+    let command = top_command(&daemon, "0.3");
     let tmux = Tmux::start(&command);
     let table = tmux.wait_for("both sessions' jobs", |s| {
         s.contains("agent-one") && s.contains("agent-two") && s.contains("asks: Your name?")
@@ -182,12 +188,7 @@ fn issue_32_top_redraws_from_the_watch_without_polling() {
     }
     let daemon = Daemon::start();
     let first = daemon.background_in("agent-early", &[], "sleep 60");
-    let command = format!(
-        "env BASHD_RUNTIME_DIR={} XDG_CONFIG_HOME={} BASHD_NO_AUTOSTART=1 {} top --interval 3600",
-        daemon.runtime_dir().display(),
-        daemon.config_home().display(),
-        bin_path("bashc").display()
-    );
+    let command = top_command(&daemon, "3600");
     let tmux = Tmux::start(&command);
     tmux.wait_for("the first job", |s| s.contains(&first));
     let late = daemon.background_in(
@@ -254,12 +255,7 @@ fn issue_45_the_selection_follows_the_job_not_the_row() {
     // first, on row 0.
     std::thread::sleep(Duration::from_millis(1100));
     let victim = daemon.background_in("agent-victim", &[], "sleep 18042");
-    let command = format!(
-        "env BASHD_RUNTIME_DIR={} XDG_CONFIG_HOME={} BASHD_NO_AUTOSTART=1 {} top --interval 0.3",
-        daemon.runtime_dir().display(),
-        daemon.config_home().display(),
-        bin_path("bashc").display()
-    );
+    let command = top_command(&daemon, "0.3");
     let tmux = Tmux::start(&command);
     tmux.wait_for("both jobs", |s| s.contains(&server) && s.contains(&victim));
     tmux.keys(&["k"]);
@@ -303,12 +299,7 @@ fn issue_45_the_follow_pane_shows_stderr_too() {
         &[],
         "echo listening-on-out; echo 'GET /err-log 200' >&2; sleep 18051",
     );
-    let command = format!(
-        "env BASHD_RUNTIME_DIR={} XDG_CONFIG_HOME={} BASHD_NO_AUTOSTART=1 {} top --interval 0.3",
-        daemon.runtime_dir().display(),
-        daemon.config_home().display(),
-        bin_path("bashc").display()
-    );
+    let command = top_command(&daemon, "0.3");
     let tmux = Tmux::start(&command);
     tmux.wait_for("the job", |s| s.contains(&server));
     tmux.keys(&["f"]);
@@ -335,12 +326,7 @@ fn issue_45_at_80_columns_command_and_last_line_keep_room() {
         &[],
         "echo narrow-last-line; sleep 18061 # commandtail",
     );
-    let command = format!(
-        "env BASHD_RUNTIME_DIR={} XDG_CONFIG_HOME={} BASHD_NO_AUTOSTART=1 {} top --interval 0.3",
-        daemon.runtime_dir().display(),
-        daemon.config_home().display(),
-        bin_path("bashc").display()
-    );
+    let command = top_command(&daemon, "0.3");
     for width in [80, 200] {
         let tmux = Tmux::start_sized(&command, width);
         // Its command and its last line both hold the words: twice on its row.
