@@ -146,6 +146,11 @@ pub enum NetArg {
     On,
     #[value(help = "Only the job's own loopback: no other host, no listener of this host")]
     Off,
+    #[value(
+        help = "The session's own loopback, and the hosts of [sandbox] allow_hosts through bashd's proxy"
+    )]
+    #[serde(rename = "allow-list")]
+    AllowList,
 }
 
 impl From<SandboxArg> for SandboxProfile {
@@ -163,6 +168,7 @@ impl From<NetArg> for Network {
         match net {
             NetArg::On => Network::On,
             NetArg::Off => Network::Off,
+            NetArg::AllowList => Network::AllowList,
         }
     }
 }

@@ -162,6 +162,10 @@ fn sandbox_note(sandbox: SandboxInForce) -> String {
             "  [sandbox {}, network off: its ports answer only inside it]",
             sandbox.profile
         ),
+        Network::AllowList => format!(
+            "  [sandbox {}, network allow-list: its ports answer only inside its session]",
+            sandbox.profile
+        ),
         Network::On => format!("  [sandbox {}]", sandbox.profile),
     }
 }

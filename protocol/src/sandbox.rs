@@ -27,6 +27,10 @@ pub enum Network {
     On,
     /// Only the job's own loopback: no other host, nor the host's own listeners.
     Off,
+    /// The session's own loopback, and the hosts of `[sandbox] allow_hosts` through
+    /// the proxy bashd owns (issue 43).
+    #[serde(rename = "allow-list")]
+    AllowList,
 }
 
 /// The sandbox a job ran in, when it was not `off` with the network on.
@@ -124,7 +128,24 @@ impl Network {
         match self {
             Network::On => "on",
             Network::Off => "off",
+            Network::AllowList => "allow-list",
         }
+    }
+
+    /// How much the setting lets through: `on` most, `off` least. A floor holds on
+    /// it as on the profile.
+    pub fn looseness(self) -> u8 {
+        match self {
+            Network::On => 2,
+            Network::AllowList => 1,
+            Network::Off => 0,
+        }
+    }
+
+    /// Whether the job gets a network namespace of its session's rather than the
+    /// host's network.
+    pub fn confined(self) -> bool {
+        self != Network::On
     }
 }
 
@@ -141,7 +162,10 @@ impl FromStr for Network {
         match text {
             "on" => Ok(Network::On),
             "off" => Ok(Network::Off),
-            _ => Err(format!("{text:?} is not a network setting: use on or off")),
+            "allow-list" => Ok(Network::AllowList),
+            _ => Err(format!(
+                "{text:?} is not a network setting: use on, allow-list or off"
+            )),
         }
     }
 }
@@ -155,7 +179,7 @@ mod tests {
         for profile in SandboxProfile::ALL {
             assert_eq!(profile.as_str().parse(), Ok(profile));
         }
-        for network in [Network::On, Network::Off] {
+        for network in [Network::On, Network::AllowList, Network::Off] {
             assert_eq!(network.as_str().parse(), Ok(network));
         }
         assert!("none".parse::<SandboxProfile>().is_err());

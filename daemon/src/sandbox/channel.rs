@@ -80,8 +80,8 @@ impl Origin {
 
 /// Whether `inner` allows no more than `outer`.
 pub fn at_most(inner: SandboxInForce, outer: SandboxInForce) -> bool {
-    let looser_network = inner.network == Network::On && outer.network == Network::Off;
-    inner.profile.looseness() <= outer.profile.looseness() && !looser_network
+    inner.profile.looseness() <= outer.profile.looseness()
+        && inner.network.looseness() <= outer.network.looseness()
 }
 
 /// A sandbox as a refusal says it: `read-only with the network off`, `no sandbox`.

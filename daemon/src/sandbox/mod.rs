@@ -112,15 +112,16 @@ pub fn decide(
             allowed(config.floor)
         )));
     }
-    if network == Network::On
-        && config.network == Network::Off
-        && config.floor != SandboxProfile::Off
-    {
-        return Err(refused(format!(
-            "the network is off for jobs here and may not be turned on: [sandbox] network = \"off\" with floor = \"{}\" in bashd's config; set network = \"on\" there",
-            config.floor
-        ))
-        .with_hint(ErrorHint::NetworkOn));
+    if network.looseness() > config.network.looseness() && config.floor != SandboxProfile::Off {
+        let refusal = refused(format!(
+            "the network is {} for jobs here and may not be loosened to {network}: [sandbox] network = \"{}\" with floor = \"{}\" in bashd's config; set network = \"{network}\" there",
+            config.network, config.network, config.floor
+        ));
+        return Err(if network == Network::On {
+            refusal.with_hint(ErrorHint::NetworkOn)
+        } else {
+            refusal
+        });
     }
     if profile == SandboxProfile::Off && network == Network::On {
         return Ok(None);
@@ -167,7 +168,7 @@ pub fn spec(
         } else {
             Vec::new()
         },
-        network_off: in_force.network == Network::Off,
+        network_off: in_force.network.confined(),
         unix_sockets: files && in_force.network == Network::On && !config.unix_sockets.is_empty(),
         runtime_dir: files.then(|| runtime_dir.to_owned()),
     }
@@ -261,7 +262,7 @@ impl Support {
                 ))
                 .with_hint(ErrorHint::LooserSandbox {
                     sandbox_off: in_force.profile != SandboxProfile::Off,
-                    network_on: in_force.network == Network::Off,
+                    network_on: in_force.network.confined(),
                 }));
             }
         };
@@ -294,14 +295,14 @@ impl Support {
         // A job with the network off gets a mount namespace whatever its profile, to
         // keep the kernel's settings read-only (`confine::apply`).
         if in_force.profile == SandboxProfile::Off
-            && in_force.network == Network::Off
+            && in_force.network.confined()
             && let Err(why) = &probe.mount
         {
             return Err(refused(format!(
                 "network off needs a mount namespace, which keeps /proc/sys read-only: {why}"
             )));
         }
-        if in_force.network == Network::Off
+        if in_force.network.confined()
             && let Err(why) = &probe.network
         {
             return Err(refused(format!(
@@ -451,7 +452,7 @@ pub fn refusal(result: &ExecResult, deny_read: &[PathBuf]) -> Vec<Notice> {
             .any(|stream| needles.iter().any(|needle| stream.text.contains(needle)))
     };
     let files = in_force.profile != SandboxProfile::Off && shown(FILES);
-    let network = in_force.network == Network::Off && shown(NETWORK);
+    let network = in_force.network.confined() && shown(NETWORK);
     // A refused read of a hidden path is told apart from a refused write: its fix is
     // `deny_read`, which no profile or `writable` path changes. A job that met both
     // is told both.

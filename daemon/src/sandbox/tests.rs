@@ -62,6 +62,44 @@ fn a_client_may_tighten_but_never_loosen_past_the_floor() {
 }
 
 #[test]
+fn the_network_floor_orders_off_below_allow_list_below_on() {
+    use Network::{AllowList, Off as NetOff, On};
+    use SandboxProfile::WorkspaceWrite;
+    let listed = config(WorkspaceWrite, AllowList, WorkspaceWrite);
+    let in_force = |network| {
+        Ok(Some(SandboxInForce {
+            profile: WorkspaceWrite,
+            network,
+        }))
+    };
+    assert_eq!(
+        decide(&listed, &params(None, None), None),
+        in_force(AllowList)
+    );
+    assert_eq!(
+        decide(&listed, &params(None, Some(NetOff)), None),
+        in_force(NetOff)
+    );
+    let error = decide(&listed, &params(None, Some(On)), None).unwrap_err();
+    assert!(
+        error.message.contains("may not be loosened to on"),
+        "{}",
+        error.message
+    );
+    let offline = config(WorkspaceWrite, NetOff, WorkspaceWrite);
+    let error = decide(&offline, &params(None, Some(AllowList)), None).unwrap_err();
+    assert!(
+        error.message.contains("network = \"off\""),
+        "{}",
+        error.message
+    );
+    assert_eq!(
+        error.hint, None,
+        "no hint turns the network on for an allow-list"
+    );
+}
+
+#[test]
 fn a_job_started_from_inside_a_sandbox_gets_no_more_than_it() {
     use Network::{Off as NetOff, On};
     use SandboxProfile::*;

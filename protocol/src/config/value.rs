@@ -215,7 +215,11 @@ impl Choice for SandboxProfile {
 }
 
 impl Choice for Network {
-    const CHOICES: &'static [(&'static str, Self)] = &[("on", Network::On), ("off", Network::Off)];
+    const CHOICES: &'static [(&'static str, Self)] = &[
+        ("on", Network::On),
+        ("allow-list", Network::AllowList),
+        ("off", Network::Off),
+    ];
 }
 
 /// A job's memory limit as people write it (`"2G"`, `1073741824`), in bytes.
