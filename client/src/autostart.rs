@@ -316,17 +316,19 @@ pub(crate) async fn lock_exclusive(path: PathBuf) -> Result<std::fs::File, Strin
     .map_err(|e| e.to_string())?
 }
 
-/// What the daemon said last on its way out (`bashd: why`, its `main`'s last line on
-/// stderr, which goes to the log), among the lines from `from` on, so that a bad
-/// config line is told where the person looks, not only in the log.
+/// What the daemon said last on its way out (`bashd: why`, its `main`'s last words on
+/// stderr, which go to the log, and the lines after it: a config file with several
+/// errors has one line each), among the lines from `from` on, so that a bad config
+/// line is told where the person looks, not only in the log.
 fn last_words(log_path: &Path, from: u64) -> Option<String> {
+    const MOST_LINES: usize = 20;
     let log = std::fs::read(log_path).ok()?;
     let ours = log.get(usize::try_from(from).ok()?..)?;
-    String::from_utf8_lossy(ours)
-        .lines()
-        .rev()
-        .find_map(|line| line.strip_prefix("bashd: "))
-        .map(str::to_owned)
+    let text = String::from_utf8_lossy(ours);
+    let lines: Vec<&str> = text.lines().collect();
+    let start = lines.iter().rposition(|line| line.starts_with("bashd: "))?;
+    let said: Vec<&str> = lines[start..].iter().take(MOST_LINES).copied().collect();
+    Some(said.join("\n").trim_start_matches("bashd: ").to_owned())
 }
 
 /// Waits until the daemon just started answers on `socket`.

@@ -20,6 +20,32 @@ pub enum ConfigError {
         line: usize,
         message: String,
     },
+    /// More than one thing wrong: each on its own line, in the file's order, so one
+    /// edit fixes them all (issue 45).
+    #[error("{}", lines(.0))]
+    Several(Vec<ConfigError>),
+}
+
+fn lines(errors: &[ConfigError]) -> String {
+    let lines: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    lines.join("\n")
+}
+
+impl ConfigError {
+    /// One error as itself, several as [`ConfigError::Several`] in the order of their
+    /// lines.
+    pub(super) fn all(mut errors: Vec<ConfigError>) -> ConfigError {
+        let line = |e: &ConfigError| match e {
+            ConfigError::Invalid { line, .. } => *line,
+            _ => 0,
+        };
+        errors.sort_by_key(line);
+        errors.dedup_by(|a, b| a.to_string() == b.to_string());
+        match errors.len() {
+            1 => errors.remove(0),
+            _ => ConfigError::Several(errors),
+        }
+    }
 }
 
 /// A check across keys that failed: the key the error is placed at (its line; the
@@ -57,6 +83,11 @@ impl Source<'_> {
             line,
             message,
         }
+    }
+
+    /// Every syntax error of the text, read past each with toml's recovery.
+    pub fn syntax_all(&self, errors: &[toml::de::Error]) -> ConfigError {
+        ConfigError::all(errors.iter().map(|e| self.syntax(e)).collect())
     }
 
     pub fn syntax(&self, e: &toml::de::Error) -> ConfigError {

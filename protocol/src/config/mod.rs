@@ -148,10 +148,13 @@ impl ConfigFile {
         check: impl FnOnce(&ConfigFile) -> Result<T, Refusal>,
     ) -> Result<(ConfigFile, T), ConfigError> {
         let source = error::Source { text, path };
-        let document = toml::de::DeTable::parse(text).map_err(|e| source.syntax(&e))?;
+        let (document, syntax) = toml::de::DeTable::parse_recoverable(text);
+        if !syntax.is_empty() {
+            return Err(source.syntax_all(&syntax));
+        }
         let deserializer = toml::Deserializer::from(document.clone());
         let file = ConfigFile::deserialize(deserializer)
-            .map_err(|e| source.typed(document.get_ref(), &e))?;
+            .map_err(|e| every_typed(&source, &document, &e))?;
         let checked = file
             .check()
             .and_then(|()| check(&file))
@@ -183,6 +186,43 @@ impl ConfigFile {
         self.policy.check()?;
         self.sandbox.check()
     }
+}
+
+/// Every key the types refuse, not only the first serde met: each key of each
+/// section is read alone (a file of that one key), so a file with three bad values
+/// is told three lines at once. Only on the error path: a good file is read once.
+fn every_typed(
+    source: &error::Source<'_>,
+    document: &toml::Spanned<toml::de::DeTable<'_>>,
+    first: &toml::de::Error,
+) -> ConfigError {
+    let alone = |section: &toml::Spanned<toml::de::DeString<'_>>,
+                 value: toml::Spanned<toml::de::DeValue<'_>>| {
+        let mut file = toml::de::DeTable::new();
+        file.insert(section.clone(), value);
+        let file = toml::Spanned::new(document.span(), file);
+        ConfigFile::deserialize(toml::Deserializer::from(file))
+            .err()
+            .map(|e| source.typed(document.get_ref(), &e))
+    };
+    let mut errors = Vec::new();
+    for (section, value) in document.get_ref().iter() {
+        match value.get_ref() {
+            toml::de::DeValue::Table(keys) if !keys.is_empty() => {
+                for (key, item) in keys.iter() {
+                    let mut one = toml::de::DeTable::new();
+                    one.insert(key.clone(), item.clone());
+                    let one = toml::Spanned::new(value.span(), toml::de::DeValue::Table(one));
+                    errors.extend(alone(section, one));
+                }
+            }
+            _ => errors.extend(alone(section, value.clone())),
+        }
+    }
+    if errors.is_empty() {
+        errors.push(source.typed(document.get_ref(), first));
+    }
+    ConfigError::all(errors)
 }
 
 #[cfg(test)]

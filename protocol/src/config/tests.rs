@@ -219,3 +219,36 @@ fn an_error_names_its_key_wherever_the_file_writes_it() {
         assert_eq!(error(text), expected, "{text:?}");
     }
 }
+
+#[test]
+fn every_bad_key_of_a_file_is_told_at_once_in_the_order_of_its_lines() {
+    let said = error(
+        "[limits]\nmax_lines = 0\nmax_linez = 3\n\n[sandbox]\nfloor = \"nope\"\n\n[limitz]\n",
+    );
+    let lines: Vec<&str> = said.lines().collect();
+    assert_eq!(lines.len(), 4, "{said}");
+    assert!(
+        lines[0].starts_with("/c.toml:2: limits.max_lines"),
+        "{said}"
+    );
+    assert!(
+        lines[1].starts_with("/c.toml:3: unknown key limits.max_linez"),
+        "{said}"
+    );
+    assert!(lines[2].starts_with("/c.toml:6: sandbox.floor"), "{said}");
+    assert!(
+        lines[3].starts_with("/c.toml:8: unknown section [limitz]"),
+        "{said}"
+    );
+    // One bad key is one line, as before.
+    assert_eq!(error("[limits]\nmax_lines = 0\n").lines().count(), 1);
+}
+
+#[test]
+fn every_syntax_error_of_a_file_is_told_at_once() {
+    let said = error("[limits\nmax_lines = 10\n\n[sandbox]\nfloor = \n");
+    let lines: Vec<&str> = said.lines().collect();
+    assert!(lines.len() >= 2, "{said}");
+    assert!(lines[0].starts_with("/c.toml:1: "), "{said}");
+    assert!(lines.iter().any(|l| l.starts_with("/c.toml:5: ")), "{said}");
+}

@@ -135,11 +135,12 @@ fn issue31_a_rule_name_or_a_sandbox_path_gets_one_answer_from_bashd_and_bashc() 
 }
 
 /// A daemon that bashc starts and that refuses its config says why where the person
-/// looks: the file, the line and the key, not only "see the log" (issue 45).
+/// looks: the file, the line and the key of every error, not only "see the log" or
+/// the first (issue 45).
 #[test]
 fn a_bad_config_at_autostart_is_told_by_bashc_with_its_line() {
     let daemon = Daemon::unstarted();
-    daemon.write_config("[limits]\nmax_lines = 10\nbogus = 1\n");
+    daemon.write_config("[limits]\nmax_lines = 10\nbogus = 1\n[sandbox]\nfloor = \"nope\"\n");
     let out = daemon
         .bashc()
         .env_remove("BASHD_NO_AUTOSTART")
@@ -150,7 +151,8 @@ fn a_bad_config_at_autostart_is_told_by_bashc_with_its_line() {
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(
         said.contains("exited before it answered: ")
-            && said.contains("config.toml:3: unknown key limits.bogus"),
+            && said.contains("config.toml:3: unknown key limits.bogus")
+            && said.contains("config.toml:5: sandbox.floor"),
         "{}",
         show(&out)
     );
