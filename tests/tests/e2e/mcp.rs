@@ -724,7 +724,7 @@ fn the_server_exits_when_its_agent_dies_even_with_stdin_still_open() {
 /// job without --net on", a flag it has no way to give), and the CLI, as the positive
 /// control of the same refusal, `--net on`. Nothing runs either way.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn issue_31_a_refused_network_is_told_in_tool_words_not_flags() {
+async fn a_refused_network_is_told_in_tool_words_not_flags() {
     let daemon = Daemon::start_with_config(
         "[sandbox]\ndefault = \"read-only\"\nnetwork = \"off\"\nfloor = \"read-only\"\n",
     );
@@ -755,7 +755,7 @@ async fn issue_31_a_refused_network_is_told_in_tool_words_not_flags() {
 /// Issue 31: the tools are one list: the unknown-tool error and `bashc mcp --help` name
 /// every tool `tools/list` gives (they named 7 of 8, without bash_screen).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn issue_31_the_unknown_tool_error_and_help_name_every_listed_tool() {
+async fn the_unknown_tool_error_and_help_name_every_listed_tool() {
     let daemon = Daemon::start();
     let client = connect(&daemon).await;
     let tools = client.list_all_tools().await.expect("tools/list failed");
