@@ -284,3 +284,20 @@ fn killing_an_ended_job_says_it_ended_without_its_output_again() {
     let page = daemon.run_bashc(&["output", &job, "--offset", "1999"]);
     assert_eq!(stdout(&page), "1999\n2000\n", "{}", show(&page));
 }
+
+/// A running job's empty stream is empty so far: `bashc output` says it runs on, as
+/// `bash_output` did (issue 46, step 4: one sentence for both).
+#[test]
+fn output_of_a_running_jobs_empty_stream_says_it_is_still_running() {
+    let daemon = Daemon::start();
+    let job = daemon.background_in("test", &[], "sleep 4601");
+    let out = daemon.run_bashc(&["output", &job]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "bashc: {job}'s stdout is empty so far (it is still running), and so is its stderr\n"
+        )
+    );
+    daemon.run_bashc(&["kill", &job]);
+}

@@ -789,3 +789,36 @@ async fn the_unknown_tool_error_and_help_name_every_listed_tool() {
     }
     client.cancel().await.unwrap();
 }
+
+/// A page of an empty stream says why in the CLI's sentence with tool words (issue 46,
+/// step 4: the two copies had drifted): one line is "1 line", the other stream is named
+/// as the call that reads it, and an offset past the end as the argument.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_page_is_worded_as_the_cli_words_it_in_tool_calls() {
+    let daemon = Daemon::start();
+    let client = connect(&daemon).await;
+    call(&client, "bash", json!({"command": "echo oops >&2"})).await;
+    let job = job_of_last(&daemon);
+    let page = text_of(&call(&client, "bash_output", json!({"job": job})).await);
+    assert!(
+        page.contains(&format!(
+            "{job}'s stdout is empty; its stderr has 1 line: bash_output(job=\"{job}\", stream=\"stderr\")"
+        )),
+        "{page}"
+    );
+    let page = text_of(
+        &call(
+            &client,
+            "bash_output",
+            json!({"job": job, "stream": "stderr", "offset": 5}),
+        )
+        .await,
+    );
+    assert!(
+        page.contains(&format!(
+            "{job}'s stderr has 1 line; offset=5 is past its end"
+        )),
+        "{page}"
+    );
+    client.cancel().await.unwrap();
+}

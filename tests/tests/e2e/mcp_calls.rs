@@ -257,7 +257,9 @@ async fn with_on_cancel_background_a_cancelled_call_leaves_its_job_running() {
     let mode = || {
         let listing = daemon.run_bashc(&["jobs", "--all", "--json"]);
         let jobs: Value = serde_json::from_slice(&listing.stdout).unwrap_or_default();
-        jobs.as_array().and_then(|all| all.last()).map(|job| job["mode"].clone())
+        jobs.as_array()
+            .and_then(|all| all.last())
+            .map(|job| job["mode"].clone())
     };
     assert!(
         wait_until(WITHIN, || mode() == Some(json!("background"))),
