@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use bashd_tests::{Daemon, bin_path, wait_until};
 
-use crate::{json, show};
+use crate::{json, show, stdout};
 
 const WITHIN: Duration = Duration::from_secs(20);
 
@@ -349,4 +349,40 @@ fn at_80_columns_command_and_last_line_keep_room() {
         tmux.keys(&["q"]);
     }
     daemon.run_bashc(&["kill", "--any-session", &job]);
+}
+
+/// Issue 45, item 6: LAST LINE is the last line printed on either stream. A dev server's
+/// request log on stderr after its banner on stdout shows the log line; the control, a
+/// job whose stdout printed last, shows its stdout line and not its older stderr one.
+#[test]
+fn last_line_is_the_last_printed_on_either_stream() {
+    let daemon = Daemon::start();
+    let server = daemon.background_in(
+        "agent-one",
+        &[],
+        // The lines are worked out by the shell: the command in its row never holds them.
+        "echo \"banner $((2+3))\"; sleep 0.3; echo \"GET /$((6*7))\" >&2; sleep 60",
+    );
+    let control = daemon.background_in(
+        "agent-one",
+        &[],
+        "echo \"early $((1+1))\" >&2; sleep 0.3; echo \"late $((40+3))\"; sleep 60",
+    );
+    let row = |text: &str, job: &str| {
+        text.lines()
+            .find(|line| line.split_whitespace().any(|word| word == job))
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let mut text = String::new();
+    let shown = wait_until(WITHIN, || {
+        text = stdout(&daemon.run_bashc(&["top", "--once"]));
+        row(&text, &server).contains("GET /42") && row(&text, &control).contains("late 43")
+    });
+    assert!(shown, "{text}");
+    assert!(!row(&text, &server).contains("banner 5"), "{text}");
+    assert!(!row(&text, &control).contains("early 2"), "{text}");
+    for job in [&server, &control] {
+        daemon.run_bashc(&["kill", "--any-session", job]);
+    }
 }
