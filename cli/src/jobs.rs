@@ -3,8 +3,8 @@
 
 use anyhow::bail;
 use bashc::protocol::{
-    ErrorKind, JobInfo, JobRef, JobRequest, JobsRequest, KillRequest, Notice, WaitConditions,
-    WaitRequest,
+    Caller, ErrorKind, JobInfo, JobRef, JobRequest, JobsRequest, KillRequest, Notice,
+    WaitConditions, WaitRequest,
 };
 use bashc::{ClientError, Target};
 use clap::{Args, Subcommand};
@@ -40,6 +40,41 @@ impl JobArg {
     }
 }
 
+// A job and whom the request acts for: what every command that acts on one job takes
+// (`check`, `wait`, `kill`, `output`, `follow`, `send`, `screen`). `resize` takes its
+// job alone: its size follows as a second word, which a `--pid` in place of the job
+// would take for the job. (Not a doc comment, as for `JobArg`.)
+#[derive(Debug, Args)]
+pub struct OneJob {
+    #[command(flatten)]
+    job: JobArg,
+    #[command(flatten)]
+    session: SessionArgs,
+    /// Act on the job even if it belongs to another session than this one.
+    #[arg(long)]
+    pub any_session: bool,
+}
+
+impl OneJob {
+    /// The session and owner the request acts for.
+    pub fn caller(&self) -> Caller {
+        self.session.caller()
+    }
+
+    pub fn job_ref(&self) -> anyhow::Result<JobRef> {
+        self.job.job_ref()
+    }
+
+    /// The request that acts on this job as a whole.
+    pub fn request(&self) -> anyhow::Result<JobRequest> {
+        Ok(JobRequest {
+            caller: self.caller(),
+            job: self.job_ref()?,
+            any_session: self.any_session,
+        })
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct JobsArgs {
     #[command(flatten)]
@@ -55,12 +90,7 @@ pub struct JobsArgs {
 #[derive(Debug, Args)]
 pub struct CheckArgs {
     #[command(flatten)]
-    job: JobArg,
-    #[command(flatten)]
-    session: SessionArgs,
-    /// Act on the job even if it belongs to another session than this one.
-    #[arg(long)]
-    any_session: bool,
+    target: OneJob,
     /// Print the result as JSON.
     #[arg(long)]
     json: bool,
@@ -69,7 +99,7 @@ pub struct CheckArgs {
 #[derive(Debug, Args)]
 pub struct WaitArgs {
     #[command(flatten)]
-    job: JobArg,
+    target: OneJob,
     /// More jobs to wait on, side by side (see --any and --all).
     #[arg(value_name = "JOB")]
     more: Vec<String>,
@@ -79,11 +109,6 @@ pub struct WaitArgs {
     /// With several jobs: return when every one is done.
     #[arg(long)]
     all: bool,
-    #[command(flatten)]
-    session: SessionArgs,
-    /// Act on the job even if it belongs to another session than this one.
-    #[arg(long)]
-    any_session: bool,
     /// Give up waiting after this many seconds (fractions allowed); the job runs on.
     #[arg(long, value_name = "SECS", value_parser = seconds)]
     timeout: Option<f64>,
@@ -107,12 +132,7 @@ pub struct WaitArgs {
 #[derive(Debug, Args)]
 pub struct KillArgs {
     #[command(flatten)]
-    job: JobArg,
-    #[command(flatten)]
-    session: SessionArgs,
-    /// Act on the job even if it belongs to another session than this one.
-    #[arg(long)]
-    any_session: bool,
+    target: OneJob,
     /// The first signal: TERM (default), INT, HUP, QUIT, KILL, USR1, USR2, ALRM or ABRT.
     #[arg(long, value_name = "NAME")]
     signal: Option<String>,
@@ -209,11 +229,7 @@ async fn list_jobs(target: &Target, request: JobsRequest) -> anyhow::Result<Vec<
 }
 
 pub async fn check(args: CheckArgs, target: &Target) -> anyhow::Result<u8> {
-    let request = JobRequest {
-        caller: args.session.caller(),
-        job: args.job.job_ref()?,
-        any_session: args.any_session,
-    };
+    let request = args.target.request()?;
     let result = connect(target).await?.check(request).await?;
     print_result(args.json, &result, false)?;
     Ok(render::exit_status(&result))
@@ -224,8 +240,8 @@ pub async fn wait(args: WaitArgs, target: &Target) -> anyhow::Result<u8> {
         return wait_many(args, target).await;
     }
     let request = WaitRequest {
-        caller: args.session.caller(),
-        job: args.job.job_ref()?,
+        caller: args.target.caller(),
+        job: args.target.job_ref()?,
         timeout_ms: args.timeout.map(millis).transpose()?,
         conditions: WaitConditions {
             until: args.until,
@@ -233,7 +249,7 @@ pub async fn wait(args: WaitArgs, target: &Target) -> anyhow::Result<u8> {
             port: args.port,
             idle_ms: args.idle.map(millis).transpose()?,
         },
-        any_session: args.any_session,
+        any_session: args.target.any_session,
         mcp_call: false,
     };
     let result = connect(target).await?.wait(request).await?;
@@ -251,7 +267,7 @@ pub async fn wait(args: WaitArgs, target: &Target) -> anyhow::Result<u8> {
 
 /// `bashc wait j3 j4 ...`.
 async fn wait_many(args: WaitArgs, target: &Target) -> anyhow::Result<u8> {
-    let mut jobs = vec![args.job.job_ref()?];
+    let mut jobs = vec![args.target.job_ref()?];
     jobs.extend(args.more.iter().cloned().map(JobRef::Id));
     let conditions = WaitConditions {
         until: args.until,
@@ -260,12 +276,12 @@ async fn wait_many(args: WaitArgs, target: &Target) -> anyhow::Result<u8> {
         idle_ms: args.idle.map(millis).transpose()?,
     };
     let request = crate::waited::request(
-        &args.session.caller(),
+        &args.target.caller(),
         jobs,
         &conditions,
         args.all,
         args.timeout.map(millis).transpose()?,
-        args.any_session,
+        args.target.any_session,
         false,
     );
     let waited = connect(target).await?.wait_many(request).await?;
@@ -301,11 +317,11 @@ async fn wait_many(args: WaitArgs, target: &Target) -> anyhow::Result<u8> {
 
 pub async fn kill(args: KillArgs, target: &Target) -> anyhow::Result<u8> {
     let request = KillRequest {
-        caller: args.session.caller(),
-        job: args.job.job_ref()?,
+        caller: args.target.caller(),
+        job: args.target.job_ref()?,
         signal: args.signal,
         grace_ms: args.grace.map(millis).transpose()?,
-        any_session: args.any_session,
+        any_session: args.target.any_session,
     };
     let result = connect(target).await?.kill(request).await?;
     print_result(args.json, &result, true)?;

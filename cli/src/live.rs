@@ -10,20 +10,15 @@ use bashc::protocol::{
 use bashc::{Responses, Target};
 use clap::Args;
 
-use crate::common::{SessionArgs, UsageError, connect, print, write_stdout};
-use crate::jobs::JobArg;
+use crate::common::{UsageError, connect, print, write_stdout};
+use crate::jobs::OneJob;
 use crate::options::StreamsArg;
 use crate::render;
 
 #[derive(Debug, Args)]
 pub struct FollowArgs {
     #[command(flatten)]
-    job: JobArg,
-    #[command(flatten)]
-    session: SessionArgs,
-    /// Follow the job even if it belongs to another session than this one.
-    #[arg(long)]
-    any_session: bool,
+    target: OneJob,
     /// Which streams to show.
     #[arg(long, value_enum, default_value = "both")]
     stream: StreamsArg,
@@ -41,12 +36,7 @@ pub struct FollowArgs {
 #[derive(Debug, Args)]
 pub struct SendArgs {
     #[command(flatten)]
-    job: JobArg,
-    #[command(flatten)]
-    session: SessionArgs,
-    /// Act on the job even if it belongs to another session than this one.
-    #[arg(long)]
-    any_session: bool,
+    target: OneJob,
     /// What to write to the job's stdin; `-` reads it from bashc's own stdin. Leave it
     /// out with --eof to only close the job's stdin.
     #[arg(value_name = "TEXT", allow_hyphen_values = true)]
@@ -84,11 +74,11 @@ pub async fn follow(args: FollowArgs, target: &Target) -> anyhow::Result<u8> {
         (false, lines) => FollowFrom::Last(lines.unwrap_or(10)),
     };
     let request = FollowRequest {
-        caller: args.session.caller(),
-        job: args.job.job_ref()?,
+        caller: args.target.caller(),
+        job: args.target.job_ref()?,
         stream: args.stream.into(),
         from,
-        any_session: args.any_session,
+        any_session: args.target.any_session,
     };
     // Held until the end: the connection lives as long as a `Client` does.
     let client = connect(target).await?;
@@ -120,14 +110,14 @@ pub async fn send(args: SendArgs, target: &Target) -> anyhow::Result<u8> {
         bytes.push(b'\n');
     }
     let request = SendRequest {
-        caller: args.session.caller(),
-        job: args.job.job_ref()?,
+        caller: args.target.caller(),
+        job: args.target.job_ref()?,
         bytes,
         eof: args.eof,
         keys: args.keys,
         literal: args.literal,
         screen_settle_ms: args.screen.then_some(args.settle_ms),
-        any_session: args.any_session,
+        any_session: args.target.any_session,
     };
     let sent = connect(target).await?.send(request).await?;
     if let Some(screen) = &sent.screen {

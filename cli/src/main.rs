@@ -344,12 +344,7 @@ struct PolicyCheckArgs {
 #[derive(Debug, Args)]
 struct OutputArgs {
     #[command(flatten)]
-    job: jobs::JobArg,
-    #[command(flatten)]
-    session: SessionArgs,
-    /// Read the job even if it belongs to another session than this one.
-    #[arg(long)]
-    any_session: bool,
+    target: jobs::OneJob,
     /// Which stream to read.
     #[arg(long, value_enum, default_value = "stdout")]
     stream: StreamArg,
@@ -614,16 +609,16 @@ fn workdir(arg: Option<&std::path::Path>, target: &bashc::Target) -> anyhow::Res
 
 async fn output(args: OutputArgs, target: &bashc::Target) -> anyhow::Result<u8> {
     let client = connect(target).await?;
-    let job = args.job.job_ref()?;
+    let job = args.target.job_ref()?;
     let stream = args.stream.into();
-    let caller = args.session.caller();
+    let caller = args.target.caller();
     let request = |stream, offset, limit, max_bytes| OutputRequest {
         job: job.clone(),
         stream,
         offset,
         limit,
         caller: caller.clone(),
-        any_session: args.any_session,
+        any_session: args.target.any_session,
         max_bytes,
         from_end: false,
     };
@@ -638,7 +633,7 @@ async fn output(args: OutputArgs, target: &bashc::Target) -> anyhow::Result<u8> 
                     context: args.context,
                     offset: args.offset,
                     limit: args.limit,
-                    any_session: args.any_session,
+                    any_session: args.target.any_session,
                 })
                 .await?
         }
@@ -675,7 +670,7 @@ async fn output(args: OutputArgs, target: &bashc::Target) -> anyhow::Result<u8> 
             };
             // Only its totals are wanted; a merged stream has no stderr to ask about.
             let other_page = client.output(request(other, 1, Some(1), None)).await.ok();
-            if let Some(note) = render::empty_page_note(&page, other_page.as_ref()) {
+            if let Some(note) = wording::empty_page(&page, other_page.as_ref(), &wording::Cli) {
                 eprintln!("bashc: {note}");
             }
         }

@@ -101,18 +101,10 @@ fn head_lines(stream: &StreamResult, hidden: u64) -> Option<u64> {
     Some(at as u64)
 }
 
-/// `bashc output j3 --stream stderr --offset 1 --limit 8000`: the unseen lines in the
-/// CLI's words (`--stream stdout` is the default, left out as in every notice).
-pub fn output_command(unseen: &Unseen) -> String {
-    use wording::Spelling;
-    wording::Cli.output_call(unseen.job, unseen.stream, unseen.offset, unseen.limit)
-}
-
 /// A job's result as `bashc exec`, `check`, `wait` and `kill` print it. `whole`: its
 /// streams count from their first line, so a cut one names the command for the rest.
 pub fn exec_text(result: &ExecResult, whole: bool) -> String {
-    let rest = whole.then_some(output_command as fn(&Unseen) -> String);
-    result_text(result, notices_text(&result.notices).as_deref(), rest)
+    result_text(result, &wording::Cli, whole)
 }
 
 /// The notices of a result or page as the CLI says them, a line each in their order;
@@ -126,27 +118,19 @@ pub fn notice_text(notice: &Notice) -> String {
     wording::notice(notice, &wording::Cli)
 }
 
-/// A job's result with its notices worded as `notice`: its streams (the screen in
-/// place of stdout when the program drew on its terminal), the notice, then its exit
-/// code or state. Under a cut stream, `rest` words the call that shows what
-/// is not shown (`None`: a check's result, whose notices say it).
-pub fn result_text(
-    result: &ExecResult,
-    notice: Option<&str>,
-    rest: Option<fn(&Unseen) -> String>,
-) -> String {
-    let mut out = result_body(result, notice, rest);
+/// A job's result in `spelling`: its streams (the screen in place of stdout when the
+/// program drew on its terminal), its notices, then its exit code or state. `whole`:
+/// its streams count from their first line, so under a cut one the call that shows
+/// what is not shown is named (a check's result is not whole: its notices say it).
+pub fn result_text(result: &ExecResult, spelling: &dyn wording::Spelling, whole: bool) -> String {
+    let mut out = result_body(result, spelling, whole);
     let _ = writeln!(out, "{}", status_line(result));
     out.push_str(&record_lines(result));
     out
 }
 
-/// What a result shows before its status line: its streams (or screen) and notice.
-pub fn result_body(
-    result: &ExecResult,
-    notice: Option<&str>,
-    rest: Option<fn(&Unseen) -> String>,
-) -> String {
+/// What a result shows before its status line: its streams (or screen) and notices.
+pub fn result_body(result: &ExecResult, spelling: &dyn wording::Spelling, whole: bool) -> String {
     let mut out = String::new();
     let streams = [
         (StreamName::Stdout, Some(&result.stdout)),
@@ -161,13 +145,13 @@ pub fn result_body(
             continue;
         }
         if let Some(stream) = stream.filter(|s| !s.text.is_empty()) {
-            let unseen = rest
-                .zip(Unseen::of(result.job, name, stream))
-                .map(|(word, unseen)| word(&unseen));
+            let unseen = Unseen::of(result.job, name, stream)
+                .filter(|_| whole)
+                .map(|u| spelling.output_call(u.job, u.stream, u.offset, u.limit));
             section(&mut out, stream_name(name), stream, unseen.as_deref());
         }
     }
-    if let Some(notice) = notice {
+    if let Some(notice) = wording::notices(&result.notices, spelling) {
         let _ = writeln!(out, "{notice}\n");
     }
     out
@@ -358,45 +342,6 @@ pub fn human_size(bytes: u64) -> String {
     } else {
         format!("{bytes} bytes")
     }
-}
-
-/// What `bashc output` says on stderr of a page that holds no line: where the output
-/// is when the stream is empty (`other` is the other stream's page, when there is
-/// one), or that the offset is past the end.
-pub fn empty_page_note(page: &OutputPage, other: Option<&OutputPage>) -> Option<String> {
-    if page.lines > 0 {
-        return None;
-    }
-    let (job, name) = (page.job, stream_name(page.stream));
-    if page.total_lines > 0 {
-        return (page.offset > page.total_lines).then(|| {
-            format!(
-                "{job}'s {name} has {} line{}; --offset {} is past its end",
-                page.total_lines,
-                plural(page.total_lines),
-                page.offset
-            )
-        });
-    }
-    Some(match other {
-        Some(other) if other.total_lines > 0 => {
-            let flag = match other.stream {
-                StreamName::Stdout => "",
-                StreamName::Stderr => " --stream stderr",
-            };
-            format!(
-                "{job}'s {name} is empty; its {} has {} line{}: bashc output {job}{flag}",
-                stream_name(other.stream),
-                other.total_lines,
-                plural(other.total_lines)
-            )
-        }
-        Some(other) => format!(
-            "{job}'s {name} is empty, and so is its {}",
-            stream_name(other.stream)
-        ),
-        None => format!("{job}'s {name} is empty"),
-    })
 }
 
 pub fn plural(n: u64) -> &'static str {
@@ -669,7 +614,9 @@ mod tests {
             ..StreamResult::empty()
         };
         let unseen = |stream: &StreamResult| {
-            Unseen::of(job(), StreamName::Stderr, stream).map(|u| output_command(&u))
+            Unseen::of(job(), StreamName::Stderr, stream).map(|u| {
+                wording::Spelling::output_call(&wording::Cli, u.job, u.stream, u.offset, u.limit)
+            })
         };
         let cases = [
             (

@@ -2,21 +2,16 @@
 //! and the MCP tools.
 
 use bashc::Target;
-use bashc::protocol::{JobRequest, PtySize, ResizeRequest, ScreenInfo};
+use bashc::protocol::{PtySize, ResizeRequest, ScreenInfo};
 use clap::Args;
 
 use crate::common::{SessionArgs, connect, write_stdout};
-use crate::jobs::JobArg;
+use crate::jobs::OneJob;
 
 #[derive(Debug, Args)]
 pub struct ScreenArgs {
     #[command(flatten)]
-    job: JobArg,
-    #[command(flatten)]
-    session: SessionArgs,
-    /// Show the screen of the job even if it belongs to another session than this one.
-    #[arg(long)]
-    any_session: bool,
+    target: OneJob,
     /// Print the screen as JSON: job, cols, rows, cursor, lines, alternate, title,
     /// waiting_for_input, state.
     #[arg(long)]
@@ -41,11 +36,7 @@ pub struct ResizeArgs {
 }
 
 pub async fn screen(args: ScreenArgs, target: &Target) -> anyhow::Result<u8> {
-    let request = JobRequest {
-        caller: args.session.caller(),
-        job: args.job.job_ref()?,
-        any_session: args.any_session,
-    };
+    let request = args.target.request()?;
     let screen = connect(target).await?.screen(request).await?;
     print_screen(&screen, args.json)?;
     Ok(0)

@@ -52,6 +52,7 @@ pub struct TopJob {
     pub rss_bytes: Option<u64>,
     /// What it asks, when it waits for input: the line it left unended.
     pub prompt: Option<String>,
-    /// The last line it printed (sanitized, as `output` has it), cut to 200 bytes.
+    /// The last line it printed on either stream (sanitized, as `output` has it), cut
+    /// to 200 bytes: the last line of the stream that printed last.
     pub last_line: Option<String>,
 }

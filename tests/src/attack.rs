@@ -7,7 +7,10 @@ use std::io::Write;
 use std::net::Shutdown;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use bashd_protocol::codec::ClientCodec;
 use bashd_protocol::{
@@ -20,6 +23,9 @@ use tokio_util::codec::Encoder;
 pub struct Attack {
     streams: Vec<UnixStream>,
     writers: Vec<JoinHandle<()>>,
+    /// Bytes the writers have written so far, all of them: it stops growing once each
+    /// is blocked on a socket the daemon no longer reads, or done.
+    written: Arc<AtomicU64>,
 }
 
 /// One frame on the wire.
@@ -41,10 +47,7 @@ impl Attack {
     /// `connections` connections that each say `Hello`, announce a frame of
     /// `frame_bytes` and send all of it but its last byte.
     pub fn partial_frames(socket: &Path, connections: usize, frame_bytes: u32) -> Attack {
-        let mut attack = Attack {
-            streams: Vec::new(),
-            writers: Vec::new(),
-        };
+        let mut attack = Attack::default();
         for _ in 0..connections {
             let mut start = hello();
             start.extend_from_slice(&frame_bytes.to_be_bytes());
@@ -56,10 +59,7 @@ impl Attack {
     /// One connection that asks `requests` times for a page of `lines` lines of
     /// `job`'s stdout, all at once, and reads none of the answers.
     pub fn unread_pages(socket: &Path, job: &str, requests: u64, lines: u64) -> Attack {
-        let mut attack = Attack {
-            streams: Vec::new(),
-            writers: Vec::new(),
-        };
+        let mut attack = Attack::default();
         let mut bytes = hello();
         for id in 0..requests {
             bytes.extend(encode(ClientFrame::Request(
@@ -90,20 +90,47 @@ impl Attack {
         let stream = UnixStream::connect(socket).expect("cannot connect to bashd");
         let mut writer = stream.try_clone().expect("cannot clone a socket");
         self.streams.push(stream);
+        let written = Arc::clone(&self.written);
         self.writers.push(std::thread::spawn(move || {
             // Fails once the daemon or the drop closes the socket: that is the end.
             let _ = (|| {
-                writer.write_all(&bytes)?;
+                let mut write = |chunk: &[u8]| {
+                    writer.write_all(chunk)?;
+                    written.fetch_add(chunk.len() as u64, Ordering::Relaxed);
+                    std::io::Result::Ok(())
+                };
+                for chunk in bytes.chunks(64 * 1024) {
+                    write(chunk)?;
+                }
                 let chunk = [0xA5u8; 64 * 1024];
                 let mut left = filler;
                 while left > 0 {
                     let n = left.min(chunk.len());
-                    writer.write_all(&chunk[..n])?;
+                    write(&chunk[..n])?;
                     left -= n;
                 }
                 std::io::Result::Ok(())
             })();
         }));
+    }
+
+    /// Waits until the attack has stalled: it has written something, and no writer has
+    /// written more for half a second, each blocked on a socket the daemon does not
+    /// read or done. Whether it stalled within `within`.
+    pub fn wait_stalled(&self, within: Duration) -> bool {
+        const QUIET: Duration = Duration::from_millis(500);
+        let deadline = Instant::now() + within;
+        let mut last = (self.written.load(Ordering::Relaxed), Instant::now());
+        while Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+            let now = self.written.load(Ordering::Relaxed);
+            if now != last.0 {
+                last = (now, Instant::now());
+            } else if now > 0 && last.1.elapsed() >= QUIET {
+                return true;
+            }
+        }
+        false
     }
 
     /// Closes every connection and waits for the writing threads.
@@ -114,6 +141,16 @@ impl Attack {
         self.streams.clear();
         for writer in self.writers.drain(..) {
             let _ = writer.join();
+        }
+    }
+}
+
+impl Default for Attack {
+    fn default() -> Attack {
+        Attack {
+            streams: Vec::new(),
+            writers: Vec::new(),
+            written: Arc::new(AtomicU64::new(0)),
         }
     }
 }

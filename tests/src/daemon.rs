@@ -35,6 +35,11 @@ pub fn bin_path(name: &str) -> PathBuf {
     path
 }
 
+/// The path of the `bashc` under test, as text for a command line a job runs.
+pub fn bashc_path() -> String {
+    bin_path("bashc").display().to_string()
+}
+
 /// Copies of this workspace's programs (`bashd`, its `bashd-resident`, `bashc`) in a
 /// new directory `dir`, every one of them mode 0755, for a test that runs them as
 /// another user: the build's own may sit where only its owner can enter (a clone in
@@ -256,6 +261,13 @@ impl Daemon {
         command
     }
 
+    /// Runs `bashc exec --json ARGS` (session `test`), which must exit 0; its result.
+    pub fn exec_json(&self, args: &[&str]) -> serde_json::Value {
+        let out = self.run_bashc(&[&["exec", "--json"][..], args].concat());
+        assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+        json(&out)
+    }
+
     /// Runs `bashc ARGS` as a client of `session` to completion.
     pub fn run_bashc_in(&self, session: &str, args: &[&str]) -> Output {
         self.bashc_in(session)
@@ -273,8 +285,13 @@ impl Daemon {
             .to_owned()
     }
 
-    /// The JSON answer of [`Daemon::background_in`]'s exec.
-    fn background_answer(&self, session: &str, extra: &[&str], command: &str) -> serde_json::Value {
+    /// The JSON answer of [`Daemon::background_in`]'s exec: the job's id, pid, state.
+    pub fn background_answer(
+        &self,
+        session: &str,
+        extra: &[&str],
+        command: &str,
+    ) -> serde_json::Value {
         let args = [
             &["exec", "--json", "--mode", "background"][..],
             extra,

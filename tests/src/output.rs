@@ -25,3 +25,17 @@ pub fn json(output: &Output) -> serde_json::Value {
     serde_json::from_slice(&output.stdout)
         .unwrap_or_else(|e| panic!("bashc did not print JSON ({e}):\n{}", show(output)))
 }
+
+/// Both streams of a `--json` result as the job printed them, stdout first.
+pub fn shown(result: &serde_json::Value) -> String {
+    format!(
+        "{}{}",
+        result["stdout"]["text"].as_str().unwrap_or(""),
+        result["stderr"]["text"].as_str().unwrap_or("")
+    )
+}
+
+/// The lines `N\n` for each N of `lines`: what `seq` prints.
+pub fn numbered(lines: std::ops::RangeInclusive<u32>) -> String {
+    lines.map(|n| format!("{n}\n")).collect()
+}

@@ -16,7 +16,7 @@ use rmcp::model::{CallToolResult, ContentBlock};
 
 use super::clients::{self, Budget};
 use super::tools::CallError;
-use crate::render::{self, Unseen};
+use crate::render;
 use crate::wording::{self, JobCall, Mcp, Spelling};
 
 /// A job's result: its text, with the notices in tool words and, under each cut
@@ -67,9 +67,7 @@ fn budget_bytes(budget: Budget, failed: bool) -> u64 {
 /// A job's result as text: its status line, its streams and notices in tool words,
 /// its exit record, and its status line again, last.
 fn exec_text(result: &ExecResult, whole: bool) -> String {
-    let notice = notices(&result.notices);
-    let rest = whole.then_some(output_call as fn(&Unseen) -> String);
-    let body = render::result_body(result, notice.as_deref(), rest);
+    let body = render::result_body(result, &Mcp, whole);
     let status = render::status_line(result);
     let record = render::record_lines(result);
     if body.is_empty() {
@@ -95,7 +93,16 @@ pub fn page_result(
     let mut text = render::page_text(page);
     let mut said = Vec::new();
     if page.lines == 0 {
-        said.push(empty_page(page, other));
+        let never_ran = page
+            .notices
+            .iter()
+            .any(|n| matches!(n, Notice::Denied { .. } | Notice::NotStarted { .. }));
+        if never_ran {
+            // The notices below say why.
+            said.push(format!("{} never ran, so it has no output:", page.job));
+        } else {
+            said.extend(wording::empty_page(page, other, &Mcp));
+        }
     }
     said.extend(page.notices.iter().map(notice));
     said.extend(render::page_next(page, next_page_call));
@@ -172,42 +179,6 @@ fn grep_result(page: &OutputPage, pattern: &str, context: u32) -> CallToolResult
     }
     text.push_str(&format!("[{}]\n", said.join("\n")));
     tool_result(text, false)
-}
-
-/// Why a page holds no line.
-fn empty_page(page: &OutputPage, other: Option<&OutputPage>) -> String {
-    let (job, name) = (page.job, render::stream_name(page.stream));
-    let never_ran = page
-        .notices
-        .iter()
-        .any(|n| matches!(n, Notice::Denied { .. } | Notice::NotStarted { .. }));
-    if never_ran {
-        return format!("{job} never ran, so it has no output:");
-    }
-    if page.total_lines > 0 {
-        return format!(
-            "{job}'s {name} has {} lines; offset={} is past its end",
-            page.total_lines, page.offset
-        );
-    }
-    let still = if page.complete {
-        ""
-    } else {
-        " so far (it is still running)"
-    };
-    match other {
-        Some(other) if other.total_lines > 0 => format!(
-            "{job}'s {name} is empty{still}; its {} has {} lines: {}",
-            render::stream_name(other.stream),
-            other.total_lines,
-            next_page_call(job, other.stream, 1)
-        ),
-        Some(other) => format!(
-            "{job}'s {name} is empty{still}, and so is its {}",
-            render::stream_name(other.stream)
-        ),
-        None => format!("{job}'s {name} is empty{still}"),
-    }
 }
 
 /// `bash_output(job="j4", stream="stderr", offset=86)`.
@@ -288,21 +259,9 @@ pub fn reply(reply: &ErrorReply) -> String {
     wording::error(&reply.message, reply.hint.as_ref(), &Mcp)
 }
 
-/// Notices in tool words, a line each; `None` when there are none.
-fn notices(notices: &[Notice]) -> Option<String> {
-    wording::notices(notices, &Mcp)
-}
-
 /// A notice as an agent on MCP reads it: the calls that act on it are tool calls.
 fn notice(notice: &Notice) -> String {
     wording::notice(notice, &Mcp)
-}
-
-/// `bash_output(job="j4", stream="stderr", offset=1, limit=8000)`: the unseen lines of a
-/// cut stream as the call that shows them (`stream="stdout"` is the default, left out
-/// as in every notice).
-fn output_call(unseen: &Unseen) -> String {
-    Mcp.output_call(unseen.job, unseen.stream, unseen.offset, unseen.limit)
 }
 
 #[cfg(test)]

@@ -14,8 +14,8 @@
 use std::fmt::Write;
 
 use bashc::protocol::{
-    Argument, BackgroundWhy, ErrorHint, JobId, Network, Notice, SandboxDenial, SandboxProfile,
-    StreamName, WaitMet, limits,
+    Argument, BackgroundWhy, ErrorHint, JobId, Network, Notice, OutputPage, SandboxDenial,
+    SandboxProfile, StreamName, WaitMet, limits,
 };
 
 use crate::render::{human_size, plural, stream_name, waited_secs};
@@ -72,6 +72,11 @@ pub trait Spelling {
     /// The call that reads a page of `stream` from line `offset`: `bashc output j3
     /// --offset 86`, `bash_output(job="j3", offset=86)`.
     fn page_call(&self, job: JobId, stream: StreamName, offset: u64) -> String;
+    /// The call that reads `stream` from its first line: `bashc output j3 --stream
+    /// stderr`, `bash_output(job="j3", stream="stderr")`.
+    fn stream_call(&self, job: JobId, stream: StreamName) -> String;
+    /// A page's first line as the caller gives it: `--offset 86`, `offset=86`.
+    fn offset(&self, offset: u64) -> String;
     /// The call that answers a job waiting for input, and how to close its stdin.
     fn send_call(&self, job: JobId) -> String;
     /// An argument as its user writes it: `--max-lines`, `max_lines`.
@@ -95,6 +100,50 @@ pub trait Spelling {
     /// How a session gets its project's directory as a writable root: the client
     /// started there.
     fn start_in_project(&self) -> &'static str;
+}
+
+/// Why a page of output holds no line, the calls it names in `spelling`: the stream is
+/// empty (and whether the other one, `other`'s, has lines and how to read them), or the
+/// offset is past its end. `None` for a page with lines, or one whose offset is within
+/// the stream (a search that found nothing).
+pub fn empty_page(
+    page: &OutputPage,
+    other: Option<&OutputPage>,
+    spelling: &dyn Spelling,
+) -> Option<String> {
+    if page.lines > 0 {
+        return None;
+    }
+    let (job, name) = (page.job, stream_name(page.stream));
+    if page.total_lines > 0 {
+        return (page.offset > page.total_lines).then(|| {
+            format!(
+                "{job}'s {name} has {} line{}; {} is past its end",
+                page.total_lines,
+                plural(page.total_lines),
+                spelling.offset(page.offset)
+            )
+        });
+    }
+    let still = if page.complete {
+        ""
+    } else {
+        " so far (it is still running)"
+    };
+    Some(match other {
+        Some(other) if other.total_lines > 0 => format!(
+            "{job}'s {name} is empty{still}; its {} has {} line{}: {}",
+            stream_name(other.stream),
+            other.total_lines,
+            plural(other.total_lines),
+            spelling.stream_call(job, other.stream)
+        ),
+        Some(other) => format!(
+            "{job}'s {name} is empty{still}, and so is its {}",
+            stream_name(other.stream)
+        ),
+        None => format!("{job}'s {name} is empty{still}"),
+    })
 }
 
 /// The notices of a result or page in `spelling`, a line each in their order; `None`

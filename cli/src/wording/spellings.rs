@@ -46,6 +46,17 @@ impl Spelling for Cli {
         format!("bashc output {job}{flag} --offset {offset}")
     }
 
+    fn stream_call(&self, job: JobId, stream: StreamName) -> String {
+        match stream {
+            StreamName::Stdout => format!("bashc output {job}"),
+            StreamName::Stderr => format!("bashc output {job} --stream stderr"),
+        }
+    }
+
+    fn offset(&self, offset: u64) -> String {
+        format!("--offset {offset}")
+    }
+
     fn send_call(&self, job: JobId) -> String {
         format!("bashc send {job} TEXT --newline (or --eof to close it)")
     }
@@ -146,6 +157,17 @@ impl Spelling for Mcp {
             StreamName::Stderr => ", stream=\"stderr\"",
         };
         format!("bash_output(job=\"{job}\"{stream_argument}, offset={offset})")
+    }
+
+    fn stream_call(&self, job: JobId, stream: StreamName) -> String {
+        match stream {
+            StreamName::Stdout => format!("bash_output(job=\"{job}\")"),
+            StreamName::Stderr => format!("bash_output(job=\"{job}\", stream=\"stderr\")"),
+        }
+    }
+
+    fn offset(&self, offset: u64) -> String {
+        format!("offset={offset}")
     }
 
     fn send_call(&self, job: JobId) -> String {

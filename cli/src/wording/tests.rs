@@ -351,3 +351,51 @@ fn a_refused_network_is_told_in_the_askers_words() {
         format!("{message}, or run the job without net=\"on\"")
     );
 }
+
+/// An empty page's sentence is one for both front ends: the same words, but for the call
+/// and the argument each names in its own spelling; one line is "1 line".
+#[test]
+fn an_empty_page_is_one_sentence_in_both_spellings() {
+    let page = |stream, offset, total_lines, complete| OutputPage {
+        job: JobId(7),
+        stream,
+        offset,
+        lines: 0,
+        text: String::new(),
+        next_offset: None,
+        total_lines,
+        total_bytes: total_lines * 5,
+        complete,
+        full_output: None,
+        notices: Vec::new(),
+    };
+    let empty = page(StreamName::Stdout, 1, 0, true);
+    let other = page(StreamName::Stderr, 1, 1, true);
+    assert_eq!(
+        empty_page(&empty, Some(&other), &Cli).unwrap(),
+        "j7's stdout is empty; its stderr has 1 line: bashc output j7 --stream stderr"
+    );
+    assert_eq!(
+        empty_page(&empty, Some(&other), &Mcp).unwrap(),
+        "j7's stdout is empty; its stderr has 1 line: bash_output(job=\"j7\", stream=\"stderr\")"
+    );
+    let past = page(StreamName::Stderr, 5, 1, true);
+    assert_eq!(
+        empty_page(&past, None, &Cli).unwrap(),
+        "j7's stderr has 1 line; --offset 5 is past its end"
+    );
+    assert_eq!(
+        empty_page(&past, None, &Mcp).unwrap(),
+        "j7's stderr has 1 line; offset=5 is past its end"
+    );
+    let running = page(StreamName::Stdout, 1, 0, false);
+    let quiet = page(StreamName::Stderr, 1, 0, false);
+    for spelling in [&Cli as &dyn Spelling, &Mcp] {
+        assert_eq!(
+            empty_page(&running, Some(&quiet), spelling).unwrap(),
+            "j7's stdout is empty so far (it is still running), and so is its stderr"
+        );
+    }
+    let within = page(StreamName::Stdout, 2, 3, true);
+    assert_eq!(empty_page(&within, None, &Cli), None);
+}

@@ -47,7 +47,10 @@ fn partial_frames_and_unread_answers_leave_the_daemon_small() {
     let mut frames = Attack::partial_frames(&socket, 64, 16 << 20);
     let mut pages = Attack::unread_pages(&socket, &job, 2_000, 1_000_000);
     // Let the attack take what it can: the socket buffers fill and the writers block.
-    std::thread::sleep(Duration::from_millis(1_800));
+    assert!(
+        frames.wait_stalled(Duration::from_secs(60)) && pages.wait_stalled(Duration::from_secs(60)),
+        "the daemon went on reading the attack"
+    );
     let mut peak = rss_kib(&daemon);
     for _ in 0..5 {
         exec_true(&daemon);
@@ -197,12 +200,15 @@ fn a_job_near_the_open_file_limit_is_refused_with_the_fix() {
 /// frame now has a few seconds from getting its room; a third client's large `exec`
 /// goes through well before the attackers' old deadline, and a small one at once.
 #[test]
-fn issue_42_stalled_large_frames_do_not_hold_the_budget_for_long() {
+fn stalled_large_frames_do_not_hold_the_budget_for_long() {
     let daemon = Daemon::start();
     let socket = daemon.socket_path();
     let mut frames = Attack::partial_frames(&socket, 2, 16 << 20);
     // Both attackers have sent their prefix and hold the budget (or wait for it).
-    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        frames.wait_stalled(Duration::from_secs(20)),
+        "the daemon went on reading the stalled frames"
+    );
     let started = std::time::Instant::now();
     exec_true(&daemon);
     assert!(

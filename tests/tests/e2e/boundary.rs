@@ -14,7 +14,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use bashd_tests::{Daemon, KillOnDrop, alive, bin_path, wait_for_running, wait_until};
+use bashd_tests::output::shown;
+use bashd_tests::{Daemon, KillOnDrop, alive, bashc_path, wait_for_running, wait_until};
 use serde_json::{Value, json};
 
 use super::mcp::{call, connect, is_error, text};
@@ -60,11 +61,6 @@ impl Bounds {
         Bounds { daemon, ws, out }
     }
 
-    /// `bashc ARGS` as a client of `session`.
-    fn bashc(&self, session: &str, args: &[&str]) -> Output {
-        self.daemon.run_bashc_in(session, args)
-    }
-
     /// `bashc exec --json` of `command` in `workdir`, as a client of `session` that
     /// runs there (so `workdir` is the job's writable root).
     fn exec_in(&self, session: &str, workdir: &Path, args: &[&str], command: &str) -> Output {
@@ -102,29 +98,18 @@ impl Bounds {
 
     /// A job's state, asked from outside with `--any-session`.
     fn state(&self, job: &str) -> String {
-        let out = self.bashc("test", &["check", job, "--any-session", "--json"]);
+        let out = self
+            .daemon
+            .run_bashc_in("test", &["check", job, "--any-session", "--json"]);
         json(&out)["state"].as_str().unwrap_or_default().to_owned()
     }
-}
-
-/// Both streams of a result, as the job printed them.
-fn shown(result: &Value) -> String {
-    format!(
-        "{}{}",
-        result["stdout"]["text"].as_str().unwrap_or(""),
-        result["stderr"]["text"].as_str().unwrap_or("")
-    )
-}
-
-fn bashc_path() -> String {
-    bin_path("bashc").display().to_string()
 }
 
 /// Issue 30.1: many nested execs asking for more than a `read-only --net off` job,
 /// while looser jobs of another session (with namespaces of their own) end before and
 /// meanwhile, none runs looser; one as tight runs.
 #[test]
-fn issue_30_nested_execs_never_run_looser_than_their_job() {
+fn nested_execs_never_run_looser_than_their_job() {
     let bounds = Arc::new(Bounds::start(""));
     let out = bounds.out.display().to_string();
     // Control: the outside directory is writable by an unconfined job.
@@ -215,7 +200,7 @@ impl Drop for StopOnDrop {
 /// whatever workdir it names: its roots, not the workdir outside them (where it runs
 /// read-only, issue 42).
 #[test]
-fn issue_30_a_nested_job_writes_in_its_starters_workspace_only() {
+fn a_nested_job_writes_in_its_starters_workspace_only() {
     let bounds = Bounds::start("");
     let (ws, out) = (bounds.ws.display(), bounds.out.display());
     let bashc = bashc_path();
@@ -248,7 +233,7 @@ fn issue_30_a_nested_job_writes_in_its_starters_workspace_only() {
 /// session's job, nor drive an unconfined job of its own session; the same works from
 /// outside, and on a job of its session as tight as it is.
 #[test]
-fn issue_30_a_sandboxed_job_drives_no_job_looser_than_itself() {
+fn a_sandboxed_job_drives_no_job_looser_than_itself() {
     let bounds = Bounds::start("");
     let out = bounds.out.display().to_string();
     let reader = |label: &str, file: &str| {
@@ -338,7 +323,7 @@ fn issue_30_a_sandboxed_job_drives_no_job_looser_than_itself() {
 
     // Positive controls: as tight inside, and anything from outside.
     assert!(words.contains("send peer: 0"), "{words}");
-    let waited = bounds.bashc(
+    let waited = bounds.daemon.run_bashc_in(
         "tight",
         &[
             "wait",
@@ -350,22 +335,30 @@ fn issue_30_a_sandboxed_job_drives_no_job_looser_than_itself() {
         ],
     );
     assert_eq!(waited.status.code(), Some(0), "{}", show(&waited));
-    let sent = bounds.bashc("victim", &["send", &victim, "hello", "--newline"]);
+    let sent = bounds
+        .daemon
+        .run_bashc_in("victim", &["send", &victim, "hello", "--newline"]);
     assert_eq!(sent.status.code(), Some(0), "{}", show(&sent));
     assert!(
         wait_until(WITHIN, || bounds.outside() == ["victim-typed"]),
         "{:?}",
         bounds.outside()
     );
-    let read = bounds.bashc("other", &["output", "--any-session", &victim]);
+    let read = bounds
+        .daemon
+        .run_bashc_in("other", &["output", "--any-session", &victim]);
     assert!(
         stdout(&read).contains("secret-i30-victim"),
         "{}",
         show(&read)
     );
-    let closed = bounds.bashc("other", &["session", "close", "victim"]);
+    let closed = bounds
+        .daemon
+        .run_bashc_in("other", &["session", "close", "victim"]);
     assert_eq!(closed.status.code(), Some(0), "{}", show(&closed));
-    let killed = bounds.bashc("other", &["kill", "--any-session", &sibling]);
+    let killed = bounds
+        .daemon
+        .run_bashc_in("other", &["kill", "--any-session", &sibling]);
     assert_eq!(killed.status.code(), Some(143), "{}", show(&killed));
 }
 
@@ -373,7 +366,7 @@ fn issue_30_a_sandboxed_job_drives_no_job_looser_than_itself() {
 /// its environment or names another descriptor is refused at the daemon's socket,
 /// never served as if it came from outside; through the channel, the same runs.
 #[test]
-fn issue_30_a_process_that_shed_its_channel_is_refused() {
+fn a_process_that_shed_its_channel_is_refused() {
     let bounds = Bounds::start_naming_its_socket();
     let out = bounds.out.display().to_string();
     let victim = bounds.background("victim", &[], "echo secret-i30-shed; sleep 3030.3");
@@ -430,7 +423,7 @@ fn issue_30_a_process_that_shed_its_channel_is_refused() {
         words.contains("through-the-channel") && words.contains("channel: 0"),
         "{words}"
     );
-    let killed = bounds.bashc("victim", &["kill", &victim]);
+    let killed = bounds.daemon.run_bashc_in("victim", &["kill", &victim]);
     assert_eq!(killed.status.code(), Some(143), "{}", show(&killed));
 }
 
@@ -464,7 +457,7 @@ fn steal_fd(pid: u32, fd: i32) -> Result<OwnedFd, std::io::Error> {
 /// once the job has ended, the copy is refused and a connection made through it is
 /// closed, though the job it waits for runs on.
 #[test]
-fn issue_30_an_ended_job_lends_no_identity() {
+fn an_ended_job_lends_no_identity() {
     let bounds = Bounds::start("");
     let tight = ["--sandbox", "read-only", "--net", "off"];
     let lender = bounds.background("tight", &tight, "sleep 3030.4");
@@ -528,7 +521,7 @@ fn issue_30_an_ended_job_lends_no_identity() {
         "the wait ended early"
     );
 
-    let killed = bounds.bashc("tight", &["kill", &lender]);
+    let killed = bounds.daemon.run_bashc_in("tight", &["kill", &lender]);
     assert_eq!(killed.status.code(), Some(143), "{}", show(&killed));
     // The connection that came through the ended job's channel closes with it...
     assert!(
@@ -543,7 +536,7 @@ fn issue_30_an_ended_job_lends_no_identity() {
     assert_eq!(out.status.code(), Some(255), "{}", show(&out));
     assert!(stderr(&out).contains("is closed"), "{}", show(&out));
     assert!(!stdout(&out).contains("borrowed"), "{}", show(&out));
-    let killed = bounds.bashc("tight", &["kill", &other]);
+    let killed = bounds.daemon.run_bashc_in("tight", &["kill", &other]);
     assert_eq!(killed.status.code(), Some(143), "{}", show(&killed));
 }
 
@@ -551,7 +544,7 @@ fn issue_30_an_ended_job_lends_no_identity() {
 /// refused with the one rule's words, on the CLI and over MCP; `--any-session` and
 /// `--session` are the ways across.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn issue_33_every_job_request_of_another_session_is_refused() {
+async fn every_job_request_of_another_session_is_refused() {
     let bounds = Bounds::start("");
     let out = bounds.out.display().to_string();
     let piped = bounds.background(
@@ -581,7 +574,7 @@ async fn issue_33_every_job_request_of_another_session_is_refused() {
     .collect();
     for args in &asked {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let out = bounds.bashc("other", &args);
+        let out = bounds.daemon.run_bashc_in("other", &args);
         assert_eq!(out.status.code(), Some(255), "{args:?}: {}", show(&out));
         assert!(
             stderr(&out).contains("is a job of session test, not of this session (other)"),
@@ -631,7 +624,7 @@ async fn issue_33_every_job_request_of_another_session_is_refused() {
 
     // The ways across, each on purpose.
     let across = |args: &[&str]| {
-        let out = bounds.bashc("other", args);
+        let out = bounds.daemon.run_bashc_in("other", args);
         assert!(
             out.status.code() == Some(0),
             "{args:?} across sessions: {}",
@@ -671,19 +664,21 @@ async fn issue_33_every_job_request_of_another_session_is_refused() {
     across(&["send", &piped, "--eof", "--any-session"]);
     let out = across(&["follow", &piped, "--any-session"]);
     assert!(stdout(&out).contains("mine-i33"), "{}", show(&out));
-    let out = bounds.bashc("other", &["kill", &terminal, "--any-session"]);
+    let out = bounds
+        .daemon
+        .run_bashc_in("other", &["kill", &terminal, "--any-session"]);
     assert_eq!(out.status.code(), Some(143), "{}", show(&out));
 }
 
 /// Issue 33.3: looking at a lingering session (`jobs --session`, `check`, `output`,
 /// `wait`, `screen`) does not adopt it; acting for it (`exec`) does.
 #[test]
-fn issue_33_looking_at_a_session_does_not_adopt_it() {
+fn looking_at_a_session_does_not_adopt_it() {
     let bounds = Bounds::start("[sessions]\nlinger_secs = 600\n");
     let mut owner = KillOnDrop::sleeper();
     let looker = KillOnDrop::sleeper();
     let owner_pid = owner.pid().to_string();
-    let out = bounds.bashc(
+    let out = bounds.daemon.run_bashc_in(
         "look",
         &[
             "exec",
@@ -700,7 +695,7 @@ fn issue_33_looking_at_a_session_does_not_adopt_it() {
     let sleep = wait_for_running("sleep 3033.3");
     owner.kill();
     let session = || {
-        let listed = json(&bounds.bashc("other", &["sessions", "--json"]));
+        let listed = json(&bounds.daemon.run_bashc_in("other", &["sessions", "--json"]));
         listed
             .as_array()
             .unwrap()
@@ -726,14 +721,14 @@ fn issue_33_looking_at_a_session_does_not_adopt_it() {
         vec!["screen", &job],
     ] {
         let args = [&look[..], &mine[..]].concat();
-        bounds.bashc("other", &args);
+        bounds.daemon.run_bashc_in("other", &args);
         let now = session();
         assert_eq!(now["state"], "lingering", "{look:?} adopted it: {now}");
         assert_eq!(now["owners"], json!([]), "{look:?}: {now}");
     }
     assert!(sleep.iter().all(|&pid| alive(pid)));
     // Acting for the session adopts it.
-    let out = bounds.bashc(
+    let out = bounds.daemon.run_bashc_in(
         "other",
         &[&["exec"][..], &mine[..], &["--", "true"]].concat(),
     );

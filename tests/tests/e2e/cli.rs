@@ -9,8 +9,9 @@ use bashd_tests::{Daemon, bin_path};
 
 use crate::{json, show, stderr, stdout};
 
+/// Issue 24.
 #[test]
-fn issue_24_a_reader_that_closes_early_ends_bashc_quietly() {
+fn a_reader_that_closes_early_ends_bashc_quietly() {
     let daemon = Daemon::start();
     for _ in 0..3 {
         let out = daemon.run_bashc(&["exec", "--", "true"]);
@@ -51,8 +52,9 @@ fn issue_24_a_reader_that_closes_early_ends_bashc_quietly() {
     assert!(stdout(&out).starts_with("JOB  "), "{}", show(&out));
 }
 
+/// Issue 24.
 #[test]
-fn issue_24_a_filter_that_matches_nothing_is_an_empty_list() {
+fn a_filter_that_matches_nothing_is_an_empty_list() {
     let daemon = Daemon::start();
     let out = daemon.run_bashc(&["jobs", "--session", "never-used", "--json"]);
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
@@ -62,8 +64,9 @@ fn issue_24_a_filter_that_matches_nothing_is_an_empty_list() {
     assert_eq!(stdout(&out), "no jobs\n");
 }
 
+/// Issue 24.
 #[test]
-fn issue_24_a_mistyped_flag_is_a_usage_error_and_nothing_runs() {
+fn a_mistyped_flag_is_a_usage_error_and_nothing_runs() {
     let daemon = Daemon::start();
     let out = daemon.run_bashc(&["exec", "--tiemout", "5", "--", "echo", "hi"]);
     assert_eq!(out.status.code(), Some(2), "{}", show(&out));
@@ -87,8 +90,9 @@ fn issue_24_a_mistyped_flag_is_a_usage_error_and_nothing_runs() {
     assert_eq!(stdout(&out), "stdout:\n--tiemout -n\n\nexit code: 0\n");
 }
 
+/// Issue 24.
 #[test]
-fn issue_24_output_says_where_the_output_is_and_speaks_the_users_words() {
+fn output_says_where_the_output_is_and_speaks_the_users_words() {
     let daemon = Daemon::start();
     let result = json(&daemon.run_bashc(&["exec", "--json", "--", "echo oops >&2"]));
     let job = result["job"].as_str().unwrap();
@@ -130,8 +134,9 @@ fn issue_24_output_says_where_the_output_is_and_speaks_the_users_words() {
     assert_eq!(stdout(&out), "oops\n", "{}", show(&out));
 }
 
+/// Issue 24.
 #[test]
-fn issue_24_another_uid_is_told_which_uid_the_daemon_serves() {
+fn another_uid_is_told_which_uid_the_daemon_serves() {
     if !rustix::process::getuid().is_root() {
         eprintln!("skipped: only root can run a client as another uid");
         return;
@@ -278,4 +283,21 @@ fn killing_an_ended_job_says_it_ended_without_its_output_again() {
     // Positive control: the output is all there to read.
     let page = daemon.run_bashc(&["output", &job, "--offset", "1999"]);
     assert_eq!(stdout(&page), "1999\n2000\n", "{}", show(&page));
+}
+
+/// A running job's empty stream is empty so far: `bashc output` says it runs on, as
+/// `bash_output` did (issue 46, step 4: one sentence for both).
+#[test]
+fn output_of_a_running_jobs_empty_stream_says_it_is_still_running() {
+    let daemon = Daemon::start();
+    let job = daemon.background_in("test", &[], "sleep 4601");
+    let out = daemon.run_bashc(&["output", &job]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "bashc: {job}'s stdout is empty so far (it is still running), and so is its stderr\n"
+        )
+    );
+    daemon.run_bashc(&["kill", &job]);
 }

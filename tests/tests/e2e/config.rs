@@ -59,8 +59,9 @@ fn assert_bashc_goes_on(daemon: &Daemon, not_said: &str) {
 
 /// bashd refused `[remote] relay_idle_secs` below 5 while bashc took it as 5: the same
 /// file was broken for one and fine for the other. Both read it through one type now.
+/// (Issue 31.)
 #[test]
-fn issue31_a_relay_idle_time_below_five_gets_one_answer_from_bashd_and_bashc() {
+fn a_relay_idle_time_below_five_gets_one_answer_from_bashd_and_bashc() {
     let daemon = Daemon::unstarted();
     daemon.write_config("[remote]\nbashc_path = \"/opt/bashc\"\nrelay_idle_secs = 3\n");
     let config = daemon.config_home().join("bashd/config.toml");
@@ -88,7 +89,7 @@ fn issue31_a_relay_idle_time_below_five_gets_one_answer_from_bashd_and_bashc() {
 /// Issue 31: an unknown key is refused by name, with the keys the section has, by
 /// `bashd` and by `bashc` alike.
 #[test]
-fn issue31_an_unknown_key_names_the_keys_its_section_has() {
+fn an_unknown_key_names_the_keys_its_section_has() {
     let daemon = Daemon::unstarted();
     daemon.write_config("[remote]\nrelay_idle = 60\n");
     let config = daemon.config_home().join("bashd/config.toml");
@@ -107,7 +108,7 @@ fn issue31_an_unknown_key_names_the_keys_its_section_has() {
 /// neither absolute nor under `~`, were refused by bashd alone, while bashc read the
 /// same file and went on. Both refuse them now, in the same words at the same line.
 #[test]
-fn issue31_a_rule_name_or_a_sandbox_path_gets_one_answer_from_bashd_and_bashc() {
+fn a_rule_name_or_a_sandbox_path_gets_one_answer_from_bashd_and_bashc() {
     let daemon = Daemon::unstarted();
     let config = daemon.config_home().join("bashd/config.toml");
     let cases = [

@@ -81,17 +81,10 @@ impl Drop for Escapees {
     }
 }
 
-/// Runs `command` as a background job through `bashc exec --json`; its result.
-pub(crate) fn background(daemon: &Daemon, command: &str) -> serde_json::Value {
-    let out = daemon.run_bashc(&["exec", "--json", "--mode", "background", "--", command]);
-    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
-    json(&out)
-}
-
 /// Starts the escapes as a background job and waits until its shell has exited and
 /// every escapee runs; the job's id and the `bashc jobs` entry for it.
 fn start(daemon: &Daemon, escapees: &Escapees) -> (String, serde_json::Value) {
-    let result = background(daemon, &escapees.command);
+    let result = daemon.background_answer("test", &[], &escapees.command);
     let job = result["job"].as_str().unwrap().to_owned();
     let shell = result["pid"].as_u64().unwrap() as u32;
     escapees.wait_running();
@@ -300,7 +293,7 @@ fn a_job_that_kills_its_resident_is_still_ended() {
             // Without a cgroup, a cleared environment outside the resident's subtree is
             // out of reach: the promise there rests on the resident.
             let command = format!("setsid -f {}; kill -9 $PPID", escapees.sleeps[0]);
-            let job = background(&daemon, &command)["job"]
+            let job = daemon.background_answer("test", &[], &command)["job"]
                 .as_str()
                 .unwrap()
                 .to_owned();
@@ -314,7 +307,7 @@ fn a_job_that_kills_its_resident_is_still_ended() {
             return;
         };
         let command = format!("{}; kill -9 $PPID", escapees.command);
-        let job = background(&daemon, &command)["job"]
+        let job = daemon.background_answer("test", &[], &command)["job"]
             .as_str()
             .unwrap()
             .to_owned();
@@ -387,7 +380,7 @@ while time.process_time() - t < 0.8: pass'"
 #[test]
 fn a_jobs_exit_record_says_what_ended_it() {
     let daemon = Daemon::start();
-    let job = background(&daemon, "sleep 9201")["job"]
+    let job = daemon.background_answer("test", &[], "sleep 9201")["job"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -437,7 +430,7 @@ fn status_names_the_containment_in_force() {
 /// terminal, the address-space limit where no cgroup holds memory, the open-file limit
 /// the daemon started with, and, under a resident, the raised OOM score.
 #[test]
-fn issue_31_each_spawn_step_holds_on_both_paths() {
+fn every_spawn_step_holds_on_the_resident_and_the_scan_path() {
     let own_open_files = rustix::process::getrlimit(rustix::process::Resource::Nofile)
         .current
         .map_or("unlimited".to_owned(), |n| n.to_string());
@@ -699,7 +692,7 @@ fn the_cli_takes_limits_and_shows_the_record() {
     let out = daemon.run_bashc(&["exec", "--memory", "lots", "--", "true"]);
     assert_eq!(out.status.code(), Some(2), "{}", show(&out));
 
-    let job = background(&daemon, "sleep 9211")["job"]
+    let job = daemon.background_answer("test", &[], "sleep 9211")["job"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -765,12 +758,12 @@ fn daemon_with_a_stray_descriptor(config: &str) -> Daemon {
 /// control socket, nothing of the zygote's or of the spare's socket; and the spare
 /// waiting for the next job holds no job's pipe. The first job and those after alike.
 #[test]
-fn issue_31_a_job_holds_only_its_own_descriptors() {
+fn a_job_holds_only_its_own_descriptors() {
     for config in ["", "[containment]\nmechanism = \"scan\"\n"] {
         let daemon = daemon_with_a_stray_descriptor(config);
         for n in 0..3 {
             let sleep = format!("sleep {}", 9311 + n);
-            let result = background(&daemon, &format!("exec {sleep}"));
+            let result = daemon.background_answer("test", &[], &format!("exec {sleep}"));
             let job = result["job"].as_str().unwrap().to_owned();
             let shell = result["pid"].as_u64().unwrap() as u32;
             wait_for_running(&sleep);
@@ -832,12 +825,13 @@ fn assert_resident_holds_its_own(shell: u32, n: u32) {
 /// here its spare was stopped, as a job of the same user may do) must not leave the
 /// job running unwatched: the daemon reported it as failed, so the resident, seeing
 /// the daemon's end closed, ends what it started.
+/// (Issue 31.)
 #[test]
-fn issue_31_a_job_reported_as_not_started_does_not_run_later() {
+fn a_job_reported_as_not_started_does_not_run_later() {
     let daemon = Daemon::start();
     // A first job, which also shows the path works: its resident's parent is the
     // zygote, beside which the spare for the next job waits.
-    let result = background(&daemon, "exec sleep 9401");
+    let result = daemon.background_answer("test", &[], "exec sleep 9401");
     let first = result["job"].as_str().unwrap().to_owned();
     let shell = result["pid"].as_u64().unwrap() as u32;
     wait_for_running("sleep 9401");
@@ -872,7 +866,7 @@ fn issue_31_a_job_reported_as_not_started_does_not_run_later() {
 /// removes both; a root the daemon found (here the test's) stays, its leaf goes.
 /// Skipped, with a word, where no cgroup v2 directory can be made.
 #[test]
-fn issue_42_a_clean_stop_removes_the_daemons_cgroup() {
+fn a_clean_stop_removes_the_daemons_cgroup() {
     let Some(cgroup) = TestCgroup::new("stop-i42") else {
         return;
     };
@@ -911,7 +905,7 @@ fn issue_42_a_clean_stop_removes_the_daemons_cgroup() {
 /// space) in the text and as a notice in `--json`; a job without `--memory` has no
 /// such notice (the control). Where a cgroup holds memory, neither has it.
 #[test]
-fn issue_45_a_memory_limit_set_as_address_space_is_said() {
+fn a_memory_limit_set_as_address_space_is_said() {
     let daemon = Daemon::start();
     let out = daemon.run_bashc(&["exec", "--json", "--memory", "512M", "--", "ulimit -v"]);
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
@@ -953,7 +947,7 @@ fn issue_45_a_memory_limit_set_as_address_space_is_said() {
 /// or controller is missing, and how to give bashd one. With a cgroup, no such reason
 /// (the control, where the machine delegates one).
 #[test]
-fn issue_45_status_says_why_jobs_get_no_cgroup() {
+fn status_says_why_jobs_get_no_cgroup() {
     let daemon = Daemon::start();
     let status = json(&daemon.run_bashc(&["status", "--json"]));
     let containment = status["containment"]

@@ -19,12 +19,6 @@ fn job_number(result: &serde_json::Value) -> u64 {
     result["job"].as_str().unwrap()[1..].parse().unwrap()
 }
 
-fn exec_json(daemon: &Daemon, args: &[&str]) -> serde_json::Value {
-    let out = daemon.run_bashc(&[&["exec", "--json"][..], args].concat());
-    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
-    json(&out)
-}
-
 fn signal(pid: u32, signal: Signal) {
     rustix::process::kill_process(Pid::from_raw(pid as i32).unwrap(), signal).unwrap();
 }
@@ -34,29 +28,23 @@ fn signal(pid: u32, signal: Signal) {
 #[test]
 fn the_next_start_ends_what_a_sigkilled_daemon_left_and_ids_go_on() {
     let mut daemon = Daemon::start_with_config("[containment]\nmechanism = \"scan\"\n");
-    let first = exec_json(
-        &daemon,
-        &[
-            "--session",
-            "crash-a",
-            "--mode",
-            "background",
-            "--",
-            "setsid sleep 306.101 & sleep 306.102",
-        ],
-    );
-    let second = exec_json(
-        &daemon,
-        &[
-            "--session",
-            "crash-b",
-            "--mode",
-            "background",
-            "--",
-            "sleep 306.103",
-        ],
-    );
-    let last = exec_json(&daemon, &["--session", "crash-b", "--", "true"]);
+    let first = daemon.exec_json(&[
+        "--session",
+        "crash-a",
+        "--mode",
+        "background",
+        "--",
+        "setsid sleep 306.101 & sleep 306.102",
+    ]);
+    let second = daemon.exec_json(&[
+        "--session",
+        "crash-b",
+        "--mode",
+        "background",
+        "--",
+        "sleep 306.103",
+    ]);
+    let last = daemon.exec_json(&["--session", "crash-b", "--", "true"]);
     let mut pids = Vec::new();
     for command in ["sleep 306.101", "sleep 306.102", "sleep 306.103"] {
         pids.extend(wait_for_running(command));
@@ -83,7 +71,7 @@ fn the_next_start_ends_what_a_sigkilled_daemon_left_and_ids_go_on() {
         restarted.elapsed()
     );
     // An answer means the cleanup is over: it runs before the first one.
-    let next = exec_json(&daemon, &["--session", "crash-c", "--", "true"]);
+    let next = daemon.exec_json(&["--session", "crash-c", "--", "true"]);
     // Issue 18: the sessions of the lost jobs keep their dirs, with their output.
     assert_eq!(daemon.session_dirs(), ["crash-a", "crash-b"]);
     let log = daemon.log();
@@ -163,7 +151,7 @@ fn a_journal_with_a_torn_line_and_garbage_is_survived_and_reported() {
     )
     .unwrap();
     let daemon = daemon.spawn_and_wait();
-    let result = exec_json(&daemon, &["--", "echo fine"]);
+    let result = daemon.exec_json(&["--", "echo fine"]);
     assert_eq!(result["stdout"]["text"], "fine\n");
     assert!(job_number(&result) > 57, "{}", result["job"]);
     let log = daemon.log();
@@ -185,7 +173,7 @@ fn a_journal_with_a_torn_line_and_garbage_is_survived_and_reported() {
 fn sighup_reloads_the_config_and_keeps_the_old_one_when_the_new_is_broken() {
     let mut daemon = Daemon::start_with_config("[limits]\nmax_lines = 50\n");
     let shown = |daemon: &Daemon| {
-        let result = exec_json(daemon, &["--", "seq 1 20"]);
+        let result = daemon.exec_json(&["--", "seq 1 20"]);
         result["stdout"]["shown_lines"].as_u64().unwrap()
     };
     assert_eq!(shown(&daemon), 20);
@@ -234,15 +222,12 @@ fn sighup_reloads_the_config_and_keeps_the_old_one_when_the_new_is_broken() {
 #[test]
 fn sigterm_ends_background_jobs_and_escapees_within_the_grace() {
     let mut daemon = Daemon::start();
-    exec_json(
-        &daemon,
-        &[
-            "--mode",
-            "background",
-            "--",
-            "setsid sleep 306.201 & sleep 306.202",
-        ],
-    );
+    daemon.exec_json(&[
+        "--mode",
+        "background",
+        "--",
+        "setsid sleep 306.201 & sleep 306.202",
+    ]);
     wait_for_running("sleep 306.201");
     wait_for_running("sleep 306.202");
     let sent = Instant::now();
@@ -273,11 +258,11 @@ fn sigterm_ends_background_jobs_and_escapees_within_the_grace() {
 #[test]
 fn job_ids_are_not_reused_after_a_clean_stop() {
     let mut daemon = Daemon::start();
-    let before = exec_json(&daemon, &["--", "true"]);
+    let before = daemon.exec_json(&["--", "true"]);
     signal(daemon.pid(), Signal::TERM);
     assert_eq!(daemon.child_mut().wait().unwrap().code(), Some(0));
     daemon.restart();
-    let after = exec_json(&daemon, &["--", "true"]);
+    let after = daemon.exec_json(&["--", "true"]);
     assert!(job_number(&after) > job_number(&before));
 }
 
@@ -340,19 +325,16 @@ fn all_output(daemon: &Daemon, job: &str) -> Vec<u8> {
 fn the_output_of_a_job_whose_daemon_died_is_kept_and_listed_lost() {
     for config in ["", "[containment]\nmechanism = \"scan\"\n"] {
         let mut daemon = Daemon::start_with_config(config);
-        let started = exec_json(
-            &daemon,
-            &[
-                "--session",
-                "i18-lost",
-                "--mode",
-                "background",
-                "--description",
-                "counts then sleeps",
-                "--",
-                "seq 1 2000000; echo to-stderr-i18 >&2; sleep 18002",
-            ],
-        );
+        let started = daemon.exec_json(&[
+            "--session",
+            "i18-lost",
+            "--mode",
+            "background",
+            "--description",
+            "counts then sleeps",
+            "--",
+            "seq 1 2000000; echo to-stderr-i18 >&2; sleep 18002",
+        ]);
         let job = started["job"].as_str().unwrap().to_owned();
         let expected: Vec<u8> = (1..=2_000_000u32)
             .flat_map(|n| format!("{n}\n").into_bytes())

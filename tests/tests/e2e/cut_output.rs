@@ -6,12 +6,9 @@
 use std::process::Output;
 
 use bashd_tests::Daemon;
+use bashd_tests::output::numbered;
 
 use crate::{show, stdout};
-
-fn numbered(lines: std::ops::RangeInclusive<u32>) -> String {
-    lines.map(|n| format!("{n}\n")).collect()
-}
 
 /// The command the note under `stream` names for the rest, as words.
 fn rest_command(out: &Output, stream: &str) -> Vec<String> {
@@ -29,8 +26,9 @@ fn rest_command(out: &Output, stream: &str) -> Vec<String> {
     command.split(' ').map(str::to_owned).collect()
 }
 
+/// Issue 24.
 #[test]
-fn issue_24_every_cut_names_the_command_that_prints_exactly_what_it_left_out() {
+fn every_cut_names_the_command_that_prints_exactly_what_it_left_out() {
     let daemon = Daemon::start();
     let cases: &[(&[&str], &str, &str, String)] = &[
         (&[], "seq 1 3000", "stdout", numbered(1..=1000)),
@@ -91,8 +89,9 @@ fn issue_24_every_cut_names_the_command_that_prints_exactly_what_it_left_out() {
     assert_eq!(stdout(&daemon.run_bashc(&words)), format!("{:0300}\n", 7));
 }
 
+/// Issue 24.
 #[test]
-fn issue_24_a_failing_cargo_build_shows_its_first_error() {
+fn a_failing_cargo_build_shows_its_first_error() {
     let daemon = Daemon::start();
     let krate = daemon.scratch().join("three");
     std::fs::create_dir_all(krate.join("src")).unwrap();

@@ -67,8 +67,9 @@ fn wait_for_file(path: &Path, what: &str) -> String {
     std::fs::read_to_string(path).unwrap()
 }
 
+/// Issue 42, hole 5.
 #[test]
-fn issue_42_hole_5_a_running_job_reads_no_credential_made_or_replaced_after_it_started() {
+fn a_running_job_reads_no_credential_made_or_replaced_after_it_started() {
     let h = Home::start();
     let home = h.home.display().to_string();
     // Every read is tried once before the test changes anything (`ready`) and once

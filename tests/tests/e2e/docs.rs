@@ -100,8 +100,9 @@ fn shape(value: &Value) -> Value {
     }
 }
 
+/// Issue 33.
 #[tokio::test]
-async fn issue_33_the_mcp_reference_lists_every_tool_with_its_arguments() {
+async fn the_mcp_reference_lists_every_tool_with_its_arguments() {
     let daemon = Daemon::start();
     let client = crate::mcp::connect(&daemon).await;
     let tools = client.list_all_tools().await.unwrap();
@@ -163,8 +164,9 @@ async fn issue_33_the_mcp_reference_lists_every_tool_with_its_arguments() {
     }
 }
 
+/// Issue 33.
 #[test]
-fn issue_33_the_cli_reference_shows_the_json_that_screen_and_results_print() {
+fn the_cli_reference_shows_the_json_that_screen_and_results_print() {
     let daemon = Daemon::start();
     let started = json(&daemon.run_bashc(&[
         "exec",
@@ -243,8 +245,9 @@ fn check_config(daemon: &Daemon) -> String {
     stdout(&out)
 }
 
+/// Issue 33.
 #[test]
-fn issue_33_the_policy_reference_lists_every_built_in_rule() {
+fn the_policy_reference_lists_every_built_in_rule() {
     let daemon = Daemon::unstarted();
     let printed = check_config(&daemon);
     let rules: BTreeSet<&str> = printed
@@ -299,8 +302,9 @@ fn sections_and_keys<'a>(
     sections
 }
 
+/// Issue 33.
 #[test]
-fn issue_33_the_config_reference_shows_every_section_and_key_check_config_prints() {
+fn the_config_reference_shows_every_section_and_key_check_config_prints() {
     let daemon = Daemon::unstarted();
     let printed = check_config(&daemon);
     let printed = sections_and_keys(
@@ -341,8 +345,9 @@ fn issue_33_the_config_reference_shows_every_section_and_key_check_config_prints
     );
 }
 
+/// Issue 33.
 #[test]
-fn issue_33_the_cli_reference_lists_every_command_of_bashc() {
+fn the_cli_reference_lists_every_command_of_bashc() {
     let daemon = Daemon::unstarted();
     let help = daemon.run_bashc(&["--help"]);
     let help = stdout(&help);

@@ -120,13 +120,15 @@ fn resident_out_of_reach(config: &str, tag: &str) {
     assert!(doors.daemon.job_processes().is_empty());
 }
 
+/// Issue 30.
 #[test]
-fn issue_30_a_sandboxed_job_cannot_kill_its_resident_nor_leave_a_process_behind() {
+fn a_sandboxed_job_cannot_kill_its_resident_nor_leave_a_process_behind() {
     resident_out_of_reach("", "1");
 }
 
+/// Issue 30.
 #[test]
-fn issue_30_under_cgroups_no_job_process_outlives_its_job_nor_leaves_its_cgroup() {
+fn under_cgroups_no_job_process_outlives_its_job_nor_leaves_its_cgroup() {
     let Some(cgroup) = TestCgroup::new("i30") else {
         return;
     };
@@ -166,8 +168,9 @@ fn connect_command(path: &Path) -> String {
     )
 }
 
+/// Issue 30.
 #[test]
-fn issue_30_a_sandboxed_job_reaches_no_unix_socket_of_the_host() {
+fn a_sandboxed_job_reaches_no_unix_socket_of_the_host() {
     let doors = Doors::start("");
     let path = doors.daemon.scratch().join("i30-host.sock");
     let _listener = unix_listener(&path);
@@ -189,8 +192,9 @@ fn issue_30_a_sandboxed_job_reaches_no_unix_socket_of_the_host() {
     assert!(shown.contains("got hello"), "the control: {shown}");
 }
 
+/// Issue 30.
 #[test]
-fn issue_30_unix_sockets_in_the_config_open_them_to_a_file_sandbox_with_the_network_on() {
+fn unix_sockets_in_the_config_open_them_to_a_file_sandbox_with_the_network_on() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("i30-allowed.sock");
     let doors = Doors::start(&format!(
@@ -210,8 +214,9 @@ fn issue_30_unix_sockets_in_the_config_open_them_to_a_file_sandbox_with_the_netw
     }
 }
 
+/// Issue 30.
 #[test]
-fn issue_30_a_sandboxed_job_reaches_no_other_terminal_and_keeps_its_own() {
+fn a_sandboxed_job_reaches_no_other_terminal_and_keeps_its_own() {
     let doors = Doors::start("");
     let victim = doors.exec(
         "i30-victim",
@@ -259,8 +264,9 @@ impl Drop for Segment {
     }
 }
 
+/// Issue 30.
 #[test]
-fn issue_30_a_sandboxed_job_reaches_no_ipc_object_of_the_host() {
+fn a_sandboxed_job_reaches_no_ipc_object_of_the_host() {
     let made = Command::new("ipcmk").args(["-M", "4096"]).output().unwrap();
     let text = String::from_utf8_lossy(&made.stdout).into_owned();
     let id = text.trim().rsplit(' ').next().unwrap().to_owned();
@@ -287,8 +293,9 @@ fn issue_30_a_sandboxed_job_reaches_no_ipc_object_of_the_host() {
     assert!(shown.contains("seen: 0"), "the control: {shown}");
 }
 
+/// Issue 30.
 #[test]
-fn issue_30_every_git_beneath_a_writable_root_is_read_only() {
+fn every_git_beneath_a_writable_root_is_read_only() {
     let doors = Doors::start("");
     let ws = &doors.ws;
     for nested in ["proj", "a/b/c/deep"] {
@@ -349,7 +356,7 @@ fn issue_30_every_git_beneath_a_writable_root_is_read_only() {
 /// empty runtime dir but for its own session's temp dir, which it still writes. The
 /// control: an unsandboxed job reads the same files.
 #[test]
-fn issue_30_a_sandboxed_job_reads_nothing_of_the_runtime_dir_but_its_temp_dir() {
+fn a_sandboxed_job_reads_nothing_of_the_runtime_dir_but_its_temp_dir() {
     let doors = Doors::start("");
     let runtime = doors.daemon.runtime_dir().display().to_string();
     // A job of another session whose output spills to a file (background jobs spill
@@ -394,8 +401,9 @@ fn issue_30_a_sandboxed_job_reads_nothing_of_the_runtime_dir_but_its_temp_dir() 
     assert_eq!(killed.status.code(), Some(143), "{}", show(&killed));
 }
 
+/// Issue 30.
 #[test]
-fn issue_30_status_names_the_doors_each_mechanism_closes() {
+fn status_names_the_doors_each_mechanism_closes() {
     let doors = Doors::start("");
     let status = doors.daemon.run_bashc(&["status"]);
     let text = String::from_utf8_lossy(&status.stdout).into_owned();

@@ -128,8 +128,9 @@ fn drain(host: &UnixDatagram) -> Vec<String> {
 /// refused now (`SOCK_RAW`, which the kernel makes a datagram pair, too); a stream
 /// and a seqpacket pair still work, and the job's own bashc, which speaks over a
 /// stream pair, too. The control: an unconfined job reaches the listener.
+/// (Issue 42.)
 #[test]
-fn issue_42_a_confined_job_sends_no_datagram_to_a_host_socket() {
+fn a_confined_job_sends_no_datagram_to_a_host_socket() {
     let doors = Doors::start("");
     let path = doors.daemon.scratch().join("i42-host-dgram.sock");
     let host = UnixDatagram::bind(&path).unwrap();
@@ -198,7 +199,7 @@ print("interfaces", " ".join(name for _, name in socket.if_nameindex()))
 /// reads still work with the network off and see the job's loopback only, and with
 /// the network on every family is made as before.
 #[test]
-fn issue_42_with_the_network_off_no_vsock_and_no_netlink_but_routes() {
+fn with_the_network_off_no_vsock_and_no_netlink_but_routes() {
     let doors = Doors::start("");
     let script = doors.script("families.py", FAMILIES);
     let command = format!("/usr/bin/python3 {}", script.display());
@@ -257,7 +258,7 @@ fn running_as_root() -> bool {
 /// `/proc/self`. The control: unconfined, root writes the same setting back (as it
 /// was: the test changes nothing).
 #[test]
-fn issue_42_a_network_only_job_cannot_set_the_kernel() {
+fn a_network_only_job_cannot_set_the_kernel() {
     let doors = Doors::start("");
     let setting = "/proc/sys/kernel/printk_ratelimit";
     let command = format!(
@@ -300,7 +301,7 @@ fn issue_42_a_network_only_job_cannot_set_the_kernel() {
 /// theirs (the control), an unconfined job keeps the client's `TMPDIR`, and the
 /// session takes them all when it closes.
 #[test]
-fn issue_42_a_tighter_job_leaves_nothing_in_a_looser_jobs_tmpdir() {
+fn a_tighter_job_leaves_nothing_in_a_looser_jobs_tmpdir() {
     let doors = Doors::start("");
     let session = "i42-tmp";
     let tight = ["--sandbox", "read-only", "--net", "off"];
@@ -453,8 +454,9 @@ fn flood(doors: &Doors, session: &str, tag: &str, count: usize) -> String {
 /// socket's; the one past a limit is told which. While two such jobs hold their
 /// share, the person's requests all get through, and the kills leave nothing of the
 /// jobs alive.
+/// (Issue 42.)
 #[test]
-fn issue_42_a_job_that_floods_its_channel_locks_nobody_out() {
+fn a_job_that_floods_its_channel_locks_nobody_out() {
     let doors = Doors::start("[limits]\nmax_connections = 100\n");
     // One after the other: the first holds its 64, the second the 36 left.
     let mut told = String::new();

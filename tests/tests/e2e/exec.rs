@@ -323,7 +323,7 @@ fn with_on_straggler_kill_processes_left_behind_by_the_shell_are_killed_and_name
 /// Issue 15: a timeout outside 1 s .. 24 h, or limits that would show nothing, are
 /// refused with what to do instead; nothing runs.
 #[test]
-fn issue_15_a_timeout_out_of_range_or_a_zero_limit_is_refused_not_clamped() {
+fn a_timeout_out_of_range_or_a_zero_limit_is_refused_not_clamped() {
     let daemon = Daemon::start();
     // A timeout out of range is bashc's usage error since issue 33 (exit 2, nothing
     // sent); the daemon's own refusal is what a library or MCP client gets.

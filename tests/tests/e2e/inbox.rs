@@ -28,8 +28,9 @@ fn wait_ended(daemon: &Daemon, job: &str) {
     assert!(ended, "{job} did not end");
 }
 
+/// Issue 32.
 #[test]
-fn issue_32_an_ended_job_reaches_the_next_call_of_its_session_once_and_no_other() {
+fn an_ended_job_reaches_the_next_call_of_its_session_once_and_no_other() {
     let daemon = Daemon::start();
     let job = daemon.background_running_in("a", "echo one; echo two; echo three >&2; exit 3");
     wait_ended(&daemon, &job);
@@ -89,8 +90,9 @@ fn issue_32_an_ended_job_reaches_the_next_call_of_its_session_once_and_no_other(
     );
 }
 
+/// Issue 32.
 #[test]
-fn issue_32_the_result_that_tells_a_jobs_end_takes_its_event() {
+fn the_result_that_tells_a_jobs_end_takes_its_event() {
     let daemon = Daemon::start();
     let job = daemon.background_in("a", &[], "exit 2");
     wait_ended(&daemon, &job);
@@ -101,8 +103,9 @@ fn issue_32_the_result_that_tells_a_jobs_end_takes_its_event() {
     assert!(!stderr(&next).contains(SINCE), "{}", show(&next));
 }
 
+/// Issue 32.
 #[test]
-fn issue_32_notify_tells_the_first_match_and_a_count_and_a_bad_pattern_is_refused() {
+fn notify_tells_the_first_match_and_a_count_and_a_bad_pattern_is_refused() {
     let daemon = Daemon::start();
     let bad = daemon.run_bashc_in(
         "a",
@@ -155,8 +158,9 @@ fn issue_32_notify_tells_the_first_match_and_a_count_and_a_bad_pattern_is_refuse
     );
 }
 
+/// Issue 32.
 #[test]
-fn issue_32_notify_idle_and_a_wait_for_input_are_told() {
+fn notify_idle_and_a_wait_for_input_are_told() {
     let daemon = Daemon::start();
     let quiet = daemon.background_in("a", &["--notify-idle", "1"], "echo started; sleep 60");
     let asks = daemon.background_in(
@@ -178,8 +182,9 @@ fn issue_32_notify_idle_and_a_wait_for_input_are_told() {
     }
 }
 
+/// Issue 32.
 #[test]
-fn issue_32_the_inbox_keeps_its_bound() {
+fn the_inbox_keeps_its_bound() {
     let daemon = Daemon::start();
     // Every call of the session takes its inbox: the jobs end together, after the last
     // call that started one.
@@ -212,8 +217,9 @@ fn issue_32_the_inbox_keeps_its_bound() {
     );
 }
 
+/// Issue 32.
 #[test]
-fn issue_32_wait_any_returns_at_the_first_job_done_and_all_at_the_last() {
+fn wait_any_returns_at_the_first_job_done_and_all_at_the_last() {
     let daemon = Daemon::start();
     let slow = daemon.background_in("a", &[], "sleep 60");
     let quick = daemon.background_in("a", &[], "sleep 0.5; exit 4");
@@ -252,8 +258,9 @@ fn issue_32_wait_any_returns_at_the_first_job_done_and_all_at_the_last() {
     daemon.run_bashc_in("a", &["kill", &slow]);
 }
 
+/// Issue 32.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn issue_32_mcp_results_end_with_the_inbox_and_a_restarted_server_sees_what_it_missed() {
+async fn mcp_results_end_with_the_inbox_and_a_restarted_server_sees_what_it_missed() {
     let daemon = Daemon::start();
     let start = || async {
         let mut command = mcp_command(&daemon, daemon.scratch());
@@ -335,8 +342,9 @@ async fn issue_32_mcp_results_end_with_the_inbox_and_a_restarted_server_sees_wha
 /// The inbox is the agent's: a `bashc` inside a sandboxed job of the same session
 /// neither sees its events (they name jobs looser than the job: their commands, what
 /// they ask) nor takes them from the agent, whose next call still shows them.
+/// (Issue 32.)
 #[test]
-fn issue_32_a_sandboxed_jobs_own_bashc_neither_sees_nor_takes_the_inbox() {
+fn a_sandboxed_jobs_own_bashc_neither_sees_nor_takes_the_inbox() {
     let daemon = Daemon::start();
     let job = daemon.background_running_in("a", "echo secret-i32-looser; exit 4");
     wait_ended(&daemon, &job);
@@ -382,7 +390,7 @@ fn issue_32_a_sandboxed_jobs_own_bashc_neither_sees_nor_takes_the_inbox() {
 /// comes later); once input is sent, the job's next wait is told (the control; its
 /// second prompt ends its line, as a teller looks again only after a whole line).
 #[test]
-fn issue_45_a_wait_for_input_the_caller_was_shown_is_not_told_again() {
+fn a_wait_for_input_the_caller_was_shown_is_not_told_again() {
     let daemon = Daemon::start();
     let asks = daemon.background_in(
         "shown",

@@ -14,34 +14,6 @@ fn gone(command_line: &str) -> bool {
     wait_until(GONE_WITHIN, || pids_running(command_line).is_empty())
 }
 
-/// Starts `command` in the background in `session`; its result.
-fn background(daemon: &Daemon, session: &str, command: &str) -> serde_json::Value {
-    owned_background(daemon, session, None, command)
-}
-
-/// Starts `command` in the background in `session`, owned by `owner` when given.
-fn owned_background(
-    daemon: &Daemon,
-    session: &str,
-    owner: Option<u32>,
-    command: &str,
-) -> serde_json::Value {
-    let owner = owner.map(|pid| pid.to_string());
-    let owner_args: Vec<&str> = match &owner {
-        Some(pid) => vec!["--owner-pid", pid],
-        None => Vec::new(),
-    };
-    let args = [
-        &["exec", "--json", "--session", session][..],
-        &owner_args,
-        &["--mode", "background", "--", command],
-    ]
-    .concat();
-    let out = daemon.run_bashc(&args);
-    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
-    json(&out)
-}
-
 /// The job id a result names.
 fn job_of(result: &serde_json::Value) -> String {
     result["job"]
@@ -187,7 +159,7 @@ fn two_checks_show_every_line_once_and_output_pages_by_line() {
 #[test]
 fn kill_ends_a_background_job_with_its_escapee_and_by_pid() {
     let daemon = Daemon::start();
-    let run = |session: &str, command: &str| background(&daemon, session, command);
+    let run = |session: &str, command: &str| daemon.background_answer(session, &[], command);
     let escaping = run("a", "setsid sleep 302.1 & sleep 302.2");
     wait_for_running("sleep 302.1");
     wait_for_running("sleep 302.2");
@@ -221,7 +193,7 @@ fn kill_ends_a_background_job_with_its_escapee_and_by_pid() {
 #[test]
 fn sessions_scope_jobs_and_closing_one_kills_its_jobs_and_removes_its_dir() {
     let daemon = Daemon::start();
-    let run = |session: &str, command: &str| background(&daemon, session, command);
+    let run = |session: &str, command: &str| daemon.background_answer(session, &[], command);
     let a = run("a", "echo hi; sleep 302.4");
     let b = run("b", "sleep 302.5");
     wait_for_running("sleep 302.4");
@@ -285,7 +257,11 @@ fn sessions_scope_jobs_and_closing_one_kills_its_jobs_and_removes_its_dir() {
 fn a_dead_owners_background_job_lives_through_the_linger_then_dies() {
     let daemon = Daemon::start_with_config("[sessions]\nlinger_secs = 3\n");
     let mut owner = KillOnDrop::sleeper();
-    owned_background(&daemon, "own1", Some(owner.pid()), "echo hi; sleep 303.1");
+    daemon.background_answer(
+        "own1",
+        &["--owner-pid", &owner.pid().to_string()],
+        "echo hi; sleep 303.1",
+    );
     let sleep = wait_for_running("sleep 303.1")[0];
     let dir = daemon.runtime_dir().join("sessions/own1");
     assert!(dir.is_dir());
@@ -293,14 +269,17 @@ fn a_dead_owners_background_job_lives_through_the_linger_then_dies() {
     // Taken before the kill: the daemon may see the owner die before kill() returns.
     let killed_at = Instant::now();
     owner.kill();
-    // Lingering: the job must still be alive well into the 3 s.
-    std::thread::sleep(Duration::from_millis(1500));
+    // The daemon has seen the owner die: the session lingers, and its job lives on.
+    let mut sessions = serde_json::Value::Null;
+    let lingering = wait_until(GONE_WITHIN, || {
+        sessions = json(&daemon.run_bashc(&["sessions", "--json"]));
+        sessions[0]["state"] == "lingering"
+    });
+    assert!(lingering, "the owner's death was never seen: {sessions}");
     assert!(
         alive(sleep),
-        "the job died before its session's linger ended"
+        "the job died with its owner, before its session's linger ended"
     );
-    let sessions = json(&daemon.run_bashc(&["sessions", "--json"]));
-    assert_eq!(sessions[0]["state"], "lingering", "{sessions}");
 
     assert!(
         wait_until(GONE_WITHIN, || !alive(sleep)),
@@ -318,8 +297,18 @@ fn a_session_named_again_within_its_linger_is_adopted_and_kept() {
     let daemon = Daemon::start_with_config("[sessions]\nlinger_secs = 2\n");
     let mut owner = KillOnDrop::sleeper();
     let heir = KillOnDrop::sleeper();
-    owned_background(&daemon, "own2", Some(owner.pid()), "sleep 303.2");
+    daemon.background_answer(
+        "own2",
+        &["--owner-pid", &owner.pid().to_string()],
+        "sleep 303.2",
+    );
     let sleep = wait_for_running("sleep 303.2")[0];
+    daemon.background_answer(
+        "own2-heirless",
+        &["--owner-pid", &owner.pid().to_string()],
+        "sleep 303.25",
+    );
+    let orphan = wait_for_running("sleep 303.25")[0];
     owner.kill();
     // Acting for the session adopts it; looking (`jobs --session`) would not.
     let out = daemon.run_bashc(&[
@@ -332,12 +321,20 @@ fn a_session_named_again_within_its_linger_is_adopted_and_kept() {
         "echo heir-here",
     ]);
     assert!(stdout(&out).contains("heir-here"), "{}", show(&out));
-    // Past the linger the job must still be alive: the heir owns the session now.
-    std::thread::sleep(Duration::from_millis(3500));
+    // Past the linger the job must still be alive: the heir owns the session now. The
+    // control, a session the same owner left without an heir, ends when the linger does.
+    assert!(
+        wait_until(GONE_WITHIN, || !alive(orphan)),
+        "the heirless session's job outlived the linger: the setup is broken"
+    );
     assert!(alive(sleep), "the adopted session's job was killed");
     let sessions = json(&daemon.run_bashc(&["sessions", "--json"]));
-    assert_eq!(sessions[0]["state"], "active", "{sessions}");
-    assert_eq!(sessions[0]["owners"][0], heir.pid(), "{sessions}");
+    let adopted = sessions
+        .as_array()
+        .and_then(|all| all.iter().find(|s| s["session"] == "own2"))
+        .unwrap_or_else(|| panic!("no session own2: {sessions}"));
+    assert_eq!(adopted["state"], "active", "{sessions}");
+    assert_eq!(adopted["owners"][0], heir.pid(), "{sessions}");
 }
 
 #[test]

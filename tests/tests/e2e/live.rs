@@ -18,27 +18,7 @@ fn free_port() -> u16 {
     listener.local_addr().unwrap().port()
 }
 
-/// Starts `command` in the background; its job id.
-fn background(daemon: &Daemon, extra: &[&str], command: &str) -> String {
-    let args = [
-        &["exec", "--json", "--session", "i16", "--mode", "background"][..],
-        extra,
-        &["--", command],
-    ]
-    .concat();
-    let out = daemon.run_bashc(&args);
-    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
-    json(&out)["job"].as_str().unwrap().to_owned()
-}
-
-fn bashc(daemon: &Daemon, args: &[&str]) -> std::process::Output {
-    let args = [&["--session", "i16"][..], args].concat();
-    // `--session` belongs to the subcommand: put it after the subcommand's name.
-    let mut ordered = vec![args[2]];
-    ordered.extend_from_slice(&args[..2]);
-    ordered.extend_from_slice(&args[3..]);
-    daemon.run_bashc(&ordered)
-}
+const SESSION: &str = "i16";
 
 #[test]
 fn streamed_lines_reach_stdout_long_before_the_job_ends() {
@@ -74,13 +54,13 @@ fn streamed_lines_reach_stdout_long_before_the_job_ends() {
 fn wait_returns_on_a_port_a_line_quiet_or_the_jobs_own_end() {
     let daemon = Daemon::start();
     let port = free_port();
-    let job = background(
-        &daemon,
+    let job = daemon.background_in(
+        SESSION,
         &[],
         &format!("python3 -u -m http.server {port} --bind 127.0.0.1"),
     );
-    let out = bashc(
-        &daemon,
+    let out = daemon.run_bashc_in(
+        SESSION,
         &["wait", &job, "--port", &port.to_string(), "--timeout", "10"],
     );
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
@@ -91,7 +71,7 @@ fn wait_returns_on_a_port_a_line_quiet_or_the_jobs_own_end() {
     );
     std::net::TcpStream::connect(("127.0.0.1", port)).expect("the port accepts a connection");
 
-    let listed = json(&bashc(&daemon, &["jobs", "--json"]));
+    let listed = json(&daemon.run_bashc_in(SESSION, &["jobs", "--json"]));
     let entry = listed
         .as_array()
         .unwrap()
@@ -106,15 +86,15 @@ fn wait_returns_on_a_port_a_line_quiet_or_the_jobs_own_end() {
             .any(|p| p["port"] == port && p["protocol"] == "tcp"),
         "{entry}"
     );
-    let table = stdout(&bashc(&daemon, &["jobs"]));
+    let table = stdout(&daemon.run_bashc_in(SESSION, &["jobs"]));
     assert!(
         table.contains("PORTS") && table.contains(&port.to_string()),
         "{table}"
     );
 
     // The banner came before this wait began; the session has not seen it yet.
-    let out = bashc(
-        &daemon,
+    let out = daemon.run_bashc_in(
+        SESSION,
         &[
             "wait",
             &job,
@@ -132,11 +112,11 @@ fn wait_returns_on_a_port_a_line_quiet_or_the_jobs_own_end() {
         "{met}"
     );
     assert_eq!(json(&out)["state"], "running");
-    bashc(&daemon, &["kill", &job]);
+    daemon.run_bashc_in(SESSION, &["kill", &job]);
 
-    let quiet = background(&daemon, &[], "sleep 16001");
+    let quiet = daemon.background_in(SESSION, &[], "sleep 16001");
     let started = Instant::now();
-    let out = bashc(&daemon, &["wait", &quiet, "--idle", "2", "--timeout", "20"]);
+    let out = daemon.run_bashc_in(SESSION, &["wait", &quiet, "--idle", "2", "--timeout", "20"]);
     let took = started.elapsed();
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     assert!(
@@ -148,19 +128,19 @@ fn wait_returns_on_a_port_a_line_quiet_or_the_jobs_own_end() {
         took >= Duration::from_millis(1900) && took < Duration::from_secs(8),
         "{took:?}"
     );
-    bashc(&daemon, &["kill", &quiet]);
+    daemon.run_bashc_in(SESSION, &["kill", &quiet]);
     assert!(wait_until(Duration::from_secs(10), || pids_running(
         "sleep 16001"
     )
     .is_empty()));
 
-    let failing = background(
-        &daemon,
+    let failing = daemon.background_in(
+        SESSION,
         &[],
         "python3 -c 'import time; time.sleep(0.5)'; echo no; exit 3",
     );
-    let out = bashc(
-        &daemon,
+    let out = daemon.run_bashc_in(
+        SESSION,
         &[
             "wait",
             &failing,
@@ -178,7 +158,7 @@ fn wait_returns_on_a_port_a_line_quiet_or_the_jobs_own_end() {
 /// `read -p` answered through `send`, on the resident path and on the scan path.
 /// The ports `bashc jobs --json` lists for `job`, as (protocol, port).
 fn listed_ports(daemon: &Daemon, job: &str) -> Vec<(String, u64)> {
-    let listed = json(&bashc(daemon, &["jobs", "--json"]));
+    let listed = json(&daemon.run_bashc_in(SESSION, &["jobs", "--json"]));
     let entry = listed
         .as_array()
         .unwrap()
@@ -205,13 +185,13 @@ fn a_job_with_the_network_off_is_listed_with_the_port_it_listens_on() {
     // socket does not see: the listing must still find it.
     let daemon = Daemon::start();
     let port = free_port();
-    let job = background(
-        &daemon,
+    let job = daemon.background_in(
+        SESSION,
         &["--net", "off"],
         &format!("python3 -u -m http.server {port} --bind 127.0.0.1"),
     );
-    let out = bashc(
-        &daemon,
+    let out = daemon.run_bashc_in(
+        SESSION,
         &["wait", &job, "--port", &port.to_string(), "--timeout", "10"],
     );
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
@@ -224,7 +204,7 @@ fn a_job_with_the_network_off_is_listed_with_the_port_it_listens_on() {
         listed_ports(&daemon, &job),
         [("tcp".to_owned(), u64::from(port))]
     );
-    let listed = json(&bashc(&daemon, &["jobs", "--json"]));
+    let listed = json(&daemon.run_bashc_in(SESSION, &["jobs", "--json"]));
     let pid = listed
         .as_array()
         .unwrap()
@@ -238,7 +218,7 @@ fn a_job_with_the_network_off_is_listed_with_the_port_it_listens_on() {
         namespace("self"),
         "the job was meant to run in a network namespace of its own"
     );
-    let _ = bashc(&daemon, &["kill", &job]);
+    let _ = daemon.run_bashc_in(SESSION, &["kill", &job]);
 }
 
 #[test]
@@ -260,9 +240,9 @@ fn a_jobs_connections_and_unix_sockets_are_no_ports_and_its_udp_socket_is_one() 
         ),
     )
     .unwrap();
-    let job = background(&daemon, &[], &format!("python3 -u {}", script.display()));
-    let out = bashc(
-        &daemon,
+    let job = daemon.background_in(SESSION, &[], &format!("python3 -u {}", script.display()));
+    let out = daemon.run_bashc_in(
+        SESSION,
         &["wait", &job, "--until", "ready", "--timeout", "10"],
     );
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
@@ -271,21 +251,21 @@ fn a_jobs_connections_and_unix_sockets_are_no_ports_and_its_udp_socket_is_one() 
         listed_ports(&daemon, &job),
         [("udp".to_owned(), u64::from(udp))]
     );
-    let _ = bashc(&daemon, &["kill", &job]);
+    let _ = daemon.run_bashc_in(SESSION, &["kill", &job]);
 }
 
 #[test]
 fn send_answers_a_prompt_through_the_jobs_stdin_pipe() {
     for config in ["", "[containment]\nmechanism = \"scan\"\n"] {
         let daemon = Daemon::start_with_config(config);
-        let job = background(
-            &daemon,
+        let job = daemon.background_in(
+            SESSION,
             &["--stdin", "pipe"],
             "read -p 'name? ' n; echo hello $n",
         );
-        let out = bashc(&daemon, &["send", &job, "world", "--newline"]);
+        let out = daemon.run_bashc_in(SESSION, &["send", &job, "world", "--newline"]);
         assert_eq!(out.status.code(), Some(0), "{config}: {}", show(&out));
-        let out = bashc(&daemon, &["wait", &job, "--timeout", "10"]);
+        let out = daemon.run_bashc_in(SESSION, &["wait", &job, "--timeout", "10"]);
         assert_eq!(out.status.code(), Some(0), "{config}: {}", show(&out));
         assert!(
             stdout(&out).contains("hello world"),
@@ -294,30 +274,30 @@ fn send_answers_a_prompt_through_the_jobs_stdin_pipe() {
         );
 
         // --eof: `cat` ends when its stdin closes.
-        let cat = background(&daemon, &["--stdin", "pipe"], "cat; echo done");
-        bashc(&daemon, &["send", &cat, "a line", "--newline", "--eof"]);
-        let out = bashc(&daemon, &["wait", &cat, "--timeout", "10"]);
+        let cat = daemon.background_in(SESSION, &["--stdin", "pipe"], "cat; echo done");
+        daemon.run_bashc_in(SESSION, &["send", &cat, "a line", "--newline", "--eof"]);
+        let out = daemon.run_bashc_in(SESSION, &["wait", &cat, "--timeout", "10"]);
         assert!(
             stdout(&out).contains("a line\ndone"),
             "{config}: {}",
             show(&out)
         );
 
-        let null = background(&daemon, &[], "sleep 16002");
-        let out = bashc(&daemon, &["send", &null, "x"]);
+        let null = daemon.background_in(SESSION, &[], "sleep 16002");
+        let out = daemon.run_bashc_in(SESSION, &["send", &null, "x"]);
         assert_ne!(out.status.code(), Some(0));
         assert!(
             crate::stderr(&out).contains("--stdin pipe"),
             "{}",
             show(&out)
         );
-        bashc(&daemon, &["kill", &null]);
+        daemon.run_bashc_in(SESSION, &["kill", &null]);
     }
 }
 
 /// Whether `jobs --json` says `job` waits for input.
 fn listed_waiting(daemon: &Daemon, job: &str) -> bool {
-    let out = bashc(daemon, &["jobs", "--json"]);
+    let out = daemon.run_bashc_in(SESSION, &["jobs", "--json"]);
     let listed = json(&out);
     let jobs = listed
         .as_array()
@@ -339,7 +319,7 @@ fn a_read_of_the_stdin_pipe_is_seen_waiting_at_once() {
         "read -p 'name? ' n; echo hello $n",
         "python3 -c \"import os; print('ready', flush=True); os.read(os.dup(0), 10)\"",
     ] {
-        let job = background(&daemon, &["--stdin", "pipe"], command);
+        let job = daemon.background_in(SESSION, &["--stdin", "pipe"], command);
         let started = Instant::now();
         let mut seen = false;
         while started.elapsed() < Duration::from_secs(4) {
@@ -350,14 +330,14 @@ fn a_read_of_the_stdin_pipe_is_seen_waiting_at_once() {
             std::thread::sleep(Duration::from_millis(100));
         }
         assert!(seen, "{command}: not seen waiting within 4 s");
-        bashc(&daemon, &["send", &job, "world", "--newline"]);
-        let out = bashc(&daemon, &["wait", &job, "--timeout", "10"]);
+        daemon.run_bashc_in(SESSION, &["send", &job, "world", "--newline"]);
+        let out = daemon.run_bashc_in(SESSION, &["wait", &job, "--timeout", "10"]);
         assert_eq!(out.status.code(), Some(0), "{command}: {}", show(&out));
     }
-    let sleeper = background(&daemon, &["--stdin", "pipe"], "sleep 2503");
+    let sleeper = daemon.background_in(SESSION, &["--stdin", "pipe"], "sleep 2503");
     std::thread::sleep(Duration::from_millis(1500));
     assert!(!listed_waiting(&daemon, &sleeper));
-    bashc(&daemon, &["kill", &sleeper]);
+    daemon.run_bashc_in(SESSION, &["kill", &sleeper]);
     assert!(wait_until(Duration::from_secs(10), || pids_running(
         "sleep 2503"
     )
@@ -408,12 +388,10 @@ fn vim_without_a_terminal_is_reported_waiting_for_input() {
 #[test]
 fn follow_prints_another_clients_job_once_in_order_and_its_exit() {
     let daemon = Daemon::start();
-    let job = background(
-        &daemon,
-        &[],
+    let job = daemon.background_in(SESSION, &[],
         "python3 -u -c \"import time; [print('line', i) or time.sleep(0.05) for i in range(40)]\"; exit 4",
     );
-    let out = bashc(&daemon, &["follow", &job, "--from-start"]);
+    let out = daemon.run_bashc_in(SESSION, &["follow", &job, "--from-start"]);
     assert_eq!(out.status.code(), Some(4), "{}", show(&out));
     let text = stdout(&out);
     let lines: Vec<&str> = text.lines().filter(|l| l.starts_with("line ")).collect();
@@ -440,8 +418,8 @@ fn output_grep_finds_a_line_90_mb_into_a_spilled_output() {
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     let job = json(&out)["job"].as_str().unwrap().to_owned();
     assert!(json(&out)["stdout"]["full_output"].is_string());
-    let out = bashc(
-        &daemon,
+    let out = daemon.run_bashc_in(
+        SESSION,
         &["output", &job, "--grep", "NEEDLE", "--context", "1"],
     );
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
@@ -625,21 +603,21 @@ fn a_streaming_bashc_that_falls_behind_says_what_it_missed_in_two_lines() {
 #[test]
 fn check_of_a_job_waiting_for_input_says_what_it_asks() {
     let daemon = Daemon::start();
-    let job = background(
-        &daemon,
+    let job = daemon.background_in(
+        SESSION,
         &["--stdin", "pipe"],
         "python3 -c \"print('hello ' + input('your name? '))\"",
     );
     let mut said = String::new();
     let asked = wait_until(Duration::from_secs(10), || {
-        let out = bashc(&daemon, &["check", &job]);
+        let out = daemon.run_bashc_in(SESSION, &["check", &job]);
         said = crate::stdout(&out);
         said.contains("waiting for input?")
     });
     assert!(asked, "never seen waiting:\n{said}");
     assert!(said.contains("It asks: \"your name?\"."), "{said}");
-    bashc(&daemon, &["send", &job, "world", "--newline"]);
-    let out = bashc(&daemon, &["wait", &job, "--timeout", "10"]);
+    daemon.run_bashc_in(SESSION, &["send", &job, "world", "--newline"]);
+    let out = daemon.run_bashc_in(SESSION, &["wait", &job, "--timeout", "10"]);
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     assert!(
         crate::stdout(&out).contains("hello world"),
@@ -653,18 +631,18 @@ fn check_of_a_job_waiting_for_input_says_what_it_asks() {
 #[test]
 fn wait_until_finds_a_line_deep_in_what_a_loud_job_printed_past_it() {
     let daemon = Daemon::start();
-    let job = background(
-        &daemon,
+    let job = daemon.background_in(
+        SESSION,
         &[],
         "sleep 1; seq 1 10000000; echo marker-i16; seq 1 10000000; sleep 1609",
     );
-    let out = bashc(
-        &daemon,
+    let out = daemon.run_bashc_in(
+        SESSION,
         &["wait", &job, "--until", "^marker-i16$", "--timeout", "120"],
     );
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     assert!(crate::stdout(&out).contains("marker-i16"), "{}", show(&out));
-    bashc(&daemon, &["kill", &job]);
+    daemon.run_bashc_in(SESSION, &["kill", &job]);
     assert!(wait_until(Duration::from_secs(10), || pids_running(
         "sleep 1609"
     )

@@ -10,8 +10,9 @@ use bashd_tests::{alive, wait_until};
 use crate::{json, show, stderr, stdout};
 use bashd_tests::Daemon;
 
+/// Issue 33.
 #[test]
-fn issue_33_output_grep_exits_1_when_no_line_matches_as_grep() {
+fn output_grep_exits_1_when_no_line_matches_as_grep() {
     let daemon = Daemon::start();
     let result = json(&daemon.run_bashc(&["exec", "--json", "--", "printf 'one\\ntwo\\n'"]));
     let job = result["job"].as_str().unwrap();
@@ -35,8 +36,9 @@ fn issue_33_output_grep_exits_1_when_no_line_matches_as_grep() {
     assert!(stdout(&help).contains("1 when none did"), "{}", show(&help));
 }
 
+/// Issue 33.
 #[test]
-fn issue_33_a_timeout_out_of_range_is_a_usage_error_and_nothing_runs() {
+fn a_timeout_out_of_range_is_a_usage_error_and_nothing_runs() {
     let daemon = Daemon::start();
     let marker = daemon.scratch().join("ran");
     let command = format!("touch {}", marker.display());
@@ -81,8 +83,9 @@ fn issue_33_a_timeout_out_of_range_is_a_usage_error_and_nothing_runs() {
 
 /// The status each view gives a job: `kill`'s exit status and its `exit code:` line,
 /// `check`'s and `wait`'s, and the EXIT column of `jobs`.
+/// (Issue 33.)
 #[test]
-fn issue_33_a_killed_job_has_one_status_in_kill_jobs_check_and_wait() {
+fn a_killed_job_has_one_status_in_kill_jobs_check_and_wait() {
     let daemon = Daemon::start();
     let started =
         json(&daemon.run_bashc(&["exec", "--mode", "background", "--json", "--", "sleep 600"]));
@@ -163,8 +166,9 @@ fn exit_column(table: &str, job: &str) -> String {
     row.split_whitespace().nth(column).unwrap().to_owned()
 }
 
+/// Issue 33.
 #[test]
-fn issue_33_bashc_stop_stops_the_daemon_and_its_jobs() {
+fn bashc_stop_stops_the_daemon_and_its_jobs() {
     let mut daemon = Daemon::start();
     let started =
         json(&daemon.run_bashc(&["exec", "--mode", "background", "--json", "--", "sleep 600"]));
@@ -214,8 +218,9 @@ fn issue_33_bashc_stop_stops_the_daemon_and_its_jobs() {
     );
 }
 
+/// Issue 33.
 #[test]
-fn issue_33_a_sandboxed_job_cannot_stop_bashd() {
+fn a_sandboxed_job_cannot_stop_bashd() {
     let daemon = Daemon::start();
     let bashc = bashd_tests::bin_path("bashc");
     // Control: a bashc inside the same sandbox reaches the daemon, so a refusal below

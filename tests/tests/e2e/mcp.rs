@@ -724,7 +724,7 @@ fn the_server_exits_when_its_agent_dies_even_with_stdin_still_open() {
 /// job without --net on", a flag it has no way to give), and the CLI, as the positive
 /// control of the same refusal, `--net on`. Nothing runs either way.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn issue_31_a_refused_network_is_told_in_tool_words_not_flags() {
+async fn a_refused_network_is_told_in_tool_words_not_flags() {
     let daemon = Daemon::start_with_config(
         "[sandbox]\ndefault = \"read-only\"\nnetwork = \"off\"\nfloor = \"read-only\"\n",
     );
@@ -755,7 +755,7 @@ async fn issue_31_a_refused_network_is_told_in_tool_words_not_flags() {
 /// Issue 31: the tools are one list: the unknown-tool error and `bashc mcp --help` name
 /// every tool `tools/list` gives (they named 7 of 8, without bash_screen).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn issue_31_the_unknown_tool_error_and_help_name_every_listed_tool() {
+async fn the_unknown_tool_error_and_help_name_every_listed_tool() {
     let daemon = Daemon::start();
     let client = connect(&daemon).await;
     let tools = client.list_all_tools().await.expect("tools/list failed");
@@ -787,5 +787,38 @@ async fn issue_31_the_unknown_tool_error_and_help_name_every_listed_tool() {
             tool.name
         );
     }
+    client.cancel().await.unwrap();
+}
+
+/// A page of an empty stream says why in the CLI's sentence with tool words (issue 46,
+/// step 4: the two copies had drifted): one line is "1 line", the other stream is named
+/// as the call that reads it, and an offset past the end as the argument.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_page_is_worded_as_the_cli_words_it_in_tool_calls() {
+    let daemon = Daemon::start();
+    let client = connect(&daemon).await;
+    call(&client, "bash", json!({"command": "echo oops >&2"})).await;
+    let job = job_of_last(&daemon);
+    let page = text_of(&call(&client, "bash_output", json!({"job": job})).await);
+    assert!(
+        page.contains(&format!(
+            "{job}'s stdout is empty; its stderr has 1 line: bash_output(job=\"{job}\", stream=\"stderr\")"
+        )),
+        "{page}"
+    );
+    let page = text_of(
+        &call(
+            &client,
+            "bash_output",
+            json!({"job": job, "stream": "stderr", "offset": 5}),
+        )
+        .await,
+    );
+    assert!(
+        page.contains(&format!(
+            "{job}'s stderr has 1 line; offset=5 is past its end"
+        )),
+        "{page}"
+    );
     client.cancel().await.unwrap();
 }

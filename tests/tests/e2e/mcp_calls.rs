@@ -87,6 +87,26 @@ impl Raw {
         }
     }
 
+    /// Reads until a notification that `wanted` picks, keeping the others; `None` when
+    /// none came `within`.
+    pub async fn notification(
+        &mut self,
+        within: Duration,
+        wanted: impl Fn(&Value) -> bool,
+    ) -> Option<Value> {
+        let deadline = Instant::now() + within;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let (message, _) = self.next(left).await?;
+            if wanted(&message) {
+                return Some(message);
+            }
+            if message.get("method").is_some() {
+                self.notifications.push((Instant::now(), message));
+            }
+        }
+    }
+
     /// A `tools/call` and its response, with the length of the response's line.
     pub async fn call(&mut self, id: i64, tool: &str, arguments: Value) -> (Value, usize) {
         self.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
@@ -128,8 +148,9 @@ fn newest_job(daemon: &Daemon) -> String {
         .to_owned()
 }
 
+/// Issue 15.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn issue_15_a_cancelled_call_kills_its_job_and_a_cancelled_wait_only_stops_waiting() {
+async fn a_cancelled_call_kills_its_job_and_a_cancelled_wait_only_stops_waiting() {
     let daemon = Daemon::start();
     // rmcp's client gives up on the call (its own timeout): it sends the cancel.
     let client = connect(&daemon).await;
@@ -174,9 +195,17 @@ async fn issue_15_a_cancelled_call_kills_its_job_and_a_cancelled_wait_only_stops
     let background = job_in(&raw_text(&started));
     let sleep = wait_for_running("sleep 15002");
     raw.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-        "params": {"name": "bash_wait", "arguments": {"job": background}}}))
+        "params": {"name": "bash_wait", "arguments": {"job": background},
+        "_meta": {"progressToken": "w2"}}}))
         .await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The wait's first progress: it is under way at the daemon, not only sent.
+    let progress = raw
+        .notification(Duration::from_secs(20), |message| {
+            message["method"] == "notifications/progress"
+                && message["params"]["progressToken"] == "w2"
+        })
+        .await;
+    assert!(progress.is_some(), "the wait never reported progress");
     raw.send(
         json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
         "params": {"requestId": 2, "reason": "the user pressed Esc"}}),
@@ -210,8 +239,9 @@ async fn issue_15_a_cancelled_call_kills_its_job_and_a_cancelled_wait_only_stops
     }
 }
 
+/// Issue 15.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn issue_15_with_on_cancel_background_a_cancelled_call_leaves_its_job_running() {
+async fn with_on_cancel_background_a_cancelled_call_leaves_its_job_running() {
     let daemon = Daemon::start_with_config("[mcp]\non_cancel = \"background\"\n");
     let mut raw = Raw::start(&daemon, "2025-06-18").await;
     raw.send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
@@ -223,7 +253,19 @@ async fn issue_15_with_on_cancel_background_a_cancelled_call_leaves_its_job_runn
         "params": {"requestId": 1}}),
     )
     .await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // The daemon took the cancel: the job is a background one now, and still runs.
+    let mode = || {
+        let listing = daemon.run_bashc(&["jobs", "--all", "--json"]);
+        let jobs: Value = serde_json::from_slice(&listing.stdout).unwrap_or_default();
+        jobs.as_array()
+            .and_then(|all| all.last())
+            .map(|job| job["mode"].clone())
+    };
+    assert!(
+        wait_until(WITHIN, || mode() == Some(json!("background"))),
+        "the cancelled call's job never moved to the background: {:?}",
+        mode()
+    );
     assert!(sleep.iter().all(|&pid| alive(pid)), "the job was killed");
     let (jobs, _) = raw.call(2, "bash_jobs", json!({})).await;
     let listed = raw_text(&jobs);
@@ -240,8 +282,9 @@ async fn issue_15_with_on_cancel_background_a_cancelled_call_leaves_its_job_runn
 
 /// A 70 s call with a progressToken hears of its job at least every 5 s, with the
 /// job id, the time so far and the last line.
+/// (Issue 15.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn issue_15_a_long_call_with_a_progress_token_gets_progress_every_few_seconds() {
+async fn a_long_call_with_a_progress_token_gets_progress_every_few_seconds() {
     let daemon = Daemon::start_with_config("[mcp]\nmax_call_secs = 120\n");
     let mut raw = Raw::start(&daemon, "2025-06-18").await;
     let command = "while [ $SECONDS -lt 70 ]; do echo \"tick $SECONDS\"; timeout 1 sleep 15005; done; echo finished";
@@ -296,8 +339,9 @@ async fn issue_15_a_long_call_with_a_progress_token_gets_progress_every_few_seco
     );
 }
 
+/// Issue 15.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn issue_15_a_call_returns_at_its_budget_and_bash_wait_sees_the_end() {
+async fn a_call_returns_at_its_budget_and_bash_wait_sees_the_end() {
     let daemon = Daemon::start_with_config("[mcp]\nmax_call_secs = 3\n");
     let client = connect(&daemon).await;
     let start = Instant::now();
@@ -347,8 +391,9 @@ async fn issue_15_a_call_returns_at_its_budget_and_bash_wait_sees_the_end() {
 /// A result is its text once: 2,000 lines of 600 bytes cost no more than 1.2 times
 /// the text plus 2 KB, and `bash_output` pages through every line exactly once, each
 /// page within the byte cap.
+/// (Issue 15.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn issue_15_results_are_sent_once_and_pages_show_every_line_once_under_the_cap() {
+async fn results_are_sent_once_and_pages_show_every_line_once_under_the_cap() {
     let daemon = Daemon::start();
     let mut raw = Raw::start(&daemon, "2025-06-18").await;
     let command = "for i in $(seq 1 2000); do printf 'line %04d %0590d\\n' $i $i; done";
@@ -395,8 +440,9 @@ async fn issue_15_results_are_sent_once_and_pages_show_every_line_once_under_the
     assert!(seen == expected, "pages skipped or repeated lines");
 }
 
+/// Issue 15.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn issue_15_every_job_tool_refuses_another_sessions_job() {
+async fn every_job_tool_refuses_another_sessions_job() {
     let daemon = Daemon::start();
     let started = daemon.run_bashc(&[
         "exec",
@@ -457,8 +503,9 @@ async fn issue_15_every_job_tool_refuses_another_sessions_job() {
 
 /// Every tool's input schema keeps the flat rules and compiles as draft-07 and as
 /// 2020-12; arguments in the forms clients write are taken.
+/// (Issue 15.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn issue_15_schemas_are_flat_and_compile_as_draft_07_and_2020_12() {
+async fn schemas_are_flat_and_compile_as_draft_07_and_2020_12() {
     let daemon = Daemon::start();
     let client = connect(&daemon).await;
     let tools = client.list_all_tools().await.unwrap();
@@ -560,8 +607,9 @@ fn check_flat(name: &str, schema: &Value) {
     }
 }
 
+/// Issue 15.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn issue_15_a_batch_is_answered_as_the_negotiated_version_says() {
+async fn a_batch_is_answered_as_the_negotiated_version_says() {
     let daemon = Daemon::start();
     let batch = json!([
         {"jsonrpc": "2.0", "id": 7, "method": "ping"},

@@ -18,8 +18,9 @@ use crate::mcp_calls::{Raw, raw_text};
 /// OpenCode ends an MCP server by SIGTERMing every descendant of it that /proc shows.
 /// A daemon the server started must not be one of them: it serves every session, and
 /// another agent's jobs would go with it.
+/// (Issue 34.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn issue_34_an_autostarted_daemon_outlives_a_client_that_ends_its_servers_tree() {
+async fn an_autostarted_daemon_outlives_a_client_that_ends_its_servers_tree() {
     let daemon = Daemon::unstarted();
     let mut command = mcp_command(&daemon, daemon.scratch());
     command.env_remove("BASHD_NO_AUTOSTART");
@@ -89,8 +90,9 @@ async fn connect_as(
 
 /// Gemini CLI adds `wait_for_previous` to every call; it is taken and ignored on every
 /// tool, while a model's typo is still refused with the names there are.
+/// (Issue 34.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn issue_34_gemini_s_wait_for_previous_is_taken_by_every_tool() {
+async fn gemini_s_wait_for_previous_is_taken_by_every_tool() {
     let daemon = Daemon::start();
     let client = connect_as(&daemon, "gemini-cli-mcp-client", &[]).await;
     let ran = call_as(
@@ -185,8 +187,9 @@ fn rest_call(text: &str) -> (String, u64, u64) {
 
 /// Each client gets the whole result within what it shows (success and error), its
 /// status first and last, and the exact call for the lines it does not show.
+/// (Issue 34.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn issue_34_each_client_gets_a_result_it_shows_whole() {
+async fn each_client_gets_a_result_it_shows_whole() {
     let daemon = Daemon::start();
     for &(name, success, error, lines) in BUDGETS {
         let client = connect_as(&daemon, name, &[]).await;
@@ -260,8 +263,9 @@ async fn issue_34_each_client_gets_a_result_it_shows_whole() {
 
 /// A check of a job that printed more than Codex shows names the new lines it leaves
 /// out, and reading them from there gives what was cut.
+/// (Issue 34.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn issue_34_a_check_cut_to_the_client_names_the_lines_it_leaves_out() {
+async fn a_check_cut_to_the_client_names_the_lines_it_leaves_out() {
     let daemon = Daemon::start();
     let client = connect_as(&daemon, "codex-mcp-client", &[]).await;
     let started = call_as(
@@ -296,8 +300,9 @@ async fn issue_34_a_check_cut_to_the_client_names_the_lines_it_leaves_out() {
 
 /// The variables the agent uses to reach its model stay out of its jobs, unless
 /// `[env] pass` names them; the rest of its environment is the job's.
+/// (Issue 34.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn issue_34_the_agents_credentials_stay_out_of_jobs() {
+async fn the_agents_credentials_stay_out_of_jobs() {
     let secrets = [
         ("ANTHROPIC_API_KEY", "sk-ant-secret"),
         ("CLAUDE_CODE_OAUTH_TOKEN", "oauth-secret"),
@@ -354,7 +359,7 @@ async fn issue_34_the_agents_credentials_stay_out_of_jobs() {
 /// Issue 34.4: a page of `grep` matches says how many matched, from where, and its
 /// next-page call searches on (it kept `grep=`, which the CLI's hint keeps too).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn issue_34_a_grep_page_says_its_matches_and_its_next_page_greps_on() {
+async fn a_grep_page_says_its_matches_and_its_next_page_greps_on() {
     let daemon = Daemon::start();
     let client = connect_as(&daemon, "some-agent", &[]).await;
     let ran = call_as(&client, "bash", json!({"command": "seq 1 5001"})).await;
@@ -412,7 +417,7 @@ async fn issue_34_a_grep_page_says_its_matches_and_its_next_page_greps_on() {
 
 /// Issue 34.5: a wait's progress says how long the job has run, not the wait.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn issue_34_a_waits_progress_says_the_jobs_age() {
+async fn a_waits_progress_says_the_jobs_age() {
     let daemon = Daemon::start();
     let mut raw = Raw::start(&daemon, "2025-06-18").await;
     let (started, _) = raw
@@ -456,7 +461,7 @@ async fn issue_34_a_waits_progress_says_the_jobs_age() {
 /// Found beside issue 34: `jobs --json` says the signal that ended a job, as
 /// `check --json` does.
 #[test]
-fn issue_34_jobs_json_has_the_signal_of_a_signaled_job() {
+fn jobs_json_has_the_signal_of_a_signaled_job() {
     let daemon = Daemon::start();
     let out = daemon.run_bashc(&["exec", "--", "kill -TERM $$"]);
     assert_eq!(out.status.code(), Some(128 + 15), "{}", crate::show(&out));
@@ -469,7 +474,7 @@ fn issue_34_jobs_json_has_the_signal_of_a_signaled_job() {
 /// and then waits; the result of the call that reaches its timeout says to run it on
 /// a terminal.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn issue_34_vim_on_pipes_is_told_to_run_on_a_terminal() {
+async fn vim_on_pipes_is_told_to_run_on_a_terminal() {
     if std::process::Command::new("vim")
         .arg("--version")
         .output()
@@ -499,8 +504,9 @@ async fn issue_34_vim_on_pipes_is_told_to_run_on_a_terminal() {
 /// `server/discover`, no `initialize`, and its `clientInfo` in every request's `_meta`.
 /// The budget follows that name as it follows `initialize`'s: Codex's 10,000 bytes here,
 /// where the daemon's default would send about 51 KB.
+/// (Issue 34.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn issue_34_a_client_named_in_the_request_meta_gets_its_budget() {
+async fn a_client_named_in_the_request_meta_gets_its_budget() {
     use tokio::io::AsyncWriteExt;
     let daemon = Daemon::start();
     let (_child, mut stdin, mut lines) = crate::mcp::spawn_raw(

@@ -97,8 +97,9 @@ fn non_blocking(pid: u32, fd: i32) -> bool {
 /// A Node agent (libuv) gives its server a socket for stdin and stdout, not a pipe:
 /// calls go both ways over it, a result larger than a socket takes at once included,
 /// and the socket stays in blocking mode.
+/// (Issue 31.)
 #[test]
-fn issue_31_the_server_speaks_over_a_socket_and_leaves_it_blocking() {
+fn the_server_speaks_over_a_socket_and_leaves_it_blocking() {
     let daemon = Daemon::start();
     let (ours, theirs) = UnixStream::pair().unwrap();
     let mut child = KillOnDrop(
@@ -158,8 +159,9 @@ fn issue_31_the_server_speaks_over_a_socket_and_leaves_it_blocking() {
 
 /// Pipes, as most agents (and rmcp's client) start a server: a call is answered, and
 /// both pipes stay in blocking mode.
+/// (Issue 31.)
 #[test]
-fn issue_31_the_server_leaves_its_pipes_blocking() {
+fn the_server_leaves_its_pipes_blocking() {
     let daemon = Daemon::start();
     let mut child = KillOnDrop(
         server(&daemon)
@@ -186,8 +188,9 @@ fn issue_31_the_server_leaves_its_pipes_blocking() {
 
 /// What epoll cannot watch (here /dev/null, at once at its end) is read through
 /// tokio's blocking stdin: the server starts and exits cleanly at the end of its input.
+/// (Issue 31.)
 #[test]
-fn issue_31_the_server_takes_stdin_that_epoll_cannot_watch() {
+fn the_server_takes_stdin_that_epoll_cannot_watch() {
     let daemon = Daemon::start();
     let mut child = KillOnDrop(
         server(&daemon)
@@ -210,7 +213,7 @@ fn issue_31_the_server_takes_stdin_that_epoll_cannot_watch() {
 /// Issue 45: a method the server does not know is answered with its name and what the
 /// server offers, not with the name alone; a known one still answers (the control).
 #[test]
-fn issue_45_an_unknown_method_says_what_the_server_offers() {
+fn an_unknown_method_says_what_the_server_offers() {
     let daemon = Daemon::start();
     let mut child = KillOnDrop(
         server(&daemon)

@@ -7,24 +7,9 @@ use bashc::protocol::{OutputRequest, Request, Response, StreamName};
 use bashd_tests::Daemon;
 use bashd_tests::procs::memory_kib;
 
+use bashd_tests::output::numbered;
+
 use crate::{json, show, stderr, stdout};
-
-fn numbered(range: std::ops::RangeInclusive<u32>) -> String {
-    range.map(|i| format!("{i}\n")).collect()
-}
-
-/// Runs `bashc exec --json ARGS` and returns the result.
-fn exec_json(daemon: &Daemon, args: &[&str]) -> serde_json::Value {
-    let mut all = vec!["exec", "--json"];
-    all.extend_from_slice(args);
-    let out = daemon.run_bashc(&all);
-    assert!(
-        out.status.code().is_some_and(|c| c != 255),
-        "{}",
-        show(&out)
-    );
-    json(&out)
-}
 
 fn text(stream: &serde_json::Value) -> &str {
     stream["text"].as_str().expect("text is a string")
@@ -40,7 +25,7 @@ fn spill_file(stream: &serde_json::Value) -> Vec<u8> {
 #[test]
 fn a_long_output_shows_its_last_lines_and_spills_whole() {
     let daemon = Daemon::start();
-    let result = exec_json(&daemon, &["--", "seq 1 10000"]);
+    let result = daemon.exec_json(&["--", "seq 1 10000"]);
     let out = &result["stdout"];
     assert_eq!(text(out), numbered(8001..=10000), "{result}");
     assert_eq!(out["truncated"], true);
@@ -79,10 +64,7 @@ fn a_long_output_shows_its_last_lines_and_spills_whole() {
 #[test]
 fn the_byte_limit_cuts_between_whole_lines() {
     let daemon = Daemon::start();
-    let result = exec_json(
-        &daemon,
-        &["--", "for i in $(seq 200); do printf '%0999d\\n' $i; done"],
-    );
+    let result = daemon.exec_json(&["--", "for i in $(seq 200); do printf '%0999d\\n' $i; done"]);
     let out = &result["stdout"];
     assert_eq!(out["truncated_by"], "bytes", "{result}");
     let shown = text(out);
@@ -98,13 +80,10 @@ fn the_byte_limit_cuts_between_whole_lines() {
 #[test]
 fn multibyte_text_is_never_garbled() {
     let daemon = Daemon::start();
-    let result = exec_json(
-        &daemon,
-        &[
-            "--",
-            "for i in $(seq 6000); do echo \"Zeile $i: grüße, 世界 🦀\"; done",
-        ],
-    );
+    let result = daemon.exec_json(&[
+        "--",
+        "for i in $(seq 6000); do echo \"Zeile $i: grüße, 世界 🦀\"; done",
+    ]);
     let out = &result["stdout"];
     let shown = text(out);
     assert!(!shown.contains('\u{FFFD}'), "{shown}");
@@ -121,13 +100,10 @@ fn multibyte_text_is_never_garbled() {
 #[test]
 fn one_line_longer_than_the_limit_is_cut_on_a_char_boundary_and_marked() {
     let daemon = Daemon::start();
-    let result = exec_json(
-        &daemon,
-        &[
-            "--",
-            "head -c 150000 /dev/zero | tr '\\0' x | sed 's/x/é/g'",
-        ],
-    );
+    let result = daemon.exec_json(&[
+        "--",
+        "head -c 150000 /dev/zero | tr '\\0' x | sed 's/x/é/g'",
+    ]);
     let out = &result["stdout"];
     let shown = text(out);
     assert!(shown.len() <= 51200, "{} bytes shown", shown.len());
@@ -170,7 +146,7 @@ fn terminal_control_output_becomes_plain_text() {
         ),
     ];
     for (command, expected) in cases {
-        let result = exec_json(&daemon, &["--", command]);
+        let result = daemon.exec_json(&["--", command]);
         assert_eq!(text(&result["stdout"]), expected, "{command}: {result}");
     }
 }
@@ -178,7 +154,7 @@ fn terminal_control_output_becomes_plain_text() {
 #[test]
 fn random_bytes_come_out_as_valid_text_within_the_limits() {
     let daemon = Daemon::start();
-    let result = exec_json(&daemon, &["--", "head -c 200000 /dev/urandom"]);
+    let result = daemon.exec_json(&["--", "head -c 200000 /dev/urandom"]);
     let out = &result["stdout"];
     let shown = text(out);
     assert!(shown.len() <= 51200, "{} bytes shown", shown.len());
@@ -200,7 +176,7 @@ fn random_bytes_come_out_as_valid_text_within_the_limits() {
 #[test]
 fn head_tail_and_line_counts_choose_what_is_shown() {
     let daemon = Daemon::start();
-    let result = exec_json(&daemon, &["--direction", "head_tail", "--", "seq 1 10000"]);
+    let result = daemon.exec_json(&["--direction", "head_tail", "--", "seq 1 10000"]);
     let out = &result["stdout"];
     let shown = text(out);
     assert!(shown.starts_with("1\n2\n"), "{shown}");
@@ -209,7 +185,7 @@ fn head_tail_and_line_counts_choose_what_is_shown() {
     assert_eq!(out["direction"], "head_tail");
     assert!(shown.len() <= 51200);
 
-    let result = exec_json(&daemon, &["--head", "5", "--", "seq 1 100"]);
+    let result = daemon.exec_json(&["--head", "5", "--", "seq 1 100"]);
     let out = &result["stdout"];
     assert_eq!(text(out), numbered(1..=5));
     assert_eq!(out["total_lines"], 100);
@@ -220,7 +196,7 @@ fn head_tail_and_line_counts_choose_what_is_shown() {
         "100 lines is within the limits"
     );
 
-    let result = exec_json(&daemon, &["--tail", "3", "--", "seq 1 100"]);
+    let result = daemon.exec_json(&["--tail", "3", "--", "seq 1 100"]);
     assert_eq!(text(&result["stdout"]), numbered(98..=100));
 
     let out = daemon.run_bashc(&["exec", "--direction", "head", "--", "seq 1 5000"]);
@@ -236,7 +212,7 @@ fn head_tail_and_line_counts_choose_what_is_shown() {
 #[test]
 fn stderr_spills_to_its_own_file_and_small_output_to_none() {
     let daemon = Daemon::start();
-    let result = exec_json(&daemon, &["--", "echo small; seq 1 3000 >&2"]);
+    let result = daemon.exec_json(&["--", "echo small; seq 1 3000 >&2"]);
     let err = &result["stderr"];
     let path = err["full_output"].as_str().expect("stderr spilled");
     assert!(path.ends_with(".stderr"), "{path}");
@@ -248,7 +224,7 @@ fn stderr_spills_to_its_own_file_and_small_output_to_none() {
     let session_dir = daemon.runtime_dir().join("sessions/test");
     assert!(!session_dir.join(format!("{job}.stdout")).exists());
 
-    let result = exec_json(&daemon, &["--", "echo hi"]);
+    let result = daemon.exec_json(&["--", "echo hi"]);
     let job = result["job"].as_str().unwrap();
     assert_eq!(result["stdout"]["truncated"], false);
     assert!(!session_dir.join(format!("{job}.stdout")).exists());
@@ -258,10 +234,7 @@ fn stderr_spills_to_its_own_file_and_small_output_to_none() {
 #[test]
 fn merged_stderr_is_one_section_in_order() {
     let daemon = Daemon::start();
-    let result = exec_json(
-        &daemon,
-        &["--merge-stderr", "--", "echo a; echo b >&2; echo c"],
-    );
+    let result = daemon.exec_json(&["--merge-stderr", "--", "echo a; echo b >&2; echo c"]);
     assert_eq!(text(&result["stdout"]), "a\nb\nc\n", "{result}");
     assert_eq!(result["stderr"], serde_json::Value::Null);
     let job = result["job"].as_str().unwrap();
@@ -277,7 +250,7 @@ fn merged_stderr_is_one_section_in_order() {
 #[test]
 fn output_pages_through_the_whole_stream() {
     let daemon = Daemon::start();
-    let result = exec_json(&daemon, &["--", "seq 1 10000; echo err >&2"]);
+    let result = daemon.exec_json(&["--", "seq 1 10000; echo err >&2"]);
     let job = result["job"].as_str().unwrap();
 
     let out = daemon.run_bashc(&["output", job, "--offset", "9990", "--limit", "5"]);
@@ -313,7 +286,7 @@ fn output_pages_through_the_whole_stream() {
 fn pages_deep_into_a_file_of_several_mebibytes_are_exact() {
     let daemon = Daemon::start();
     // 3.4 MB of lines of 1 to 6 digits: pages start reading near their first line.
-    let result = exec_json(&daemon, &["--", "seq 1 500000"]);
+    let result = daemon.exec_json(&["--", "seq 1 500000"]);
     let job = result["job"].as_str().unwrap();
     for offset in [1, 149_795, 187_000, 299_999, 333_333, 499_990] {
         let out = daemon.run_bashc(&[
@@ -379,7 +352,7 @@ fn a_spill_file_that_cannot_be_written_is_named_and_the_job_goes_on() {
     let sessions = daemon.runtime_dir().join("sessions");
     std::fs::create_dir_all(&sessions).unwrap();
     std::fs::write(sessions.join("test"), "not a directory").unwrap();
-    let result = exec_json(&daemon, &["--", "seq 1 5000; echo done >&2"]);
+    let result = daemon.exec_json(&["--", "seq 1 5000; echo done >&2"]);
     assert_eq!(result["exit_code"], 0, "{result}");
     assert_eq!(result["stdout"]["total_lines"], 5000);
     assert_eq!(text(&result["stdout"]), numbered(3001..=5000));
@@ -397,7 +370,7 @@ fn three_hundred_megabytes_keep_the_daemon_small() {
     let daemon = Daemon::start();
     let line = "a line of output that repeats";
     let command = format!("yes '{line}' | head -c 300000000");
-    let result = exec_json(&daemon, &["--mode", "slow", "--", &command]);
+    let result = daemon.exec_json(&["--mode", "slow", "--", &command]);
     let out = &result["stdout"];
     assert_eq!(out["total_bytes"], 300_000_000u64, "{result}");
     let line_bytes = line.len() as u64 + 1;
@@ -415,7 +388,7 @@ fn three_hundred_megabytes_keep_the_daemon_small() {
 /// 50 KiB by default), stderr names the next page, and following it shows every line
 /// exactly once.
 #[test]
-fn issue_15_bashc_output_pages_whole_lines_under_the_byte_cap() {
+fn bashc_output_pages_whole_lines_under_the_byte_cap() {
     let daemon = Daemon::start();
     let out = daemon.run_bashc(&[
         "exec",
@@ -462,7 +435,7 @@ fn issue_15_bashc_output_pages_whole_lines_under_the_byte_cap() {
 
 /// Issue 15: past the spill cap, the page and its notice agree on the last line kept.
 #[test]
-fn issue_15_a_capped_spill_file_ends_at_the_last_whole_line() {
+fn a_capped_spill_file_ends_at_the_last_whole_line() {
     let daemon = Daemon::start_with_config("[limits]\nmax_spill_bytes = 1000\nmax_lines = 10\n");
     // 7-byte lines: the cap of 1000 bytes falls inside line 143.
     let out = daemon.run_bashc(&[

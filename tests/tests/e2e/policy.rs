@@ -100,7 +100,7 @@ fn the_config_adds_rules_and_switches_built_ins_off() {
 /// checked as code. Each denied command gets exit 126 and runs not even its harmless
 /// first part; the same through a heredoc and 17 wrappers (the old walk gave up at 16).
 #[test]
-fn issue_17_meaning_and_code_fed_to_a_shell_are_checked() {
+fn meaning_and_code_fed_to_a_shell_are_checked() {
     let daemon = Daemon::start_with_config(
         "[[policy.deny]]\nid = \"no-marker\"\ncommand = \"touch\"\nargs = [\"MARK*\"]\nmessage = \"no markers here\"\n",
     );
@@ -229,7 +229,7 @@ fn a_verdict_given_before_is_not_served_in_another_workdir_nor_after_a_reload() 
 /// the whole workspace" that exec denies there is denied by the check too, whether the
 /// command is one word or several after `--`. Dry runs and scoped forms stay allowed.
 #[test]
-fn issue_42_policy_check_from_a_subdirectory_denies_what_exec_denies_there() {
+fn policy_check_from_a_subdirectory_denies_what_exec_denies_there() {
     let daemon = Daemon::start();
     let ws = daemon.scratch().join("ws");
     let d1 = ws.join("d1");
@@ -298,7 +298,7 @@ fn issue_42_policy_check_from_a_subdirectory_denies_what_exec_denies_there() {
 /// bypasses, are denied by `bashc policy check` anywhere (only checked here: on a
 /// daemon that let them through, running them would remove the home).
 #[test]
-fn issue_42_the_known_bypasses_are_denied() {
+fn the_known_bypasses_are_denied() {
     let daemon = Daemon::start();
     let denied = [
         ("rm -rf ${HOME:?}", "rm-dangerous"),

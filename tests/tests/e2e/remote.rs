@@ -77,8 +77,9 @@ fn job_id(output: &Output) -> String {
         .to_owned()
 }
 
+/// Issue 19.
 #[test]
-fn issue19_exec_background_check_wait_output_kill_over_host() {
+fn exec_background_check_wait_output_kill_over_host() {
     let Some(remote) = Remote::start() else {
         return;
     };
@@ -138,8 +139,9 @@ fn issue19_exec_background_check_wait_output_kill_over_host() {
     );
 }
 
+/// Issue 19.
 #[test]
-fn issue19_a_dropped_connection_keeps_background_jobs_and_kills_foreground_ones() {
+fn a_dropped_connection_keeps_background_jobs_and_kills_foreground_ones() {
     let Some(remote) = Remote::start() else {
         return;
     };
@@ -231,8 +233,9 @@ fn issue19_a_dropped_connection_keeps_background_jobs_and_kills_foreground_ones(
     );
 }
 
+/// Issue 19.
 #[test]
-fn issue19_jobs_of_several_hosts_and_clear_errors() {
+fn jobs_all_lists_each_host_and_names_an_unreachable_one_and_a_missing_bashc() {
     let Some(remote) = Remote::start() else {
         return;
     };
@@ -271,8 +274,9 @@ fn issue19_jobs_of_several_hosts_and_clear_errors() {
     );
 }
 
+/// Issue 19.
 #[tokio::test]
-async fn issue19_mcp_over_host_answers_bash() {
+async fn mcp_over_host_answers_bash() {
     let Some(remote) = Remote::start() else {
         return;
     };
@@ -365,8 +369,9 @@ fn children(pid: u32) -> Vec<u32> {
         .collect()
 }
 
+/// Issue 19.
 #[test]
-fn issue19_calls_share_one_relay_and_a_killed_caller_stops_only_its_job() {
+fn calls_share_one_relay_and_a_killed_caller_stops_only_its_job() {
     let Some(remote) = Remote::start() else {
         return;
     };
@@ -443,8 +448,9 @@ fn issue19_calls_share_one_relay_and_a_killed_caller_stops_only_its_job() {
     );
 }
 
+/// Issue 19.
 #[test]
-fn issue19_an_idle_relay_ends_and_leaves_no_process() {
+fn an_idle_relay_ends_and_leaves_no_process() {
     let Some(remote) = Remote::start() else {
         return;
     };
@@ -511,8 +517,9 @@ fn issue19_an_idle_relay_ends_and_leaves_no_process() {
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
 }
 
+/// Issue 19.
 #[test]
-fn issue19_a_caller_that_stops_reading_holds_up_no_other_call() {
+fn a_caller_that_stops_reading_holds_up_no_other_call() {
     let Some(remote) = Remote::start() else {
         return;
     };
@@ -601,8 +608,9 @@ fn issue19_a_caller_that_stops_reading_holds_up_no_other_call() {
 
 /// The relay's words for a far side that speaks another relay version, or none: a
 /// stand-in bridge command, no sshd needed.
+/// (Issue 19.)
 #[test]
-fn issue19_a_bridge_of_another_version_is_named_with_the_side_to_upgrade() {
+fn a_bridge_of_another_version_is_named_with_the_side_to_upgrade() {
     let near = Daemon::unstarted();
     let call = |bridge: &str| {
         near.bashc()
@@ -641,8 +649,9 @@ fn issue19_a_bridge_of_another_version_is_named_with_the_side_to_upgrade() {
 
 /// `ssh HOST bashc bridge` by hand, as a bashc from before relays runs it: the bridge
 /// serves that one caller, with no relay between.
+/// (Issue 19.)
 #[tokio::test]
-async fn issue19_a_bridge_still_serves_a_single_caller_without_a_relay() {
+async fn a_bridge_still_serves_a_single_caller_without_a_relay() {
     let Some(remote) = Remote::start() else {
         return;
     };
@@ -680,8 +689,9 @@ async fn issue19_a_bridge_still_serves_a_single_caller_without_a_relay() {
 
 /// A long-lived `bashc mcp --host` whose bashc was replaced on disk (`cargo install`)
 /// still starts a relay when its own has gone: the new bashc at the same path.
+/// (Issue 19.)
 #[tokio::test]
-async fn issue19_mcp_whose_bashc_was_replaced_still_starts_a_relay() {
+async fn mcp_whose_bashc_was_replaced_still_starts_a_relay() {
     let Some(remote) = Remote::start() else {
         return;
     };
@@ -744,8 +754,9 @@ async fn issue19_mcp_whose_bashc_was_replaced_still_starts_a_relay() {
 
 /// A connection its relay resets before the handshake (one in the backlog of a relay
 /// that was ending) is tried again, and the call starts a new relay.
+/// (Issue 19.)
 #[test]
-fn issue19_a_connection_reset_before_the_handshake_is_tried_again() {
+fn a_connection_reset_before_the_handshake_is_tried_again() {
     use std::io::Read;
     let Some(remote) = Remote::start() else {
         return;
@@ -784,7 +795,7 @@ fn issue19_a_connection_reset_before_the_handshake_is_tried_again() {
 /// bashd does, issue 31) is enough: the relay is not gone before its first call
 /// connects, nor right after each call.
 #[test]
-fn issue19_a_relay_idle_time_at_the_floor_keeps_the_relay_between_calls() {
+fn a_relay_idle_time_at_the_floor_keeps_the_relay_between_calls() {
     let Some(remote) = Remote::start() else {
         return;
     };
@@ -805,8 +816,9 @@ fn issue19_a_relay_idle_time_at_the_floor_keeps_the_relay_between_calls() {
 /// A call that starts a relay and dies before the relay is ready leaves the start to
 /// that relay: the next call waits for it instead of starting a second relay (whose
 /// socket would replace the first's).
+/// (Issue 19.)
 #[test]
-fn issue19_a_starter_that_dies_before_ready_leaves_one_relay() {
+fn a_starter_that_dies_before_ready_leaves_one_relay() {
     let Some(remote) = Remote::start() else {
         return;
     };
@@ -887,8 +899,9 @@ fn issue19_a_starter_that_dies_before_ready_leaves_one_relay() {
 
 /// A login that prints to stdout (a chatty ~/.bashrc there) garbles the channel
 /// before the bridge speaks: the error says so, and what it printed.
+/// (Issue 19.)
 #[test]
-fn issue19_a_login_that_prints_to_stdout_is_named() {
+fn a_login_that_prints_to_stdout_is_named() {
     let near = Daemon::unstarted();
     let out = near
         .bashc()
@@ -915,8 +928,9 @@ fn issue19_a_login_that_prints_to_stdout_is_named() {
 
 /// bashd there dying under a call while the link stays up is said as bashd there
 /// stopping, with the command that gets the job's output, not as a lost connection.
+/// (Issue 19.)
 #[test]
-fn issue19_a_far_bashd_that_dies_mid_call_is_named() {
+fn a_far_bashd_that_dies_mid_call_is_named() {
     let Some(remote) = Remote::start() else {
         return;
     };
@@ -971,7 +985,7 @@ fn issue19_a_far_bashd_that_dies_mid_call_is_named() {
 /// drops; a job of another session is refused there as here, and reached with
 /// `--any-session`.
 #[test]
-fn issue33_requests_over_host_name_no_local_owner_and_keep_the_session_rule() {
+fn requests_over_host_name_no_local_owner_and_keep_the_session_rule() {
     let Some(remote) = Remote::start() else {
         return;
     };
@@ -1062,7 +1076,7 @@ fn issue33_requests_over_host_name_no_local_owner_and_keep_the_session_rule() {
 /// there: in the `--workdir` given, and without one in the login directory (the local
 /// current directory means nothing on the far side), as the bridge resolves an `Exec`'s.
 #[test]
-fn issue_42_policy_check_over_host_judges_in_the_far_workdir() {
+fn policy_check_over_host_judges_in_the_far_workdir() {
     let Some(remote) = Remote::start() else {
         return;
     };

@@ -11,7 +11,8 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::Duration;
 
-use bashd_tests::{Daemon, bin_path, wait_until};
+use bashd_tests::output::shown;
+use bashd_tests::{Daemon, bashc_path, wait_until};
 use serde_json::{Value, json};
 
 use super::mcp::{call, is_error, mcp_command, serve, text};
@@ -84,15 +85,6 @@ fn crowd(dir: &Path, n: usize) {
     }
 }
 
-/// Both streams of a result.
-fn shown(result: &Value) -> String {
-    format!(
-        "{}{}",
-        result["stdout"]["text"].as_str().unwrap_or(""),
-        result["stderr"]["text"].as_str().unwrap_or("")
-    )
-}
-
 /// The kinds of a result's notices (`outside_roots`, `no_writable_root`, ...).
 fn notice_kinds(result: &Value) -> Vec<String> {
     result["notices"]
@@ -104,10 +96,6 @@ fn notice_kinds(result: &Value) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-fn bashc_path() -> String {
-    bin_path("bashc").display().to_string()
 }
 
 /// Hole 1: with `floor = "workspace-write"`, a request that names `/` or `~` as its

@@ -37,9 +37,9 @@ impl Drop for KillDaemonsWith {
     }
 }
 
+/// Issue 24.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn issue_24_an_mcp_server_given_only_path_and_home_serves_through_the_daemon_of_its_runtime_dir()
- {
+async fn an_mcp_server_given_only_path_and_home_serves_through_the_daemon_of_its_runtime_dir() {
     let daemon = Daemon::start();
     let home = daemon.scratch().join("home");
     std::fs::create_dir(&home).unwrap();
@@ -122,8 +122,9 @@ fn autostarting_status(config_home: &Path, named: Option<&Path>, xdg: &Path) -> 
     command
 }
 
+/// Issue 24.
 #[test]
-fn issue_24_a_daemon_started_while_another_runs_says_so() {
+fn a_daemon_started_while_another_runs_says_so() {
     let first = Daemon::start();
     let said = format!(
         "bashd pid {} serves {}",

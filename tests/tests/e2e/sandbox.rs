@@ -154,8 +154,9 @@ fn wait_for_file(path: &Path) -> String {
     text
 }
 
+/// Issue 23.
 #[test]
-fn issue_23_workspace_write_keeps_writes_in_the_workspace_and_secrets_hidden() {
+fn workspace_write_keeps_writes_in_the_workspace_and_secrets_hidden() {
     let sandbox = Sandbox::start("");
     let (ws, out, home) = (&sandbox.ws, &sandbox.outside, &sandbox.home);
     let git_config = std::fs::read(ws.join(".git/config")).unwrap();
@@ -239,8 +240,9 @@ fn issue_23_workspace_write_keeps_writes_in_the_workspace_and_secrets_hidden() {
     assert!(stdout.contains("not a file permission"), "{}", show(&text));
 }
 
+/// Issue 23.
 #[test]
-fn issue_23_read_only_writes_nothing_but_its_tmpdir() {
+fn read_only_writes_nothing_but_its_tmpdir() {
     let sandbox = Sandbox::start("");
     let before = snapshot(&sandbox.ws);
     let output = sandbox.exec(
@@ -269,8 +271,9 @@ fn issue_23_read_only_writes_nothing_but_its_tmpdir() {
     );
 }
 
+/// Issue 23.
 #[test]
-fn issue_23_network_off_reaches_no_listener_of_the_host() {
+fn network_off_reaches_no_listener_of_the_host() {
     let sandbox = Sandbox::start("");
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
@@ -325,8 +328,9 @@ fn issue_23_network_off_reaches_no_listener_of_the_host() {
     );
 }
 
+/// Issue 23.
 #[test]
-fn issue_23_the_floor_refuses_a_looser_profile_and_runs_nothing() {
+fn the_floor_refuses_a_looser_profile_and_runs_nothing() {
     let sandbox =
         Sandbox::start("[sandbox]\ndefault = \"workspace-write\"\nfloor = \"workspace-write\"\n");
     let ran = sandbox.ws.join("ran");
@@ -359,8 +363,9 @@ fn issue_23_the_floor_refuses_a_looser_profile_and_runs_nothing() {
     );
 }
 
+/// Issue 23.
 #[test]
-fn issue_23_the_scan_path_refuses_a_sandboxed_job() {
+fn the_scan_path_refuses_a_sandboxed_job() {
     let sandbox = Sandbox::start("[containment]\nmechanism = \"scan\"\n");
     let ran = sandbox.ws.join("ran");
     let output = sandbox.exec(
@@ -379,8 +384,9 @@ fn issue_23_the_scan_path_refuses_a_sandboxed_job() {
     );
 }
 
+/// Issue 23.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn issue_23_mcp_bash_with_a_sandbox_names_it_and_is_held_to_it() {
+async fn mcp_bash_with_a_sandbox_names_it_and_is_held_to_it() {
     let sandbox = Sandbox::start("");
     let mut command = mcp_command(&sandbox.daemon, &sandbox.ws);
     command
@@ -483,8 +489,9 @@ fn escape_attempts(ws: &Path, out: &Path) -> (String, usize) {
     (script, n + 2)
 }
 
+/// Issue 23.
 #[test]
-fn issue_23_no_write_attempt_reaches_outside_the_workspace() {
+fn no_write_attempt_reaches_outside_the_workspace() {
     let sandbox = Sandbox::start("");
     let root = sandbox.ws.parent().unwrap().to_owned();
     let before = snapshot(&root);
@@ -535,8 +542,9 @@ fn issue_23_no_write_attempt_reaches_outside_the_workspace() {
     );
 }
 
+/// Issue 23.
 #[test]
-fn issue_23_a_job_started_from_inside_a_sandbox_is_no_looser() {
+fn a_job_started_from_inside_a_sandbox_is_no_looser() {
     let sandbox = Sandbox::start("");
     let bashc = bin_path("bashc");
     let (loose, inherited) = (
@@ -572,8 +580,9 @@ fn issue_23_a_job_started_from_inside_a_sandbox_is_no_looser() {
 /// machines and in CI, and the sandbox must hold for the unprivileged user it is for.
 const NOBODY: u32 = 65534;
 
+/// Issue 23.
 #[test]
-fn issue_23_an_unprivileged_daemon_confines_its_jobs_too() {
+fn an_unprivileged_daemon_confines_its_jobs_too() {
     use std::os::unix::process::CommandExt;
     if !rustix::process::getuid().is_root() {
         eprintln!("skipped: the other tests of the sandbox run unprivileged already");
@@ -658,7 +667,7 @@ fn issue_23_an_unprivileged_daemon_confines_its_jobs_too() {
 /// Issue 14's containment holds inside the sandbox's namespaces: processes that leave
 /// the job's session and environment keep it running and die with it.
 #[test]
-fn issue_23_a_sandboxed_job_is_still_contained_and_killed_whole() {
+fn a_sandboxed_job_is_still_contained_and_killed_whole() {
     use bashd_tests::{pids_running, wait_for_running};
     let sandbox = Sandbox::start("");
     let sleeps = ["sleep 23002", "sleep 23003"];
@@ -694,8 +703,9 @@ fn issue_23_a_sandboxed_job_is_still_contained_and_killed_whole() {
 /// two running at once included; each one's loopback is up; each starts in its
 /// workdir. The control: an unsandboxed job is in the host's namespaces, read the
 /// same way.
+/// (Issue 30.)
 #[test]
-fn issue_30_namespaces_made_ahead_are_each_jobs_own() {
+fn namespaces_made_ahead_are_each_jobs_own() {
     let sandbox = Sandbox::start("");
     let ws = &sandbox.ws;
     let report = "readlink /proc/self/ns/user /proc/self/ns/ipc /proc/self/ns/mnt /proc/self/ns/net; pwd; exec 3<>/dev/tcp/127.0.0.1/1";

@@ -55,8 +55,9 @@ impl Setup {
     }
 }
 
+/// Issue 33.
 #[test]
-fn issue_33_a_read_only_jobs_refused_write_is_sent_to_workspace_write() {
+fn a_read_only_jobs_refused_write_is_sent_to_workspace_write() {
     let setup = Setup::start("");
     let out = setup.exec(&["--sandbox", "read-only"], "echo hi > made.txt");
     assert_eq!(out.status.code(), Some(1), "{}", show(&out));
@@ -90,8 +91,9 @@ fn issue_33_a_read_only_jobs_refused_write_is_sent_to_workspace_write() {
     assert!(stdout(&out).contains(WRITABLE_HINT), "{}", show(&out));
 }
 
+/// Issue 33.
 #[test]
-fn issue_33_a_refused_read_of_a_hidden_path_is_sent_to_deny_read() {
+fn a_refused_read_of_a_hidden_path_is_sent_to_deny_read() {
     let setup = Setup::start("");
     let key = setup.home.join(".ssh/id_ed25519");
     for profile in ["read-only", "workspace-write"] {
@@ -130,8 +132,9 @@ fn issue_33_a_refused_read_of_a_hidden_path_is_sent_to_deny_read() {
     assert!(stdout(&out).contains("i33-fake-key"), "{}", show(&out));
 }
 
+/// Issue 33.
 #[tokio::test]
-async fn issue_33_mcp_words_the_hints_as_calls() {
+async fn mcp_words_the_hints_as_calls() {
     let setup = Setup::start("");
     let mut command = mcp_command(&setup.daemon, &setup.ws);
     command

@@ -9,7 +9,7 @@ use bashd_protocol::ProcStat;
 use bashd_tests::{Daemon, alive, wait_for_running, wait_until};
 use rustix::process::{Pid, Signal};
 
-use crate::contain::{GONE_WITHIN, background, children_named};
+use crate::contain::{GONE_WITHIN, children_named};
 use crate::{show, stdout};
 
 /// The daemon's one zygote.
@@ -69,8 +69,9 @@ fn run_echo(daemon: &Daemon, text: &str) {
 
 /// A spare killed by someone (a job of the same user may) costs the next job nothing
 /// but the fork it saved: the job runs, and a new spare waits beside the zygote.
+/// (Issue 31.)
 #[test]
-fn issue_31_a_job_after_the_spare_is_killed_runs_and_a_new_spare_appears() {
+fn a_job_after_the_spare_is_killed_runs_and_a_new_spare_appears() {
     let daemon = Daemon::start();
     run_echo(&daemon, "first");
     let zygote = the_zygote(&daemon);
@@ -87,8 +88,9 @@ fn issue_31_a_job_after_the_spare_is_killed_runs_and_a_new_spare_appears() {
 
 /// A spare waits for the zygote's next job and nothing else: when the zygote dies,
 /// its spare goes too, and no idle resident is left behind.
+/// (Issue 31.)
 #[test]
-fn issue_31_the_spare_exits_with_its_zygote() {
+fn the_spare_exits_with_its_zygote() {
     let daemon = Daemon::start();
     run_echo(&daemon, "first");
     let zygote = the_zygote(&daemon);
@@ -132,10 +134,11 @@ fn journaled_start(daemon: &Daemon, job: &str) -> Option<u64> {
 /// The journal records each job's shell with its start time, which, with the pid,
 /// tells the shell from a process that reused its pid when a restarted daemon ends
 /// what a dead one left (DESIGN §6): the shell's, as /proc gives it.
+/// (Issue 31.)
 #[test]
-fn issue_31_the_journal_has_a_running_shells_start_time() {
+fn the_journal_has_a_running_shells_start_time() {
     let daemon = Daemon::start();
-    let result = background(&daemon, "exec sleep 9521");
+    let result = daemon.background_answer("test", &[], "exec sleep 9521");
     let job = result["job"].as_str().unwrap().to_owned();
     let shell = result["pid"].as_u64().unwrap() as u32;
     wait_for_running("sleep 9521");
@@ -156,8 +159,9 @@ fn issue_31_the_journal_has_a_running_shells_start_time() {
 /// out, the spare is killed, and the job gets a resident forked for it at once, by the
 /// same zygote. Without the timeout the zygote waited on the stopped spare, and the
 /// daemon gave the job up after 10 s.
+/// (Issue 31.)
 #[test]
-fn issue_31_a_stopped_spare_does_not_hold_up_a_large_spawn() {
+fn a_stopped_spare_does_not_hold_up_a_large_spawn() {
     let daemon = Daemon::start();
     run_echo(&daemon, "first");
     let zygote = the_zygote(&daemon);

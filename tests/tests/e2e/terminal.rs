@@ -9,26 +9,13 @@ use crate::{json, show, stdout};
 
 const SESSION: &str = "i25";
 
-fn bashc(daemon: &Daemon, command: &str, args: &[&str]) -> std::process::Output {
-    let args = [&[command, "--session", SESSION][..], args].concat();
-    daemon.run_bashc(&args)
-}
-
 /// Starts `command` on a terminal in the background; its job id.
 fn background_pty(daemon: &Daemon, extra: &[&str], command: &str) -> String {
-    let args = [
-        &["--json", "--pty", "--mode", "background"][..],
-        extra,
-        &["--", command],
-    ]
-    .concat();
-    let out = bashc(daemon, "exec", &args);
-    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
-    json(&out)["job"].as_str().unwrap().to_owned()
+    daemon.background_in(SESSION, &[&["--pty"][..], extra].concat(), command)
 }
 
 fn screen(daemon: &Daemon, job: &str) -> serde_json::Value {
-    let out = bashc(daemon, "screen", &[job, "--json"]);
+    let out = daemon.run_bashc_in(SESSION, &["screen", job, "--json"]);
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     json(&out)
 }
@@ -59,24 +46,21 @@ fn screen_until(
 }
 
 fn send_keys(daemon: &Daemon, job: &str, keys: &[&str]) {
-    let args = [&[job, "--keys"][..], keys].concat();
-    let out = bashc(daemon, "send", &args);
+    let args = [&["send", job, "--keys"][..], keys].concat();
+    let out = daemon.run_bashc_in(SESSION, &args);
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
 }
 
 fn wait_job(daemon: &Daemon, job: &str) -> serde_json::Value {
-    let out = bashc(daemon, "wait", &[job, "--json", "--timeout", "20"]);
+    let out = daemon.run_bashc_in(SESSION, &["wait", job, "--json", "--timeout", "20"]);
     json(&out)
 }
 
+/// Issue 25.
 #[test]
-fn issue_25_a_pty_job_has_a_terminal_of_its_size_and_a_pipe_job_none() {
+fn a_pty_job_has_a_terminal_of_its_size_and_a_pipe_job_none() {
     let daemon = Daemon::start();
-    let out = bashc(
-        &daemon,
-        "exec",
-        &[
-            "--json",
+    let out = daemon.run_bashc_in(SESSION, &["exec", "--json",
             "--pty",
             "--",
             "tty; stty size; echo TERM=$TERM NO_COLOR=${NO_COLOR-unset}; printf '\\033[31mred\\033[0m\\n'",
@@ -96,19 +80,17 @@ fn issue_25_a_pty_job_has_a_terminal_of_its_size_and_a_pipe_job_none() {
         "{text:?}"
     );
     assert_eq!(result["exit_code"], 0);
-    let sized = bashc(
-        &daemon,
-        "exec",
-        &["--pty", "--size", "80x24", "--", "stty size"],
+    let sized = daemon.run_bashc_in(
+        SESSION,
+        &["exec", "--pty", "--size", "80x24", "--", "stty size"],
     );
     assert!(stdout(&sized).contains("24 80"), "{}", show(&sized));
-    let pipe = bashc(
-        &daemon,
-        "exec",
-        &["--", "test -t 1 && echo tty || echo notty"],
+    let pipe = daemon.run_bashc_in(
+        SESSION,
+        &["exec", "--", "test -t 1 && echo tty || echo notty"],
     );
     assert!(stdout(&pipe).contains("notty"), "{}", show(&pipe));
-    let bad = bashc(&daemon, "exec", &["--pty", "--size", "80", "--", "true"]);
+    let bad = daemon.run_bashc_in(SESSION, &["exec", "--pty", "--size", "80", "--", "true"]);
     assert_ne!(bad.status.code(), Some(0));
     assert!(
         String::from_utf8_lossy(&bad.stderr).contains("COLSxROWS"),
@@ -117,15 +99,15 @@ fn issue_25_a_pty_job_has_a_terminal_of_its_size_and_a_pipe_job_none() {
     );
 }
 
+/// Issue 25.
 #[test]
-fn issue_25_a_python_repl_is_driven_with_keys_and_read_on_its_screen() {
+fn a_python_repl_is_driven_with_keys_and_read_on_its_screen() {
     let daemon = Daemon::start();
     let job = background_pty(&daemon, &[], "python3 -q");
     screen_until(&daemon, &job, |s| screen_text(s).contains(">>>"));
-    let out = bashc(
-        &daemon,
-        "send",
-        &[&job, "--keys", "6*7", "Enter", "--screen", "--json"],
+    let out = daemon.run_bashc_in(
+        SESSION,
+        &["send", &job, "--keys", "6*7", "Enter", "--screen", "--json"],
     );
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     let shown = json(&out);
@@ -151,18 +133,18 @@ fn send_screen_waits_for_the_answer_of_a_program_slower_than_the_settle_time() {
         "stty -echo; echo ready; read -r x; sleep 0.8; echo \"got $x\"; sleep 60",
     );
     screen_until(&daemon, &job, |s| s["waiting_for_input"] == true);
-    let out = bashc(
-        &daemon,
-        "send",
-        &[&job, "--keys", "hi", "Enter", "--screen", "--json"],
+    let out = daemon.run_bashc_in(
+        SESSION,
+        &["send", &job, "--keys", "hi", "Enter", "--screen", "--json"],
     );
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     let shown = json(&out);
     assert!(screen_text(&shown).contains("got hi"), "{shown:#}");
 }
 
+/// Issue 25.
 #[test]
-fn issue_25_a_password_prompt_is_seen_waiting_and_the_secret_is_not_echoed() {
+fn a_password_prompt_is_seen_waiting_and_the_secret_is_not_echoed() {
     let daemon = Daemon::start();
     let job = background_pty(
         &daemon,
@@ -189,12 +171,13 @@ fn issue_25_a_password_prompt_is_seen_waiting_and_the_secret_is_not_echoed() {
     let text = result["stdout"]["text"].as_str().unwrap();
     assert!(text.contains("got 8"), "{result:#}");
     assert!(!text.contains("hunter22"), "{result:#}");
-    let all = bashc(&daemon, "output", &[&job]);
+    let all = daemon.run_bashc_in(SESSION, &["output", &job]);
     assert!(!stdout(&all).contains("hunter22"), "{}", show(&all));
 }
 
+/// Issue 25.
 #[test]
-fn issue_25_vim_draws_on_the_alternate_screen_and_writes_the_file() {
+fn vim_draws_on_the_alternate_screen_and_writes_the_file() {
     let daemon = Daemon::start();
     let file = daemon.scratch().join("i25-vim.txt");
     std::fs::write(&file, "first line of i25\n").unwrap();
@@ -211,8 +194,9 @@ fn issue_25_vim_draws_on_the_alternate_screen_and_writes_the_file() {
     assert!(written.starts_with("hellofirst line of i25"), "{written:?}");
 }
 
+/// Issue 25.
 #[test]
-fn issue_25_less_pages_a_file_on_the_screen() {
+fn less_pages_a_file_on_the_screen() {
     let daemon = Daemon::start();
     let file = daemon.scratch().join("i25-less.txt");
     let lines: String = (1..=200).map(|n| format!("line {n}\n")).collect();
@@ -227,8 +211,9 @@ fn issue_25_less_pages_a_file_on_the_screen() {
     assert_eq!(result["exit_code"], 0, "{result:#}");
 }
 
+/// Issue 25.
 #[test]
-fn issue_25_ctrl_c_interrupts_the_foreground_program() {
+fn ctrl_c_interrupts_the_foreground_program() {
     let daemon = Daemon::start();
     let job = background_pty(&daemon, &[], "sleep 25301");
     assert!(wait_until(Duration::from_secs(10), || !pids_running(
@@ -245,48 +230,55 @@ fn issue_25_ctrl_c_interrupts_the_foreground_program() {
     );
 }
 
+/// Issue 25.
 #[test]
-fn issue_25_resize_delivers_sigwinch_and_the_new_size() {
+fn resize_delivers_sigwinch_and_the_new_size() {
     let daemon = Daemon::start();
     let script = "trap 'echo size $(stty size)' WINCH; echo ready; while :; do sleep 0.1; done";
     let job = background_pty(&daemon, &[], script);
     screen_until(&daemon, &job, |s| screen_text(s).contains("ready"));
-    let out = bashc(&daemon, "resize", &[&job, "100x30", "--json"]);
+    let out = daemon.run_bashc_in(SESSION, &["resize", &job, "100x30", "--json"]);
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     assert_eq!(json(&out)["cols"], 100);
     let shown = screen_until(&daemon, &job, |s| screen_text(s).contains("size 30 100"));
     assert_eq!(shown["rows"], 30, "{shown:#}");
-    let killed = bashc(&daemon, "kill", &[&job]);
+    let killed = daemon.run_bashc_in(SESSION, &["kill", &job]);
     assert!(
         killed.status.success() || killed.status.code().is_some(),
         "{}",
         show(&killed)
     );
     // A job on pipes has no screen, and says how to get one.
-    let plain = bashc(
-        &daemon,
-        "exec",
-        &["--json", "--mode", "background", "--", "sleep 25302"],
+    let plain = daemon.run_bashc_in(
+        SESSION,
+        &[
+            "exec",
+            "--json",
+            "--mode",
+            "background",
+            "--",
+            "sleep 25302",
+        ],
     );
     let plain = json(&plain)["job"].as_str().unwrap().to_owned();
-    let refused = bashc(&daemon, "screen", &[&plain]);
+    let refused = daemon.run_bashc_in(SESSION, &["screen", &plain]);
     assert_ne!(refused.status.code(), Some(0));
     assert!(
         String::from_utf8_lossy(&refused.stderr).contains("--pty"),
         "{}",
         show(&refused)
     );
-    bashc(&daemon, "kill", &[&plain]);
+    daemon.run_bashc_in(SESSION, &["kill", &plain]);
 }
 
+/// Issue 25.
 #[test]
-fn issue_25_lines_that_scroll_off_are_the_output_and_a_progress_bar_its_last_state() {
+fn lines_that_scroll_off_are_the_output_and_a_progress_bar_its_last_state() {
     let daemon = Daemon::start();
     let script = "for i in $(seq 1 100); do echo \"row $i\"; done; for p in 10 50 100; do printf '\\r%s%%' $p; done; echo";
-    let out = bashc(
-        &daemon,
-        "exec",
-        &["--json", "--pty", "--size", "40x10", "--", script],
+    let out = daemon.run_bashc_in(
+        SESSION,
+        &["exec", "--json", "--pty", "--size", "40x10", "--", script],
     );
     let result = json(&out);
     let text = result["stdout"]["text"].as_str().unwrap();
@@ -295,16 +287,21 @@ fn issue_25_lines_that_scroll_off_are_the_output_and_a_progress_bar_its_last_sta
     assert_eq!(rows[0], "row 1");
     assert_eq!(rows[99], "row 100");
     assert_eq!(rows[100], "100%");
-    let grep = bashc(
-        &daemon,
-        "output",
-        &[result["job"].as_str().unwrap(), "--grep", "^row 77$"],
+    let grep = daemon.run_bashc_in(
+        SESSION,
+        &[
+            "output",
+            result["job"].as_str().unwrap(),
+            "--grep",
+            "^row 77$",
+        ],
     );
     assert!(stdout(&grep).contains("row 77"), "{}", show(&grep));
 }
 
+/// Issue 25.
 #[test]
-fn issue_25_a_long_coloured_log_through_the_terminal_is_its_output_once_and_in_order() {
+fn a_long_coloured_log_through_the_terminal_is_its_output_once_and_in_order() {
     let daemon = Daemon::start();
     // 20,000 lines, coloured, some wrapping, a progress bar half-way and a status
     // line redrawn by moving the cursor up: the fast path and the emulator both.
@@ -313,18 +310,16 @@ fn issue_25_a_long_coloured_log_through_the_terminal_is_its_output_once_and_in_o
         if [ $i = 15000 ]; then printf 'status a\nstatus b\n\e[2A\e[2Kstatus A\n\e[2Kstatus B\n'; fi
         if [ $((i % 100)) = 0 ]; then printf '\e[31mline %d %0200d\e[0m\n' $i 0; else printf '\e[32mline\e[0m %d\n' $i; fi
     done"#;
-    let out = bashc(
-        &daemon,
-        "exec",
-        &["--json", "--pty", "--timeout", "120", "--", script],
+    let out = daemon.run_bashc_in(
+        SESSION,
+        &["exec", "--json", "--pty", "--timeout", "120", "--", script],
     );
     let result = json(&out);
     assert_eq!(result["exit_code"], 0, "{result:#}");
     let job = result["job"].as_str().unwrap();
-    let page = bashc(
-        &daemon,
-        "output",
-        &[job, "--limit", "30000", "--max-bytes", "4000000"],
+    let page = daemon.run_bashc_in(
+        SESSION,
+        &["output", job, "--limit", "30000", "--max-bytes", "4000000"],
     );
     let text = stdout(&page);
     assert!(!text.contains('\x1b'), "escapes reached the output");
@@ -361,8 +356,9 @@ fn issue_25_a_long_coloured_log_through_the_terminal_is_its_output_once_and_in_o
     );
 }
 
+/// Issue 25.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn issue_25_mcp_runs_a_repl_on_a_terminal_with_keys_and_screen() {
+async fn mcp_runs_a_repl_on_a_terminal_with_keys_and_screen() {
     use crate::mcp::{call, connect};
     use serde_json::json;
     let daemon = Daemon::start();
@@ -404,11 +400,12 @@ async fn issue_25_mcp_runs_a_repl_on_a_terminal_with_keys_and_screen() {
     assert!(text.ends_with("exit code: 0\n"), "{text}");
 }
 
+/// Issue 25.
 #[test]
-fn issue_25_a_program_that_wants_a_terminal_on_pipes_is_told_to_use_pty() {
+fn a_program_that_wants_a_terminal_on_pipes_is_told_to_use_pty() {
     let daemon = Daemon::start();
     let wants_tty = "python3 -c 'import os; os.open(\"/dev/tty\", os.O_RDWR)'";
-    let out = bashc(&daemon, "exec", &["--json", "--", wants_tty]);
+    let out = daemon.run_bashc_in(SESSION, &["exec", "--json", "--", wants_tty]);
     let result = json(&out);
     assert_ne!(result["exit_code"], 0, "{result:#}");
     let notices = result["notices"].as_array().unwrap();
@@ -421,14 +418,14 @@ fn issue_25_a_program_that_wants_a_terminal_on_pipes_is_told_to_use_pty() {
         "{result:#}"
     );
     // The text a person reads says the same.
-    let out = bashc(&daemon, "exec", &["--", wants_tty]);
+    let out = daemon.run_bashc_in(SESSION, &["exec", "--", wants_tty]);
     assert!(
         show(&out).contains("run it again with --pty"),
         "{}",
         show(&out)
     );
     // On a terminal the same program opens /dev/tty and nothing is said.
-    let out = bashc(&daemon, "exec", &["--json", "--pty", "--", wants_tty]);
+    let out = daemon.run_bashc_in(SESSION, &["exec", "--json", "--pty", "--", wants_tty]);
     let result = json(&out);
     assert_eq!(result["exit_code"], 0, "{result:#}");
     assert!(
@@ -440,7 +437,7 @@ fn issue_25_a_program_that_wants_a_terminal_on_pipes_is_told_to_use_pty() {
         "{result:#}"
     );
     // A failure that does not ask for a terminal is not told to use one.
-    let out = bashc(&daemon, "exec", &["--json", "--", "ls /nonexistent-i25b"]);
+    let out = daemon.run_bashc_in(SESSION, &["exec", "--json", "--", "ls /nonexistent-i25b"]);
     let result = json(&out);
     assert!(
         !result["notices"]
@@ -452,8 +449,9 @@ fn issue_25_a_program_that_wants_a_terminal_on_pipes_is_told_to_use_pty() {
     );
 }
 
+/// Issue 25.
 #[test]
-fn issue_25_wait_and_check_of_a_drawing_program_show_its_screen() {
+fn wait_and_check_of_a_drawing_program_show_its_screen() {
     let daemon = Daemon::start();
     let file = daemon.scratch().join("i25b-vim.txt");
     std::fs::write(&file, "first line of i25b\n").unwrap();
@@ -462,12 +460,12 @@ fn issue_25_wait_and_check_of_a_drawing_program_show_its_screen() {
         screen_text(s).contains("first line of i25b")
     });
     // A wait that gives up shows the screen, not vim's escapes or an empty stdout.
-    let out = bashc(&daemon, "wait", &[&job, "--timeout", "1"]);
+    let out = daemon.run_bashc_in(SESSION, &["wait", &job, "--timeout", "1"]);
     let text = stdout(&out);
     assert!(text.starts_with("screen:\nfirst line of i25b\n"), "{text}");
     assert!(text.contains(", alternate screen"), "{text}");
     assert!(!text.contains('\x1b'), "{text:?}");
-    let out = bashc(&daemon, "wait", &[&job, "--timeout", "1", "--json"]);
+    let out = daemon.run_bashc_in(SESSION, &["wait", &job, "--timeout", "1", "--json"]);
     let result = json(&out);
     assert_eq!(result["screen"]["alternate"], true, "{result:#}");
     assert_eq!(
@@ -479,7 +477,7 @@ fn issue_25_wait_and_check_of_a_drawing_program_show_its_screen() {
     assert!(result["screen"]["cursor"]["col"].is_u64(), "{result:#}");
     assert_eq!(result["screen"]["cursor_row"], serde_json::Value::Null);
     // So does a check.
-    let out = bashc(&daemon, "check", &[&job]);
+    let out = daemon.run_bashc_in(SESSION, &["check", &job]);
     let text = stdout(&out);
     assert!(text.contains("screen:\nfirst line of i25b\n"), "{text}");
     send_keys(&daemon, &job, &["Esc", ":q!", "Enter"]);
@@ -488,18 +486,18 @@ fn issue_25_wait_and_check_of_a_drawing_program_show_its_screen() {
     // Back on the primary screen, which is the end of stdout: no screen.
     assert_eq!(result["screen"], serde_json::Value::Null, "{result:#}");
     // A terminal job that only prints has its output as ever, and no screen.
-    let out = bashc(
-        &daemon,
-        "exec",
-        &["--json", "--pty", "--", "echo plain i25b"],
+    let out = daemon.run_bashc_in(
+        SESSION,
+        &["exec", "--json", "--pty", "--", "echo plain i25b"],
     );
     let result = json(&out);
     assert_eq!(result["screen"], serde_json::Value::Null, "{result:#}");
     assert_eq!(result["stdout"]["text"], "plain i25b\n", "{result:#}");
 }
 
+/// Issue 25.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn issue_25_mcp_wait_of_a_drawing_program_shows_its_screen() {
+async fn mcp_wait_of_a_drawing_program_shows_its_screen() {
     use crate::mcp::{call, connect, text_of};
     use serde_json::json;
     let daemon = Daemon::start();

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use bashd_tests::{Daemon, bin_path, wait_until};
 
-use crate::{json, show};
+use crate::{json, show, stdout};
 
 const WITHIN: Duration = Duration::from_secs(20);
 
@@ -112,8 +112,9 @@ fn tmux_missing() -> bool {
     Command::new("tmux").arg("-V").output().is_err()
 }
 
+/// Issue 32.
 #[test]
-fn issue_32_top_shows_follows_types_into_and_kills_jobs_in_a_terminal() {
+fn top_shows_follows_types_into_and_kills_jobs_in_a_terminal() {
     if tmux_missing() {
         eprintln!("skipped: tmux is not installed (apt-get install tmux)");
         return;
@@ -180,8 +181,9 @@ fn issue_32_top_shows_follows_types_into_and_kills_jobs_in_a_terminal() {
 /// The view learns of a job started after it opened, and of a line that job prints,
 /// from the daemon's watch: it looks at the table only every hour here, so polling
 /// would show neither.
+/// (Issue 32.)
 #[test]
-fn issue_32_top_redraws_from_the_watch_without_polling() {
+fn top_redraws_from_the_watch_without_polling() {
     if tmux_missing() {
         eprintln!("skipped: tmux is not installed (apt-get install tmux)");
         return;
@@ -215,8 +217,9 @@ fn issue_32_top_redraws_from_the_watch_without_polling() {
     tmux.keys(&["q"]);
 }
 
+/// Issue 32.
 #[test]
-fn issue_32_top_once_prints_the_table() {
+fn top_once_prints_the_table() {
     let daemon = Daemon::start();
     let job = daemon.background_in("agent-one", &[], "echo '\x1b[31mred\x1b[0m'; sleep 60");
     let mut out = daemon.run_bashc(&["top", "--once"]);
@@ -244,7 +247,7 @@ fn issue_32_top_once_prints_the_table() {
 /// session that still runs; the highlight follows it, so a second `k` asks about the
 /// killed job, never the server that rose into row 0 (which runs on: the control).
 #[test]
-fn issue_45_the_selection_follows_the_job_not_the_row() {
+fn the_selection_follows_the_job_not_the_row() {
     if tmux_missing() {
         eprintln!("skipped: tmux is not installed (apt-get install tmux)");
         return;
@@ -288,7 +291,7 @@ fn issue_45_the_selection_follows_the_job_not_the_row() {
 /// Issue 45, item 6: the follow pane shows what a job writes to stderr too (a dev
 /// server's request log), marked, after its stdout (which still shows: the control).
 #[test]
-fn issue_45_the_follow_pane_shows_stderr_too() {
+fn the_follow_pane_shows_stderr_too() {
     if tmux_missing() {
         eprintln!("skipped: tmux is not installed (apt-get install tmux)");
         return;
@@ -315,7 +318,7 @@ fn issue_45_the_follow_pane_shows_stderr_too() {
 /// Issue 45, item 7: at 80 columns COMMAND shows more than 7 characters and LAST LINE
 /// shows; at 200 every column does (the control).
 #[test]
-fn issue_45_at_80_columns_command_and_last_line_keep_room() {
+fn at_80_columns_command_and_last_line_keep_room() {
     if tmux_missing() {
         eprintln!("skipped: tmux is not installed (apt-get install tmux)");
         return;
@@ -346,4 +349,40 @@ fn issue_45_at_80_columns_command_and_last_line_keep_room() {
         tmux.keys(&["q"]);
     }
     daemon.run_bashc(&["kill", "--any-session", &job]);
+}
+
+/// Issue 45, item 6: LAST LINE is the last line printed on either stream. A dev server's
+/// request log on stderr after its banner on stdout shows the log line; the control, a
+/// job whose stdout printed last, shows its stdout line and not its older stderr one.
+#[test]
+fn last_line_is_the_last_printed_on_either_stream() {
+    let daemon = Daemon::start();
+    let server = daemon.background_in(
+        "agent-one",
+        &[],
+        // The lines are worked out by the shell: the command in its row never holds them.
+        "echo \"banner $((2+3))\"; sleep 0.3; echo \"GET /$((6*7))\" >&2; sleep 60",
+    );
+    let control = daemon.background_in(
+        "agent-one",
+        &[],
+        "echo \"early $((1+1))\" >&2; sleep 0.3; echo \"late $((40+3))\"; sleep 60",
+    );
+    let row = |text: &str, job: &str| {
+        text.lines()
+            .find(|line| line.split_whitespace().any(|word| word == job))
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let mut text = String::new();
+    let shown = wait_until(WITHIN, || {
+        text = stdout(&daemon.run_bashc(&["top", "--once"]));
+        row(&text, &server).contains("GET /42") && row(&text, &control).contains("late 43")
+    });
+    assert!(shown, "{text}");
+    assert!(!row(&text, &server).contains("banner 5"), "{text}");
+    assert!(!row(&text, &control).contains("early 2"), "{text}");
+    for job in [&server, &control] {
+        daemon.run_bashc(&["kill", "--any-session", job]);
+    }
 }

@@ -162,6 +162,27 @@ fn listen_as(user: &TestUser, script: &Path, socket: &Path, count: &Path) -> Chi
     child
 }
 
+/// The bytes the [`LISTENER`] on `socket` was sent by anyone before this call: it reads
+/// its connections one after the other, so once a probe connected now has been counted,
+/// what came before it has been too.
+fn bytes_read_before_a_probe(socket: &Path, count: &Path) -> u64 {
+    const PROBE: &[u8] = b"probe";
+    let before = bytes_read(count);
+    let mut probe = UnixStream::connect(socket).expect("cannot probe");
+    probe.write_all(PROBE).unwrap();
+    drop(probe);
+    let mut total = before;
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            total = bytes_read(count);
+            total >= before + PROBE.len() as u64
+        }),
+        "the listener on {} never read the probe",
+        socket.display()
+    );
+    total - PROBE.len() as u64
+}
+
 fn bytes_read(count: &Path) -> u64 {
     std::fs::read_to_string(count)
         .ok()
@@ -176,7 +197,7 @@ fn bytes_read(count: &Path) -> u64 {
 /// another uid in the caller's own directory. The control: the caller's own directory
 /// and listener are spoken to.
 #[test]
-fn issue30_a_runtime_dir_or_listener_of_another_user_gets_nothing() {
+fn a_runtime_dir_or_listener_of_another_user_gets_nothing() {
     let users = TestUser::create("victim")
         .and_then(|victim| TestUser::create("planter").map(|planter| (victim, planter)));
     let (victim, planter) = match users {
@@ -236,10 +257,8 @@ fn issue30_a_runtime_dir_or_listener_of_another_user_gets_nothing() {
     ));
     let out = victims_bashc();
     assert_eq!(out.status.code(), Some(255), "{}", show(&out));
-    // What it would have sent would be read by now.
-    std::thread::sleep(Duration::from_millis(300));
     assert_eq!(
-        bytes_read(&count),
+        bytes_read_before_a_probe(&fallback.join("bashd.sock"), &count),
         0,
         "the planted listener was sent bytes: {}",
         show(&out)
@@ -288,9 +307,8 @@ fn issue30_a_runtime_dir_or_listener_of_another_user_gets_nothing() {
     std::fs::rename(planters.join("s.sock"), fallback.join("bashd.sock")).unwrap();
     let out = victims_bashc();
     assert_eq!(out.status.code(), Some(255), "{}", show(&out));
-    std::thread::sleep(Duration::from_millis(300));
     assert_eq!(
-        bytes_read(&count),
+        bytes_read_before_a_probe(&fallback.join("bashd.sock"), &count),
         0,
         "the moved listener was sent bytes: {}",
         show(&out)
@@ -407,7 +425,7 @@ impl Drop for KillGroup {
 /// (read from /proc). The control: a client sent exactly its window by the same
 /// bridge keeps its connection and reads every byte.
 #[test]
-fn issue30_a_bridge_that_floods_a_client_that_never_reads_is_cut_off() {
+fn a_bridge_that_floods_a_client_that_never_reads_is_cut_off() {
     let near = Daemon::unstarted();
     let scratch = near.scratch().join("i30-flood");
     std::fs::create_dir_all(&scratch).unwrap();
@@ -522,7 +540,7 @@ fn issue30_a_bridge_that_floods_a_client_that_never_reads_is_cut_off() {
 /// sandbox runs. The far side is this machine's `bashc bridge` run directly by the
 /// relay (no sshd needed: what is checked is the relay's socket, not the link).
 #[test]
-fn issue30_a_sandboxed_job_cannot_reach_another_host_through_the_relay() {
+fn a_sandboxed_job_cannot_reach_another_host_through_the_relay() {
     // The config lets a file-sandboxed job with the network on make unix sockets, so
     // the relay's own check is what refuses it; with the network off the seccomp filter
     // refuses first (checked at the end).
@@ -654,7 +672,7 @@ impl Drop for KillRelays {
 /// clear their terminal, or reorder the line with a bidi override. They are shown as
 /// visible escapes; a plain command is shown as it is.
 #[test]
-fn issue30_jobs_shows_a_commands_escapes_as_text() {
+fn jobs_shows_a_commands_escapes_as_text() {
     let daemon = Daemon::start();
     let command = "sleep 0 # \u{1b}]52;c;cm0gLXJmIH4=\u{7}\u{1b}[2J \u{202e}gpj.exe";
     let out = daemon
@@ -695,7 +713,7 @@ fn issue30_jobs_shows_a_commands_escapes_as_text() {
 /// description through the same rule as `bashc jobs`, so a job started with escapes
 /// in them reaches an MCP host's screen as text.
 #[tokio::test]
-async fn issue30_bash_jobs_shows_a_commands_escapes_as_text() {
+async fn bash_jobs_shows_a_commands_escapes_as_text() {
     use crate::mcp::{call, connect, text_of};
     let daemon = Daemon::start();
     let client = connect(&daemon).await;
@@ -739,7 +757,7 @@ async fn issue30_bash_jobs_shows_a_commands_escapes_as_text() {
 /// on pipes and on a terminal; right-to-left text stays, and since issue 42 its marks
 /// (U+200F here) go as the other bidi controls do.
 #[test]
-fn issue30_bidi_controls_never_reach_the_person_from_a_jobs_output() {
+fn bidi_controls_never_reach_the_person_from_a_jobs_output() {
     let daemon = Daemon::start();
     let printf = r"printf 'ok \342\200\256txt.exe\342\200\254 \342\201\246x\342\201\251 \327\251\327\234\342\200\217\n'";
     for pty in [false, true] {
@@ -764,7 +782,7 @@ fn issue30_bidi_controls_never_reach_the_person_from_a_jobs_output() {
 /// becomes a newline, so the lines bashd counts are the lines shown. Plain and
 /// right-to-left text around them stays.
 #[test]
-fn issue_42_bidi_marks_and_line_separators_do_not_reach_the_reader() {
+fn bidi_marks_and_line_separators_do_not_reach_the_reader() {
     let daemon = Daemon::start();
     // a.txt RLM .exe, ALM, LS, PS, then Hebrew.
     let printf = r"printf 'a.txt\342\200\217.exe \330\234x\342\200\250rm -rf y\342\200\251end \327\251\327\234\n'";
@@ -781,7 +799,7 @@ fn issue_42_bidi_marks_and_line_separators_do_not_reach_the_reader() {
 /// and line separators; they are listed as visible escapes, as the text table shows
 /// them. A plain command is listed as it is.
 #[test]
-fn issue_42_jobs_json_carries_no_raw_c1_control() {
+fn jobs_json_carries_no_raw_c1_control() {
     let daemon = Daemon::start();
     let out = daemon
         .bashc()
@@ -824,7 +842,7 @@ fn issue_42_jobs_json_carries_no_raw_c1_control() {
 /// session cannot use it; the session's own jobs, and an unconfined job of the other
 /// session, still run there.
 #[test]
-fn issue_42_another_sessions_temp_dir_is_refused_with_what_it_is() {
+fn another_sessions_temp_dir_is_refused_with_what_it_is() {
     let daemon = Daemon::start();
     let run_in = |session: &str, sandbox: &str, workdir: &str, command: &str| {
         daemon.run_bashc(&[

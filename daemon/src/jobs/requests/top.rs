@@ -79,7 +79,7 @@ impl JobsHandle {
             rows[index].info.waiting_for_input = waiting.is_some();
             rows[index].prompt = waiting.and_then(|(_, prompt)| prompt);
             if let Some(streams) = streams {
-                snapshots.push((index, streams.stdout));
+                snapshots.push((index, streams.printed_last()));
             }
         }
         let lines = blocking(move || {

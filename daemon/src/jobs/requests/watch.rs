@@ -310,7 +310,7 @@ impl View {
         let mut sources = Vec::new();
         for (n, answer) in snapshots {
             if let Ok(streams) = answer.await {
-                sources.push((n, streams.stdout));
+                sources.push((n, streams.printed_last()));
             }
         }
         if !sources.is_empty() {

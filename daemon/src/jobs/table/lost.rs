@@ -172,7 +172,12 @@ impl JobsActor {
             max_bytes: self.config.limits.max_bytes as usize,
             status: Status::Ended(Box::new(Ended {
                 result,
-                streams: Streams { stdout, stderr },
+                // Which stream printed last died with the daemon that knew it.
+                streams: Streams {
+                    stdout,
+                    stderr,
+                    printed_last: StreamName::Stdout,
+                },
             })),
             root: None,
             stdin: None,

@@ -6,7 +6,7 @@ use std::io;
 
 use bashd_protocol::{
     EndedBy, ErrorKind, ErrorReply, ExecResult, ExitRecord, JobId, JobState, Notice, Response,
-    Started, StreamResult,
+    Started, StreamName, StreamResult,
 };
 
 use super::{JobsActor, Launch, Status};
@@ -210,5 +210,6 @@ pub(in crate::jobs) fn no_output(merged: bool, ended: bool) -> Streams {
     Streams {
         stderr: (!merged).then(|| empty.clone()),
         stdout: empty,
+        printed_last: StreamName::Stdout,
     }
 }

@@ -121,9 +121,20 @@ pub struct Streams {
     pub stdout: OutputSource,
     /// `None` when stderr was merged into stdout.
     pub stderr: Option<OutputSource>,
+    /// The stream that printed last: a dev server's request log on stderr after its
+    /// banner on stdout is what `bashc top`'s LAST LINE shows (issue 45).
+    pub printed_last: StreamName,
 }
 
 impl Streams {
+    /// The stream that printed last, for the last line a person watching the job sees.
+    pub fn printed_last(self) -> OutputSource {
+        match (self.printed_last, self.stderr) {
+            (StreamName::Stderr, Some(stderr)) => stderr,
+            _ => self.stdout,
+        }
+    }
+
     /// The stream `name` of job `job`, or why it has none (`output`, `grep`).
     pub fn take(self, name: StreamName, job: JobId) -> Result<OutputSource, ErrorReply> {
         match (name, self.stderr) {

@@ -191,6 +191,7 @@ impl<P: JobProcesses> Supervisor<P> {
             shell: Shell::Running(exit),
             live: Live::default(),
             last_output: std::time::Instant::now(),
+            printed_last: StreamName::Stdout,
             activity,
             watch,
             root,

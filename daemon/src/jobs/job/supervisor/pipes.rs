@@ -85,6 +85,8 @@ pub(super) struct Inputs {
     pub(super) live: Live,
     /// When output last came, on either stream (the start, before any).
     pub(super) last_output: Instant,
+    /// Which stream that output came on (stdout, before any).
+    pub(super) printed_last: StreamName,
     /// Reads that brought output, counted for `bashc top`'s watch (`requests/watch.rs`),
     /// which looks at a job's last line only when this moved.
     pub(super) activity: Arc<AtomicU64>,
@@ -141,6 +143,7 @@ impl Inputs {
                 };
                 if n > 0 {
                     self.last_output = Instant::now();
+                    self.printed_last = stream;
                     self.activity.fetch_add(1, Ordering::Relaxed);
                 }
                 reader.take(n, stream, &mut self.live);
@@ -290,6 +293,7 @@ impl Inputs {
                     break;
                 }
                 self.last_output = Instant::now();
+                self.printed_last = stream;
                 self.activity.fetch_add(1, Ordering::Relaxed);
                 reader.take(n, stream, &mut self.live);
             }
@@ -354,6 +358,7 @@ impl Inputs {
         Streams {
             stdout: self.out.capture.source(),
             stderr: (!self.merged).then(|| self.err.capture.source()),
+            printed_last: self.printed_last,
         }
     }
 }

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use bashd_protocol::{
     BackgroundWhy, EndedBy, ExecResult, JobId, JobState, Killer, Notice, OnTimeout, Response,
+    StreamName,
 };
 use rustix::process::{Pid, Signal};
 use tokio::sync::{mpsc, oneshot, watch};
@@ -191,6 +192,27 @@ impl Harness {
     fn write(&self, text: &str) {
         let pipe = self.stdout.as_ref().expect("stdout is open");
         rustix::io::write(pipe, text.as_bytes()).unwrap();
+    }
+
+    fn write_stderr(&self, text: &str) {
+        let pipe = self.stderr.as_ref().expect("stderr is open");
+        rustix::io::write(pipe, text.as_bytes()).unwrap();
+    }
+
+    /// A snapshot of the output once it holds `stdout` and `stderr` lines: the
+    /// supervisor may answer a look before it reads what was written.
+    async fn snapshot_with(&self, stdout: u64, stderr: u64) -> super::Streams {
+        loop {
+            let (reply, answer) = oneshot::channel();
+            self.control.send(Control::Snapshot(reply)).unwrap();
+            let streams = answer.await.unwrap();
+            let err = streams.stderr.as_ref().map_or(0, |s| s.total_lines);
+            if (streams.stdout.total_lines, err) == (stdout, stderr) {
+                return streams;
+            }
+            // Not a sleep: paused time would run to the job's timeout.
+            tokio::task::yield_now().await;
+        }
     }
 
     /// The job's last holders of its pipes are gone.
@@ -551,4 +573,26 @@ async fn a_detach_answers_the_request_and_the_job_goes_on() {
         }
     }
     assert_eq!(job.fake.terminated(), []);
+}
+
+/// Which stream printed last is kept with the output, for `bashc top`'s LAST LINE
+/// (issue 45): a request log on stderr after a banner on stdout, then stdout again.
+#[tokio::test(start_paused = true)]
+async fn the_stream_that_printed_last_is_kept() {
+    let mut job = start(|_| {});
+    job.write("banner\n");
+    let streams = job.snapshot_with(1, 0).await;
+    assert_eq!(streams.printed_last, StreamName::Stdout);
+    job.write_stderr("GET /\n");
+    let streams = job.snapshot_with(1, 1).await;
+    assert_eq!(streams.printed_last, StreamName::Stderr);
+    let last = streams.printed_last();
+    assert_eq!((last.total_lines, last.total_bytes), (1, 6));
+    job.write("ready\n");
+    let streams = job.snapshot_with(2, 1).await;
+    assert_eq!(streams.printed_last, StreamName::Stdout);
+    job.close_pipes();
+    job.fake.leader_exits(LeaderExit::Code(0));
+    let ended = job.ended().await;
+    assert_eq!(ended.streams.printed_last, StreamName::Stdout);
 }
