@@ -7,6 +7,7 @@
 //! Over 600 lines: nearly half is `Command` and its argument structs, whose doc comments
 //! are the `--help` text; they stay beside `run`, the one match over the subcommands.
 
+mod allow;
 mod bridge;
 mod common;
 mod deferred;
@@ -195,6 +196,18 @@ enum Command {
     /// stop bashd.socket bashd` stops both. A command inside a sandboxed job cannot
     /// stop bashd.
     Stop(Deferred<stop::StopArgs>),
+    /// Answer asks and grant exceptions: only a person does (issue 44).
+    ///
+    /// A request looser than its session's floor (`[sandbox] floor`, or the network on
+    /// where the floor keeps it off) is not refused but waits as an ask (a1, a2, ...)
+    /// for at most `[sandbox] ask_secs`: `bashc allow --ask a1` runs it (once; with
+    /// --session-wide, every later request of its session as loose runs too), `bashc
+    /// allow --refuse a1` refuses it. `bashc allow` alone lists the asks and grants.
+    /// `bashc allow HOST[:PORT]` lets jobs reach a host through bashd's network proxy,
+    /// for every session or --session S, until revoked or for --secs N. `--revoke ID`
+    /// takes a grant back for new jobs (--kill ends the running jobs it started).
+    /// Refused inside a job bashd runs.
+    Allow(Deferred<allow::AllowArgs>),
     /// Serve bashd to an MCP agent (Claude Code, Codex, Gemini CLI, OpenCode, ...) on
     /// stdin/stdout.
     // The long help names the tools from the list the server serves.
@@ -505,6 +518,7 @@ async fn run(command: Command, target: &bashc::Target, parent: u32) -> anyhow::R
         Command::Status(Deferred(args)) => status(args, target).await,
         Command::Stop(Deferred(args)) => stop::stop(args, target).await,
         Command::Top(Deferred(args)) => top::top(args, target).await,
+        Command::Allow(Deferred(args)) => allow::allow(args, target).await,
         Command::Mcp(Deferred(args)) => mcp::mcp(args, target, parent).await,
         Command::Bridge => {
             bridge::bridge(target.runtime_dir()).await?;
@@ -546,9 +560,31 @@ async fn exec(args: ExecArgs, target: &bashc::Target) -> anyhow::Result<u8> {
         live::print_end(&result, args.json)?;
         return Ok(render::exit_status(&result));
     }
-    let result = client.exec(params).await?;
+    // Only the ask is said while it waits: the person has to learn where to answer.
+    let result = client
+        .exec_events(params)
+        .await?
+        .watch(&mut AskTeller)
+        .await?;
     common::print_result(args.json, &result, true)?;
     Ok(render::exit_status(&result))
+}
+
+/// Tells stderr of an ask the request waits on (issue 44): bashc waits for the answer
+/// as long as the ask lives (`[sandbox] ask_secs`), and the person answers elsewhere.
+struct AskTeller;
+
+impl bashc::Watch for AskTeller {
+    type Error = anyhow::Error;
+
+    fn event(&mut self, response: bashc::protocol::Response) -> anyhow::Result<()> {
+        if let bashc::protocol::Response::Notice(notice @ bashc::protocol::Notice::Asked { .. }) =
+            &response
+        {
+            eprintln!("bashc: {}", render::notice_text(notice));
+        }
+        Ok(())
+    }
 }
 
 fn exec_params(args: &ExecArgs, target: &bashc::Target) -> anyhow::Result<ExecParams> {

@@ -120,6 +120,15 @@ impl FromStr for SandboxProfile {
 }
 
 impl Network {
+    /// How much the setting allows: `on` most, `off` least (an allow-list will sit
+    /// between them).
+    pub fn looseness(self) -> u8 {
+        match self {
+            Network::On => 2,
+            Network::Off => 0,
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Network::On => "on",
