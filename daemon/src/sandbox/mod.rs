@@ -86,7 +86,12 @@ pub enum Refused {
     Final(ErrorReply),
     /// Looser than the session's floor (issue 44): a person may let it through. `why`
     /// says which floor it passes, for the words of a refusal.
-    Ask { asked: SandboxInForce, why: String },
+    Ask {
+        asked: SandboxInForce,
+        why: String,
+        /// What the refusal points at, should the person say no.
+        hint: Option<ErrorHint>,
+    },
 }
 
 impl Refused {
@@ -95,7 +100,13 @@ impl Refused {
     pub fn error(self) -> ErrorReply {
         match self {
             Refused::Final(error) => error,
-            Refused::Ask { why, .. } => refused(why),
+            Refused::Ask { why, hint, .. } => {
+                let error = refused(why);
+                match hint {
+                    Some(hint) => error.with_hint(hint),
+                    None => error,
+                }
+            }
         }
     }
 }
@@ -156,6 +167,7 @@ pub fn decide(
                 config.floor,
                 allowed(config.floor)
             ),
+            hint: None,
         });
     }
     if !granted
@@ -166,9 +178,10 @@ pub fn decide(
         return Err(Refused::Ask {
             asked,
             why: format!(
-                "the network is off for jobs here and is turned on only with a person's yes: [sandbox] network = \"off\" with floor = \"{}\" in bashd's config; ask without the network, have the person grant it (bashc allow), or set network = \"on\" there",
+                "the network is off for jobs here and is turned on only with a person's yes: [sandbox] network = \"off\" with floor = \"{}\" in bashd's config; have the person grant it (bashc allow), or set network = \"on\" there",
                 config.floor
             ),
+            hint: Some(ErrorHint::NetworkOn),
         });
     }
     if profile == SandboxProfile::Off && network == Network::On {

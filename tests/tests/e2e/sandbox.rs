@@ -327,8 +327,10 @@ fn issue_23_network_off_reaches_no_listener_of_the_host() {
 
 #[test]
 fn issue_23_the_floor_refuses_a_looser_profile_and_runs_nothing() {
-    let sandbox =
-        Sandbox::start("[sandbox]\ndefault = \"workspace-write\"\nfloor = \"workspace-write\"\n");
+    // Unanswered, the ask (issue 44) expires: refused.
+    let sandbox = Sandbox::start(
+        "[sandbox]\ndefault = \"workspace-write\"\nfloor = \"workspace-write\"\nask_secs = 1\n",
+    );
     let ran = sandbox.ws.join("ran");
     let output = sandbox.exec(&["--sandbox", "off"], &format!("touch {}", ran.display()));
     assert_ne!(output.status.code(), Some(0), "{}", show(&output));

@@ -152,10 +152,10 @@ impl JobsActor {
                     parked.why
                 ),
             )
-            .with_hint(ErrorHint::Ask {
+            .with_hint(parked.hint.clone().unwrap_or(ErrorHint::Ask {
                 ask,
                 state: AskState::Expired,
-            }),
+            })),
         ));
     }
 
@@ -255,10 +255,10 @@ impl JobsActor {
                         parked.why
                     ),
                 )
-                .with_hint(ErrorHint::Ask {
+                .with_hint(parked.hint.clone().unwrap_or(ErrorHint::Ask {
                     ask,
                     state: AskState::Refused,
-                }),
+                })),
             ));
             return Ok(format!("refused {ask}"));
         }

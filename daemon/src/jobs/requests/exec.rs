@@ -247,7 +247,7 @@ impl JobsActor {
             Ok(staged) => staged,
             // Only a person answers an ask, and a request through a job's channel
             // has none at hand: it is refused, as a job's own sandbox bounds it.
-            Err(sandbox::Refused::Ask { asked, why }) if origin.is_none() => {
+            Err(sandbox::Refused::Ask { asked, why, hint }) if origin.is_none() => {
                 self.park(Parked {
                     params: Box::new(params),
                     denial,
@@ -255,6 +255,7 @@ impl JobsActor {
                     caller_dir,
                     asked,
                     why,
+                    hint,
                     detached: false,
                 });
                 return None;

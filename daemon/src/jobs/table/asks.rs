@@ -34,6 +34,8 @@ pub(in crate::jobs) struct Parked {
     pub(in crate::jobs) asked: SandboxInForce,
     /// Why it is beyond the floor, for the words of a refusal.
     pub(in crate::jobs) why: String,
+    /// What a refusal points at (`sandbox::Refused::Ask`).
+    pub(in crate::jobs) hint: Option<bashd_protocol::ErrorHint>,
     /// Its MCP call was answered `ask aN pending`: a yes runs it in the background,
     /// for the session's inbox to tell.
     pub(in crate::jobs) detached: bool,
