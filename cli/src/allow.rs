@@ -69,12 +69,14 @@ pub async fn allow(args: AllowArgs, target: &bashc::Target) -> anyhow::Result<u8
             } else {
                 GrantScope::Once
             },
+            via: None,
         }
     } else if let Some(ask) = args.refuse {
         AllowRequest::Answer {
             ask,
             grant: false,
             scope: GrantScope::Once,
+            via: None,
         }
     } else if let Some(id) = args.revoke.clone() {
         AllowRequest::Revoke {

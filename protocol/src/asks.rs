@@ -182,6 +182,9 @@ pub enum AllowRequest {
         ask: AskId,
         grant: bool,
         scope: GrantScope,
+        /// Where the person answered, when not in `bashc allow`: an MCP client's
+        /// elicitation (`bashc mcp` says which client).
+        via: Option<String>,
     },
     /// Takes back a grant (`a3` or `h1`, or a host): new jobs and connections no
     /// longer get it. `kill`: end the running jobs it started too.

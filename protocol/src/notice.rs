@@ -181,6 +181,8 @@ pub enum Notice {
     Asked {
         ask: crate::asks::AskId,
         kind: crate::asks::AskKind,
+        /// The command that asks, cut: what an elicitation shows the person.
+        command: String,
         expires_secs: u64,
     },
 }

@@ -298,6 +298,7 @@ pub fn notice(notice: &Notice, spelling: &dyn Spelling) -> String {
             ask,
             kind,
             expires_secs,
+            ..
         } => format!(
             "This request ({kind}) is looser than the session's floor and waits for a person's yes as ask {ask}, for at most {expires_secs} s: {}.",
             spelling.answer_ask(*ask)

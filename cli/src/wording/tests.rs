@@ -177,6 +177,7 @@ fn every_notice() -> Vec<Notice> {
                 profile: SandboxProfile::Off,
                 network: Network::On,
             },
+            command: "make deploy".to_owned(),
             expires_secs: 120,
         },
     ]

@@ -373,3 +373,180 @@ fn issue_44_revoke_holds_for_new_jobs_and_kill_ends_the_running_ones() {
     let out = long.wait_with_output().unwrap();
     assert_ne!(out.status.code(), Some(0), "{}", show(&out));
 }
+
+/// Reads the next JSON-RPC message `bashc mcp` writes.
+fn next_message(from: &mut impl std::io::BufRead) -> Value {
+    let mut line = String::new();
+    let n = from
+        .read_line(&mut line)
+        .expect("bashc mcp said nothing in time");
+    assert!(n > 0, "bashc mcp closed its stdout");
+    serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
+}
+
+/// Reads messages until one with `method`, or the response to `id`.
+fn next_of(from: &mut impl std::io::BufRead, method: &str, id: i64) -> Value {
+    loop {
+        let message = next_message(from);
+        if message["method"] == method || (message["id"] == id && message.get("method").is_none()) {
+            return message;
+        }
+    }
+}
+
+fn send(to: &mut impl std::io::Write, message: Value) {
+    to.write_all(format!("{message}\n").as_bytes()).unwrap();
+    to.flush().unwrap();
+}
+
+/// A `bash` call with `sandbox: "off"`, as a request line.
+fn bash(id: i64, command: String) -> Value {
+    serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": "bash", "arguments": {"command": command, "sandbox": "off"}}})
+}
+
+/// `bashc mcp` of session `mcp-i44` in the workspace, initialized on 2025-06-18 with
+/// `capabilities`: the server, and its stdio's two ends.
+fn mcp_server(
+    daemon: &Daemon,
+    capabilities: Value,
+) -> (
+    bashd_tests::KillOnDrop,
+    std::os::unix::net::UnixStream,
+    std::io::BufReader<std::os::unix::net::UnixStream>,
+) {
+    use std::os::fd::OwnedFd;
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+    let server = bashd_tests::KillOnDrop(
+        std::process::Command::new(bin_path("bashc"))
+            .arg("mcp")
+            .env(
+                bashc::protocol::runtime::RUNTIME_DIR_ENV,
+                daemon.runtime_dir(),
+            )
+            .env("XDG_CONFIG_HOME", daemon.config_home())
+            .env("BASHD_NO_AUTOSTART", "1")
+            .env("BASHD_SESSION", "mcp-i44")
+            .current_dir(workspace(daemon))
+            .stdin(OwnedFd::from(theirs.try_clone().unwrap()))
+            .stdout(OwnedFd::from(theirs))
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    ours.set_read_timeout(Some(SOON)).unwrap();
+    let mut to = ours.try_clone().unwrap();
+    let mut from = std::io::BufReader::new(ours);
+    send(
+        &mut to,
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": capabilities,
+            "clientInfo": {"name": "elicit-test", "version": "0"}}}),
+    );
+    let init = next_of(&mut from, "-", 1);
+    assert_eq!(init["result"]["protocolVersion"], "2025-06-18", "{init}");
+    send(
+        &mut to,
+        serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    );
+    (server, to, from)
+}
+
+/// An MCP client that declares `elicitation` on 2025-06-18 (the test speaks JSON-RPC
+/// over `bashc mcp`'s stdio) is asked in its own window: accept runs the request once,
+/// decline refuses it with the floor's words, and bashd records who answered.
+#[test]
+fn issue_44_an_mcp_client_with_elicitation_is_asked_and_its_answer_holds() {
+    let daemon = Daemon::start_with_config(FLOORED);
+    let (_server, mut to, mut from) = mcp_server(&daemon, serde_json::json!({"elicitation": {}}));
+    let accepted = touched(&daemon, "accepted-i44");
+    send(&mut to, bash(2, touch(&accepted)));
+    let asked = next_of(&mut from, "elicitation/create", 2);
+    assert_eq!(asked["method"], "elicitation/create", "{asked}");
+    let message = asked["params"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("ask a1") && message.contains(&touch(&accepted)),
+        "{message}"
+    );
+    assert!(!accepted.exists(), "it ran before the person answered");
+    // Accept without the optional choice: once.
+    send(
+        &mut to,
+        serde_json::json!({"jsonrpc": "2.0", "id": asked["id"].clone(),
+            "result": {"action": "accept", "content": {}}}),
+    );
+    let ran = next_of(&mut from, "-", 2);
+    assert_ne!(ran["result"]["isError"], true, "{ran}");
+    assert!(accepted.exists(), "the accepted request did not run: {ran}");
+    let ask = &listing(&daemon)["asks"][0];
+    assert_eq!(ask["state"]["granted"]["scope"], "once", "{ask}");
+    assert!(
+        ask["answered_by"]
+            .as_str()
+            .unwrap()
+            .starts_with("the MCP elicitation of elicit-test"),
+        "{ask}"
+    );
+    assert!(pending(&daemon, "mcp-i44").is_empty());
+
+    let declined = touched(&daemon, "declined-i44");
+    send(&mut to, bash(3, touch(&declined)));
+    let asked = next_of(&mut from, "elicitation/create", 3);
+    assert_eq!(asked["method"], "elicitation/create", "{asked}");
+    send(
+        &mut to,
+        serde_json::json!({"jsonrpc": "2.0", "id": asked["id"].clone(),
+            "result": {"action": "decline"}}),
+    );
+    let refused = next_of(&mut from, "-", 3);
+    assert_eq!(refused["result"]["isError"], true, "{refused}");
+    let said = refused["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        said.contains("ask a2 was refused by the person, so nothing ran") && said.contains("floor"),
+        "{said}"
+    );
+    assert!(!declined.exists(), "a declined request ran");
+}
+
+/// A client without elicitation gets `ask aN pending` by `[mcp] max_call_secs`, the
+/// ask shows in `bashc allow --list`, and once the person grants it the command runs
+/// in the background and a later call's inbox tells so.
+#[test]
+fn issue_44_an_mcp_call_answers_ask_pending_by_its_budget_and_the_inbox_tells_the_answer() {
+    let daemon = Daemon::start_with_config(&format!("{FLOORED}\n[mcp]\nmax_call_secs = 1\n"));
+    let (_server, mut to, mut from) = mcp_server(&daemon, serde_json::json!({}));
+    let ran = touched(&daemon, "later-i44");
+    send(&mut to, bash(2, touch(&ran)));
+    let pending_answer = next_of(&mut from, "-", 2);
+    let said = pending_answer["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap();
+    assert!(said.contains("ask a1 pending"), "{said}");
+    assert!(said.contains("bashc allow"), "{said}");
+    assert_eq!(pending(&daemon, "mcp-i44"), vec!["a1".to_owned()]);
+    assert!(!ran.exists());
+
+    let granted = allow(&daemon, &["--ask", "a1"]);
+    assert_eq!(granted.status.code(), Some(0), "{}", show(&granted));
+    assert!(
+        wait_until(SOON, || ran.exists()),
+        "the granted request did not run"
+    );
+    send(
+        &mut to,
+        serde_json::json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+            "params": {"name": "bash_jobs", "arguments": {}}}),
+    );
+    let later = next_of(&mut from, "-", 3);
+    let said = later["result"]["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(
+        said.contains("ask a1") && said.contains("granted once"),
+        "{said}"
+    );
+}

@@ -32,6 +32,7 @@ use crate::options::{
 };
 
 mod bash;
+mod elicit;
 mod jobs;
 #[cfg(test)]
 mod tests;
@@ -401,6 +402,7 @@ impl ServerHandler for BashTools {
                 .meta
                 .get_progress_token()
                 .map(|token| (token, context.peer.clone())),
+            peer: context.peer.clone(),
             cancelled: context.ct.clone(),
             budget: self.settings.budget(client.as_deref()),
             client,
@@ -453,6 +455,8 @@ impl ServerHandler for BashTools {
 /// any, and the token rmcp cancels when the client cancels the call.
 struct Call {
     progress: Option<(ProgressToken, Peer<RoleServer>)>,
+    /// The client, for an ask's elicitation (issue 44).
+    peer: Peer<RoleServer>,
     cancelled: tokio_util::sync::CancellationToken,
     /// The client's name, as `initialize` gave it.
     client: Option<String>,

@@ -73,9 +73,13 @@ impl ToActor for Allow {
                 .ask("refused-answer", "-", &[&how.replace(' ', "_")]);
             return Err(from_a_job(&how));
         }
+        let via = match &self.request {
+            AllowRequest::Answer { via: Some(via), .. } => via.clone(),
+            _ => "bashc allow".to_owned(),
+        };
         let by = match self.peer {
-            Some(pid) => format!("bashc allow (pid {pid})"),
-            None => "bashc allow".to_owned(),
+            Some(pid) => format!("{via} (pid {pid})"),
+            None => via,
         };
         actor.allow(self.request, &by)
     }
@@ -126,6 +130,7 @@ impl JobsActor {
                 profile: asked.profile,
                 network: asked.network,
             },
+            command: crate::jobs::requests::exec::cut(&command, 200),
             expires_secs: lifetime.as_secs(),
         }));
         let reports = self.reports_tx.clone();
@@ -170,7 +175,9 @@ impl JobsActor {
         };
         match request {
             AllowRequest::List => {}
-            AllowRequest::Answer { ask, grant, scope } => {
+            AllowRequest::Answer {
+                ask, grant, scope, ..
+            } => {
                 reply.done = Some(self.answer(ask, grant, scope, by)?);
             }
             AllowRequest::Revoke { id, kill } => {
