@@ -185,7 +185,8 @@ enum Command {
     /// when it waits for input), CPU, memory, age, ports, command, and its last line
     /// (or what it asks). Keys: Up/Down pick a job, f follows its output, s shows a
     /// terminal job's screen, i types a line into it, k kills it, c closes its session,
-    /// q quits. The table is read again every --interval seconds. --once prints it
+    /// q quits. Pending asks are listed above the table: a grants the first once, A
+    /// for its session, r refuses it. The table is read again every --interval seconds. --once prints it
     /// once, for scripts. With --host, the jobs of that host's bashd.
     Top(Deferred<top::TopArgs>),
     /// Stop bashd: every job of every session is stopped (TERM, grace, KILL), then the

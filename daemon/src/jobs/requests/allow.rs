@@ -8,7 +8,7 @@
 //! cgroup, its environment's job cookie).
 
 use bashd_protocol::{
-    AllowReply, AllowRequest, AskId, AskInfo, AskKind, AskState, ErrorHint, ErrorKind, ErrorReply,
+    AllowReply, AllowRequest, AskId, AskKind, AskState, ErrorHint, ErrorKind, ErrorReply,
     GrantInfo, GrantScope, InboxEvent, JobId, Killer, Mode, Notice, ProcStat, Response,
 };
 
@@ -420,11 +420,6 @@ impl JobsActor {
             }
         }
         grants
-    }
-
-    /// The asks, newest last, for `bashc top`.
-    pub(in crate::jobs) fn ask_list(&self) -> Vec<AskInfo> {
-        self.asks.infos.values().cloned().collect()
     }
 
     /// How bashd can tell that process `pid` runs inside one of its jobs, if it can:
