@@ -318,6 +318,11 @@ struct ExecArgs {
     /// SECS seconds.
     #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=86_400))]
     notify_idle: Option<u64>,
+    /// Let a workspace-write job write the .git of its writable roots (a commit); its
+    /// config, hooks and info stay read-only. Under a floor, a person grants it first
+    /// (bashc allow) unless they did for the session.
+    #[arg(long)]
+    allow_git_write: bool,
     /// Print the result as JSON.
     #[arg(long)]
     json: bool,
@@ -618,6 +623,7 @@ fn exec_params(args: &ExecArgs, target: &bashc::Target) -> anyhow::Result<ExecPa
         pty: args.pty.then(|| args.size.unwrap_or_default()),
         notify: args.notify.clone(),
         notify_idle_secs: args.notify_idle,
+        git_write: args.allow_git_write,
     };
     Ok(options.params(command, args.session.caller()))
 }

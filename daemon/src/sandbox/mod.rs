@@ -91,6 +91,9 @@ pub enum Refused {
         why: String,
         /// What the refusal points at, should the person say no.
         hint: Option<ErrorHint>,
+        /// It asks to write the `.git` of its writable roots (a commit), not for a
+        /// looser sandbox.
+        git: bool,
     },
 }
 
@@ -168,6 +171,7 @@ pub fn decide(
                 allowed(config.floor)
             ),
             hint: None,
+            git: false,
         });
     }
     if !granted
@@ -182,6 +186,7 @@ pub fn decide(
                 config.floor
             ),
             hint: Some(ErrorHint::NetworkOn),
+            git: false,
         });
     }
     if profile == SandboxProfile::Off && network == Network::On {
@@ -212,6 +217,7 @@ pub fn spec(
     roots: &roots::Roots,
     tmpdir: Option<&Path>,
     runtime_dir: &Path,
+    git_write: bool,
 ) -> confine::Spec {
     let files = in_force.profile != SandboxProfile::Off;
     let mut writable = Vec::new();
@@ -232,6 +238,7 @@ pub fn spec(
         network_off: in_force.network == Network::Off,
         unix_sockets: files && in_force.network == Network::On && !config.unix_sockets.is_empty(),
         runtime_dir: files.then(|| runtime_dir.to_owned()),
+        git_write: git_write && in_force.profile == SandboxProfile::WorkspaceWrite,
     }
 }
 

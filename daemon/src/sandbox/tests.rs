@@ -18,6 +18,17 @@ fn decide(
     super::decide(config, params, around, &[]).map_err(Refused::error)
 }
 
+/// [`super::spec`] for a job granted no `.git` write.
+fn spec(
+    in_force: SandboxInForce,
+    config: &SandboxConfig,
+    roots: &roots::Roots,
+    tmpdir: Option<&Path>,
+    runtime_dir: &Path,
+) -> confine::Spec {
+    super::spec(in_force, config, roots, tmpdir, runtime_dir, false)
+}
+
 fn config(default: SandboxProfile, network: Network, floor: SandboxProfile) -> SandboxConfig {
     SandboxConfig {
         default,

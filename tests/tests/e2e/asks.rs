@@ -550,3 +550,64 @@ fn issue_44_an_mcp_call_answers_ask_pending_by_its_budget_and_the_inbox_tells_th
         "{said}"
     );
 }
+
+/// Writing a root's `.git` (a commit) under a floor is an ask: without it the commit
+/// fails as `.git` is read-only (the control), with `--allow-git-write` the request
+/// waits, and a yes lets it commit while the repository's hooks stay read-only.
+#[test]
+fn issue_44_a_commit_asks_and_a_yes_lets_it_write_git_but_not_its_hooks() {
+    let daemon = Daemon::start_with_config(FLOORED);
+    let ws = workspace(&daemon);
+    let init = std::process::Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(&ws)
+        .output()
+        .unwrap();
+    assert!(init.status.success(), "{}", show(&init));
+    let commit = "git -c user.name=t -c user.email=t@example.com commit -q --allow-empty -m i44";
+
+    let refused = daemon.run_bashc_at(&ws, &["exec", "--json", "--", commit]);
+    assert_ne!(json(&refused)["exit_code"], 0, "{}", show(&refused));
+    assert!(pending(&daemon, "test").is_empty(), "a plain commit asked");
+
+    let client = exec_started(
+        &daemon,
+        "test",
+        &["--allow-git-write"],
+        &format!("{commit} && echo committed; touch .git/hooks/planted 2>/dev/null; echo hooks=$?"),
+    );
+    let ask = the_ask(&daemon, "test");
+    let listed = listing(&daemon);
+    assert!(
+        listed["asks"][0]["kind"]["git_write"].is_object(),
+        "{listed}"
+    );
+    let granted = allow(&daemon, &["--ask", &ask]);
+    assert_eq!(granted.status.code(), Some(0), "{}", show(&granted));
+    let out = client.wait_with_output().unwrap();
+    let result = json(&out);
+    let said = result["stdout"]["text"].as_str().unwrap_or("");
+    assert!(said.contains("committed"), "{}", show(&out));
+    assert!(
+        said.contains("hooks=1"),
+        "a hook could be planted: {}",
+        show(&out)
+    );
+    assert_eq!(
+        result["sandbox"]["profile"],
+        "workspace-write",
+        "{}",
+        show(&out)
+    );
+    assert!(!ws.join(".git/hooks/planted").exists());
+    let log = std::process::Command::new("git")
+        .args(["log", "--oneline"])
+        .current_dir(&ws)
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&log.stdout).contains("i44"),
+        "{}",
+        show(&log)
+    );
+}

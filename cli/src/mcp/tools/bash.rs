@@ -98,6 +98,7 @@ impl BashTools {
             },
             notify: args.notify,
             notify_idle_secs: args.notify_idle_secs,
+            git_write: args.git_write.unwrap_or(false),
         };
         let wait_until = args.wait_until;
         let timeout_secs = args.timeout_secs;

@@ -148,6 +148,8 @@ struct BashArgs {
     notify: Option<String>,
     /// Tell a later call of this session when the job, in the background, has printed nothing for this many seconds.
     notify_idle_secs: Option<u64>,
+    /// true: a workspace-write job may write the .git of its writable roots (to commit; config and hooks stay read-only). The person grants it first, in their prompt or a terminal, unless they did for this session.
+    git_write: Option<bool>,
 }
 
 /// Arguments of `bash_check`.

@@ -112,24 +112,22 @@ impl JobsActor {
         let asked = parked.asked;
         let events = parked.events.clone();
         let (session, command) = (parked.params.session.clone(), parked.params.command.clone());
+        let kind = parked.kind();
+        let git = parked.git;
         let id = self.asks.park(parked, lifetime);
-        tracing::info!(ask = %id, session = %session, profile = %asked.profile, network = %asked.network, "asked a person");
-        self.audit(
-            "asked",
-            id,
-            &[
-                &session,
-                asked.profile.as_str(),
-                asked.network.as_str(),
-                &command,
-            ],
-        );
+        tracing::info!(ask = %id, session = %session, what = %kind, "asked a person");
+        let what = if git {
+            vec!["git-write"]
+        } else {
+            vec![asked.profile.as_str(), asked.network.as_str()]
+        };
+        let mut fields: Vec<&str> = vec![&session];
+        fields.extend(what);
+        fields.push(&command);
+        self.audit("asked", id, &fields);
         let _ = events.try_send(Response::Notice(Notice::Asked {
             ask: id,
-            kind: AskKind::Sandbox {
-                profile: asked.profile,
-                network: asked.network,
-            },
+            kind,
             command: crate::jobs::requests::exec::cut(&command, 200),
             expires_secs: lifetime.as_secs(),
         }));
@@ -269,6 +267,7 @@ impl JobsActor {
             ));
             return Ok(format!("refused {ask}"));
         }
+        let kind = parked.kind();
         let Parked {
             params,
             denial,
@@ -276,20 +275,29 @@ impl JobsActor {
             caller_dir,
             asked,
             detached,
+            git,
             ..
         } = parked;
         let (session, command) = (params.session.clone(), params.command.clone());
         self.audit("granted", ask, &[scope.as_str(), by]);
         if scope == GrantScope::Session {
-            self.asks.grant_session(ask, &params.session, asked, by);
+            let sandbox = (!git).then_some(asked);
+            self.asks
+                .grant_session(ask, &params.session, kind, sandbox, by);
         }
+        let (sandboxes, git_granted) = if git {
+            (Vec::new(), Some(ask.to_string()))
+        } else {
+            (vec![(ask.to_string(), asked)], None)
+        };
         let job = self.exec(
             *params,
             denial,
             events,
             None,
             caller_dir,
-            &[(ask.to_string(), asked)],
+            &sandboxes,
+            git_granted,
         );
         self.asks
             .settle(ask.0, AskState::Granted { scope }, Some(by.to_owned()), job);

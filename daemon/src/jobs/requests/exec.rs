@@ -184,6 +184,7 @@ impl Exec {
             self.origin,
             self.caller_dir,
             &[],
+            None,
         );
     }
 
@@ -218,7 +219,8 @@ impl JobsActor {
     /// table. Every response here is the first on the request's fresh channel (or the
     /// first after its `Asked` notice), so `try_send` always finds room. `granted`:
     /// the sandbox a person's yes to this very request lets through, with the ask's
-    /// id. Returns the job's id, when it got one.
+    /// id; `git_granted`: that yes let it write its roots' `.git`. Returns the job's
+    /// id, when it got one.
     pub(in crate::jobs) fn exec(
         &mut self,
         mut params: ExecParams,
@@ -227,6 +229,7 @@ impl JobsActor {
         origin: Option<Arc<Origin>>,
         caller_dir: Arc<CallerDir>,
         granted: &[(String, SandboxInForce)],
+        git_granted: Option<String>,
     ) -> Option<JobId> {
         // What a person let through: this request's yes, the session's grants, and,
         // for a request from a sandboxed job, that job's own sandbox (which was).
@@ -236,8 +239,15 @@ impl JobsActor {
             grants.push((origin.job.to_string(), origin.sandbox));
         }
         let sandboxes: Vec<SandboxInForce> = grants.iter().map(|(_, s)| *s).collect();
+        let git_grant = git_granted.or_else(|| self.asks.git_grant(&params.session));
         let staged = self
-            .plan(&params, origin.as_deref(), &caller_dir, &sandboxes)
+            .plan(
+                &params,
+                origin.as_deref(),
+                &caller_dir,
+                &sandboxes,
+                git_grant.is_some(),
+            )
             .and_then(|plan| {
                 let admitted = self.admit(&params, &plan, denial.is_none())?;
                 let id = self.record(&params, &plan, denial.is_none())?;
@@ -247,7 +257,12 @@ impl JobsActor {
             Ok(staged) => staged,
             // Only a person answers an ask, and a request through a job's channel
             // has none at hand: it is refused, as a job's own sandbox bounds it.
-            Err(sandbox::Refused::Ask { asked, why, hint }) if origin.is_none() => {
+            Err(sandbox::Refused::Ask {
+                asked,
+                why,
+                hint,
+                git,
+            }) if origin.is_none() => {
                 self.park(Parked {
                     params: Box::new(params),
                     denial,
@@ -256,6 +271,7 @@ impl JobsActor {
                     asked,
                     why,
                     hint,
+                    git,
                     detached: false,
                 });
                 return None;
@@ -274,6 +290,11 @@ impl JobsActor {
             && let Some((grant, _)) = grants.iter().find(|(_, g)| sandbox::within(asked, *g))
         {
             self.asks.started.entry(grant.clone()).or_default().push(id);
+        }
+        if plan.git_write
+            && let Some(grant) = git_grant
+        {
+            self.asks.started.entry(grant).or_default().push(id);
         }
         match denial {
             Some(denial) => self.deny(&params, &plan, admitted, id, denial, &events),
@@ -492,6 +513,7 @@ impl JobsActor {
                     &plan.roots,
                     tmpdir.as_deref(),
                     &self.runtime_dir,
+                    plan.git_write,
                 )
             }),
             pty: params.pty,
@@ -583,6 +605,7 @@ impl JobsActor {
         origin: Option<&Origin>,
         caller_dir: &CallerDir,
         granted: &[SandboxInForce],
+        git_granted: bool,
     ) -> Result<Plan, sandbox::Refused> {
         let invalid = |message: String| {
             sandbox::Refused::Final(ErrorReply::new(ErrorKind::InvalidRequest, message))
@@ -668,6 +691,19 @@ impl JobsActor {
                 start_notices.push(notice);
             }
         }
+        // Writing the roots' `.git` (a commit) is a person's to grant (issue 44); it
+        // means something only where the roots are writable.
+        let git_write = params.git_write
+            && sandbox.is_some_and(|in_force| in_force.profile == SandboxProfile::WorkspaceWrite);
+        if git_write && !git_granted {
+            let in_force = sandbox.expect("set with git_write");
+            return Err(sandbox::Refused::Ask {
+                asked: in_force,
+                why: "writing .git of the writable roots (a commit) needs a person's yes: workspace-write keeps each root's .git read-only, since git runs code from it; have the person grant it (bashc allow), or run git where the person does".to_owned(),
+                hint: None,
+                git: true,
+            });
+        }
         super::foreign_session::refuse_other_sessions_dir(
             &self.runtime_dir,
             &params.session,
@@ -702,6 +738,7 @@ impl JobsActor {
         let limits = &self.config.limits;
         let max_bytes = params.output.max_bytes.unwrap_or(limits.max_bytes);
         Ok(Plan {
+            git_write,
             roots,
             start_notices,
             workdir,
@@ -772,6 +809,8 @@ struct Admitted {
 
 struct Plan {
     workdir: PathBuf,
+    /// A person granted it writing its roots' `.git`.
+    git_write: bool,
     /// Where `workspace-write` lets it write (`sandbox/roots.rs`).
     roots: Arc<Roots>,
     /// Why it runs tighter than it asked, for each of its results.

@@ -36,9 +36,31 @@ pub(in crate::jobs) struct Parked {
     pub(in crate::jobs) why: String,
     /// What a refusal points at (`sandbox::Refused::Ask`).
     pub(in crate::jobs) hint: Option<bashd_protocol::ErrorHint>,
+    /// It asks to write its roots' `.git` (a commit), not for `asked`.
+    pub(in crate::jobs) git: bool,
     /// Its MCP call was answered `ask aN pending`: a yes runs it in the background,
     /// for the session's inbox to tell.
     pub(in crate::jobs) detached: bool,
+}
+
+impl Parked {
+    /// What it asks for, as listings show it.
+    pub(in crate::jobs) fn kind(&self) -> AskKind {
+        if self.git {
+            AskKind::GitWrite {
+                roots: self
+                    .caller_dir
+                    .root()
+                    .map(|root| vec![root.display().to_string()])
+                    .unwrap_or_default(),
+            }
+        } else {
+            AskKind::Sandbox {
+                profile: self.asked.profile,
+                network: self.asked.network,
+            }
+        }
+    }
 }
 
 /// A grant beyond one request.
@@ -46,6 +68,8 @@ pub(in crate::jobs) struct Grant {
     pub(in crate::jobs) info: GrantInfo,
     /// The sandbox it lets through, for a sandbox grant.
     pub(in crate::jobs) sandbox: Option<SandboxInForce>,
+    /// It lets the session's jobs write their roots' `.git`.
+    pub(in crate::jobs) git: bool,
     /// When it lapses (`bashc allow HOST --secs N`).
     pub(in crate::jobs) until: Option<Instant>,
 }
@@ -81,10 +105,7 @@ impl Asks {
             n,
             AskInfo {
                 id: AskId(n),
-                kind: AskKind::Sandbox {
-                    profile: parked.asked.profile,
-                    network: parked.asked.network,
-                },
+                kind: parked.kind(),
                 session: parked.params.session.clone(),
                 command: crate::jobs::requests::exec::cut(&parked.params.command, 200),
                 state: AskState::Pending,
@@ -141,21 +162,29 @@ impl Asks {
             .collect()
     }
 
-    /// Adds a sandbox grant for the session of ask `ask`.
+    /// The grant that lets `session`'s jobs write their roots' `.git`, if any.
+    pub(in crate::jobs) fn git_grant(&self, session: &str) -> Option<String> {
+        self.grants
+            .iter()
+            .find(|g| g.git && g.info.session.as_deref() == Some(session))
+            .map(|g| g.info.id.clone())
+    }
+
+    /// Adds a grant for the session of ask `ask`: its sandbox, or writing `.git`.
     pub(in crate::jobs) fn grant_session(
         &mut self,
         ask: AskId,
         session: &str,
-        sandbox: SandboxInForce,
+        kind: AskKind,
+        sandbox: Option<SandboxInForce>,
         by: &str,
     ) {
+        let git = matches!(kind, AskKind::GitWrite { .. });
         self.grants.push(Grant {
+            git,
             info: GrantInfo {
                 id: ask.to_string(),
-                kind: AskKind::Sandbox {
-                    profile: sandbox.profile,
-                    network: sandbox.network,
-                },
+                kind,
                 session: Some(session.to_owned()),
                 scope: GrantScope::Session,
                 granted_by: by.to_owned(),
@@ -163,7 +192,7 @@ impl Asks {
                 until_ms: None,
                 running: Vec::new(),
             },
-            sandbox: Some(sandbox),
+            sandbox,
             until: None,
         });
     }
@@ -192,6 +221,7 @@ impl Asks {
                 running: Vec::new(),
             },
             sandbox: None,
+            git: false,
             until: secs.map(|secs| Instant::now() + Duration::from_secs(secs)),
         });
         id
