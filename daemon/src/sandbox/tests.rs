@@ -335,6 +335,7 @@ fn the_sandbox_section_reads_its_keys_and_names_a_bad_one() {
             deny_read: vec![home.join(".secret")],
             unix_sockets: vec![PathBuf::from("/run/user/1000/bus")],
             floor: SandboxProfile::WorkspaceWrite,
+            ask: std::time::Duration::from_secs(120),
         }
     );
     // What --check-config prints loads to the same settings.

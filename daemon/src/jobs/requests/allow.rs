@@ -13,6 +13,7 @@ use bashd_protocol::{
 };
 
 use crate::jobs::job::supervisor::{Control, Report, Stop, StopReason};
+use crate::jobs::requests::exec::Granted;
 use crate::jobs::table::asks::Parked;
 use crate::jobs::table::handle::{JobsHandle, ToActor};
 use crate::jobs::table::{JobsActor, Status};
@@ -285,20 +286,18 @@ impl JobsActor {
             self.asks
                 .grant_session(ask, &params.session, kind, sandbox, by);
         }
-        let (sandboxes, git_granted) = if git {
-            (Vec::new(), Some(ask.to_string()))
+        let granted = if git {
+            Granted {
+                sandbox: Vec::new(),
+                git: Some(ask.to_string()),
+            }
         } else {
-            (vec![(ask.to_string(), asked)], None)
+            Granted {
+                sandbox: vec![(ask.to_string(), asked)],
+                git: None,
+            }
         };
-        let job = self.exec(
-            *params,
-            denial,
-            events,
-            None,
-            caller_dir,
-            &sandboxes,
-            git_granted,
-        );
+        let job = self.exec(*params, denial, events, None, caller_dir, granted);
         self.asks
             .settle(ask.0, AskState::Granted { scope }, Some(by.to_owned()), job);
         if detached {

@@ -183,8 +183,7 @@ impl Exec {
             self.events,
             self.origin,
             self.caller_dir,
-            &[],
-            None,
+            Granted::default(),
         );
     }
 
@@ -228,12 +227,14 @@ impl JobsActor {
         events: mpsc::Sender<Response>,
         origin: Option<Arc<Origin>>,
         caller_dir: Arc<CallerDir>,
-        granted: &[(String, SandboxInForce)],
-        git_granted: Option<String>,
+        granted: Granted,
     ) -> Option<JobId> {
         // What a person let through: this request's yes, the session's grants, and,
         // for a request from a sandboxed job, that job's own sandbox (which was).
-        let mut grants = granted.to_vec();
+        let Granted {
+            sandbox: mut grants,
+            git: git_granted,
+        } = granted;
         grants.extend(self.asks.sandbox_grants(&params.session));
         if let Some(origin) = &origin {
             grants.push((origin.job.to_string(), origin.sandbox));
@@ -798,6 +799,14 @@ impl JobsActor {
         );
         env
     }
+}
+
+/// What a person's yes to one parked request lets through (`requests/allow.rs`), with
+/// the ask's id: a sandbox, or writing its roots' `.git`.
+#[derive(Debug, Default)]
+pub(in crate::jobs) struct Granted {
+    pub(in crate::jobs) sandbox: Vec<(String, SandboxInForce)>,
+    pub(in crate::jobs) git: Option<String>,
 }
 
 /// What `admit` set aside for a job: its notify patterns and a sandboxed job's
