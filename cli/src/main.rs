@@ -7,6 +7,7 @@
 //! Over 600 lines: nearly half is `Command` and its argument structs, whose doc comments
 //! are the `--help` text; they stay beside `run`, the one match over the subcommands.
 
+mod allow;
 mod bridge;
 mod common;
 mod deferred;
@@ -184,7 +185,8 @@ enum Command {
     /// when it waits for input), CPU, memory, age, ports, command, and its last line
     /// (or what it asks). Keys: Up/Down pick a job, f follows its output, s shows a
     /// terminal job's screen, i types a line into it, k kills it, c closes its session,
-    /// q quits. The table is read again every --interval seconds. --once prints it
+    /// q quits. Pending asks are listed above the table: a grants the first once, A
+    /// for its session, r refuses it. The table is read again every --interval seconds. --once prints it
     /// once, for scripts. With --host, the jobs of that host's bashd.
     Top(Deferred<top::TopArgs>),
     /// Stop bashd: every job of every session is stopped (TERM, grace, KILL), then the
@@ -195,6 +197,18 @@ enum Command {
     /// stop bashd.socket bashd` stops both. A command inside a sandboxed job cannot
     /// stop bashd.
     Stop(Deferred<stop::StopArgs>),
+    /// Answer asks and grant exceptions: only a person does (issue 44).
+    ///
+    /// A request looser than its session's floor (`[sandbox] floor`, or the network on
+    /// where the floor keeps it off) is not refused but waits as an ask (a1, a2, ...)
+    /// for at most `[sandbox] ask_secs`: `bashc allow --ask a1` runs it (once; with
+    /// --session-wide, every later request of its session as loose runs too), `bashc
+    /// allow --refuse a1` refuses it. `bashc allow` alone lists the asks and grants.
+    /// `bashc allow HOST[:PORT]` lets jobs reach a host through bashd's network proxy,
+    /// for every session or --session S, until revoked or for --secs N. `--revoke ID`
+    /// takes a grant back for new jobs (--kill ends the running jobs it started).
+    /// Refused inside a job bashd runs.
+    Allow(Deferred<allow::AllowArgs>),
     /// Serve bashd to an MCP agent (Claude Code, Codex, Gemini CLI, OpenCode, ...) on
     /// stdin/stdout.
     // The long help names the tools from the list the server serves.
@@ -304,6 +318,11 @@ struct ExecArgs {
     /// SECS seconds.
     #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=86_400))]
     notify_idle: Option<u64>,
+    /// Let a workspace-write job write the .git of its writable roots (a commit); its
+    /// config, hooks and info stay read-only. Under a floor, a person grants it first
+    /// (bashc allow) unless they did for the session.
+    #[arg(long)]
+    allow_git_write: bool,
     /// Print the result as JSON.
     #[arg(long)]
     json: bool,
@@ -500,6 +519,7 @@ async fn run(command: Command, target: &bashc::Target, parent: u32) -> anyhow::R
         Command::Status(Deferred(args)) => status(args, target).await,
         Command::Stop(Deferred(args)) => stop::stop(args, target).await,
         Command::Top(Deferred(args)) => top::top(args, target).await,
+        Command::Allow(Deferred(args)) => allow::allow(args, target).await,
         Command::Mcp(Deferred(args)) => mcp::mcp(args, target, parent).await,
         Command::Bridge => {
             bridge::bridge(target.runtime_dir()).await?;
@@ -541,9 +561,31 @@ async fn exec(args: ExecArgs, target: &bashc::Target) -> anyhow::Result<u8> {
         live::print_end(&result, args.json)?;
         return Ok(render::exit_status(&result));
     }
-    let result = client.exec(params).await?;
+    // Only the ask is said while it waits: the person has to learn where to answer.
+    let result = client
+        .exec_events(params)
+        .await?
+        .watch(&mut AskTeller)
+        .await?;
     common::print_result(args.json, &result, true)?;
     Ok(render::exit_status(&result))
+}
+
+/// Tells stderr of an ask the request waits on (issue 44): bashc waits for the answer
+/// as long as the ask lives (`[sandbox] ask_secs`), and the person answers elsewhere.
+struct AskTeller;
+
+impl bashc::Watch for AskTeller {
+    type Error = anyhow::Error;
+
+    fn event(&mut self, response: bashc::protocol::Response) -> anyhow::Result<()> {
+        if let bashc::protocol::Response::Notice(notice @ bashc::protocol::Notice::Asked { .. }) =
+            &response
+        {
+            eprintln!("bashc: {}", render::notice_text(notice));
+        }
+        Ok(())
+    }
 }
 
 fn exec_params(args: &ExecArgs, target: &bashc::Target) -> anyhow::Result<ExecParams> {
@@ -576,6 +618,7 @@ fn exec_params(args: &ExecArgs, target: &bashc::Target) -> anyhow::Result<ExecPa
         pty: args.pty.then(|| args.size.unwrap_or_default()),
         notify: args.notify.clone(),
         notify_idle_secs: args.notify_idle,
+        git_write: args.allow_git_write,
     };
     Ok(options.params(command, args.session.caller()))
 }

@@ -139,6 +139,25 @@ pub fn line(event: &InboxEvent, calls: &Calls) -> String {
             duration(idle_secs * 1000),
             (calls.check)(*job)
         ),
+        InboxEvent::AskAnswered {
+            ask,
+            command,
+            state,
+            job: Some(job),
+        } => format!(
+            "ask {ask} ({command}) was {}: it runs as {job}: {}",
+            state.as_str(),
+            (calls.check)(*job)
+        ),
+        InboxEvent::AskAnswered {
+            ask,
+            command,
+            state,
+            job: None,
+        } => format!(
+            "ask {ask} ({command}) was {}, so it did not run",
+            state.as_str()
+        ),
     }
 }
 

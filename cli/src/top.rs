@@ -13,6 +13,10 @@
 //! i types a line into it (Enter sends it with a newline); k kills it and c closes its
 //! session (each asks y first); q quits.
 //!
+//! Asks (issue 44): the pending asks are listed above the table, read every
+//! `--interval` (`Request::Allow`, as `bashc allow --list`); the first is the one the
+//! keys answer: a grants it once, A for its session, r refuses it.
+//!
 //! Over 600 lines as one view's whole: `View` (about 430 lines) is the state that its
 //! watch, its keys, its prompts and its drawing all read and change.
 
@@ -23,8 +27,9 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use bashc::Target;
 use bashc::protocol::{
-    Caller, JobId, JobRef, JobRequest, JobState, KillRequest, OutputRequest, Response, SendRequest,
-    StreamName, TopJob, TopRequest, WatchRequest, WatchUpdate,
+    AllowRequest, AskInfo, AskState, Caller, GrantScope, JobId, JobRef, JobRequest, JobState,
+    KillRequest, OutputRequest, Response, SendRequest, StreamName, TopJob, TopRequest,
+    WatchRequest, WatchUpdate,
 };
 use clap::Args;
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind};
@@ -78,8 +83,11 @@ pub async fn top(args: TopArgs, target: &Target) -> anyhow::Result<u8> {
     };
     if args.once {
         let rows = sorted(client.top(request).await?);
+        let asks = pending_asks(&client).await.unwrap_or_default();
         print(args.json, &rows, |rows| {
-            table(rows, None, None).join("\n") + "\n"
+            let mut lines = asks_lines(&asks);
+            lines.extend(table(rows, None, None));
+            lines.join("\n") + "\n"
         })?;
         return Ok(0);
     }
@@ -136,6 +144,38 @@ struct View {
     pane_text: Vec<String>,
     mode: Mode,
     message: String,
+    /// The pending asks, oldest first: shown above the table, the first answered by
+    /// the keys a, A and r.
+    asks: Vec<AskInfo>,
+}
+
+/// The pending asks, oldest first.
+async fn pending_asks(client: &bashc::Client) -> Result<Vec<AskInfo>, bashc::ClientError> {
+    let reply = client.allow(AllowRequest::List).await?;
+    Ok(reply
+        .asks
+        .into_iter()
+        .filter(|ask| ask.state == AskState::Pending)
+        .collect())
+}
+
+/// The asks as lines above the table: none when none waits.
+fn asks_lines(asks: &[AskInfo]) -> Vec<String> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    asks.iter()
+        .map(|ask| {
+            clean(&format!(
+                "ASK {}  {}  {}  {}  ({} s left)",
+                ask.id,
+                ask.session,
+                ask.kind,
+                cut(&ask.command, 60),
+                ask.expires_ms.saturating_sub(now) / 1000
+            ))
+        })
+        .collect()
 }
 
 impl View {
@@ -156,7 +196,46 @@ impl View {
             pane_text: Vec::new(),
             mode: Mode::Browse,
             message: String::new(),
+            asks: Vec::new(),
         }
+    }
+
+    /// Reads the pending asks again; a daemon that refuses (this view runs inside a
+    /// job) leaves none shown, and says why once.
+    async fn refresh_asks(&mut self) {
+        match pending_asks(&self.client).await {
+            Ok(asks) => self.asks = asks,
+            Err(e) => {
+                if !self.asks.is_empty() || self.message.is_empty() {
+                    self.message = format!("cannot read the asks: {e}");
+                }
+                self.asks.clear();
+            }
+        }
+    }
+
+    /// Answers the first pending ask.
+    async fn answer(&mut self, grant: bool, scope: GrantScope) {
+        let Some(ask) = self.asks.first().map(|ask| ask.id) else {
+            return;
+        };
+        let answered = self
+            .client
+            .allow(AllowRequest::Answer {
+                ask,
+                grant,
+                scope,
+                via: Some("bashc top".to_owned()),
+            })
+            .await;
+        self.message = match answered {
+            Ok(reply) => reply.done.unwrap_or_default(),
+            Err(e) => format!(
+                "cannot answer {ask}: {}",
+                crate::wording::client_error(&e, &crate::wording::Cli)
+            ),
+        };
+        self.refresh_asks().await;
     }
 
     async fn run(mut self, terminal: &mut ratatui::DefaultTerminal) -> anyhow::Result<()> {
@@ -202,7 +281,10 @@ impl View {
             // Cancelling any branch loses nothing: keys and the watch's answers stay in
             // their channels.
             tokio::select! {
-                _ = tick.tick() => self.refresh().await,
+                _ = tick.tick() => {
+                    self.refresh_asks().await;
+                    self.refresh().await;
+                }
                 update = next(&mut self.watch) => self.apply(update),
                 event = keys.recv() => {
                     let Some(event) = event else { return Ok(()) };
@@ -471,6 +553,9 @@ impl View {
                     self.mode = Mode::Confirm(Action::Close(info.session));
                 }
             }
+            KeyCode::Char('a') => self.answer(true, GrantScope::Once).await,
+            KeyCode::Char('A') => self.answer(true, GrantScope::Session).await,
+            KeyCode::Char('r') => self.answer(false, GrantScope::Once).await,
             _ => {}
         }
         self.refresh_pane().await;
@@ -517,12 +602,38 @@ impl View {
             Pane::None => 0,
             _ => (self.pane_text.len() as u16 + 2).clamp(3, frame.area().height / 2),
         };
-        let [table_area, pane_area, key_area] = Layout::vertical([
+        let asks = asks_lines(&self.asks);
+        let asks_height = if asks.is_empty() {
+            0
+        } else {
+            (asks.len() as u16 + 2).min(frame.area().height / 3)
+        };
+        let [asks_area, table_area, pane_area, key_area] = Layout::vertical([
+            Constraint::Length(asks_height),
             Constraint::Min(3),
             Constraint::Length(pane_height),
             Constraint::Length(1),
         ])
         .areas(frame.area());
+        if !asks.is_empty() {
+            let lines: Vec<Line> = asks
+                .into_iter()
+                .enumerate()
+                .map(|(i, text)| {
+                    // The first is the one the keys answer.
+                    if i == 0 {
+                        Line::styled(text, Style::new().add_modifier(Modifier::BOLD))
+                    } else {
+                        Line::raw(text)
+                    }
+                })
+                .collect();
+            let title = format!(" {} asks wait for you ", self.asks.len());
+            frame.render_widget(
+                Paragraph::new(Text::from(lines)).block(Block::bordered().title(title)),
+                asks_area,
+            );
+        }
         // Only the rows there is room for are made into lines: the border and the
         // heading take three.
         self.room = (table_area.height as usize).saturating_sub(3).max(1);
@@ -593,6 +704,10 @@ impl View {
                 format!("close session {session} and kill its jobs? y/n")
             }
             Mode::Browse if !self.message.is_empty() => self.message.clone(),
+            Mode::Browse if !self.asks.is_empty() => format!(
+                "{}: a grant once  A grant for its session  r refuse  |  Up/Down pick  f follow  k kill  q quit",
+                self.asks[0].id
+            ),
             Mode::Browse => {
                 "Up/Down pick  f follow  s screen  i input  k kill  c close session  q quit"
                     .to_owned()

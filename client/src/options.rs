@@ -41,6 +41,9 @@ pub struct ExecOptions {
     pub notify: Option<String>,
     /// Tell the session's inbox when the job goes quiet this long (`--notify-idle`).
     pub notify_idle_secs: Option<u64>,
+    /// Write the `.git` of the session's writable roots (`--allow-git-write`,
+    /// `git_write`): an ask unless a person granted it for the session.
+    pub git_write: bool,
 }
 
 impl ExecOptions {
@@ -63,6 +66,7 @@ impl ExecOptions {
             pty: self.pty,
             notify: self.notify,
             notify_idle_secs: self.notify_idle_secs,
+            git_write: self.git_write,
             ..ExecParams::new(command, caller.session, self.workdir)
         }
     }

@@ -13,6 +13,20 @@ use crate::client::{Client, Responses};
 use crate::error::ClientError;
 
 impl Client {
+    /// The person's answers to asks (`bashc allow`, issue 44): list, answer, revoke,
+    /// grant a host.
+    pub async fn allow(
+        &self,
+        request: bashd_protocol::AllowRequest,
+    ) -> Result<bashd_protocol::AllowReply, ClientError> {
+        match self.one(Request::Allow(request)).await? {
+            Response::Allow(reply) => Ok(reply),
+            _ => Err(ClientError::Unexpected(
+                "something other than asks and grants",
+            )),
+        }
+    }
+
     /// Runs a command and waits for its result.
     pub async fn exec(&self, params: ExecParams) -> Result<ExecResult, ClientError> {
         self.request(Request::Exec(params)).await?.result().await

@@ -35,6 +35,10 @@ const MEANT: &[(&str, &str)] = &[
         "bashd-resident's private argument, given by bashd",
     ),
     (
+        "bashc allow",
+        "the person's own command that answers asks (issue 44), the same whatever the agent's front end: the agent passes it on, and no tool answers",
+    ),
+    (
         "HOST bashc bridge",
         "the command `[remote]` runs on the far host over ssh, shown as the config's default",
     ),

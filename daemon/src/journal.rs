@@ -12,6 +12,9 @@
 //! pid 42 <pid> <pgid> <start time>    written once it is, before `Started` is sent
 //! lost 42                             its daemon died while it ran; its output is kept
 //! end 42                              its last process is gone (a lost job: forgotten)
+//! ask <what> <id> <field>...          an ask, grant, refusal, expiry or revocation
+//!                                     (issue 44), for the person's audit; replay skips
+//!                                     it and compaction drops it
 //! ```
 //!
 //! An `info` line's text fields are percent-escaped (every byte but `A-Z a-z 0-9 / . _
@@ -204,6 +207,19 @@ impl Journal {
             job.leader = Some(leader);
         }
         self.append(&leader_line(n, leader))
+    }
+
+    /// Records what befell an ask or a grant (issue 44): `what` (`asked`, `granted`,
+    /// `refused`, `expired`, `withdrawn`, `revoked`, `host`), its id and its fields,
+    /// each escaped as an `info` line's.
+    pub fn ask(&mut self, what: &str, id: &str, fields: &[&str]) -> io::Result<()> {
+        let mut line = format!("ask {what} {id}");
+        for field in fields {
+            line.push(' ');
+            line.push_str(&escape(field));
+        }
+        line.push('\n');
+        self.append(&line)
     }
 
     /// Records that job `n` has ended: none of its processes is left.
@@ -440,6 +456,8 @@ pub fn parse(text: &[u8]) -> Replay {
                 }
                 None => Err(format!("lost job j{n}, which has no job line")),
             }),
+            // The audit of asks and grants: nothing to replay.
+            ["ask", ..] => Ok(()),
             ["end", n] => id(n).map(|n| {
                 highest = highest.max(n);
                 replay.open.remove(&n);

@@ -142,6 +142,11 @@ pub async fn serve(
                     // surely still runs.
                     // Its directory too: where the confined jobs it starts may write
                     // (`sandbox/roots.rs`), read once for the connection.
+                    let peer_pid = stream
+                        .peer_cred()
+                        .ok()
+                        .and_then(|cred| cred.pid())
+                        .and_then(|pid| u32::try_from(pid).ok());
                     let caller_dir = match peer::outside_sandboxes(&stream) {
                         Ok(dir) => dir,
                         Err(reason) => {
@@ -151,7 +156,7 @@ pub async fn serve(
                             return;
                         }
                     };
-                    let jobs = jobs.from_caller(caller_dir);
+                    let jobs = jobs.from_caller(caller_dir, peer_pid);
                     conn::serve_connection(stream, jobs, shutdown, max_frame_bytes, large_frames)
                         .await;
                     drop(counted);

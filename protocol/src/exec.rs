@@ -86,6 +86,10 @@ pub struct ExecParams {
     /// Tell the session's inbox when the job has printed nothing for this long while
     /// it runs in the background (`exec --notify-idle`).
     pub notify_idle_secs: Option<u64>,
+    /// Write the `.git` of the session's writable roots (a commit), which
+    /// `workspace-write` keeps read-only: an ask (issue 44) unless a person granted it
+    /// for the session. What git runs code from (config, hooks) stays read-only.
+    pub git_write: bool,
 }
 
 /// What a job reads on its stdin.
@@ -395,6 +399,7 @@ impl ExecParams {
             pty: None,
             notify: None,
             notify_idle_secs: None,
+            git_write: false,
         }
     }
 }

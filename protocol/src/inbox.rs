@@ -74,15 +74,26 @@ pub enum InboxEvent {
         command: String,
         idle_secs: u64,
     },
+    /// An ask whose call was answered `pending` was answered since (issue 44): refused,
+    /// expired, or granted (`job`: the job it started, whose end is told as any
+    /// background job's).
+    AskAnswered {
+        ask: crate::asks::AskId,
+        command: String,
+        state: crate::asks::AskState,
+        job: Option<JobId>,
+    },
 }
 
 impl InboxEvent {
-    pub fn job(&self) -> JobId {
+    /// The job it is about; `None` for an answered ask that started none.
+    pub fn job(&self) -> Option<JobId> {
         match self {
             InboxEvent::Ended { job, .. }
             | InboxEvent::WaitingForInput { job, .. }
             | InboxEvent::Matched { job, .. }
-            | InboxEvent::Idle { job, .. } => *job,
+            | InboxEvent::Idle { job, .. } => Some(*job),
+            InboxEvent::AskAnswered { job, .. } => *job,
         }
     }
 }

@@ -6,6 +6,7 @@
 //! config file a person writes (`config`). The daemon and the client depend on it and
 //! on nothing of each other.
 
+pub mod asks;
 pub mod channel;
 pub mod codec;
 pub mod config;
@@ -22,6 +23,9 @@ pub mod sandbox;
 pub mod text;
 pub mod top;
 
+pub use asks::{
+    AllowReply, AllowRequest, AskId, AskInfo, AskKind, AskState, GrantInfo, GrantScope,
+};
 pub use codec::{FrameCodec, FrameError};
 pub use exec::*;
 pub use inbox::{Inbox, InboxEvent};
@@ -41,4 +45,5 @@ pub use top::{TopJob, TopRequest, WatchRequest, WatchUpdate};
 ///    `CheckPolicy` carries the workdir to judge in (`PolicyCheck`; issue 42).
 ///    a session's writable roots are the person's (issue 42): `Notice::OutsideRoots`,
 /// `Notice::NoWritableRoot`.
+///    asks (issue 44): `Allow`, `Notice::Asked`, `ErrorHint::Ask`.
 pub const PROTOCOL_VERSION: u32 = 9;

@@ -21,6 +21,8 @@ pub const DEFAULT_TIMEOUT_SECS: u64 = 30;
 pub const SLOW_TIMEOUT_SECS: u64 = 15 * 60;
 /// Timeout of mode `background`.
 pub const BACKGROUND_TIMEOUT_SECS: u64 = 24 * 60 * 60;
+/// How long an ask waits for a person by default (`[sandbox] ask_secs`, issue 44).
+pub const DEFAULT_ASK_SECS: u64 = 120;
 /// An explicit timeout outside `MIN_TIMEOUT_SECS ..= MAX_TIMEOUT_SECS` is refused.
 pub const MIN_TIMEOUT_SECS: u64 = 1;
 /// An explicit timeout outside `MIN_TIMEOUT_SECS ..= MAX_TIMEOUT_SECS` is refused.

@@ -108,6 +108,10 @@ pub enum Request {
     /// Every session's jobs and then their changes, until cancelled (`bashc top`'s
     /// view); answers `Watch`, many times, and never a last response.
     Watch(crate::top::WatchRequest),
+    /// The person's answers (`bashc allow`): list the asks and grants, answer an ask,
+    /// revoke a grant, grant a host; answers `Allow`. Refused through a job's channel
+    /// and to a client bashd can tell runs inside one of its jobs.
+    Allow(crate::asks::AllowRequest),
 }
 
 /// The one list of which requests act for a caller, and where their callers are:
@@ -145,6 +149,7 @@ macro_rules! callers_of {
             | Request::Sessions
             | Request::CloseSession(_)
             | Request::Cancel(_)
+            | Request::Allow(_)
             | Request::Shutdown => (None, None),
         };
         one.into_iter().chain(many.into_iter().flatten().map(
@@ -230,6 +235,7 @@ pub enum Response {
     Top(Vec<crate::top::TopJob>),
     /// One answer of `Watch`; there are many, and none is the last.
     Watch(crate::top::WatchUpdate),
+    Allow(crate::asks::AllowReply),
 }
 
 impl Response {

@@ -119,6 +119,13 @@ fn every_request() -> Vec<Request> {
         Request::Watch(WatchRequest {
             caller: caller("top-1"),
         }),
+        // Acts for the person, never a session: a host grant names one as data.
+        Request::Allow(crate::AllowRequest::Host {
+            host: "pypi.org".to_owned(),
+            port: Some(443),
+            session: Some("s".to_owned()),
+            secs: None,
+        }),
     ]
 }
 

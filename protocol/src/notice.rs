@@ -176,6 +176,15 @@ pub enum Notice {
     /// and runtimes that reserve much up front (V8, the JVM, Go) may fail to start
     /// under it (issue 45).
     MemoryAsAddressSpace { bytes: u64 },
+    /// The request is looser than its session's floor and waits for a person's
+    /// answer (issue 44): ask `ask`, for `kind`, pending for at most `expires_secs`.
+    Asked {
+        ask: crate::asks::AskId,
+        kind: crate::asks::AskKind,
+        /// The command that asks, cut: what an elicitation shows the person.
+        command: String,
+        expires_secs: u64,
+    },
 }
 
 /// Which condition of a `wait` was met.
@@ -255,6 +264,12 @@ pub enum ErrorHint {
     StdinClosed,
     /// The job has ended, and its output is kept to page through.
     OutputKept { job: JobId },
+    /// The request waits on ask `ask`, which a person answers (`state`: pending when
+    /// the call's budget ran out first).
+    Ask {
+        ask: crate::asks::AskId,
+        state: crate::asks::AskState,
+    },
 }
 
 /// A request's argument, as data: the CLI spells it as a flag (`--timeout`), `bashc

@@ -100,6 +100,9 @@ pub trait Spelling {
     /// How a session gets its project's directory as a writable root: the client
     /// started there.
     fn start_in_project(&self) -> &'static str;
+    /// How the person answers ask `ask` (issue 44): never the agent, which passes it
+    /// on.
+    fn answer_ask(&self, ask: bashc::protocol::AskId) -> String;
 }
 
 /// Why a page of output holds no line, the calls it names in `spelling`: the stream is
@@ -340,6 +343,15 @@ pub fn notice(notice: &Notice, spelling: &dyn Spelling) -> String {
             "The program wanted a terminal and ran without one (on pipes): run it again with {} to give it one.",
             spelling.again_with(&[Setting::Pty])
         ),
+        Notice::Asked {
+            ask,
+            kind,
+            expires_secs,
+            ..
+        } => format!(
+            "This request ({kind}) is looser than the session's floor and waits for a person's yes as ask {ask}, for at most {expires_secs} s: {}.",
+            spelling.answer_ask(*ask)
+        ),
         Notice::MemoryAsAddressSpace { bytes } => format!(
             "Its memory limit of {} was set as an address-space limit (RLIMIT_AS), as no cgroup holds its memory here: it counts address space reserved, not memory used, so runtimes that reserve much at start (node, java, go) may fail under it. Run it without the memory limit, or give bashd a cgroup with the memory controller delegated ([containment] cgroup in its config, or systemd's Delegate=yes).",
             human_size(*bytes)
@@ -402,6 +414,11 @@ pub fn error(message: &str, hint: Option<&ErrorHint>, spelling: &dyn Spelling) -
             "{message}, or run the job without {}",
             spelling.setting(Setting::Network(Network::On))
         ),
+        ErrorHint::Ask {
+            ask,
+            state: bashc::protocol::AskState::Pending,
+        } => format!("{message}: {}", spelling.answer_ask(*ask)),
+        ErrorHint::Ask { .. } => message.to_owned(),
         ErrorHint::SameSandbox => format!(
             "{message}: leave out {} and {} to get the same",
             spelling.argument(Argument::Sandbox),

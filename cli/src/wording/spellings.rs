@@ -123,6 +123,12 @@ impl Spelling for Cli {
     fn start_in_project(&self) -> &'static str {
         "run bashc from inside the project's directory (cd there first)"
     }
+
+    fn answer_ask(&self, ask: bashc::protocol::AskId) -> String {
+        format!(
+            "the person answers in a terminal with `bashc allow --ask {ask}` (this request once; add --session-wide for the session) or `bashc allow --refuse {ask}`, or in bashc top"
+        )
+    }
 }
 
 impl Spelling for Mcp {
@@ -235,5 +241,12 @@ impl Spelling for Mcp {
 
     fn start_in_project(&self) -> &'static str {
         "start the agent in its project's directory"
+    }
+
+    fn answer_ask(&self, ask: bashc::protocol::AskId) -> String {
+        // The person's own command, named for the agent to pass on: no tool answers.
+        format!(
+            "tell the person; they answer in your prompt when it asks them, or in a terminal of theirs with bashc allow (ask {ask}); no tool of yours can answer it"
+        )
     }
 }

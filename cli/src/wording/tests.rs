@@ -25,7 +25,7 @@ const NEITHER: Expect = Expect {
 };
 
 /// The notice variants `expect_notice` knows; the list below must hold each.
-const NOTICE_VARIANTS: usize = 26;
+const NOTICE_VARIANTS: usize = 27;
 
 /// One arm a variant, numbered: adding a notice fails to compile here until it is
 /// given an arm, and the test until the list has an example of it.
@@ -72,6 +72,7 @@ fn expect_notice(notice: &Notice) -> (usize, Expect) {
         Notice::OutsideRoots { .. } => (23, says("bashc exec", "workdir inside")),
         Notice::NoWritableRoot { .. } => (24, says("cd there", "start the agent")),
         Notice::MemoryAsAddressSpace { .. } => (25, NEITHER),
+        Notice::Asked { .. } => (26, says("bashc allow --ask a3", "bashc allow (ask a3)")),
     }
 }
 
@@ -170,11 +171,20 @@ fn every_notice() -> Vec<Notice> {
             directory: Some("/home/me".to_owned()),
         },
         Notice::MemoryAsAddressSpace { bytes: 512 << 20 },
+        Notice::Asked {
+            ask: bashc::protocol::AskId(3),
+            kind: bashc::protocol::AskKind::Sandbox {
+                profile: SandboxProfile::Off,
+                network: Network::On,
+            },
+            command: "make deploy".to_owned(),
+            expires_secs: 120,
+        },
     ]
 }
 
 /// The hint variants `expect_hint` knows; the list below must hold each.
-const HINT_VARIANTS: usize = 14;
+const HINT_VARIANTS: usize = 15;
 
 /// As `expect_notice`, for hints.
 fn expect_hint(hint: &ErrorHint) -> (usize, Expect) {
@@ -210,6 +220,7 @@ fn expect_hint(hint: &ErrorHint) -> (usize, Expect) {
             (12, says("`bashc output j5`", "`bash_output(job=\"j5\")`"))
         }
         ErrorHint::NoSuchJob => (13, says("`bashc jobs`", "`bash_jobs()`")),
+        ErrorHint::Ask { .. } => (14, says("bashc allow --refuse a3", "bashc allow (ask a3)")),
     }
 }
 
@@ -238,6 +249,10 @@ fn every_hint() -> Vec<ErrorHint> {
         ErrorHint::NeedsStdinPipe,
         ErrorHint::StdinClosed,
         ErrorHint::OutputKept { job: JobId(5) },
+        ErrorHint::Ask {
+            ask: bashc::protocol::AskId(3),
+            state: bashc::protocol::AskState::Pending,
+        },
     ]
 }
 
@@ -256,7 +271,12 @@ fn foreign(spelling: &str, text: &str) -> Option<String> {
                     || rest.starts_with("=true")
             }
             _ => {
-                (word_start && rest.starts_with("bashc ") && lower_at(i + 6))
+                // `bashc allow` is the person's command, which the agent passes on
+                // (issue 44): no tool answers an ask.
+                (word_start
+                    && rest.starts_with("bashc ")
+                    && lower_at(i + 6)
+                    && !rest.starts_with("bashc allow "))
                     || (word_start
                         && rest.starts_with("--")
                         && lower_at(i + 2)

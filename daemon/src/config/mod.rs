@@ -253,6 +253,7 @@ fn sandbox_config(section: &file::Sandbox) -> Result<SandboxConfig, Refusal> {
         deny_read: paths("deny_read", &section.deny_read)?,
         unix_sockets: paths("unix_sockets", &section.unix_sockets)?,
         floor: section.floor,
+        ask: std::time::Duration::from_secs(section.ask_secs.get()),
     })
 }
 

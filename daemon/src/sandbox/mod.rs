@@ -41,8 +41,10 @@ pub struct SandboxConfig {
     /// entry lets such a job make unix sockets, and so reach every pathname socket it
     /// can name; empty (the default), `socket(AF_UNIX)` fails in every sandboxed job.
     pub unix_sockets: Vec<PathBuf>,
-    /// `floor`: the loosest profile a client may ask for.
+    /// `floor`: the loosest profile a client may have without a person's yes.
     pub floor: SandboxProfile,
+    /// `ask_secs`: how long a request looser than the floor waits for that yes.
+    pub ask: std::time::Duration,
 }
 
 /// The credential stores `deny_read` hides unless the config says otherwise.
@@ -60,6 +62,7 @@ impl Default for SandboxConfig {
                 .collect(),
             unix_sockets: Vec::new(),
             floor: SandboxProfile::Off,
+            ask: std::time::Duration::from_secs(bashd_protocol::limits::DEFAULT_ASK_SECS),
         }
     }
 }
@@ -76,16 +79,67 @@ pub fn expand_home(path: &str) -> Result<PathBuf, String> {
     }
 }
 
-/// The sandbox job `params` gets under `config`, or why it is refused: asking for
-/// less than the floor, or than the sandboxed job `around` the client (a request that
-/// came through its channel), whose sandbox is also the default. `None` when nothing
-/// is confined. A refusal's hint says what the client can ask for instead, for the
+/// Why [`decide`] did not let a request through as it is.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Refused {
+    /// Refused, whoever answers: the request can be changed, not granted.
+    Final(ErrorReply),
+    /// Looser than the session's floor (issue 44): a person may let it through. `why`
+    /// says which floor it passes, for the words of a refusal.
+    Ask {
+        asked: SandboxInForce,
+        why: String,
+        /// What the refusal points at, should the person say no.
+        hint: Option<ErrorHint>,
+        /// It asks to write the `.git` of its writable roots (a commit), not for a
+        /// looser sandbox.
+        git: bool,
+    },
+}
+
+impl Refused {
+    /// The refusal as it reads when no person can be asked (a request through a
+    /// job's channel, the unit tests).
+    pub fn error(self) -> ErrorReply {
+        match self {
+            Refused::Final(error) => error,
+            Refused::Ask { why, hint, .. } => {
+                let error = refused(why);
+                match hint {
+                    Some(hint) => error.with_hint(hint),
+                    None => error,
+                }
+            }
+        }
+    }
+}
+
+impl From<ErrorReply> for Refused {
+    fn from(error: ErrorReply) -> Refused {
+        Refused::Final(error)
+    }
+}
+
+/// Whether `asked` is within what a person granted (`granted`): as tight or tighter
+/// in both the profile and the network.
+pub fn within(asked: SandboxInForce, granted: SandboxInForce) -> bool {
+    asked.profile.looseness() <= granted.profile.looseness()
+        && asked.network.looseness() <= granted.network.looseness()
+}
+
+/// The sandbox job `params` gets under `config`, or why it is not let through: asking
+/// for less than the sandboxed job `around` the client (a request that came through
+/// its channel), whose sandbox is also the default, is refused; asking for less than
+/// the floor is an ask ([`Refused::Ask`]) unless a person granted as much
+/// (`granted`, the session's grants or the request's own yes). `None` when nothing is
+/// confined. A refusal's hint says what the client can ask for instead, for the
 /// front end to spell.
 pub fn decide(
     config: &SandboxConfig,
     params: &ExecParams,
     around: Option<&channel::Origin>,
-) -> Result<Option<SandboxInForce>, ErrorReply> {
+    granted: &[SandboxInForce],
+) -> Result<Option<SandboxInForce>, Refused> {
     let profile = params
         .sandbox
         .or(around.map(|o| o.sandbox.profile))
@@ -94,39 +148,50 @@ pub fn decide(
         .network
         .or(around.map(|o| o.sandbox.network))
         .unwrap_or(config.network);
-    if let Some(origin) = around {
-        let asked = SandboxInForce { profile, network };
-        if !channel::at_most(asked, origin.sandbox) {
-            return Err(refused(format!(
+    let asked = SandboxInForce { profile, network };
+    if let Some(origin) = around
+        && !channel::at_most(asked, origin.sandbox)
+    {
+        return Err(Refused::Final(
+            refused(format!(
                 "this job ({}) runs under {}; a job it starts can be as tight, not looser (asked for sandbox {profile}, network {network})",
                 origin.job,
                 origin.describe(),
             ))
-            .with_hint(ErrorHint::SameSandbox));
-        }
-    }
-    if profile.looseness() > config.floor.looseness() {
-        return Err(refused(format!(
-            "sandbox {profile} is looser than this daemon allows: [sandbox] floor = \"{}\" in bashd's config (bashd --check-config shows it); ask for {}, or lower the floor there",
-            config.floor,
-            allowed(config.floor)
-        )));
-    }
-    if network.looseness() > config.network.looseness() && config.floor != SandboxProfile::Off {
-        let refusal = refused(format!(
-            "the network is {} for jobs here and may not be loosened to {network}: [sandbox] network = \"{}\" with floor = \"{}\" in bashd's config; set network = \"{network}\" there",
-            config.network, config.network, config.floor
+            .with_hint(ErrorHint::SameSandbox),
         ));
-        return Err(if network == Network::On {
-            refusal.with_hint(ErrorHint::NetworkOn)
-        } else {
-            refusal
+    }
+    let granted = granted.iter().any(|granted| within(asked, *granted));
+    if !granted && profile.looseness() > config.floor.looseness() {
+        return Err(Refused::Ask {
+            asked,
+            why: format!(
+                "sandbox {profile} is looser than this daemon allows without a person's yes: [sandbox] floor = \"{}\" in bashd's config (bashd --check-config shows it); ask for {}, have the person grant it (bashc allow), or lower the floor there",
+                config.floor,
+                allowed(config.floor)
+            ),
+            hint: None,
+            git: false,
+        });
+    }
+    if !granted
+        && network.looseness() > config.network.looseness()
+        && config.floor != SandboxProfile::Off
+    {
+        return Err(Refused::Ask {
+            asked,
+            why: format!(
+                "the network is {} for jobs here and is loosened to {network} only with a person's yes: [sandbox] network = \"{}\" with floor = \"{}\" in bashd's config; have the person grant it (bashc allow), or set network = \"{network}\" there",
+                config.network, config.network, config.floor
+            ),
+            hint: (network == Network::On).then_some(ErrorHint::NetworkOn),
+            git: false,
         });
     }
     if profile == SandboxProfile::Off && network == Network::On {
         return Ok(None);
     }
-    Ok(Some(SandboxInForce { profile, network }))
+    Ok(Some(asked))
 }
 
 fn refused(message: String) -> ErrorReply {
@@ -151,6 +216,7 @@ pub fn spec(
     roots: &roots::Roots,
     tmpdir: Option<&Path>,
     runtime_dir: &Path,
+    git_write: bool,
 ) -> confine::Spec {
     let files = in_force.profile != SandboxProfile::Off;
     let mut writable = Vec::new();
@@ -171,6 +237,7 @@ pub fn spec(
         network_off: in_force.network.confined(),
         unix_sockets: files && in_force.network == Network::On && !config.unix_sockets.is_empty(),
         runtime_dir: files.then(|| runtime_dir.to_owned()),
+        git_write: git_write && in_force.profile == SandboxProfile::WorkspaceWrite,
     }
 }
 

@@ -30,6 +30,14 @@ pub enum CallerDir {
 }
 
 impl CallerDir {
+    /// The directory, when it is a root.
+    pub fn root(&self) -> Option<&std::path::Path> {
+        match self {
+            CallerDir::Root(dir) => Some(dir),
+            _ => None,
+        }
+    }
+
     /// The directory `resolved` (canonical) as a root, unless it is one that never is.
     pub fn of(resolved: PathBuf) -> CallerDir {
         if never_a_root(&resolved) {

@@ -9,6 +9,26 @@ fn params(sandbox: Option<SandboxProfile>, network: Option<Network>) -> ExecPara
     }
 }
 
+/// [`super::decide`] with no grant, its refusal as a client that cannot ask reads it.
+fn decide(
+    config: &SandboxConfig,
+    params: &ExecParams,
+    around: Option<&channel::Origin>,
+) -> Result<Option<SandboxInForce>, bashd_protocol::ErrorReply> {
+    super::decide(config, params, around, &[]).map_err(Refused::error)
+}
+
+/// [`super::spec`] for a job granted no `.git` write.
+fn spec(
+    in_force: SandboxInForce,
+    config: &SandboxConfig,
+    roots: &roots::Roots,
+    tmpdir: Option<&Path>,
+    runtime_dir: &Path,
+) -> confine::Spec {
+    super::spec(in_force, config, roots, tmpdir, runtime_dir, false)
+}
+
 fn config(default: SandboxProfile, network: Network, floor: SandboxProfile) -> SandboxConfig {
     SandboxConfig {
         default,
@@ -47,10 +67,20 @@ fn a_client_may_tighten_but_never_loosen_past_the_floor() {
     );
 
     // With a floor, the config's network off is a floor too; without one, a default.
-    // The refusal says what to ask for as data, for the front end to spell.
+    // Past either floor is an ask (issue 44), which a grant as loose lets through.
     let offline = config(WorkspaceWrite, NetOff, WorkspaceWrite);
-    let error = decide(&offline, &params(None, Some(On)), None).unwrap_err();
-    assert_eq!(error.hint, Some(bashd_protocol::ErrorHint::NetworkOn));
+    let asked = super::decide(&offline, &params(None, Some(On)), None, &[]).unwrap_err();
+    assert!(matches!(asked, Refused::Ask { .. }), "{asked:?}");
+    let on = SandboxInForce {
+        profile: WorkspaceWrite,
+        network: On,
+    };
+    assert_eq!(
+        super::decide(&offline, &params(None, Some(On)), None, &[on]),
+        Ok(Some(on))
+    );
+    let error = super::decide(&offline, &params(Some(Off), Some(On)), None, &[on]);
+    assert!(matches!(error, Err(Refused::Ask { .. })), "{error:?}");
     let offline_by_default = config(WorkspaceWrite, NetOff, Off);
     assert_eq!(
         decide(&offline_by_default, &params(None, Some(On)), None),
@@ -343,6 +373,7 @@ fn the_sandbox_section_reads_its_keys_and_names_a_bad_one() {
             deny_read: vec![home.join(".secret")],
             unix_sockets: vec![PathBuf::from("/run/user/1000/bus")],
             floor: SandboxProfile::WorkspaceWrite,
+            ask: std::time::Duration::from_secs(120),
         }
     );
     // What --check-config prints loads to the same settings.

@@ -195,6 +195,9 @@ pub struct Sandbox {
     pub unix_sockets: Strings,
     #[serde(with = "choice")]
     pub floor: SandboxProfile,
+    /// How long a request looser than the floor waits for a person's answer (issue
+    /// 44) before it is refused.
+    pub ask_secs: Whole<MIN_T, MAX_T>,
 }
 
 impl Default for Sandbox {
@@ -206,6 +209,7 @@ impl Default for Sandbox {
             deny_read: Strings(DEFAULT_DENY_READ.iter().map(|p| p.to_string()).collect()),
             unix_sockets: Strings::default(),
             floor: SandboxProfile::Off,
+            ask_secs: Whole::at(limits::DEFAULT_ASK_SECS),
         }
     }
 }

@@ -72,6 +72,44 @@ pub(super) fn read_only(writable: &[PathBuf]) -> Vec<PathBuf> {
     kept
 }
 
+/// What git runs code from in a `.git` directory: its config (`core.fsmonitor`,
+/// `core.pager`, aliases, filters), its hooks, `info` (attributes that name
+/// filters), and the repositories and worktrees kept inside it (each with a config,
+/// hooks and gitdir pointers of its own). A job granted writing `.git` (issue 44)
+/// still may not write these.
+pub const CODE: &[&str] = &[
+    "config",
+    "config.worktree",
+    "hooks",
+    "info",
+    "modules",
+    "worktrees",
+];
+
+/// `read_only` with the `.git` directory of each writable root let writable but for
+/// [`CODE`] within it, for a job a person granted a commit (issue 44). Nested
+/// repositories, `.git` files and what they name stay read-only whole.
+pub(super) fn writable_roots_git(read_only: Vec<PathBuf>, writable: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for path in read_only {
+        let own = path.is_dir()
+            && path.file_name().is_some_and(|name| name == ".git")
+            && path
+                .parent()
+                .is_some_and(|root| writable.iter().any(|w| w == root));
+        if own {
+            out.extend(
+                CODE.iter()
+                    .map(|name| path.join(name))
+                    .filter(|p| p.exists()),
+            );
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
 /// The `.git` of `dir`, if it has one (a directory, or the file of a worktree or a
 /// submodule).
 pub(super) fn git_of(dir: &Path) -> Option<PathBuf> {

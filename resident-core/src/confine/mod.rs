@@ -69,6 +69,11 @@ pub struct Spec {
     /// (the session's temp dir): the journal, the relay's and ssh's sockets and other
     /// sessions' output are not the job's to read (with `files`).
     pub runtime_dir: Option<PathBuf>,
+    /// A person granted this job writing the `.git` of its writable roots (issue 44,
+    /// a commit): each root's own `.git` directory is writable but for what git runs
+    /// code from (`git::CODE`), which stays read-only; nested repositories stay
+    /// read-only whole.
+    pub git_write: bool,
 }
 
 /// Why a job could not be confined: the step, the system's error and the fix.
@@ -119,6 +124,9 @@ impl Spec {
         if self.unix_sockets {
             out.extend_from_slice(b"unix-sockets\n");
         }
+        if self.git_write {
+            out.extend_from_slice(b"git-write\n");
+        }
         let runtime_dir = self.runtime_dir.iter().cloned().collect::<Vec<_>>();
         for (word, paths) in [
             ("write", &self.writable),
@@ -149,6 +157,7 @@ impl Spec {
                 b"files" => spec.files = true,
                 b"network-off" => spec.network_off = true,
                 b"unix-sockets" => spec.unix_sockets = true,
+                b"git-write" => spec.git_write = true,
                 _ => {
                     let (word, rest) = match line.iter().position(|&b| b == b' ') {
                         Some(at) => (&line[..at], &line[at + 1..]),
@@ -381,6 +390,7 @@ mod tests {
             network_off: true,
             unix_sockets: true,
             runtime_dir: Some(PathBuf::from("/run/user/1000/bashd")),
+            git_write: true,
         };
         let text = spec.encode();
         assert_eq!(Spec::decode(text.as_bytes()), Ok(spec));

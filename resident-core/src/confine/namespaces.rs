@@ -68,6 +68,9 @@ impl Hidden {
             ..Hidden::default()
         };
         hidden.read_only = git::read_only(&hidden.writable);
+        if spec.git_write {
+            hidden.read_only = git::writable_roots_git(hidden.read_only, &hidden.writable);
+        }
         hidden.terminal = terminal
             .then(|| fs::read_link("/proc/self/fd/0").ok())
             .flatten()

@@ -4,6 +4,7 @@
 
 mod abuse;
 mod ages;
+mod asks;
 mod boundary;
 mod chaos;
 mod cli;

@@ -90,8 +90,9 @@ pub fn text_of(result: &CallToolResult) -> String {
         "a result carries structured content: {result:?}"
     );
     let text = text(result);
+    // `bashc allow` is the person's command, which the agent passes on (issue 44).
     assert!(
-        !text.contains("bashc "),
+        !text.replace("bashc allow", "").contains("bashc "),
         "CLI words in a tool result: {text}"
     );
     for flag in [
@@ -726,7 +727,8 @@ fn the_server_exits_when_its_agent_dies_even_with_stdin_still_open() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_network_is_told_in_tool_words_not_flags() {
     let daemon = Daemon::start_with_config(
-        "[sandbox]\ndefault = \"read-only\"\nnetwork = \"off\"\nfloor = \"read-only\"\n",
+        // Unanswered, the ask (issue 44) expires: refused.
+        "[sandbox]\ndefault = \"read-only\"\nnetwork = \"off\"\nfloor = \"read-only\"\nask_secs = 1\n",
     );
     let ran = daemon.scratch().join("ran-i31");
     let command = format!("touch {}", ran.display());
@@ -735,7 +737,10 @@ async fn a_refused_network_is_told_in_tool_words_not_flags() {
     let refused = call(&client, "bash", json!({"command": command, "net": "on"})).await;
     let said = text_of(&refused);
     assert!(is_error(&refused), "{said}");
-    assert!(said.contains("may not be turned on"), "{said}");
+    assert!(
+        said.contains("turned on only with a person's yes"),
+        "{said}"
+    );
     assert!(said.contains("without net=\"on\""), "{said}");
     assert!(!said.contains("--"), "a CLI flag in a tool result: {said}");
     client.cancel().await.unwrap();
@@ -743,7 +748,10 @@ async fn a_refused_network_is_told_in_tool_words_not_flags() {
     let out = daemon.run_bashc(&["exec", "--net", "on", "--", &command]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_ne!(out.status.code(), Some(0), "{stderr}");
-    assert!(stderr.contains("may not be turned on"), "{stderr}");
+    assert!(
+        stderr.contains("turned on only with a person's yes"),
+        "{stderr}"
+    );
     assert!(stderr.contains("without --net on"), "{stderr}");
     assert!(
         !stderr.contains("net=\""),

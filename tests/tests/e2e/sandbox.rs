@@ -331,8 +331,10 @@ fn network_off_reaches_no_listener_of_the_host() {
 /// Issue 23.
 #[test]
 fn the_floor_refuses_a_looser_profile_and_runs_nothing() {
-    let sandbox =
-        Sandbox::start("[sandbox]\ndefault = \"workspace-write\"\nfloor = \"workspace-write\"\n");
+    // Unanswered, the ask (issue 44) expires: refused.
+    let sandbox = Sandbox::start(
+        "[sandbox]\ndefault = \"workspace-write\"\nfloor = \"workspace-write\"\nask_secs = 1\n",
+    );
     let ran = sandbox.ws.join("ran");
     let output = sandbox.exec(&["--sandbox", "off"], &format!("touch {}", ran.display()));
     assert_ne!(output.status.code(), Some(0), "{}", show(&output));

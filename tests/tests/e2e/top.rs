@@ -386,3 +386,71 @@ fn last_line_is_the_last_printed_on_either_stream() {
         daemon.run_bashc(&["kill", "--any-session", job]);
     }
 }
+
+/// Issue 44: pending asks are on top of `bashc top` (and of `--once`), and the person
+/// answers the first with a key: `a` grants it once, and its request runs; `r`
+/// refuses the next, and its request is refused. Positive control: with no ask
+/// waiting, the view shows no asks block.
+#[test]
+fn top_shows_pending_asks_on_top_and_answers_them_with_a_key() {
+    if tmux_missing() {
+        eprintln!("skipped: tmux is not installed (apt-get install tmux)");
+        return;
+    }
+    let daemon = Daemon::start_with_config(
+        "[sandbox]\ndefault = \"workspace-write\"\nfloor = \"workspace-write\"\n",
+    );
+    let asking = |command: &str| {
+        daemon
+            .bashc_in("agent-i44")
+            .current_dir(daemon.scratch())
+            .args(["exec", "--json", "--sandbox", "off", "--", command])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let tmux = Tmux::start(&top_command(&daemon, "0.2"));
+    let calm = tmux.wait_for("the empty table", |s| s.contains("bashd:"));
+    assert!(!calm.contains("asks wait for you"), "{calm}");
+
+    let ran = daemon.scratch().join("top-granted-i44");
+    let granted = asking(&format!("touch {}", ran.display()));
+    let screen = tmux.wait_for("the ask on top", |s| s.contains("ASK a1"));
+    assert!(
+        screen.contains("1 asks wait for you") && screen.contains("a1: a grant once"),
+        "{screen}"
+    );
+    let once = daemon.run_bashc(&["top", "--once"]);
+    let text = String::from_utf8_lossy(&once.stdout);
+    assert!(
+        text.lines().next().unwrap_or("").starts_with("ASK a1"),
+        "{}",
+        show(&once)
+    );
+    tmux.keys(&["a"]);
+    let out = granted.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert!(ran.exists(), "the request granted in top did not run");
+    tmux.wait_for("the answer said", |s| s.contains("granted a1 once"));
+
+    let refused = asking("true");
+    tmux.wait_for("the next ask on top", |s| s.contains("ASK a2"));
+    tmux.keys(&["r"]);
+    let out = refused.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(255), "{}", show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("ask a2 was refused"),
+        "{}",
+        show(&out)
+    );
+    let listed = json(&daemon.run_bashc(&["allow", "--json"]));
+    assert_eq!(
+        listed["asks"][0]["answered_by"]
+            .as_str()
+            .map(|by| by.starts_with("bashc top")),
+        Some(true),
+        "{listed}"
+    );
+    tmux.keys(&["q"]);
+}

@@ -5,8 +5,9 @@
 use std::time::Duration;
 
 use bashc::protocol::{
-    ErrorKind, ExecResult, JobId, JobLimits, JobRef, JobState, JobsRequest, Mode, OutputOptions,
-    OutputRequest, Request, StdinMode, StreamName, WaitConditions, WaitRequest, limits,
+    ErrorKind, ExecResult, JobId, JobLimits, JobRef, JobState, JobsRequest, Mode, Notice,
+    OutputOptions, OutputRequest, Request, Response, StdinMode, StreamName, WaitConditions,
+    WaitRequest, limits,
 };
 use bashc::{Client, ClientError, ExecOptions, Responses};
 use rmcp::model::{CallToolResult, ProgressNotificationParam};
@@ -97,6 +98,7 @@ impl BashTools {
             },
             notify: args.notify,
             notify_idle_secs: args.notify_idle_secs,
+            git_write: args.git_write.unwrap_or(false),
         };
         let wait_until = args.wait_until;
         let timeout_secs = args.timeout_secs;
@@ -216,6 +218,31 @@ struct Progress<'a> {
 
 impl bashc::Watch for Progress<'_> {
     type Error = ClientError;
+
+    /// An ask (issue 44) goes to the person through the client's elicitation, when
+    /// it has one; the call goes on waiting for the answer meanwhile.
+    fn event(&mut self, response: Response) -> Result<(), ClientError> {
+        if let Response::Notice(Notice::Asked {
+            ask,
+            kind,
+            command,
+            expires_secs,
+        }) = response
+        {
+            super::elicit::ask(
+                &self.call.peer,
+                self.client.clone(),
+                self.call.client.clone(),
+                super::elicit::Ask {
+                    ask,
+                    kind,
+                    command,
+                    expires_secs,
+                },
+            );
+        }
+        Ok(())
+    }
 
     fn tick_every(&self) -> Option<Duration> {
         self.call.progress.as_ref().map(|_| PROGRESS_EVERY)

@@ -32,6 +32,7 @@ use crate::options::{
 };
 
 mod bash;
+mod elicit;
 mod jobs;
 #[cfg(test)]
 mod tests;
@@ -147,6 +148,8 @@ struct BashArgs {
     notify: Option<String>,
     /// Tell a later call of this session when the job, in the background, has printed nothing for this many seconds.
     notify_idle_secs: Option<u64>,
+    /// true: a workspace-write job may write the .git of its writable roots (to commit; config and hooks stay read-only). The person grants it first, in their prompt or a terminal, unless they did for this session.
+    git_write: Option<bool>,
 }
 
 /// Arguments of `bash_check`.
@@ -401,6 +404,7 @@ impl ServerHandler for BashTools {
                 .meta
                 .get_progress_token()
                 .map(|token| (token, context.peer.clone())),
+            peer: context.peer.clone(),
             cancelled: context.ct.clone(),
             budget: self.settings.budget(client.as_deref()),
             client,
@@ -453,6 +457,8 @@ impl ServerHandler for BashTools {
 /// any, and the token rmcp cancels when the client cancels the call.
 struct Call {
     progress: Option<(ProgressToken, Peer<RoleServer>)>,
+    /// The client, for an ask's elicitation (issue 44).
+    peer: Peer<RoleServer>,
     cancelled: tokio_util::sync::CancellationToken,
     /// The client's name, as `initialize` gave it.
     client: Option<String>,

@@ -16,9 +16,9 @@ use std::time::{Duration, Instant, SystemTime};
 
 use bashd_protocol::channel::CHANNEL_ENV;
 use bashd_protocol::{
-    Argument, BackgroundWhy, ErrorHint, ErrorKind, ErrorReply, ExecParams, JobId, JobLimits,
-    JobState, Mode, Notice, RequestId, Response, SandboxInForce, SandboxProfile, ServerFrame,
-    StdinMode, is_valid_session_id, limits,
+    Argument, AskId, AskState, BackgroundWhy, ErrorHint, ErrorKind, ErrorReply, ExecParams, JobId,
+    JobLimits, JobState, Mode, Notice, RequestId, Response, SandboxInForce, SandboxProfile,
+    ServerFrame, StdinMode, is_valid_session_id, limits,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -28,6 +28,7 @@ use crate::jobs::contain::LimitsFrom;
 use crate::jobs::job::supervisor::Control;
 use crate::jobs::job::supervisor::{JobMeta, Report, Settings, Subscriber};
 use crate::jobs::os::spawn::SpawnSpec;
+use crate::jobs::table::asks::Parked;
 use crate::jobs::table::handle::{Cmd, JobsHandle, ToActor, shutting_down};
 use crate::jobs::table::reach;
 use crate::jobs::table::session::Session;
@@ -61,10 +62,34 @@ pub(super) async fn serve(
     let mut events = jobs.exec(params).await;
     let mut job: Option<JobId> = None;
     let mut cancelled = false;
+    // An MCP call that waits on an ask answers `pending` by its budget (issue 44).
+    let mut asked: Option<(AskId, tokio::time::Instant)> = None;
     loop {
+        let ask_deadline = asked.map(|(_, at)| at);
         // Cancelling either branch loses nothing: events stay in their channel.
         let event = tokio::select! {
             event = events.recv() => event,
+            () = async { tokio::time::sleep_until(ask_deadline.expect("polled only when set")).await },
+                if ask_deadline.is_some() && !cancelled => {
+                let (ask, _) = asked.take().expect("set");
+                if !jobs.detach_ask(ask).await {
+                    // Answered meanwhile: its answer is on the way.
+                    continue;
+                }
+                let pending = Response::Error(
+                    ErrorReply::new(
+                        ErrorKind::InvalidRequest,
+                        format!(
+                            "ask {ask} pending: the person has not answered yet; a yes runs the command in the background, and a later call's inbox tells its end"
+                        ),
+                    )
+                    .with_hint(ErrorHint::Ask { ask, state: AskState::Pending }),
+                );
+                if jobs.deliver_inbox(Some(&session), id, &pending, &out).await {
+                    let _ = out.send(ServerFrame::Response(id, pending)).await;
+                }
+                return;
+            }
             () = cancel.cancelled(), if !cancelled => {
                 cancelled = true;
                 if !to_background || jobs.mcp_on_cancel() == OnCancel::Kill {
@@ -89,6 +114,10 @@ pub(super) async fn serve(
         }
         if let Response::Started(started) = &event {
             job = Some(started.job);
+            asked = None;
+        }
+        if to_background && let Response::Notice(Notice::Asked { ask, .. }) = &event {
+            asked = Some((*ask, tokio::time::Instant::now() + jobs.mcp_max_call()));
         }
         if last && !jobs.deliver_inbox(Some(&session), id, &event, &out).await {
             return;
@@ -153,7 +182,8 @@ impl Exec {
             self.denial,
             self.events,
             self.origin,
-            &self.caller_dir,
+            self.caller_dir,
+            Granted::default(),
         );
     }
 
@@ -181,21 +211,44 @@ impl ToActor for Detach {
 impl JobsActor {
     /// Runs a request in four stages, each of which may refuse it before the next:
     /// `plan` (the request checked, how it would run), `admit` (what it needs of the
-    /// daemon: descriptors, a sandboxed job's channel), `record` (its session, its id
-    /// and `job` line in the journal), then `launch`, or `deny` for a command the
-    /// policy refused. Only `record` and what follows change the table. Every
-    /// response here is the first on the request's fresh channel, so `try_send`
-    /// always finds room.
+    /// daemon: descriptors, a sandboxed job's channel; a request looser than its
+    /// session's floor is parked as an ask instead, `requests/allow.rs`), `record`
+    /// (its session, its id and `job` line in the journal), then `launch`, or `deny`
+    /// for a command the policy refused. Only `record` and what follows change the
+    /// table. Every response here is the first on the request's fresh channel (or the
+    /// first after its `Asked` notice), so `try_send` always finds room. `granted`:
+    /// the sandbox a person's yes to this very request lets through, with the ask's
+    /// id; `git_granted`: that yes let it write its roots' `.git`. Returns the job's
+    /// id, when it got one.
     pub(in crate::jobs) fn exec(
         &mut self,
         mut params: ExecParams,
         denial: Option<Denial>,
         events: mpsc::Sender<Response>,
         origin: Option<Arc<Origin>>,
-        caller_dir: &CallerDir,
-    ) {
+        caller_dir: Arc<CallerDir>,
+        granted: Granted,
+    ) -> Option<JobId> {
+        // What a person let through: this request's yes, the session's grants, and,
+        // for a request from a sandboxed job, that job's own sandbox (which was).
+        let Granted {
+            sandbox: mut grants,
+            git: git_granted,
+        } = granted;
+        grants.extend(self.asks.sandbox_grants(&params.session));
+        if let Some(origin) = &origin {
+            grants.push((origin.job.to_string(), origin.sandbox));
+        }
+        let sandboxes: Vec<SandboxInForce> = grants.iter().map(|(_, s)| *s).collect();
+        let git_grant = git_granted.or_else(|| self.asks.git_grant(&params.session));
         let staged = self
-            .plan(&params, origin.as_deref(), caller_dir)
+            .plan(
+                &params,
+                origin.as_deref(),
+                &caller_dir,
+                &sandboxes,
+                git_grant.is_some(),
+            )
             .and_then(|plan| {
                 let admitted = self.admit(&params, &plan, denial.is_none())?;
                 let id = self.record(&params, &plan, denial.is_none())?;
@@ -203,11 +256,47 @@ impl JobsActor {
             });
         let (plan, admitted, id) = match staged {
             Ok(staged) => staged,
-            Err(error) => {
-                let _ = events.try_send(Response::Error(error));
-                return;
+            // Only a person answers an ask, and a request through a job's channel
+            // has none at hand: it is refused, as a job's own sandbox bounds it.
+            Err(sandbox::Refused::Ask {
+                asked,
+                why,
+                hint,
+                git,
+            }) if origin.is_none() => {
+                self.park(Parked {
+                    params: Box::new(params),
+                    denial,
+                    events,
+                    caller_dir,
+                    asked,
+                    why,
+                    hint,
+                    git,
+                    detached: false,
+                });
+                return None;
+            }
+            Err(refused) => {
+                let _ = events.try_send(Response::Error(refused.error()));
+                return None;
             }
         };
+        // The grant that let it through, if a floor stood in its way: `bashc allow
+        // --revoke` names the jobs each grant started.
+        if !grants.is_empty()
+            && origin.is_none()
+            && let Err(sandbox::Refused::Ask { asked, .. }) =
+                sandbox::decide(&self.config.sandbox, &params, None, &[])
+            && let Some((grant, _)) = grants.iter().find(|(_, g)| sandbox::within(asked, *g))
+        {
+            self.asks.started.entry(grant.clone()).or_default().push(id);
+        }
+        if plan.git_write
+            && let Some(grant) = git_grant
+        {
+            self.asks.started.entry(grant).or_default().push(id);
+        }
         match denial {
             Some(denial) => self.deny(&params, &plan, admitted, id, denial, &events),
             None => {
@@ -216,6 +305,7 @@ impl JobsActor {
                 self.launch(&params, plan, admitted, id, client_env, events);
             }
         }
+        Some(id)
     }
 
     /// What a job needs of the daemon before it gets an id: its notify patterns
@@ -424,6 +514,7 @@ impl JobsActor {
                     &plan.roots,
                     tmpdir.as_deref(),
                     &self.runtime_dir,
+                    plan.git_write,
                 )
             }),
             pty: params.pty,
@@ -514,8 +605,12 @@ impl JobsActor {
         params: &ExecParams,
         origin: Option<&Origin>,
         caller_dir: &CallerDir,
-    ) -> Result<Plan, ErrorReply> {
-        let invalid = |message: String| ErrorReply::new(ErrorKind::InvalidRequest, message);
+        granted: &[SandboxInForce],
+        git_granted: bool,
+    ) -> Result<Plan, sandbox::Refused> {
+        let invalid = |message: String| {
+            sandbox::Refused::Final(ErrorReply::new(ErrorKind::InvalidRequest, message))
+        };
         let max_command = self.config.limits.max_command_bytes;
         if params.command.len() > max_command {
             return Err(invalid(format!(
@@ -557,17 +652,17 @@ impl JobsActor {
         self.containment
             .check_limits(&job_limits, LimitsFrom::Config)?;
         // Never silently unconfined: a sandbox this daemon cannot hold refuses the job.
-        let mut sandbox =
-            sandbox::decide(&self.config.sandbox, params, origin).and_then(|in_force| {
-                match in_force {
-                    Some(in_force) => self
-                        .containment
-                        .sandbox()
-                        .check(in_force)
-                        .map(|()| Some(in_force)),
-                    None => Ok(None),
-                }
-            })?;
+        let mut sandbox = sandbox::decide(&self.config.sandbox, params, origin, granted).and_then(
+            |in_force| match in_force {
+                Some(in_force) => self
+                    .containment
+                    .sandbox()
+                    .check(in_force)
+                    .map(|()| Some(in_force))
+                    .map_err(sandbox::Refused::Final),
+                None => Ok(None),
+            },
+        )?;
         // Where it may write is the person's: the roots of the job it came from, or
         // of the client's directory and the config, never its workdir (issue 42).
         // An unconfined job needs none: it writes what its user may.
@@ -597,6 +692,19 @@ impl JobsActor {
                 start_notices.push(notice);
             }
         }
+        // Writing the roots' `.git` (a commit) is a person's to grant (issue 44); it
+        // means something only where the roots are writable.
+        let git_write = params.git_write
+            && sandbox.is_some_and(|in_force| in_force.profile == SandboxProfile::WorkspaceWrite);
+        if git_write && !git_granted {
+            let in_force = sandbox.expect("set with git_write");
+            return Err(sandbox::Refused::Ask {
+                asked: in_force,
+                why: "writing .git of the writable roots (a commit) needs a person's yes: workspace-write keeps each root's .git read-only, since git runs code from it; have the person grant it (bashc allow), or run git where the person does".to_owned(),
+                hint: None,
+                git: true,
+            });
+        }
         super::foreign_session::refuse_other_sessions_dir(
             &self.runtime_dir,
             &params.session,
@@ -625,11 +733,13 @@ impl JobsActor {
             return Err(bad(
                 what,
                 "0 would show nothing of the output; give 1 or more (the whole output is kept either way, to page through)".to_owned(),
-            ));
+            )
+            .into());
         }
         let limits = &self.config.limits;
         let max_bytes = params.output.max_bytes.unwrap_or(limits.max_bytes);
         Ok(Plan {
+            git_write,
             roots,
             start_notices,
             workdir,
@@ -691,6 +801,14 @@ impl JobsActor {
     }
 }
 
+/// What a person's yes to one parked request lets through (`requests/allow.rs`), with
+/// the ask's id: a sandbox, or writing its roots' `.git`.
+#[derive(Debug, Default)]
+pub(in crate::jobs) struct Granted {
+    pub(in crate::jobs) sandbox: Vec<(String, SandboxInForce)>,
+    pub(in crate::jobs) git: Option<String>,
+}
+
 /// What `admit` set aside for a job: its notify patterns and a sandboxed job's
 /// channel, not yet opened (it is opened with the job's id, in `launch`).
 struct Admitted {
@@ -700,6 +818,8 @@ struct Admitted {
 
 struct Plan {
     workdir: PathBuf,
+    /// A person granted it writing its roots' `.git`.
+    git_write: bool,
     /// Where `workspace-write` lets it write (`sandbox/roots.rs`).
     roots: Arc<Roots>,
     /// Why it runs tighter than it asked, for each of its results.

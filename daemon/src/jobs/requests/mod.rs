@@ -13,6 +13,7 @@
 //! `inbox.rs` is not a request: it hands a session's inbox to the connection ahead of
 //! any request's final response.
 
+pub(super) mod allow;
 pub(super) mod check;
 mod check_policy;
 mod close_session;
@@ -103,6 +104,7 @@ async fn answer(id: RequestId, request: Request, jobs: JobsHandle, out: Outbound
         Request::Top(request) => answer(jobs.top(request).await.map(Response::Top)),
         Request::Kill(request) => finished(jobs.kill(request).await),
         Request::Sessions => answer(jobs.sessions().await.map(Response::Sessions)),
+        Request::Allow(request) => answer(jobs.allow(request).await.map(Response::Allow)),
         Request::CloseSession(session) => answer(
             jobs.close_session(session)
                 .await

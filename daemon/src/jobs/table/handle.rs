@@ -146,6 +146,9 @@ pub struct JobsHandle {
     /// connection was accepted (`server.rs`): the writable root of the jobs it starts
     /// (`sandbox/roots.rs`). Unknown for a handle of no connection.
     pub(in crate::jobs) caller_dir: Arc<CallerDir>,
+    /// The process that opened this handle's connection on the socket, by its
+    /// credentials: `bashc allow` is refused to one inside a job (issue 44).
+    pub(in crate::jobs) peer_pid: Option<u32>,
     /// Cancelled by a `Shutdown` request (`bashc stop`); `bashd::run` then stops as
     /// on SIGTERM. A token rather than a signal to itself, so that a daemon run by a
     /// test with its own shutdown trigger stops the same way.
@@ -166,9 +169,10 @@ impl JobsHandle {
 
     /// This handle, for a connection on the daemon's socket whose client runs in
     /// `dir`: where the confined jobs it starts may write.
-    pub fn from_caller(&self, dir: CallerDir) -> JobsHandle {
+    pub fn from_caller(&self, dir: CallerDir, peer_pid: Option<u32>) -> JobsHandle {
         JobsHandle {
             caller_dir: Arc::new(dir),
+            peer_pid,
             ..self.clone()
         }
     }

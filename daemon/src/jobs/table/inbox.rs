@@ -113,8 +113,10 @@ impl Inboxes {
         let shown = |event: &InboxEvent| matches!(event, InboxEvent::WaitingForInput { job, .. } if about.waiting.contains(job));
         let (kept, events): (VecDeque<_>, VecDeque<_>) = std::mem::take(&mut inbox.events)
             .into_iter()
-            .filter(|event| !about.told.contains(&event.job()) && !shown(event))
-            .partition(|event| about.kept.contains(&event.job()));
+            .filter(|event| {
+                !event.job().is_some_and(|job| about.told.contains(&job)) && !shown(event)
+            })
+            .partition(|event| event.job().is_some_and(|job| about.kept.contains(&job)));
         let taken = Inbox {
             events: events.into(),
             folded: inbox.folded,
@@ -315,7 +317,7 @@ mod tests {
         let inbox = inboxes.take("s", &About::default()).unwrap();
         assert_eq!(inbox.events.len(), MAX_EVENTS);
         assert_eq!(inbox.folded, 10);
-        assert_eq!(inbox.events[0].job(), JobId(10));
+        assert_eq!(inbox.events[0].job(), Some(JobId(10)));
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! of its own, whose answer comes back as a report (`Report::Spawned`) while the job
 //! is `Starting`.
 
+pub(super) mod asks;
 pub(super) mod descriptors;
 pub(super) mod handle;
 pub(super) mod inbox;
@@ -91,6 +92,8 @@ pub struct JobsActor {
     pub(in crate::jobs) inboxes: inbox::Inboxes,
     /// The open `watch` requests (`bashc top`), told which jobs changed.
     pub(in crate::jobs) watchers: watchers::Watchers,
+    /// The asks waiting for a person, and the grants (issue 44).
+    pub(in crate::jobs) asks: asks::Asks,
 }
 
 pub(in crate::jobs) struct Job {
@@ -234,6 +237,7 @@ impl JobsActor {
             arrivals,
             inboxes,
             watchers: Default::default(),
+            asks: Default::default(),
         };
         (
             actor,
@@ -242,6 +246,7 @@ impl JobsActor {
                 config: config_updates,
                 origin: None,
                 caller_dir: Arc::new(crate::sandbox::roots::CallerDir::Unknown),
+                peer_pid: None,
                 stop: tokio_util::sync::CancellationToken::new(),
                 inbox_pending,
             },
@@ -314,6 +319,7 @@ impl JobsActor {
                 }
             }
             Report::Spawned { job, spawned } => self.spawned(job, spawned),
+            Report::AskExpired(ask) => self.ask_expired(ask),
         }
     }
 

@@ -98,6 +98,7 @@ impl JobsActor {
             self.forget(n);
         }
         self.inboxes.drop_session(name);
+        self.asks.session_ended(name);
         let dir = self.session_dir(name);
         match std::fs::remove_dir_all(&dir) {
             Ok(()) => {}

@@ -170,6 +170,8 @@ pub enum Report {
         session: String,
         event: bashd_protocol::InboxEvent,
     },
+    /// Ask `0` has waited its `[sandbox] ask_secs` (issue 44), from its timer.
+    AskExpired(bashd_protocol::AskId),
 }
 
 /// Why bashd stops a job before it ends on its own.
