@@ -9,6 +9,7 @@ pub mod jobs;
 mod journal;
 mod outbound;
 // Public for the benchmark, which times the pipe path's capture in process.
+pub mod network;
 pub mod output;
 pub mod policy;
 mod recovery;

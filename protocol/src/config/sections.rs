@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::value::{Cores, Size, Strings, Text, Whole, choice};
-use super::{Mechanism, OnCancel, OnStraggler};
+use super::{AllowHosts, Mechanism, OnCancel, OnStraggler};
 use crate::limits::{self, MAX_TIMEOUT_SECS as MAX_T, MIN_TIMEOUT_SECS as MIN_T};
 use crate::{Network, OnTimeout, SandboxProfile};
 
@@ -195,6 +195,9 @@ pub struct Sandbox {
     pub unix_sockets: Strings,
     #[serde(with = "choice")]
     pub floor: SandboxProfile,
+    /// The hosts a job whose network is `allow-list` reaches through bashd's proxy
+    /// (issue 43); empty, such a job reaches none.
+    pub allow_hosts: AllowHosts,
 }
 
 impl Default for Sandbox {
@@ -206,6 +209,7 @@ impl Default for Sandbox {
             deny_read: Strings(DEFAULT_DENY_READ.iter().map(|p| p.to_string()).collect()),
             unix_sockets: Strings::default(),
             floor: SandboxProfile::Off,
+            allow_hosts: AllowHosts::default(),
         }
     }
 }
