@@ -3,6 +3,7 @@
 //! afterwards is read from /proc.
 
 mod abuse;
+mod allow_list;
 mod ages;
 mod boundary;
 mod chaos;

@@ -91,6 +91,9 @@ pub struct JobsActor {
     pub(in crate::jobs) inboxes: inbox::Inboxes,
     /// The open `watch` requests (`bashc top`), told which jobs changed.
     pub(in crate::jobs) watchers: watchers::Watchers,
+    /// bashd's proxy for `allow-list` jobs (issue 43), once the daemon made it: what
+    /// serves each session's proxy port, and what status reports.
+    pub(in crate::jobs) proxy: Option<crate::network::Proxy>,
 }
 
 pub(in crate::jobs) struct Job {
@@ -234,6 +237,7 @@ impl JobsActor {
             arrivals,
             inboxes,
             watchers: Default::default(),
+            proxy: None,
         };
         (
             actor,
@@ -246,6 +250,11 @@ impl JobsActor {
                 inbox_pending,
             },
         )
+    }
+
+    /// Gives the actor the daemon's proxy, before it runs.
+    pub fn set_proxy(&mut self, proxy: crate::network::Proxy) {
+        self.proxy = Some(proxy);
     }
 
     pub async fn run(mut self) {

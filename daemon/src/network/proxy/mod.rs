@@ -65,9 +65,11 @@ impl Default for ProxyCaps {
 }
 
 /// What `bashc status` shows of the proxy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ProxyCounts {
+    /// Connections open, all sessions together.
     pub open: usize,
+    /// Sessions whose port is served ([`Proxy::serve`] running).
     pub sessions: usize,
     pub refused: u64,
     pub busy: u64,
@@ -88,6 +90,8 @@ struct Shared {
     refusals: mpsc::Sender<Refusal>,
     open: AtomicUsize,
     busy_open: AtomicUsize,
+    /// Listeners served, one per session and mode.
+    listeners: AtomicUsize,
     /// Connections per session. A std mutex: held for an insert or a decrement,
     /// never across an await.
     per_session: Mutex<HashMap<String, usize>>,
@@ -132,6 +136,7 @@ impl Proxy {
                 refusals,
                 open: AtomicUsize::new(0),
                 busy_open: AtomicUsize::new(0),
+                listeners: AtomicUsize::new(0),
                 per_session: Mutex::new(HashMap::new()),
                 refused: AtomicU64::new(0),
                 busy: AtomicU64::new(0),
@@ -171,6 +176,11 @@ impl Proxy {
     /// connection in a task of its own, ended with the listener's serving at
     /// shutdown. Returns when `shutdown` is cancelled.
     pub async fn serve(&self, listener: TcpListener, session: String, shutdown: CancellationToken) {
+        let shared = &self.shared;
+        shared.listeners.fetch_add(1, Ordering::Relaxed);
+        let _served = scopeguard(|| {
+            shared.listeners.fetch_sub(1, Ordering::Relaxed);
+        });
         loop {
             // Cancelling the accept loses no connection: one not yet accepted is
             // closed with the listener.
@@ -201,6 +211,20 @@ impl Proxy {
             });
         }
     }
+}
+
+/// Runs `f` when dropped: a count given back however `serve` ends (returned or
+/// cancelled).
+fn scopeguard<F: FnOnce()>(f: F) -> impl Drop {
+    struct Guard<F: FnOnce()>(Option<F>);
+    impl<F: FnOnce()> Drop for Guard<F> {
+        fn drop(&mut self) {
+            if let Some(f) = self.0.take() {
+                f();
+            }
+        }
+    }
+    Guard(Some(f))
 }
 
 impl Shared {
