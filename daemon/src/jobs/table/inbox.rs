@@ -361,6 +361,47 @@ mod tests {
         }
     }
 
+    fn refusal(host: &str, port: u16) -> Refusal {
+        Refusal {
+            session: "s".to_owned(),
+            host: host.to_owned(),
+            port,
+            why: crate::network::RefusedWhy::NotListed,
+        }
+    }
+
+    /// Issue 43: a refusal of the proxy is told of its job, repeats of one host and
+    /// port merge into a count, and it stays in the section after the job's own result
+    /// (which does not say it); a session with no `allow-list` job is told nothing.
+    #[test]
+    fn issue_43_refusals_merge_by_host_and_survive_their_jobs_result() {
+        let mut inboxes = Inboxes::new();
+        let job = Some((JobId(4), "curl".to_owned()));
+        inboxes.network_refused(job.clone(), refusal("unlisted.test", 443));
+        inboxes.network_refused(job.clone(), refusal("unlisted.test", 443));
+        inboxes.network_refused(job.clone(), refusal("other.test", 80));
+        inboxes.network_refused(None, refusal("third.test", 80));
+        let told = About {
+            told: vec![JobId(4)],
+            ..About::default()
+        };
+        let events = inboxes.take("s", &told).unwrap().events;
+        let said: Vec<(String, u64)> = events
+            .iter()
+            .map(|event| match event {
+                InboxEvent::NetworkRefused { message, count, .. } => (message.clone(), *count),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            said,
+            [
+                ("network: refused unlisted.test:443, not on the allow-list".to_owned(), 2),
+                ("network: refused other.test:80, not on the allow-list".to_owned(), 1),
+            ]
+        );
+    }
+
     #[test]
     fn an_inbox_is_taken_once() {
         let mut inboxes = Inboxes::new();
