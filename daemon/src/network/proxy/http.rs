@@ -11,8 +11,12 @@ use std::io;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use std::sync::Arc;
+
+use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
+use super::pump::{self, pump};
 use super::{Admission, Denied};
 use crate::network::allow_list::Target;
 
@@ -74,8 +78,7 @@ pub(super) async fn serve(
         server.write_all(&head.bytes[head.end..]).await?;
         // The head's buffer is not held for the tunnel's life.
         drop(head);
-        tokio::io::copy_bidirectional(client, &mut server).await?;
-        return Ok(());
+        return pump::both_ways(client, &mut server, &admission.shared().large_buffers).await;
     }
     let Some((authority, origin)) = absolute_uri(target) else {
         let why = if target.len() >= 8 && target[..8].eq_ignore_ascii_case("https://") {
@@ -110,31 +113,25 @@ pub(super) async fn serve(
     server.write_all(&rewritten).await?;
     server.write_all(&head.bytes[head.end..]).await?;
     drop(head);
-    one_exchange(client, &mut server).await
+    one_exchange(client, &mut server, &admission.shared().large_buffers).await
 }
 
 /// Streams the client's body to the server and the server's answer back until the
 /// server's answer ends; then the client's connection ends too, whatever it still
 /// sends (the request was sent with `Connection: close`).
-async fn one_exchange(client: &mut TcpStream, server: &mut TcpStream) -> io::Result<()> {
+async fn one_exchange(client: &mut TcpStream, server: &mut TcpStream, large: &Arc<Semaphore>) -> io::Result<()> {
     let (mut client_read, mut client_write) = client.split();
     let (mut server_read, mut server_write) = server.split();
-    let up = async {
-        tokio::io::copy(&mut client_read, &mut server_write).await?;
-        server_write.shutdown().await
-    };
-    let down = async {
-        tokio::io::copy(&mut server_read, &mut client_write).await?;
-        client_write.shutdown().await
-    };
+    let up = pump(&mut client_read, &mut server_write, large);
+    let down = pump(&mut server_read, &mut client_write, large);
     tokio::pin!(up, down);
     // Cancelling `up` when the answer has ended loses only what the client sends past
     // its request, which no server reads.
     tokio::select! {
-        done = &mut down => done,
+        done = &mut down => done.map(drop),
         sent = &mut up => {
             sent?;
-            down.await
+            down.await.map(drop)
         }
     }
 }

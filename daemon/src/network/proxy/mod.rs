@@ -9,10 +9,11 @@
 //! own `max_connections`; past either count a connection is still read for its
 //! request (under a small count of its own) and answered "busy", so a client says why.
 //! A request head has a deadline and a size; past the head, bytes are streamed through
-//! two fixed buffers, so a connection's memory is bounded and a slow side holds up its
-//! own connection only.
+//! a bounded buffer each way (`pump.rs`), so a connection's memory is bounded and a
+//! slow side holds up its own connection only.
 
 mod http;
+mod pump;
 mod socks;
 
 use std::collections::HashMap;
@@ -23,7 +24,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -51,7 +52,8 @@ pub struct ProxyCaps {
 
 impl Default for ProxyCaps {
     /// 1,024 connections at 16 KiB of buffers each (two 8 KiB copy buffers; the head
-    /// buffer is gone by then) bound the proxy's buffers to 16 MiB.
+    /// buffer is gone by then), and 64 large ones of 64 KiB (`pump.rs`), bound the
+    /// proxy's buffers to 20 MiB.
     fn default() -> ProxyCaps {
         ProxyCaps {
             max_connections: 1024,
@@ -97,6 +99,8 @@ struct Shared {
     per_session: Mutex<HashMap<String, usize>>,
     refused: AtomicU64,
     busy: AtomicU64,
+    /// The budget of large copy buffers (`pump.rs`).
+    large_buffers: Arc<Semaphore>,
 }
 
 /// A connection's place under the caps, given back when it ends.
@@ -140,6 +144,7 @@ impl Proxy {
                 per_session: Mutex::new(HashMap::new()),
                 refused: AtomicU64::new(0),
                 busy: AtomicU64::new(0),
+                large_buffers: Arc::new(Semaphore::new(pump::LARGE_BUFFERS)),
             }),
         }
     }

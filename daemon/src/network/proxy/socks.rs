@@ -62,8 +62,7 @@ pub(super) async fn serve(
     };
     let bound = server.local_addr()?;
     client.write_all(&reply(SUCCEEDED, bound)).await?;
-    tokio::io::copy_bidirectional(client, &mut server).await?;
-    Ok(())
+    super::pump::both_ways(client, &mut server, &admission.shared().large_buffers).await
 }
 
 /// The greeting, then the request: `Ok(Err(reply))` for what is refused before any
