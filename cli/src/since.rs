@@ -139,7 +139,13 @@ pub fn line(event: &InboxEvent, calls: &Calls) -> String {
             duration(idle_secs * 1000),
             (calls.check)(*job)
         ),
-        InboxEvent::NetworkRefused { job, command, message, count, .. } => {
+        InboxEvent::NetworkRefused {
+            job,
+            command,
+            message,
+            count,
+            ..
+        } => {
             let times = match count {
                 1 => String::new(),
                 n => format!(" ({n} times)"),

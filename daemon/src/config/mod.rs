@@ -134,7 +134,12 @@ impl Config {
             ConfigFile::load_with(path, |file| Config::from_file(file.clone()))?;
         config.allow_list = AllowList::new(
             config.allow_list.entries().to_vec(),
-            allow_list_origin(read.as_deref().or(path).map(Path::to_path_buf).or_else(default_path)),
+            allow_list_origin(
+                read.as_deref()
+                    .or(path)
+                    .map(Path::to_path_buf)
+                    .or_else(default_path),
+            ),
         );
         Ok((config, read))
     }

@@ -83,7 +83,10 @@ impl ProxyProcess {
         BufReader::new(child.stdout.take().unwrap())
             .read_line(&mut line)
             .unwrap();
-        let ports = line.split_whitespace().map(|p| p.parse().unwrap()).collect();
+        let ports = line
+            .split_whitespace()
+            .map(|p| p.parse().unwrap())
+            .collect();
         ProxyProcess { child, ports }
     }
 
@@ -104,7 +107,8 @@ impl Drop for ProxyProcess {
 /// `SESSIONS` listeners whose ports it prints on one line; it ends when its stdin does.
 pub fn child() {
     let _ = bashd::jobs::raise_open_files_limit();
-    let workers = std::thread::available_parallelism().map_or(1, |n| n.get().saturating_sub(1).max(1));
+    let workers =
+        std::thread::available_parallelism().map_or(1, |n| n.get().saturating_sub(1).max(1));
     let tokio = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
         .enable_all()
@@ -114,7 +118,12 @@ pub fn child() {
         use bashd::network::{AllowList, Proxy, ProxyCaps, SystemResolver};
         let (refusals, _unread) = tokio::sync::mpsc::channel(16);
         let allow = AllowList::new(vec!["127.0.0.2".parse().unwrap()], "bench".into());
-        let proxy = Proxy::new(allow, ProxyCaps::default(), Arc::new(SystemResolver), refusals);
+        let proxy = Proxy::new(
+            allow,
+            ProxyCaps::default(),
+            Arc::new(SystemResolver),
+            refusals,
+        );
         let shutdown = tokio_util::sync::CancellationToken::new();
         let mut ports = Vec::new();
         for n in 0..SESSIONS {
@@ -148,7 +157,9 @@ fn bulk_server() -> SocketAddr {
                     }
                     head.push(byte[0]);
                 }
-                let answer = format!("HTTP/1.1 200 OK\r\nContent-Length: {BYTES}\r\nConnection: close\r\n\r\n");
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Length: {BYTES}\r\nConnection: close\r\n\r\n"
+                );
                 stream.write_all(answer.as_bytes()).unwrap();
                 let chunk = vec![b'x'; 1 << 20];
                 let mut left = BYTES;
@@ -181,7 +192,11 @@ fn fetch(server: SocketAddr, via: Option<(u16, Via)>) {
         }
         Some((port, Via::Http)) => {
             let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
-            write!(stream, "GET http://{server}/ HTTP/1.1\r\nHost: {server}\r\n\r\n").unwrap();
+            write!(
+                stream,
+                "GET http://{server}/ HTTP/1.1\r\nHost: {server}\r\n\r\n"
+            )
+            .unwrap();
             stream
         }
         Some((port, Via::Connect)) => {
@@ -203,7 +218,10 @@ fn fetch(server: SocketAddr, via: Option<(u16, Via)>) {
         }
         total += n as u64;
     }
-    assert!(total > BYTES, "the whole answer came through: {total} bytes");
+    assert!(
+        total > BYTES,
+        "the whole answer came through: {total} bytes"
+    );
 }
 
 /// `HELD` CONNECT tunnels through the proxy's `ports` in turn to an echo server, each
@@ -225,11 +243,20 @@ async fn hold(ports: &[u16]) -> (Vec<tokio::net::TcpStream>, Duration) {
     for n in 0..HELD {
         let port = ports[n % ports.len()];
         opening.push(tokio::spawn(async move {
-            let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
-            stream.write_all(format!("CONNECT {echo} HTTP/1.1\r\n\r\n").as_bytes()).await.unwrap();
+            let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .unwrap();
+            stream
+                .write_all(format!("CONNECT {echo} HTTP/1.1\r\n\r\n").as_bytes())
+                .await
+                .unwrap();
             let mut established = [0u8; 39];
             stream.read_exact(&mut established).await.unwrap();
-            assert!(established.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&established));
+            assert!(
+                established.starts_with(b"HTTP/1.1 200"),
+                "{}",
+                String::from_utf8_lossy(&established)
+            );
             stream.write_all(b"ping").await.unwrap();
             let mut pong = [0u8; 4];
             stream.read_exact(&mut pong).await.unwrap();

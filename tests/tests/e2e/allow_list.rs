@@ -28,7 +28,11 @@ fn issue43_a_malformed_allow_hosts_entry_is_refused_at_its_line_by_bashd_and_bas
         "{}:4: sandbox.allow_hosts: \"example.org:99999\" is not a host entry (the port \"99999\" is not a number from 1 to 65535)",
         config.display()
     );
-    let out = daemon.bashd_command().arg("--check-config").output().unwrap();
+    let out = daemon
+        .bashd_command()
+        .arg("--check-config")
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", show(&out));
     assert!(stderr(&out).contains(&expected), "{}", show(&out));
     // bashc reads the same file through the same types, and refuses it in the same words.
@@ -45,7 +49,11 @@ fn issue43_a_malformed_allow_hosts_entry_is_refused_at_its_line_by_bashd_and_bas
     daemon.write_config(
         "[sandbox]\nallow_hosts = [\"example.org\", \"*.example.org\", \"example.org:8443\", \"192.0.2.7\", \"192.0.2.7:8080\", \"[2001:db8::1]\"]\n",
     );
-    let out = daemon.bashd_command().arg("--check-config").output().unwrap();
+    let out = daemon
+        .bashd_command()
+        .arg("--check-config")
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     assert!(
         stdout(&out).contains(
@@ -64,9 +72,15 @@ fn issue43_status_shows_the_mode_the_allow_list_in_force_and_the_proxy() {
     let config = daemon.config_home().join("bashd/config.toml");
     let text = status(&daemon);
     assert!(text.contains("network: allow-list by default\n"), "{text}");
-    assert!(text.contains("  allow-list: example.org, *.example.org:8443\n"), "{text}");
     assert!(
-        text.contains(&format!("    from [sandbox] allow_hosts in {}\n", config.display())),
+        text.contains("  allow-list: example.org, *.example.org:8443\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "    from [sandbox] allow_hosts in {}\n",
+            config.display()
+        )),
         "{text}"
     );
     assert!(

@@ -3,8 +3,8 @@
 //! afterwards is read from /proc.
 
 mod abuse;
-mod allow_list;
 mod ages;
+mod allow_list;
 mod boundary;
 mod chaos;
 mod cli;

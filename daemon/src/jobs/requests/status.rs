@@ -6,8 +6,8 @@ use std::time::Duration;
 use bashd_protocol::{NetworkStatus, ProxyStatus, StatusInfo};
 
 use crate::jobs::table::JobsActor;
-use crate::network::{ProxyCaps, ProxyCounts};
 use crate::jobs::table::handle::{JobsHandle, ToActor, blocking};
+use crate::network::{ProxyCaps, ProxyCounts};
 
 impl JobsHandle {
     /// The daemon's status. Its open files are counted here, not in the actor: a daemon
@@ -48,7 +48,7 @@ impl JobsActor {
                 &self.config.sandbox,
                 &self.containment.sandbox(),
             )),
-            network: Some(self.network_status()),
+            network: Some(Box::new(self.network_status())),
         }
     }
 

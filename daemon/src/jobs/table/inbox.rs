@@ -15,10 +15,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use bashd_protocol::{Inbox, InboxEvent, JobId, Notice};
 
 use super::{JobsActor, Status};
-use crate::network::Refusal;
 use crate::jobs::job::supervisor::Ended;
 use crate::jobs::job::teller::Teller;
 use crate::jobs::table::handle::ToActor;
+use crate::network::Refusal;
 
 /// Events one session's inbox holds; older ones are folded into a count.
 pub const MAX_EVENTS: usize = 32;
@@ -135,8 +135,7 @@ impl Inboxes {
         // A refusal is told even with its job's end: the result does not say it
         // (the proxy is not the job), so the section after the result does.
         let told = |event: &InboxEvent| {
-            about.told.contains(&event.job())
-                && !matches!(event, InboxEvent::NetworkRefused { .. })
+            about.told.contains(&event.job()) && !matches!(event, InboxEvent::NetworkRefused { .. })
         };
         let (kept, events): (VecDeque<_>, VecDeque<_>) = std::mem::take(&mut inbox.events)
             .into_iter()
@@ -162,7 +161,11 @@ impl Inboxes {
 
     /// Tells `refusal` to its session, of the job that most likely made it; dropped
     /// when the session has no `allow-list` job (none can reach the proxy then).
-    pub(in crate::jobs) fn network_refused(&mut self, job: Option<(JobId, String)>, refusal: Refusal) {
+    pub(in crate::jobs) fn network_refused(
+        &mut self,
+        job: Option<(JobId, String)>,
+        refusal: Refusal,
+    ) {
         let Some((job, command)) = job else {
             return;
         };
@@ -396,8 +399,14 @@ mod tests {
         assert_eq!(
             said,
             [
-                ("network: refused unlisted.test:443, not on the allow-list".to_owned(), 2),
-                ("network: refused other.test:80, not on the allow-list".to_owned(), 1),
+                (
+                    "network: refused unlisted.test:443, not on the allow-list".to_owned(),
+                    2
+                ),
+                (
+                    "network: refused other.test:80, not on the allow-list".to_owned(),
+                    1
+                ),
             ]
         );
     }

@@ -9,9 +9,9 @@
 
 use std::io;
 
+use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use std::sync::Arc;
 
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
@@ -119,7 +119,11 @@ pub(super) async fn serve(
 /// Streams the client's body to the server and the server's answer back until the
 /// server's answer ends; then the client's connection ends too, whatever it still
 /// sends (the request was sent with `Connection: close`).
-async fn one_exchange(client: &mut TcpStream, server: &mut TcpStream, large: &Arc<Semaphore>) -> io::Result<()> {
+async fn one_exchange(
+    client: &mut TcpStream,
+    server: &mut TcpStream,
+    large: &Arc<Semaphore>,
+) -> io::Result<()> {
     let (mut client_read, mut client_write) = client.split();
     let (mut server_read, mut server_write) = server.split();
     let up = pump(&mut client_read, &mut server_write, large);
