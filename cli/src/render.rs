@@ -405,6 +405,27 @@ pub fn status_text(status: &StatusInfo) -> String {
             }
         }
     }
+    if let Some(network) = &status.network {
+        let hosts = match network.allow_hosts.as_slice() {
+            [] => "(empty: an allow-list job reaches no host)".to_owned(),
+            hosts => hosts.join(", "),
+        };
+        let proxy = &network.proxy;
+        let _ = write!(
+            text,
+            "network: {} by default\n  allow-list: {hosts}\n    from {}\n  proxy: in bashd, {} session{} served, {} connection{} open (at most {}, {} per session), {} refused, {} over the limit\n",
+            network.mode,
+            network.allow_hosts_origin,
+            proxy.sessions,
+            plural(proxy.sessions.into()),
+            proxy.connections,
+            plural(proxy.connections.into()),
+            proxy.max_connections,
+            proxy.max_session_connections,
+            proxy.refused,
+            proxy.busy,
+        );
+    }
     text
 }
 

@@ -158,6 +158,19 @@ pub fn line(event: &InboxEvent, calls: &Calls) -> String {
             "ask {ask} ({command}) was {}, so it did not run",
             state.as_str()
         ),
+        InboxEvent::NetworkRefused {
+            job,
+            command,
+            message,
+            count,
+            ..
+        } => {
+            let times = match count {
+                1 => String::new(),
+                n => format!(" ({n} times)"),
+            };
+            format!("{job} ({command}): {message}{times}; the list in force: bashc status")
+        }
     }
 }
 

@@ -9,6 +9,7 @@ pub mod jobs;
 mod journal;
 mod outbound;
 // Public for the benchmark, which times the pipe path's capture in process.
+pub mod network;
 pub mod output;
 pub mod policy;
 mod recovery;
@@ -37,6 +38,7 @@ use crate::jobs::contain::{Plan, Scanner};
 use crate::jobs::os::reaper::{self, Reaper};
 use crate::jobs::os::spawn;
 use crate::journal::Journal;
+use crate::network::{Proxy, ProxyCaps, SystemResolver};
 use crate::runtime::Runtime;
 
 /// How long connections get to write their last answers after the jobs have stopped.
@@ -103,8 +105,10 @@ pub async fn run(
         arrivals_tx,
     );
     actor.keep_lost(lost);
+    let proxy = start_proxy(&config_tx.borrow(), jobs.clone());
+    actor.set_proxy(proxy.clone());
     let actor_task = tokio::spawn(actor.run());
-    let reload_task = tokio::spawn(reload_on_sighup(hangups, config_tx, config_arg));
+    let reload_task = tokio::spawn(reload_on_sighup(hangups, config_tx, config_arg, proxy));
 
     let stop_accepting = CancellationToken::new();
     let connections = TaskTracker::new();
@@ -169,11 +173,14 @@ async fn reload_on_sighup(
     mut hangups: Signal,
     config: watch::Sender<Arc<Config>>,
     config_arg: Option<PathBuf>,
+    proxy: Proxy,
 ) {
     while hangups.recv().await.is_some() {
         notify(&[NotifyState::Reloading]);
         match Config::load(config_arg.as_deref()) {
             Ok((new, path)) => {
+                // The proxy judges each request from now on by the new list.
+                proxy.set_allow_list(new.allow_list.clone());
                 config.send_replace(Arc::new(new));
                 match path {
                     Some(path) => tracing::info!("reloaded config {}", path.display()),
@@ -187,6 +194,29 @@ async fn reload_on_sighup(
         notify(&[NotifyState::Ready]);
     }
 }
+
+/// The proxy of `allow-list` jobs (issue 43), made once; each session's port is
+/// handed to it with `Proxy::serve` when the session's network is made. What it
+/// refuses is logged, and told to the refused session (`JobsHandle::network_refused`).
+fn start_proxy(config: &Config, jobs: jobs::JobsHandle) -> Proxy {
+    let (refusals_tx, mut refusals) = tokio::sync::mpsc::channel(REFUSALS_QUEUED);
+    let proxy = Proxy::new(
+        config.allow_list.clone(),
+        ProxyCaps::default(),
+        Arc::new(SystemResolver),
+        refusals_tx,
+    );
+    tokio::spawn(async move {
+        while let Some(refusal) = refusals.recv().await {
+            tracing::info!("session {}: {refusal}", refusal.session);
+            jobs.network_refused(refusal).await;
+        }
+    });
+    proxy
+}
+
+/// Refusals waiting to be told; past these the proxy only counts them.
+const REFUSALS_QUEUED: usize = 256;
 
 /// Tells systemd, when it started the daemon with Type=notify; a no-op otherwise.
 fn notify(state: &[NotifyState]) {

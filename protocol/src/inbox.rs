@@ -83,6 +83,20 @@ pub enum InboxEvent {
         state: crate::asks::AskState,
         job: Option<JobId>,
     },
+    /// bashd's proxy refused a connection of the session's `allow-list` network
+    /// (issue 43), told of the job that most likely made it: the session's newest
+    /// running `allow-list` job (the proxy sees the session, not the process).
+    NetworkRefused {
+        job: JobId,
+        command: String,
+        host: String,
+        port: u16,
+        /// `network: refused HOST:PORT, not on the allow-list` (or why a listed
+        /// name was: it resolves to an address of the host itself).
+        message: String,
+        /// Refusals of the same host and port since the last call, the first included.
+        count: u64,
+    },
 }
 
 impl InboxEvent {
@@ -92,7 +106,8 @@ impl InboxEvent {
             InboxEvent::Ended { job, .. }
             | InboxEvent::WaitingForInput { job, .. }
             | InboxEvent::Matched { job, .. }
-            | InboxEvent::Idle { job, .. } => Some(*job),
+            | InboxEvent::Idle { job, .. }
+            | InboxEvent::NetworkRefused { job, .. } => Some(*job),
             InboxEvent::AskAnswered { job, .. } => *job,
         }
     }

@@ -34,7 +34,8 @@ pub use notice::{Argument, BackgroundWhy, ErrorHint, JobId, Notice, WaitMet, Wor
 pub use proc_stat::{ProcStat, process_start_time};
 pub use requests::*;
 pub use sandbox::{
-    Network, SandboxDenial, SandboxInForce, SandboxMechanism, SandboxProfile, SandboxStatus,
+    Network, NetworkStatus, ProxyStatus, SandboxDenial, SandboxInForce, SandboxMechanism,
+    SandboxProfile, SandboxStatus,
 };
 pub use top::{TopJob, TopRequest, WatchRequest, WatchUpdate};
 

@@ -326,4 +326,9 @@ pub struct StatusInfo {
     pub open_files_limit: Option<u64>,
     /// The sandbox in force by default and what the system offers it.
     pub sandbox: Option<crate::SandboxStatus>,
+    /// The network mode by default, the allow-list in force and bashd's proxy (issue
+    /// 43); `None` from a daemon older than it. Boxed: it would double the size of
+    /// every `Response`.
+    #[serde(default)]
+    pub network: Option<Box<crate::NetworkStatus>>,
 }

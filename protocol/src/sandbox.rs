@@ -51,6 +51,33 @@ pub struct SandboxStatus {
     pub mechanisms: Vec<SandboxMechanism>,
 }
 
+/// What `bashc status` says of the network of `allow-list` jobs (issue 43).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetworkStatus {
+    /// `[sandbox] network`: the network of a job whose request names none.
+    pub mode: Network,
+    /// `[sandbox] allow_hosts` in force, as the file writes them.
+    pub allow_hosts: Vec<String>,
+    /// Where the list is written: `[sandbox] allow_hosts in /path/config.toml`.
+    pub allow_hosts_origin: String,
+    pub proxy: ProxyStatus,
+}
+
+/// bashd's proxy, which carries an `allow-list` job's connections to listed hosts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProxyStatus {
+    /// Sessions whose proxy port bashd serves.
+    pub sessions: u32,
+    /// Connections open through it, all sessions together.
+    pub connections: u32,
+    /// Its caps, apart from `[limits] max_connections`.
+    pub max_connections: u32,
+    pub max_session_connections: u32,
+    /// Requests refused since bashd started: by the allow-list, and over a cap.
+    pub refused: u64,
+    pub busy: u64,
+}
+
 /// One kernel mechanism of the sandbox.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SandboxMechanism {

@@ -40,6 +40,8 @@ mod mcp_ab;
 mod paging;
 #[path = "parts/policy.rs"]
 mod policy;
+#[path = "parts/proxy.rs"]
+mod proxy;
 #[path = "parts/recovery.rs"]
 mod recovery;
 #[path = "parts/remote.rs"]
@@ -73,7 +75,15 @@ const PROCESS_RUNS: usize = 60;
 const ROUND_TRIPS: usize = 300;
 
 fn main() {
-    build_release_binaries();
+    // The proxy part runs the proxy in a process of its own: this binary again.
+    if std::env::var_os(proxy::CHILD).is_some() {
+        proxy::child();
+        return;
+    }
+    // The proxy part runs no bashd yet (parts/proxy.rs): it needs no release binaries.
+    if std::env::var("BASHD_BENCH").ok().as_deref() != Some("proxy") {
+        build_release_binaries();
+    }
     let tokio = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -134,6 +144,9 @@ fn main() {
     }
     if wanted("channel") {
         channel(&tokio);
+    }
+    if wanted("proxy") {
+        proxy::proxy(&tokio);
     }
     // Only on request: it needs sshd, and runs one on 127.0.0.1.
     if only.as_deref() == Some("remote") {

@@ -13,6 +13,7 @@ use std::time::Duration;
 use bashd_protocol::config::{self as file, ConfigFile, Refusal};
 use bashd_protocol::{JobLimits, OnTimeout};
 
+use crate::network::AllowList;
 use crate::policy::{CustomRule, Policy};
 use crate::sandbox::{self, SandboxConfig};
 
@@ -34,6 +35,9 @@ pub struct Config {
     pub sandbox: SandboxConfig,
     /// `[mcp]`: how the daemon treats MCP tool calls (requests marked `mcp_call`).
     pub mcp: McpConfig,
+    /// `[sandbox] allow_hosts`, with the file it is written in: what the proxy lets a
+    /// job whose network is `allow-list` reach (issue 43).
+    pub allow_list: AllowList,
     /// The file as read, defaults filled in: what `bashd --check-config` shows, and
     /// the sections bashc reads (`[remote]`, `[mcp.clients]`, `[env] pass`), which the
     /// daemon only checks.
@@ -126,15 +130,28 @@ impl Config {
     /// Loads `path`, or the default path when `None`; a missing default file means
     /// all defaults, a missing named file is an error.
     pub fn load(path: Option<&Path>) -> Result<(Config, Option<PathBuf>), ConfigError> {
-        let (_, config, path) =
+        let (_, mut config, read) =
             ConfigFile::load_with(path, |file| Config::from_file(file.clone()))?;
-        Ok((config, path))
+        config.allow_list = AllowList::new(
+            config.allow_list.entries().to_vec(),
+            allow_list_origin(
+                read.as_deref()
+                    .or(path)
+                    .map(Path::to_path_buf)
+                    .or_else(default_path),
+            ),
+        );
+        Ok((config, read))
     }
 
     /// Parses the text of a config file; `path` only names it in errors.
     pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
-        let (_, config) =
+        let (_, mut config) =
             ConfigFile::parse_with(text, path, |file| Config::from_file(file.clone()))?;
+        config.allow_list = AllowList::new(
+            config.allow_list.entries().to_vec(),
+            allow_list_origin(Some(path.to_path_buf())),
+        );
         Ok(config)
     }
 
@@ -191,8 +208,21 @@ impl Config {
             policy: policy(&file.policy),
             sandbox: sandbox_config(&file.sandbox)?,
             mcp,
+            allow_list: AllowList::new(
+                file.sandbox.allow_hosts.0.clone(),
+                allow_list_origin(default_path()),
+            ),
             file,
         })
+    }
+}
+
+/// Where a refusal tells a person to add a host: the key in the file read, or in the
+/// file the daemon would read when there is none.
+fn allow_list_origin(file: Option<PathBuf>) -> String {
+    match file {
+        Some(file) => format!("[sandbox] allow_hosts in {}", file.display()),
+        None => "[sandbox] allow_hosts in bashd's config file".to_owned(),
     }
 }
 

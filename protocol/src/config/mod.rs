@@ -12,6 +12,7 @@
 mod effective;
 mod env;
 mod error;
+mod hosts;
 mod sections;
 mod value;
 
@@ -22,6 +23,7 @@ use serde::Deserialize;
 pub use effective::{quoted, section_text};
 pub use env::Env;
 pub use error::{ConfigError, Refusal, bare_key};
+pub use hosts::{AllowHost, AllowHosts, HostPattern, is_host_name};
 pub use sections::*;
 pub use value::{
     Choice, Cores, Mechanism, OnCancel, OnStraggler, Size, Strings, Text, Whole, choice,

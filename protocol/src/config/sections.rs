@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::value::{Cores, Size, Strings, Text, Whole, choice};
-use super::{Mechanism, OnCancel, OnStraggler};
+use super::{AllowHosts, Mechanism, OnCancel, OnStraggler};
 use crate::limits::{self, MAX_TIMEOUT_SECS as MAX_T, MIN_TIMEOUT_SECS as MIN_T};
 use crate::{Network, OnTimeout, SandboxProfile};
 
@@ -198,6 +198,9 @@ pub struct Sandbox {
     /// How long a request looser than the floor waits for a person's answer (issue
     /// 44) before it is refused.
     pub ask_secs: Whole<MIN_T, MAX_T>,
+    /// The hosts a job whose network is `allow-list` reaches through bashd's proxy
+    /// (issue 43); empty, such a job reaches none.
+    pub allow_hosts: AllowHosts,
 }
 
 impl Default for Sandbox {
@@ -210,6 +213,7 @@ impl Default for Sandbox {
             unix_sockets: Strings::default(),
             floor: SandboxProfile::Off,
             ask_secs: Whole::at(limits::DEFAULT_ASK_SECS),
+            allow_hosts: AllowHosts::default(),
         }
     }
 }

@@ -252,3 +252,94 @@ fn every_syntax_error_of_a_file_is_told_at_once() {
     assert!(lines[0].starts_with("/c.toml:1: "), "{said}");
     assert!(lines.iter().any(|l| l.starts_with("/c.toml:5: ")), "{said}");
 }
+
+/// `[sandbox] allow_hosts` (issue 43): each form the issue names is read, and a
+/// malformed entry is refused at its own line, in a list written over several lines.
+#[test]
+fn allow_hosts_reads_each_form_and_refuses_a_malformed_entry_at_its_line() {
+    let file = parse(
+        "[sandbox]\nallow_hosts = [\"Example.org.\", \"*.example.org\", \"example.org:8443\", \"192.0.2.7\", \"192.0.2.7:8080\", \"[2001:db8::1]\", \"[::1]:3000\"]\n",
+    )
+    .unwrap();
+    let entries: Vec<String> = file
+        .sandbox
+        .allow_hosts
+        .0
+        .iter()
+        .map(|e| e.to_string())
+        .collect();
+    assert_eq!(
+        entries,
+        [
+            "example.org",
+            "*.example.org",
+            "example.org:8443",
+            "192.0.2.7",
+            "192.0.2.7:8080",
+            "[2001:db8::1]",
+            "[::1]:3000"
+        ]
+    );
+    assert_eq!(
+        file.sandbox.allow_hosts.0[2],
+        AllowHost {
+            host: HostPattern::Name("example.org".into()),
+            port: Some(8443)
+        }
+    );
+    assert_eq!(
+        file.sandbox.allow_hosts.0[1].host,
+        HostPattern::Subdomains("example.org".into())
+    );
+    let at_line_4 = |entry: &str| {
+        error(&format!(
+            "[sandbox]\nallow_hosts = [\n  \"example.org\",\n  {entry},\n]\n"
+        ))
+    };
+    let form = "write a name (\"example.org\"), a wildcard (\"*.example.org\") or an IP address (\"192.0.2.7\", \"[2001:db8::1]\"), each with an optional \":PORT\"";
+    for (entry, why) in [
+        (
+            "\"exa mple.org\"",
+            "a name is labels of letters, digits, - and _ between dots",
+        ),
+        (
+            "\"example.org:0\"",
+            "the port \"0\" is not a number from 1 to 65535",
+        ),
+        (
+            "\"example.org:http\"",
+            "the port \"http\" is not a number from 1 to 65535",
+        ),
+        (
+            "\"ex*.org\"",
+            "a * only as the whole first label, \"*.example.org\"",
+        ),
+        (
+            "\"*\"",
+            "a * only as the whole first label, \"*.example.org\"",
+        ),
+        (
+            "\"2001:db8::1\"",
+            "an IPv6 address goes in brackets, like \"[2001:db8::1]\"",
+        ),
+        ("\"[2001:db8::1\"", "a [ with no ]"),
+        ("\"\"", "it is empty"),
+        (
+            "\"a..b\"",
+            "a name is labels of letters, digits, - and _ between dots",
+        ),
+    ] {
+        let shown = entry.trim_matches('"').replace('"', "\\\"");
+        assert_eq!(
+            at_line_4(entry),
+            format!(
+                "/c.toml:4: sandbox.allow_hosts: \"{shown}\" is not a host entry ({why}): {form}"
+            ),
+            "{entry}"
+        );
+    }
+    assert_eq!(
+        at_line_4("3"),
+        "/c.toml:4: sandbox.allow_hosts must be a list of hosts, like [\"example.org\", \"*.example.org:8443\"]"
+    );
+}

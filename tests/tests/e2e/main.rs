@@ -4,6 +4,7 @@
 
 mod abuse;
 mod ages;
+mod allow_list;
 mod asks;
 mod boundary;
 mod chaos;

@@ -15,7 +15,7 @@ use bashd_protocol::{
 };
 
 use crate::jobs::table::handle::JobsHandle;
-use crate::jobs::table::inbox::{About, TakeInbox};
+use crate::jobs::table::inbox::{About, NetworkRefused, TakeInbox};
 use crate::outbound::Outbound;
 
 /// The session a request acts for, whose inbox its final response carries
@@ -73,6 +73,11 @@ fn shown_waiting(response: &Response) -> Vec<JobId> {
 }
 
 impl JobsHandle {
+    /// Tells a refusal of bashd's proxy to its session's inbox (issue 43).
+    pub async fn network_refused(&self, refusal: crate::network::Refusal) {
+        let _ = self.call(NetworkRefused(refusal)).await;
+    }
+
     /// Takes `session`'s inbox, if it has one, as `Inboxes::take` reads `about`; one
     /// atomic load when no session has one.
     pub(in crate::jobs) async fn take_inbox(&self, session: &str, about: About) -> Option<Inbox> {

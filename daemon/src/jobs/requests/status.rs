@@ -3,10 +3,11 @@
 
 use std::time::Duration;
 
-use bashd_protocol::StatusInfo;
+use bashd_protocol::{NetworkStatus, ProxyStatus, StatusInfo};
 
 use crate::jobs::table::JobsActor;
 use crate::jobs::table::handle::{JobsHandle, ToActor, blocking};
+use crate::network::{ProxyCaps, ProxyCounts};
 
 impl JobsHandle {
     /// The daemon's status. Its open files are counted here, not in the actor: a daemon
@@ -47,6 +48,29 @@ impl JobsActor {
                 &self.config.sandbox,
                 &self.containment.sandbox(),
             )),
+            network: Some(Box::new(self.network_status())),
+        }
+    }
+
+    /// The default network, the allow-list in force and the proxy's counts.
+    fn network_status(&self) -> NetworkStatus {
+        let list = &self.config.allow_list;
+        let (caps, counts) = match &self.proxy {
+            Some(proxy) => (proxy.caps(), proxy.counts()),
+            None => (ProxyCaps::default(), ProxyCounts::default()),
+        };
+        NetworkStatus {
+            mode: self.config.sandbox.network,
+            allow_hosts: list.entries().iter().map(|e| e.to_string()).collect(),
+            allow_hosts_origin: list.origin().to_owned(),
+            proxy: ProxyStatus {
+                sessions: counts.sessions as u32,
+                connections: counts.open as u32,
+                max_connections: caps.max_connections as u32,
+                max_session_connections: caps.max_session_connections as u32,
+                refused: counts.refused,
+                busy: counts.busy,
+            },
         }
     }
 }

@@ -18,6 +18,7 @@ use super::{JobsActor, Status};
 use crate::jobs::job::supervisor::Ended;
 use crate::jobs::job::teller::Teller;
 use crate::jobs::table::handle::ToActor;
+use crate::network::Refusal;
 
 /// Events one session's inbox holds; older ones are folded into a count.
 pub const MAX_EVENTS: usize = 32;
@@ -37,6 +38,22 @@ pub(in crate::jobs) struct Inboxes {
 struct SessionInbox {
     events: VecDeque<InboxEvent>,
     folded: u64,
+}
+
+/// Whether two events of one kind and job are about the same thing: refusals of the
+/// same host and port merge, others of a kind always do.
+fn same_target(old: &InboxEvent, new: &InboxEvent) -> bool {
+    match (old, new) {
+        (
+            InboxEvent::NetworkRefused { host, port, .. },
+            InboxEvent::NetworkRefused {
+                host: new_host,
+                port: new_port,
+                ..
+            },
+        ) => host == new_host && port == new_port,
+        _ => true,
+    }
 }
 
 impl Inboxes {
@@ -74,12 +91,16 @@ impl Inboxes {
         }
         let job = event.job();
         let same = inbox.events.iter_mut().find(|old| {
-            old.job() == job && std::mem::discriminant(*old) == std::mem::discriminant(&event)
+            old.job() == job
+                && std::mem::discriminant(*old) == std::mem::discriminant(&event)
+                && same_target(old, &event)
         });
         match (same, event) {
-            (Some(InboxEvent::Matched { count, .. }), InboxEvent::Matched { count: more, .. }) => {
-                *count += more
-            }
+            (Some(InboxEvent::Matched { count, .. }), InboxEvent::Matched { count: more, .. })
+            | (
+                Some(InboxEvent::NetworkRefused { count, .. }),
+                InboxEvent::NetworkRefused { count: more, .. },
+            ) => *count += more,
             (Some(old @ (InboxEvent::WaitingForInput { .. } | InboxEvent::Idle { .. })), new) => {
                 *old = new;
             }
@@ -111,11 +132,15 @@ impl Inboxes {
         }
         let mut inbox = self.by_session.remove(session)?;
         let shown = |event: &InboxEvent| matches!(event, InboxEvent::WaitingForInput { job, .. } if about.waiting.contains(job));
+        // A refusal is told even with its job's end: the result does not say it
+        // (the proxy is not the job), so the section after the result does.
+        let told = |event: &InboxEvent| {
+            event.job().is_some_and(|job| about.told.contains(&job))
+                && !matches!(event, InboxEvent::NetworkRefused { .. })
+        };
         let (kept, events): (VecDeque<_>, VecDeque<_>) = std::mem::take(&mut inbox.events)
             .into_iter()
-            .filter(|event| {
-                !event.job().is_some_and(|job| about.told.contains(&job)) && !shown(event)
-            })
+            .filter(|event| !told(event) && !shown(event))
             .partition(|event| event.job().is_some_and(|job| about.kept.contains(&job)));
         let taken = Inbox {
             events: events.into(),
@@ -133,6 +158,27 @@ impl Inboxes {
             );
         }
         (!taken.is_empty()).then_some(taken)
+    }
+
+    /// Tells `refusal` to its session, of the job that most likely made it; dropped
+    /// when the session has no `allow-list` job (none can reach the proxy then).
+    pub(in crate::jobs) fn network_refused(
+        &mut self,
+        job: Option<(JobId, String)>,
+        refusal: Refusal,
+    ) {
+        let Some((job, command)) = job else {
+            return;
+        };
+        let event = InboxEvent::NetworkRefused {
+            job,
+            command,
+            host: refusal.host.clone(),
+            port: refusal.port,
+            message: refusal.to_string(),
+            count: 1,
+        };
+        self.tell(&refusal.session, event);
     }
 
     /// Input was sent to `job`, or it ended: a wait for input from now on is a new one.
@@ -178,7 +224,39 @@ impl ToActor for TakeInbox {
     }
 }
 
+/// A refusal of bashd's proxy, for its session's inbox (issue 43).
+pub(in crate::jobs) struct NetworkRefused(pub Refusal);
+
+impl ToActor for NetworkRefused {
+    type Reply = ();
+    fn handle(self, actor: &mut JobsActor) {
+        let job = actor.refused_job(&self.0.session);
+        actor.inboxes.network_refused(job, self.0);
+    }
+}
+
 impl JobsActor {
+    /// The job a refusal of `session`'s proxy is told of: its newest running job whose
+    /// network is `allow-list`, else its newest such job.
+    fn refused_job(&self, session: &str) -> Option<(JobId, String)> {
+        let allow_list = |job: &&super::Job| {
+            job.session == session
+                && job
+                    .sandbox
+                    .is_some_and(|s| s.network == bashd_protocol::Network::AllowList)
+        };
+        let running = |job: &&super::Job| {
+            matches!(job.status, Status::Running { .. } | Status::Starting { .. })
+        };
+        let candidates = self.jobs.values().filter(allow_list);
+        let job = candidates
+            .clone()
+            .filter(running)
+            .max_by_key(|job| job.id.0)
+            .or_else(|| candidates.max_by_key(|job| job.id.0))?;
+        Some((job.id, short_command(&job.command)))
+    }
+
     /// Starts the teller of job `n`, now in the background, when it asked to be told
     /// about or may wait for input (`job/teller.rs`).
     pub(in crate::jobs) fn start_teller(&mut self, n: u64, seen: [u64; 2]) {
@@ -285,6 +363,53 @@ mod tests {
             command: "make".to_owned(),
             idle_secs,
         }
+    }
+
+    fn refusal(host: &str, port: u16) -> Refusal {
+        Refusal {
+            session: "s".to_owned(),
+            host: host.to_owned(),
+            port,
+            why: crate::network::RefusedWhy::NotListed,
+        }
+    }
+
+    /// Issue 43: a refusal of the proxy is told of its job, repeats of one host and
+    /// port merge into a count, and it stays in the section after the job's own result
+    /// (which does not say it); a session with no `allow-list` job is told nothing.
+    #[test]
+    fn refusals_merge_by_host_and_survive_their_jobs_result() {
+        let mut inboxes = Inboxes::new();
+        let job = Some((JobId(4), "curl".to_owned()));
+        inboxes.network_refused(job.clone(), refusal("unlisted.test", 443));
+        inboxes.network_refused(job.clone(), refusal("unlisted.test", 443));
+        inboxes.network_refused(job.clone(), refusal("other.test", 80));
+        inboxes.network_refused(None, refusal("third.test", 80));
+        let told = About {
+            told: vec![JobId(4)],
+            ..About::default()
+        };
+        let events = inboxes.take("s", &told).unwrap().events;
+        let said: Vec<(String, u64)> = events
+            .iter()
+            .map(|event| match event {
+                InboxEvent::NetworkRefused { message, count, .. } => (message.clone(), *count),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            said,
+            [
+                (
+                    "network: refused unlisted.test:443, not on the allow-list".to_owned(),
+                    2
+                ),
+                (
+                    "network: refused other.test:80, not on the allow-list".to_owned(),
+                    1
+                ),
+            ]
+        );
     }
 
     #[test]

@@ -94,6 +94,9 @@ pub struct JobsActor {
     pub(in crate::jobs) watchers: watchers::Watchers,
     /// The asks waiting for a person, and the grants (issue 44).
     pub(in crate::jobs) asks: asks::Asks,
+    /// bashd's proxy for `allow-list` jobs (issue 43), once the daemon made it: what
+    /// serves each session's proxy port, and what status reports.
+    pub(in crate::jobs) proxy: Option<crate::network::Proxy>,
 }
 
 pub(in crate::jobs) struct Job {
@@ -238,6 +241,7 @@ impl JobsActor {
             inboxes,
             watchers: Default::default(),
             asks: Default::default(),
+            proxy: None,
         };
         (
             actor,
@@ -251,6 +255,11 @@ impl JobsActor {
                 inbox_pending,
             },
         )
+    }
+
+    /// Gives the actor the daemon's proxy, before it runs.
+    pub fn set_proxy(&mut self, proxy: crate::network::Proxy) {
+        self.proxy = Some(proxy);
     }
 
     pub async fn run(mut self) {

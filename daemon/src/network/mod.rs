@@ -1,0 +1,58 @@
+//! The network of a job whose `[sandbox] network` is `allow-list` (issue 43): the
+//! allow-list in force (`allow_list.rs`), the proxy bashd runs for every session
+//! (`proxy/`), and the names it resolves (`resolve.rs`).
+//!
+//! The daemon makes one [`Proxy`] and hands it each session's listening socket
+//! (`Proxy::serve`); the socket is made inside the session's network namespace by
+//! its resident and passed to bashd, so every connection on it is that session's.
+//! What the proxy refuses comes back as [`Refusal`] values on a channel, for the
+//! session's inbox and the job's result.
+
+pub mod allow_list;
+pub mod proxy;
+pub mod resolve;
+
+use std::fmt;
+use std::net::IpAddr;
+
+pub use allow_list::{AllowList, Target};
+pub use proxy::{Proxy, ProxyCaps, ProxyCounts};
+pub use resolve::{Resolve, SystemResolver};
+
+/// A request the proxy refused because of the allow-list, as the session is told it:
+/// `network: refused HOST:PORT, not on the allow-list`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// The session whose listener the request came in on.
+    pub session: String,
+    /// The host as the request named it (`example.org`, `192.0.2.7`, `[::1]`).
+    pub host: String,
+    pub port: u16,
+    pub why: RefusedWhy,
+}
+
+/// Why a request was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefusedWhy {
+    /// No entry of the list names the host on that port: a name is refused before it
+    /// is resolved.
+    NotListed,
+    /// The name is listed, and resolves only to this address of the host itself
+    /// (loopback, link-local), which the list does not name as an address.
+    Local(IpAddr),
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Refusal { host, port, .. } = self;
+        match self.why {
+            RefusedWhy::NotListed => {
+                write!(f, "network: refused {host}:{port}, not on the allow-list")
+            }
+            RefusedWhy::Local(ip) => write!(
+                f,
+                "network: refused {host}:{port}, it resolves to {ip}, an address of this host not on the allow-list"
+            ),
+        }
+    }
+}
