@@ -33,10 +33,6 @@ struct Home {
 }
 
 impl Home {
-    fn start() -> Home {
-        Home::start_in(false)
-    }
-
     /// `apart`: `HOME` in a temp dir of its own in cargo's `target/tmp`, away from the
     /// daemon's: in the scratch dir, the runtime dir is an entry of a parent of a
     /// hidden path, which the job covers with a mount, so the zygote's rules made
