@@ -216,6 +216,7 @@ struct Shell<'a> {
     sandbox: Option<(&'a confine::Spec, RawFd)>,
     in_cgroup: bool,
     kit: Option<&'a confine::Kit>,
+    reads: Option<&'a confine::ReadRules>,
     filtered: bool,
     address_space: Option<libc::rlimit>,
     channel_fd: Option<RawFd>,
@@ -228,12 +229,12 @@ struct Shell<'a> {
 /// and serves the job until none of it is left. `sandbox` is what the shell's process
 /// confines itself to (the spawn's, read by the zygote), `kit` the namespaces the
 /// zygote made ahead for it, held here until the job's last report is sent, so that
-/// their teardown is not on the job's path.
+/// their teardown is not on the job's path, and the read rules it made ahead.
 pub fn run(
     base: Base,
     spawn: Spawn,
     sandbox: Option<confine::Spec>,
-    kit: Option<confine::Kit>,
+    (kit, reads): (Option<confine::Kit>, Option<confine::ReadRules>),
     fds: JobFds,
 ) -> io::Result<Never> {
     let Base { sigfd, null } = base;
@@ -323,6 +324,7 @@ pub fn run(
             .zip(setup_pipe.as_ref().map(|(_, write)| write.as_raw_fd())),
         in_cgroup: cgroup.is_some(),
         kit: kit.as_ref(),
+        reads: reads.as_ref(),
         filtered,
         address_space: spawn.rlimit_as.map(|bytes| libc::rlimit {
             rlim_cur: bytes,
@@ -479,8 +481,14 @@ unsafe fn exec_shell(shell: &Shell) -> ! {
         // In the cgroup and the workdir already, before the address space limit,
         // which the sandbox's setup must not hit.
         if let Some((spec, failed)) = shell.sandbox
-            && let Err(failure) =
-                confine::apply(spec, shell.pty, shell.in_cgroup, shell.kit, shell.filtered)
+            && let Err(failure) = confine::apply(
+                spec,
+                shell.pty,
+                shell.in_cgroup,
+                shell.kit,
+                shell.filtered,
+                shell.reads,
+            )
         {
             let text = failure.to_string();
             libc::write(failed, text.as_ptr().cast(), text.len());

@@ -7,11 +7,18 @@
 //! as they were long ago (a mount the host makes later reaches a kit's copy only where
 //! the host's mount point is shared). A maker that fails stops the store: every job
 //! then makes its own, as without it, and reports what fails there.
+//!
+//! The store also keeps the read rules of the last `deny_read` list a confined job
+//! had ([`confine::Prepared`]), made by the zygote itself after a job was handed on,
+//! and handed to each next job with that list while its parents are as they were;
+//! when one changed, that job lists them itself and the rules are made again.
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
-use bashd_resident_core::confine::Kit;
+use std::path::PathBuf;
+
+use bashd_resident_core::confine::{self, Kit, Prepared, ReadRules, Unprepared};
 
 /// How old a kit may be when a job takes it.
 const MAX_AGE: Duration = Duration::from_secs(10);
@@ -27,6 +34,11 @@ pub struct Store {
     maker: Option<Maker>,
     /// A maker failed: no more are started.
     stopped: bool,
+    /// The read rules made ahead, and the `deny_read` list to make them for next.
+    reads: Option<Prepared>,
+    reads_wanted: Option<Vec<PathBuf>>,
+    /// A list whose rules cannot be made ahead (a path on it resolves elsewhere).
+    reads_never: Option<Vec<PathBuf>>,
 }
 
 /// A process making a kit: it writes one byte on `ready` once its namespaces are
@@ -47,6 +59,27 @@ impl Store {
         self.wanted[kind] = true;
         let (kit, made) = self.ready[kind].take()?;
         (made.elapsed() < MAX_AGE).then_some(kit)
+    }
+
+    /// The read rules for a job with `spec`, if the ones ready are its and fresh; when
+    /// not, the rules of its list are made next ([`Store::refill`]).
+    pub fn take_reads(&mut self, spec: &confine::Spec) -> Option<ReadRules> {
+        if !spec.files || spec.deny_read.is_empty() {
+            return None;
+        }
+        match &self.reads {
+            Some(ready) if ready.of(&spec.deny_read) => {
+                if ready.fresh() {
+                    return ReadRules::of(ready, spec);
+                }
+                self.reads = None;
+            }
+            _ => {}
+        }
+        if self.reads_never.as_deref() != Some(&spec.deny_read[..]) {
+            self.reads_wanted = Some(spec.deny_read.clone());
+        }
+        None
     }
 
     /// The descriptor to poll for a maker's word, or -1.
@@ -78,6 +111,14 @@ impl Store {
     /// Starts a maker for a kind that is wanted and not ready, unless one runs.
     /// `close` are the zygote's descriptors, which the maker closes first.
     pub fn refill(&mut self, close: &[RawFd]) {
+        if let Some(deny_read) = self.reads_wanted.take() {
+            match Prepared::make(&deny_read) {
+                Ok(prepared) => self.reads = Some(prepared),
+                Err(Unprepared::Unresolved) => self.reads_never = Some(deny_read),
+                // Made again after the next job with this list.
+                Err(Unprepared::NotNow) => {}
+            }
+        }
         if self.stopped || self.maker.is_some() {
             return;
         }

@@ -140,20 +140,20 @@ fn zygote() -> io::Result<Never> {
             let Some((body, descriptors)) = frame::receive(&socket)? else {
                 std::process::exit(0);
             };
-            let (counted, kit) = inspect(&body, descriptors.len(), &mut kits);
+            let (counted, kit, reads) = inspect(&body, descriptors.len(), &mut kits);
             // Only a spawn with its own count of descriptors: the spare takes those
             // after them for the kit.
             // A frame with a wrong count goes to a resident of its own, which refuses
             // it, and the spare waits for the next.
             let handed = counted
-                && spare
-                    .take()
-                    .is_some_and(|taker| taker.hand(&body, &descriptors, kit.as_ref()));
+                && spare.take().is_some_and(|taker| {
+                    taker.hand(&body, &descriptors, kit.as_ref(), reads.as_ref())
+                });
             // The zygote's copies of what was handed close as they drop; a spare that
             // died, or could not take the frame, leaves the job to a resident forked
             // for it.
             if !handed {
-                fork_resident(&body, descriptors, kit, &own(&spare), &mut kits);
+                fork_resident(&body, descriptors, (kit, reads), &own(&spare), &mut kits);
             }
         }
         if fds[0].revents != 0 {
@@ -229,11 +229,18 @@ impl Spare {
     }
 
     /// Hands a spawn to the spare, which runs it from there: the frame as it came,
-    /// the job's descriptors and, after them, the kit's. False when the spare did not
+    /// the job's descriptors and, after them, its read rules and the kit's. False when the spare did not
     /// take it: it died, or it took none of it for [`HAND_TIMEOUT`] and was killed
     /// (what it got of the frame, descriptors included, goes with it).
-    fn hand(self, body: &[u8], descriptors: &[OwnedFd], kit: Option<&confine::Kit>) -> bool {
+    fn hand(
+        self,
+        body: &[u8],
+        descriptors: &[OwnedFd],
+        kit: Option<&confine::Kit>,
+        reads: Option<&confine::ReadRules>,
+    ) -> bool {
         let mut fds: Vec<RawFd> = descriptors.iter().map(|fd| fd.as_raw_fd()).collect();
+        fds.extend(reads.map(confine::ReadRules::raw_fd));
         fds.extend(kit.map(|kit| kit.raw_fds()).unwrap_or_default());
         match frame::send(&self.socket, body, &fds) {
             Ok(()) => true,
@@ -252,26 +259,34 @@ impl Spare {
 
 /// What the zygote reads of a spawn before it hands it on: whether it came with the
 /// descriptors its fields count, and, for a confined job, the kit of namespaces the
-/// store has ready for it, taken here so that no other job is handed it.
-fn inspect(body: &[u8], descriptors: usize, kits: &mut kit::Store) -> (bool, Option<confine::Kit>) {
+/// store has ready for it, taken here so that no other job is handed it, and the read
+/// rules made ahead for its `deny_read`.
+fn inspect(
+    body: &[u8],
+    descriptors: usize,
+    kits: &mut kit::Store,
+) -> (bool, Option<confine::Kit>, Option<confine::ReadRules>) {
     let Ok(spawn) = Spawn::decode(body) else {
-        return (false, None);
+        return (false, None, None);
     };
     let counted =
         descriptors == SPAWN_FDS + usize::from(spawn.stdin_pipe) + usize::from(spawn.channel);
-    let kit = spawn
+    let Some(spec) = spawn
         .sandbox
         .and_then(|spec| confine::Spec::decode(&spec).ok())
         .filter(|spec| spec.confines())
-        .and_then(|spec| kits.take(spec.network_off));
-    (counted, kit)
+    else {
+        return (counted, None, None);
+    };
+    let kit = kits.take(spec.network_off);
+    (counted, kit, kits.take_reads(&spec))
 }
 
-/// Forks the resident of one spawn, with its kit.
+/// Forks the resident of one spawn, with its kit and read rules.
 fn fork_resident(
     body: &[u8],
     descriptors: Vec<OwnedFd>,
-    kit: Option<confine::Kit>,
+    (kit, reads): (Option<confine::Kit>, Option<confine::ReadRules>),
     close: &[RawFd],
     kits: &mut kit::Store,
 ) {
@@ -285,7 +300,12 @@ fn fork_resident(
             }
             kits.forget();
             set_name(c"bashd-resident");
-            start(job::Base::new(), body, descriptors, KitFrom::Zygote(kit))
+            start(
+                job::Base::new(),
+                body,
+                descriptors,
+                KitFrom::Zygote(kit, reads),
+            )
         }
         -1 => {
             if let Some(control) = descriptors.first() {
@@ -304,11 +324,11 @@ fn fork_resident(
     }
 }
 
-/// Where a resident's kit of namespaces comes from.
+/// Where a resident's kit of namespaces and read rules come from.
 enum KitFrom {
-    /// The zygote that forked it took it from its store.
-    Zygote(Option<confine::Kit>),
-    /// A spare: after the job's descriptors, where the zygote put it.
+    /// The zygote that forked it took them from its store.
+    Zygote(Option<confine::Kit>, Option<confine::ReadRules>),
+    /// A spare: after the job's descriptors, where the zygote put them.
     Frame,
 }
 
@@ -335,13 +355,23 @@ fn start(
     };
     let wrong = || -> ! { fail("bashd-resident got the wrong descriptors for the job".into()) };
     let expected = SPAWN_FDS + usize::from(spawn.stdin_pipe) + usize::from(spawn.channel);
-    let kit = match kit {
-        KitFrom::Zygote(kit) => kit,
+    let (kit, reads) = match kit {
+        KitFrom::Zygote(kit, reads) => (kit, reads),
         KitFrom::Frame if descriptors.len() > expected => {
-            let kit = confine::Kit::from_fds(descriptors.split_off(expected));
-            Some(kit.unwrap_or_else(|| wrong()))
+            let mut extra = descriptors.split_off(expected);
+            // The read rules first, when there are some; the kit's namespaces after.
+            let reads = match confine::ReadRules::from_fd(extra.remove(0)) {
+                Ok(reads) => Some(reads),
+                Err(fd) => {
+                    extra.insert(0, fd);
+                    None
+                }
+            };
+            let kit = (!extra.is_empty())
+                .then(|| confine::Kit::from_fds(extra).unwrap_or_else(|| wrong()));
+            (kit, reads)
         }
-        KitFrom::Frame => None,
+        KitFrom::Frame => (None, None),
     };
     if descriptors.len() != expected {
         wrong();
@@ -360,7 +390,7 @@ fn start(
         stdin: spawn.stdin_pipe.then(&mut next),
         channel: spawn.channel.then(&mut next),
     };
-    match base.and_then(|base| job::run(base, spawn, sandbox, kit, fds)) {
+    match base.and_then(|base| job::run(base, spawn, sandbox, (kit, reads), fds)) {
         Ok(never) => match never {},
         Err(e) => fail(e.to_string()),
     }

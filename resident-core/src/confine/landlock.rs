@@ -5,6 +5,7 @@
 //! unix socket made outside it, where the kernel scopes them (ABI 6).
 
 use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::PathBuf;
 
 use landlock::{
@@ -21,7 +22,7 @@ const MIN_ABI: i32 = 3;
 
 /// Devices a job writes to without writing anything anywhere: output thrown away,
 /// terminals. Device ioctls (a terminal's size) are allowed on them only.
-const DEVICES: &[&str] = &[
+pub(super) const DEVICES: &[&str] = &[
     "/dev/null",
     "/dev/zero",
     "/dev/full",
@@ -81,6 +82,60 @@ pub(super) fn scope_only() -> Result<(), Failure> {
         .and_then(|r| r.create())
         .and_then(|r| r.restrict_self())
         .map_err(fail)?;
+    Ok(())
+}
+
+/// The read rules of `grants` as a ruleset of their own, made ahead by the zygote
+/// (`reads::Prepared`) for [`restrict_reads`]: it handles reads and moves across
+/// directories only, so a job applies it beside the ruleset of its writes (with no
+/// `deny_read` of its own, reads beneath `/`), and each right is held by the one that
+/// handles it. Listing everywhere; reading and running what `grants` holds; moving
+/// across directories beneath the directories granted (the writes' ruleset holds it to
+/// the writable roots: a ruleset that handles no `Refer` refuses every such move).
+pub(super) fn read_layer(grants: Vec<reads::Grant>) -> io::Result<OwnedFd> {
+    let error = |e: &dyn std::fmt::Display| io::Error::other(e.to_string());
+    let read = AccessFs::from_read(ABI::V5);
+    let file: BitFlags<AccessFs> = AccessFs::ReadFile | AccessFs::Execute;
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(read | AccessFs::Refer)
+        .and_then(|r| r.create())
+        .map_err(|e| error(&e))?;
+    let root = PathFd::new("/").map_err(|e| error(&e))?;
+    ruleset = ruleset
+        .add_rule(PathBeneath::new(root, AccessFs::ReadDir))
+        .map_err(|e| error(&e))?;
+    for grant in grants {
+        let access = if grant.dir {
+            read | AccessFs::Refer
+        } else {
+            file
+        };
+        ruleset = ruleset
+            .add_rule(PathBeneath::new(grant.fd, access))
+            .map_err(|e| error(&e))?;
+    }
+    Option::<OwnedFd>::from(ruleset).ok_or_else(|| io::Error::from(io::ErrorKind::Unsupported))
+}
+
+/// Applies a ruleset [`read_layer`] made, after [`restrict`] with no `deny_read`
+/// (which set `no_new_privs`, as the kernel asks).
+pub(super) fn restrict_reads(ruleset: &OwnedFd) -> Result<(), Failure> {
+    // SAFETY: a ruleset descriptor this process holds, and no flags.
+    let done = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_restrict_self,
+            ruleset.as_raw_fd(),
+            0 as libc::c_uint,
+        )
+    };
+    if done != 0 {
+        return Err(Failure {
+            step: "confine the file system's reads".to_owned(),
+            error: io::Error::last_os_error(),
+            fix: FIX_LANDLOCK,
+        });
+    }
     Ok(())
 }
 

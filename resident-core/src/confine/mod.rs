@@ -42,10 +42,12 @@ mod reads;
 mod seccomp;
 
 pub use namespaces::Kit;
+pub use reads::{Prepared, Unprepared};
 
 use std::ffi::OsString;
 use std::fmt;
 use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::PathBuf;
 
@@ -204,6 +206,38 @@ fn unescape(bytes: &[u8]) -> Option<PathBuf> {
     Some(PathBuf::from(OsString::from_vec(out)))
 }
 
+/// The read rules of a job's `deny_read`, made ahead by the zygote ([`Prepared`]): a
+/// Landlock ruleset descriptor, handed to the job's resident after the job's own
+/// descriptors and before its kit's.
+#[derive(Debug)]
+pub struct ReadRules(OwnedFd);
+
+impl ReadRules {
+    /// The rules the zygote has ready in `prepared`, for a job with `spec`; `None`
+    /// when they are not this job's, or not what its own listing would grant now.
+    pub fn of(prepared: &Prepared, spec: &Spec) -> Option<ReadRules> {
+        (spec.files
+            && prepared.of(&spec.deny_read)
+            && prepared.cover(&spec.writable, spec.runtime_dir.as_deref()))
+        .then(|| prepared.ruleset().ok().map(ReadRules))
+        .flatten()
+    }
+
+    pub fn raw_fd(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+
+    /// The rules, when `fd` (received after a job's descriptors) is a Landlock
+    /// ruleset; otherwise `fd` back (a namespace of the kit).
+    pub fn from_fd(fd: OwnedFd) -> Result<ReadRules, OwnedFd> {
+        let link = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()));
+        match link {
+            Ok(link) if link.as_os_str() == "anon_inode:[landlock-ruleset]" => Ok(ReadRules(fd)),
+            _ => Err(fd),
+        }
+    }
+}
+
 /// Does ahead, in the zygote, what every confined job would otherwise do again in the
 /// shell's process: the seccomp filter compiled, the last capability read. The
 /// residents it forks, and so their shells' processes, inherit both.
@@ -236,7 +270,8 @@ pub fn resident_filter(spec: &Spec) -> Result<bool, Failure> {
 /// reads. `terminal`: stdin is the job's terminal (`exec --pty`); `cgroup`: the
 /// process is in a cgroup of the job's own, which it must not leave; `kit`: the job's
 /// namespaces, made ahead by the zygote, which the caller holds until the job is over;
-/// `filtered`: the process inherited the job's seccomp filter ([`resident_filter`]).
+/// `filtered`: the process inherited the job's seccomp filter ([`resident_filter`]);
+/// `reads`: the read rules of `spec.deny_read`, made ahead ([`ReadRules::of`]).
 /// On an error the process is half confined: it must not run the job.
 pub fn apply(
     spec: &Spec,
@@ -244,6 +279,7 @@ pub fn apply(
     cgroup: bool,
     kit: Option<&Kit>,
     filtered: bool,
+    reads: Option<&ReadRules>,
 ) -> Result<(), Failure> {
     if !spec.confines() {
         return Ok(());
@@ -267,7 +303,15 @@ pub fn apply(
         None => namespaces::host_settings_read_only(cgroup)?,
     }
     if spec.files {
-        landlock::restrict(&spec.writable, &spec.deny_read, terminal)?;
+        match reads {
+            // Two rulesets, each right held by the one that handles it: the writes
+            // (reads beneath `/`), then the reads made ahead.
+            Some(reads) => {
+                landlock::restrict(&spec.writable, &[], terminal)?;
+                landlock::restrict_reads(&reads.0)?;
+            }
+            None => landlock::restrict(&spec.writable, &spec.deny_read, terminal)?,
+        }
     } else {
         // The file system is the job's to write, but its resident and the rest of the
         // host are still not its to signal.

@@ -19,20 +19,30 @@
 //! Listing is granted everywhere (`ReadDir` beneath `/`): `ls ~` works whatever was
 //! made later, at the price that the names (not the contents) in a hidden directory
 //! made later can be listed.
+//!
+//! Listing the parents and opening their entries cost a job 0.2 – 0.4 ms, so the
+//! zygote makes the rules ahead, once for a `deny_read` list ([`Prepared`]), as a
+//! Landlock ruleset of the reads alone that each job's shell then only applies. Such a
+//! ruleset grants the inodes that were there when it was made: it is handed to a job
+//! only while every parent is as it was then (a name made, removed or renamed in a
+//! directory changes its modification time), so what it grants is what the job's
+//! own listing would grant. Otherwise the job lists them itself, and the zygote makes
+//! the rules again.
 
 use std::collections::{BTreeSet, HashMap};
 use std::ffi::OsStr;
 use std::fs;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
 use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags};
 
-/// What to grant read on: an entry of a parent, opened without following it, and
-/// whether it is a directory (a file takes only the file rights).
+/// What to grant read on: an entry of a parent, opened without following it, its
+/// path, and whether it is a directory (a file takes only the file rights).
 pub(super) struct Grant {
     pub fd: OwnedFd,
+    pub path: PathBuf,
     pub dir: bool,
 }
 
@@ -169,11 +179,151 @@ pub(super) fn grants(hidden: &[PathBuf]) -> Vec<Grant> {
             };
             grants.push(Grant {
                 fd,
+                path,
                 dir: kind == FileType::Directory,
             });
         }
     }
     grants
+}
+
+/// The read rules of one `deny_read` list, made ahead by the zygote: a Landlock
+/// ruleset that handles reads only (`landlock::read_layer`), which a job whose spec
+/// it fits applies beside a ruleset of its writes (`landlock::restrict_writes`).
+pub struct Prepared {
+    deny_read: Vec<PathBuf>,
+    ruleset: OwnedFd,
+    /// Each parent, and how it was before it was listed (`None`: missing).
+    parents: Vec<(PathBuf, Option<Seen>)>,
+    /// The directories granted, beneath which a job's roots and devices must be for
+    /// these rules to read them.
+    granted: Vec<PathBuf>,
+}
+
+/// Why [`Prepared::make`] made nothing.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Unprepared {
+    /// A path of the list is not as it resolves (a symlink, `..`): what the rules
+    /// hide would hang on names no parent's time tells about. Each job makes its own.
+    Unresolved,
+    /// A parent changed within the clock's last tick, or the ruleset could not be
+    /// made: try again later.
+    NotNow,
+}
+
+/// What a directory's inode and times were: a name made, removed or renamed in it
+/// changes both times, to the kernel's clock tick.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Seen {
+    dev: u64,
+    ino: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+fn seen(path: &Path) -> Option<Seen> {
+    let stat = rustix::fs::lstat(path).ok()?;
+    Some(Seen {
+        dev: stat.st_dev,
+        ino: stat.st_ino,
+        mtime: (stat.st_mtime, stat.st_mtime_nsec as i64),
+        ctime: (stat.st_ctime, stat.st_ctime_nsec as i64),
+    })
+}
+
+/// The kernel's coarse clock, the one it stamps a directory's times with.
+fn coarse_now() -> (i64, i64) {
+    // SAFETY: plain data, filled in by clock_gettime next.
+    let mut now: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: a timespec of this frame.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME_COARSE, &mut now) };
+    (now.tv_sec, now.tv_nsec)
+}
+
+impl Prepared {
+    /// Lists the parents of `deny_read` and makes the read ruleset of their entries,
+    /// as a job would (`grants`).
+    pub fn make(deny_read: &[PathBuf]) -> Result<Prepared, Unprepared> {
+        // Before the parents are looked at: a change stamped at or after this may have
+        // come after the listing, within the same tick, and not be told apart.
+        let start = coarse_now();
+        let hidden = hidden(deny_read);
+        if hidden != deny_read {
+            return Err(Unprepared::Unresolved);
+        }
+        // Each parent is looked at before it is listed: one that changes after is
+        // found changed when the rules are handed out.
+        let parents: Vec<(PathBuf, Option<Seen>)> = parents(&hidden)
+            .into_iter()
+            .map(|parent| {
+                let seen = seen(&parent);
+                (parent, seen)
+            })
+            .collect();
+        let racy = |seen: &Seen| seen.mtime >= start || seen.ctime >= start;
+        if parents
+            .iter()
+            .any(|(_, seen)| seen.as_ref().is_some_and(racy))
+        {
+            return Err(Unprepared::NotNow);
+        }
+        let grants = grants(&hidden);
+        let granted = grants
+            .iter()
+            .filter(|grant| grant.dir)
+            .map(|grant| grant.path.clone())
+            .collect();
+        let ruleset = super::landlock::read_layer(grants).map_err(|_| Unprepared::NotNow)?;
+        Ok(Prepared {
+            deny_read: deny_read.to_vec(),
+            ruleset,
+            parents,
+            granted,
+        })
+    }
+
+    /// Whether these are the rules of `deny_read`.
+    pub fn of(&self, deny_read: &[PathBuf]) -> bool {
+        self.deny_read == deny_read
+    }
+
+    /// Whether every parent is as it was when listed, so that each entry granted still
+    /// has its name and no name was added: what a job's own listing would grant now.
+    pub fn fresh(&self) -> bool {
+        self.parents
+            .iter()
+            .all(|(parent, then)| seen(parent) == *then)
+    }
+
+    /// Whether these rules read every path a job with `writable` roots must read in
+    /// full: its roots, and the devices it writes (`landlock::DEVICES`). The job's own
+    /// rules grant those whole; these grant only what is beneath a granted directory.
+    /// Such a directory must not be one the job mounts over (the cover of the runtime
+    /// dir, its devpts, its terminal): Landlock skips a mount point's own rule when a
+    /// path crosses the mount on it, and these rules hold the host's inode there, not
+    /// the mount's, as a job's own listing after its mounts would.
+    pub fn cover(&self, writable: &[PathBuf], runtime_dir: Option<&Path>) -> bool {
+        let mounted_over = |dir: &Path| {
+            runtime_dir.is_some_and(|runtime| dir.starts_with(runtime))
+                || dir == Path::new("/dev/pts")
+                || dir == Path::new("/dev/console")
+        };
+        let covered = |path: &Path| {
+            self.granted
+                .iter()
+                .any(|dir| path.starts_with(dir) && !mounted_over(dir))
+        };
+        writable.iter().all(|root| covered(root))
+            && super::landlock::DEVICES
+                .iter()
+                .chain(&["/dev/console"])
+                .all(|device| covered(Path::new(device)))
+    }
+
+    /// A descriptor of the ruleset, for one job.
+    pub fn ruleset(&self) -> std::io::Result<OwnedFd> {
+        self.ruleset.as_fd().try_clone_to_owned()
+    }
 }
 
 #[cfg(test)]
