@@ -7,6 +7,7 @@ mod conn;
 mod inbound;
 pub mod jobs;
 mod journal;
+pub mod network;
 mod outbound;
 // Public for the benchmark, which times the pipe path's capture in process.
 pub mod output;
