@@ -614,6 +614,7 @@ mod tests {
             open_files: 9,
             open_files_limit: None,
             sandbox: None,
+            tool_sources: Vec::new(),
         }
     }
 

@@ -31,6 +31,7 @@ pub use proc_stat::{ProcStat, process_start_time};
 pub use requests::*;
 pub use sandbox::{
     Network, SandboxDenial, SandboxInForce, SandboxMechanism, SandboxProfile, SandboxStatus,
+    ToolSource,
 };
 pub use top::{TopJob, TopRequest, WatchRequest, WatchUpdate};
 

@@ -326,4 +326,9 @@ pub struct StatusInfo {
     pub open_files_limit: Option<u64>,
     /// The sandbox in force by default and what the system offers it.
     pub sandbox: Option<crate::SandboxStatus>,
+    /// The hosts the person's own tools fetch from, each with where bashd read it
+    /// (issue 44): what the allow-list is built from beside `[sandbox] allow_hosts`.
+    /// Empty from an older daemon, and until the daemon's first reading ends.
+    #[serde(default)]
+    pub tool_sources: Vec<crate::ToolSource>,
 }

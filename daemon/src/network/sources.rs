@@ -264,7 +264,9 @@ pub async fn gather(env: &Environment, writable: &[PathBuf], runner: &Runner) ->
         }
         found.caches = env2.caches();
         if let Some(caches) = &found.caches
-            && let Err(e) = caches.make().and_then(|()| cargo_home_config(&env2, caches))
+            && let Err(e) = caches
+                .make()
+                .and_then(|()| cargo_home_config(&env2, caches))
         {
             tracing::debug!(
                 "tool sources: cannot make the caches in {}: {e}",
@@ -380,7 +382,9 @@ pub fn npm_registries(json: &str) -> Vec<(String, String, String)> {
     };
     config
         .iter()
-        .filter(|(key, _)| *key == "registry" || (key.starts_with('@') && key.ends_with(":registry")))
+        .filter(|(key, _)| {
+            *key == "registry" || (key.starts_with('@') && key.ends_with(":registry"))
+        })
         .filter_map(|(key, value)| {
             let url = value.as_str()?;
             Some((key.clone(), url.to_owned(), format!("npm config get {key}")))
@@ -425,7 +429,10 @@ async fn pip(env: &Environment, runner: &Runner, found: &mut ToolSources) {
     match ask(env, runner, "python3", &["-c", DEFAULT]).await {
         Ok(text) => {
             for url in text.lines().filter(|l| !l.trim().is_empty()) {
-                found.add(host_of(url.trim()), "pip's built-in index (pip._internal.models.index.PyPI)");
+                found.add(
+                    host_of(url.trim()),
+                    "pip's built-in index (pip._internal.models.index.PyPI)",
+                );
             }
         }
         Err(why) => tracing::debug!("tool sources: pip's default index: {why}"),
@@ -535,7 +542,10 @@ fn cargo(env: &Environment, found: &mut ToolSources) {
     }
     let index = home.join("registry").join("index");
     let Ok(dirs) = std::fs::read_dir(&index) else {
-        tracing::debug!("tool sources: cargo: no index cached in {}", index.display());
+        tracing::debug!(
+            "tool sources: cargo: no index cached in {}",
+            index.display()
+        );
         return;
     };
     let mut dirs: Vec<PathBuf> = dirs.flatten().map(|e| e.path()).collect();
@@ -602,9 +612,9 @@ pub fn sparse_index_config(text: &str) -> Vec<String> {
 /// too), or none when the person has none.
 fn cargo_home_config(env: &Environment, caches: &Caches) -> std::io::Result<()> {
     let target = caches.dir.join("cargo").join("config.toml");
-    let person = env
-        .cargo_home()
-        .and_then(|home| read_small(&home.join("config.toml")).or_else(|| read_small(&home.join("config"))));
+    let person = env.cargo_home().and_then(|home| {
+        read_small(&home.join("config.toml")).or_else(|| read_small(&home.join("config")))
+    });
     let Some(text) = person.and_then(|text| cargo_config_without_credentials(&text)) else {
         return match std::fs::remove_file(&target) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),

@@ -215,6 +215,18 @@ pub fn set_tmpdir(env: &mut Vec<(Vec<u8>, Vec<u8>)>, tmpdir: &Path) {
     env.push((b"TMPDIR".to_vec(), tmpdir.as_os_str().as_bytes().to_vec()));
 }
 
+/// Puts the registries and caches of the person's tools (`network::sources`) in a job
+/// confined in its files, over the client's: a registry named by the request's
+/// environment is not where its tools are pointed.
+pub fn set_tool_env(env: &mut Vec<(Vec<u8>, Vec<u8>)>, tools: &[(String, String)]) {
+    env.retain(|(key, _)| !tools.iter().any(|(k, _)| k.as_bytes() == key));
+    env.extend(
+        tools
+            .iter()
+            .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec())),
+    );
+}
+
 /// What this daemon's jobs can be confined by.
 #[derive(Debug, Clone)]
 pub enum Support {

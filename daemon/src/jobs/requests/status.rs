@@ -47,6 +47,16 @@ impl JobsActor {
                 &self.config.sandbox,
                 &self.containment.sandbox(),
             )),
+            tool_sources: self
+                .tool_sources
+                .borrow()
+                .sources
+                .iter()
+                .map(|s| bashd_protocol::ToolSource {
+                    entry: s.entry.clone(),
+                    origin: s.origin.clone(),
+                })
+                .collect(),
         }
     }
 }

@@ -91,6 +91,10 @@ pub struct JobsActor {
     pub(in crate::jobs) inboxes: inbox::Inboxes,
     /// The open `watch` requests (`bashc top`), told which jobs changed.
     pub(in crate::jobs) watchers: watchers::Watchers,
+    /// Where the person's tools fetch from, read off the startup path
+    /// (`network/sources.rs`): shown by `status`, and a confined job's registries and
+    /// caches. Empty until [`JobsActor::follow_tool_sources`] and the first reading.
+    pub(in crate::jobs) tool_sources: watch::Receiver<Arc<crate::network::sources::ToolSources>>,
 }
 
 pub(in crate::jobs) struct Job {
@@ -234,6 +238,7 @@ impl JobsActor {
             arrivals,
             inboxes,
             watchers: Default::default(),
+            tool_sources: watch::channel(Arc::default()).1,
         };
         (
             actor,
@@ -246,6 +251,14 @@ impl JobsActor {
                 inbox_pending,
             },
         )
+    }
+
+    /// Takes the tool sources from `sources` from now on (`network::sources::follow`).
+    pub fn follow_tool_sources(
+        &mut self,
+        sources: watch::Receiver<Arc<crate::network::sources::ToolSources>>,
+    ) {
+        self.tool_sources = sources;
     }
 
     pub async fn run(mut self) {

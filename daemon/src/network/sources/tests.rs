@@ -35,7 +35,10 @@ fn a_url_becomes_its_host_and_a_port_only_when_it_is_not_the_schemes() {
         ("https://registry.example/", Some("registry.example")),
         ("http://registry.example/", Some("registry.example")),
         ("https://Registry.Example:443/x", Some("registry.example")),
-        ("https://registry.example:8443/x", Some("registry.example:8443")),
+        (
+            "https://registry.example:8443/x",
+            Some("registry.example:8443"),
+        ),
         ("http://registry.example:443/", Some("registry.example:443")),
         ("sparse+https://index.example/", Some("index.example")),
         ("registry+https://git.example/index", Some("git.example")),
@@ -44,7 +47,10 @@ fn a_url_becomes_its_host_and_a_port_only_when_it_is_not_the_schemes() {
         ("https://192.0.2.7/", Some("192.0.2.7:443")),
         ("http://[::1]:8080/", Some("[::1]:8080")),
         ("ssh://git@git.example/r.git", Some("git.example:22")),
-        ("https://dl.example/{crate}/{version}/download", Some("dl.example")),
+        (
+            "https://dl.example/{crate}/{version}/download",
+            Some("dl.example"),
+        ),
         ("file:///srv/index", None),
         ("/srv/index", None),
         ("https://x.example:99999/", None),
@@ -59,7 +65,10 @@ fn userinfo_never_reaches_a_job() {
         without_userinfo("https://__token__:s3cret@corp.example/simple/?x=a@b"),
         "https://corp.example/simple/?x=a@b"
     );
-    assert_eq!(without_userinfo("https://corp.example/"), "https://corp.example/");
+    assert_eq!(
+        without_userinfo("https://corp.example/"),
+        "https://corp.example/"
+    );
 }
 
 #[test]
@@ -88,11 +97,10 @@ fn npm_registry_and_scopes_from_its_config_and_from_npmrc() {
             ("npm.corp.example", "~/.npmrc")
         ]
     );
-    assert!(
-        found
-            .env
-            .contains(&("npm_config_registry".to_owned(), "http://127.0.0.2:4873/".to_owned()))
-    );
+    assert!(found.env.contains(&(
+        "npm_config_registry".to_owned(),
+        "http://127.0.0.2:4873/".to_owned()
+    )));
     assert!(!format!("{found:?}").contains("npm_SECRET"));
 }
 
@@ -123,7 +131,10 @@ fn go_proxies_and_sumdb() {
     );
     assert!(go_proxies("off").is_empty());
     assert_eq!(go_sumdb("sum.example").as_deref(), Some("sum.example"));
-    assert_eq!(go_sumdb("sum.example+abc123").as_deref(), Some("sum.example"));
+    assert_eq!(
+        go_sumdb("sum.example+abc123").as_deref(),
+        Some("sum.example")
+    );
     assert_eq!(
         go_sumdb("sum.example+abc123 https://mirror.example:8443/sumdb").as_deref(),
         Some("mirror.example:8443")
@@ -159,8 +170,14 @@ jobs = 2
     assert_eq!(
         entries(&found),
         [
-            ("cargo.corp.example", "~/.cargo/config.toml [registries.corp]"),
-            ("mirror.example:8443", "~/.cargo/config.toml [source.mirror]"),
+            (
+                "cargo.corp.example",
+                "~/.cargo/config.toml [registries.corp]"
+            ),
+            (
+                "mirror.example:8443",
+                "~/.cargo/config.toml [source.mirror]"
+            ),
             (
                 "index.cached.example",
                 "cargo's index cache ~/.cargo/registry/index/index.cached.example-1949cf8c6b5b557f"
@@ -186,8 +203,14 @@ jobs = 2
         assert!(caches.dir.join(sub).is_dir(), "{sub}");
     }
     let env = found.job_env();
-    assert!(env.iter().any(|(k, v)| k == "CARGO_HOME" && v.ends_with("bashd/tools/cargo")));
-    assert!(env.iter().any(|(k, v)| k == "PIP_CACHE_DIR" && v.ends_with("bashd/tools/pip")));
+    assert!(
+        env.iter()
+            .any(|(k, v)| k == "CARGO_HOME" && v.ends_with("bashd/tools/cargo"))
+    );
+    assert!(
+        env.iter()
+            .any(|(k, v)| k == "PIP_CACHE_DIR" && v.ends_with("bashd/tools/pip"))
+    );
 }
 
 #[test]
@@ -238,10 +261,7 @@ fn git_remotes_of_the_writable_roots_and_of_a_worktree() {
     );
     // A worktree of it: `.git` a file naming its gitdir, whose commondir is the repo's.
     let worktree = dir.path().join("src/wt");
-    write(
-        &repo.join(".git/worktrees/wt/commondir"),
-        "../..\n",
-    );
+    write(&repo.join(".git/worktrees/wt/commondir"), "../..\n");
     write(
         &worktree.join(".git"),
         &format!("gitdir: {}\n", repo.join(".git/worktrees/wt").display()),
@@ -261,7 +281,10 @@ fn git_remotes_of_the_writable_roots_and_of_a_worktree() {
             ("push.example:2222".to_owned(), origin("up")),
         ]
     );
-    let from_worktree: Vec<String> = git_remotes(&worktree).into_iter().map(|s| s.entry).collect();
+    let from_worktree: Vec<String> = git_remotes(&worktree)
+        .into_iter()
+        .map(|s| s.entry)
+        .collect();
     assert_eq!(
         from_worktree,
         ["git.example", "upstream.example:22", "push.example:2222"]
@@ -271,9 +294,15 @@ fn git_remotes_of_the_writable_roots_and_of_a_worktree() {
 #[test]
 fn xdg_cache_home_places_the_caches_and_no_home_places_none() {
     let env = Environment::from_vars([("HOME", "/home/me"), ("XDG_CACHE_HOME", "/var/cache/me")]);
-    assert_eq!(env.caches().unwrap().dir, Path::new("/var/cache/me/bashd/tools"));
+    assert_eq!(
+        env.caches().unwrap().dir,
+        Path::new("/var/cache/me/bashd/tools")
+    );
     // A relative XDG_CACHE_HOME is ignored, as the spec says.
     let env = Environment::from_vars([("HOME", "/home/me"), ("XDG_CACHE_HOME", "rel")]);
-    assert_eq!(env.caches().unwrap().dir, Path::new("/home/me/.cache/bashd/tools"));
+    assert_eq!(
+        env.caches().unwrap().dir,
+        Path::new("/home/me/.cache/bashd/tools")
+    );
     assert_eq!(Environment::default().caches(), None);
 }
