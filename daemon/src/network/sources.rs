@@ -69,6 +69,22 @@ impl ToolSources {
         self.sources.iter().map(|s| s.entry.clone()).collect()
     }
 
+    /// The entries and the git remotes of a session's writable `roots` (read now:
+    /// a root's `.git/config` is read-only to its confined jobs), for the allow-list
+    /// of that session.
+    pub fn for_roots(&self, roots: &[PathBuf]) -> Vec<Source> {
+        let mut all = ToolSources {
+            sources: self.sources.clone(),
+            ..ToolSources::default()
+        };
+        for root in roots {
+            for source in git_remotes(root) {
+                all.add(Some(source.entry), &source.origin);
+            }
+        }
+        all.sources
+    }
+
     /// What a job confined in its files gets over its client's environment: its
     /// tools' registries and the caches bashd owns.
     pub fn job_env(&self) -> Vec<(String, String)> {

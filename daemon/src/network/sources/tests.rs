@@ -266,7 +266,7 @@ fn git_remotes_of_the_writable_roots_and_of_a_worktree() {
         &worktree.join(".git"),
         &format!("gitdir: {}\n", repo.join(".git/worktrees/wt").display()),
     );
-    let found = gather_files(&home_env(dir.path()), &[repo.clone()]);
+    let found = gather_files(&home_env(dir.path()), std::slice::from_ref(&repo));
     let origin = |name: &str| format!("git remote {name} of {}", repo.display());
     let got: Vec<(String, String)> = found
         .sources
