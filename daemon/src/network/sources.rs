@@ -263,21 +263,11 @@ pub fn follow(
 /// Reads every source, in the order `bashc status` shows them. `writable` are the
 /// config's writable roots, whose git remotes are read.
 pub async fn gather(env: &Environment, writable: &[PathBuf], runner: &Runner) -> ToolSources {
-    let mut found = ToolSources::default();
-    npm(env, runner, &mut found).await;
-    pip(env, runner, &mut found).await;
-    go(env, runner, &mut found).await;
     let (env2, writable2) = (env.clone(), writable.to_vec());
-    // Files only, but a slow disk must not hold the runtime's threads.
+    // Files only, but a slow disk must not hold the runtime's threads. First, so that
+    // the tools asked below write into bashd's caches rather than the person's home.
     let files = tokio::task::spawn_blocking(move || {
         let mut found = ToolSources::default();
-        cargo(&env2, &mut found);
-        maven(&env2, &mut found);
-        for root in &writable2 {
-            for source in git_remotes(root) {
-                found.add(Some(source.entry), &source.origin);
-            }
-        }
         found.caches = env2.caches();
         if let Some(caches) = &found.caches
             && let Err(e) = caches
@@ -290,17 +280,30 @@ pub async fn gather(env: &Environment, writable: &[PathBuf], runner: &Runner) ->
             );
             found.caches = None;
         }
+        cargo(&env2, &mut found);
+        maven(&env2, &mut found);
+        for root in &writable2 {
+            for source in git_remotes(root) {
+                found.add(Some(source.entry), &source.origin);
+            }
+        }
         found
     })
     .await
     .unwrap_or_default();
+    let mut found = ToolSources {
+        caches: files.caches.clone(),
+        ..ToolSources::default()
+    };
+    npm(env, runner, &mut found).await;
+    pip(env, runner, &mut found).await;
+    go(env, runner, &mut found).await;
     for source in files.sources {
         found.add(Some(source.entry), &source.origin);
     }
     for (key, value) in files.env {
         found.set_env(&key, value);
     }
-    found.caches = files.caches;
     found
 }
 
@@ -311,6 +314,7 @@ async fn ask(
     runner: &Runner,
     program: &str,
     args: &[&str],
+    extra: &[(&str, String)],
 ) -> Result<String, String> {
     let Some(reaper) = runner else {
         return Err("no tool is run here".to_owned());
@@ -328,6 +332,7 @@ async fn ask(
         .env("GOTOOLCHAIN", "local")
         .env("npm_config_update_notifier", "false")
         .env("PIP_DISABLE_PIP_VERSION_CHECK", "1")
+        .envs(extra.iter().map(|(k, v)| (k, v)))
         .current_dir("/")
         .stdin(Stdio::null())
         .stdout(writer)
@@ -367,7 +372,15 @@ async fn ask(
 /// person's `.npmrc` files and npm's own default). Without npm on `PATH`, `~/.npmrc`
 /// is read, as pnpm and yarn classic read it too.
 async fn npm(env: &Environment, runner: &Runner, found: &mut ToolSources) {
-    let listed = match ask(env, runner, "npm", &["config", "list", "--json"]).await {
+    // npm writes a log and makes its cache dir at each run: bashd's cache, not the
+    // person's `~/.npm`, and no log.
+    let mut quiet = vec![("npm_config_logs_max", "0".to_owned())];
+    if let Some(caches) = &found.caches {
+        let dir = caches.dir.join("npm").to_string_lossy().into_owned();
+        quiet.push(("npm_config_cache", dir));
+    }
+    let asked = ask(env, runner, "npm", &["config", "list", "--json"], &quiet).await;
+    let listed = match asked {
         Ok(json) => npm_registries(&json),
         Err(why) => {
             tracing::debug!("tool sources: npm: {why}");
@@ -423,7 +436,15 @@ pub fn npmrc_registries(text: &str) -> Vec<(String, String)> {
 /// pip's configured index and extra indexes (`pip config list`: its files and
 /// `PIP_*` variables) and its built-in index and file host, which pip itself names.
 async fn pip(env: &Environment, runner: &Runner, found: &mut ToolSources) {
-    match ask(env, runner, "python3", &["-m", "pip", "config", "list"]).await {
+    match ask(
+        env,
+        runner,
+        "python3",
+        &["-m", "pip", "config", "list"],
+        &[],
+    )
+    .await
+    {
         Ok(text) => {
             let mut extra = Vec::new();
             for (key, url) in pip_config(&text) {
@@ -442,7 +463,7 @@ async fn pip(env: &Environment, runner: &Runner, found: &mut ToolSources) {
     }
     // pip's own default index, from pip: never written here.
     const DEFAULT: &str = "from pip._internal.models.index import PyPI\nprint(PyPI.url)\nprint('https://' + PyPI.file_storage_domain + '/')";
-    match ask(env, runner, "python3", &["-c", DEFAULT]).await {
+    match ask(env, runner, "python3", &["-c", DEFAULT], &[]).await {
         Ok(text) => {
             for url in text.lines().filter(|l| !l.trim().is_empty()) {
                 found.add(
@@ -478,7 +499,7 @@ pub fn pip_config(text: &str) -> Vec<(String, String)> {
 
 /// `go env GOPROXY GOSUMDB`: the module proxies and the checksum database.
 async fn go(env: &Environment, runner: &Runner, found: &mut ToolSources) {
-    match ask(env, runner, "go", &["env", "GOPROXY", "GOSUMDB"]).await {
+    match ask(env, runner, "go", &["env", "GOPROXY", "GOSUMDB"], &[]).await {
         Ok(text) => {
             let mut lines = text.lines();
             let (proxy, sumdb) = (lines.next().unwrap_or(""), lines.next().unwrap_or(""));
