@@ -31,8 +31,9 @@ use tokio::sync::watch;
 use crate::config::Config;
 use crate::jobs::os::reaper::ReaperHandle;
 
-/// How long one tool (`npm`, `go`, `python3`) may take to answer.
-const TOOL_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long one tool (`npm`, `go`, `python3`) may take to answer: a second or less
+/// on an idle machine, several on a loaded one; nothing waits on it but the list.
+const TOOL_TIMEOUT: Duration = Duration::from_secs(15);
 /// The most of a tool's output that is read.
 const TOOL_OUTPUT_BYTES: u64 = 256 * 1024;
 /// The most of a config file that is read.
@@ -235,7 +236,7 @@ pub type Runner = Option<ReaperHandle>;
 
 /// Gathers at start and after each config reload, off the startup path, and sends
 /// each result on the returned channel (empty until the first gathering ends). The
-/// task ends when the config's sender goes, at shutdown.
+/// task ends when the config's sender goes, at shutdown, even in a reading.
 pub fn follow(
     mut config: watch::Receiver<Arc<Config>>,
     reaper: ReaperHandle,
@@ -245,7 +246,16 @@ pub fn follow(
         loop {
             let writable = config.borrow_and_update().sandbox.writable.clone();
             let started = std::time::Instant::now();
-            let found = gather(&Environment::of_daemon(), &writable, &Some(reaper.clone())).await;
+            let (env, runner) = (Environment::of_daemon(), Some(reaper.clone()));
+            let found = tokio::select! {
+                found = gather(&env, &writable, &runner) => found,
+                // A reload meanwhile starts again; a daemon that stops ends it, so it
+                // holds no spawn handle that keeps the reaper waiting.
+                changed = config.changed() => match changed {
+                    Ok(()) => continue,
+                    Err(_) => return,
+                },
+            };
             tracing::info!(
                 "tool sources: {} hosts the person's tools fetch from, read in {} ms",
                 found.sources.len(),
@@ -291,13 +301,27 @@ pub async fn gather(env: &Environment, writable: &[PathBuf], runner: &Runner) ->
     })
     .await
     .unwrap_or_default();
-    let mut found = ToolSources {
+    let start = || ToolSources {
         caches: files.caches.clone(),
         ..ToolSources::default()
     };
-    npm(env, runner, &mut found).await;
-    pip(env, runner, &mut found).await;
-    go(env, runner, &mut found).await;
+    let (mut from_npm, mut from_pip, mut from_go) = (start(), start(), start());
+    // At once: each tool takes a while to start (npm and pip most), and a loaded
+    // machine must not push one past its timeout for waiting on the others.
+    tokio::join!(
+        npm(env, runner, &mut from_npm),
+        pip(env, runner, &mut from_pip),
+        go(env, runner, &mut from_go),
+    );
+    let mut found = from_npm;
+    for other in [from_pip, from_go] {
+        for source in other.sources {
+            found.add(Some(source.entry), &source.origin);
+        }
+        for (key, value) in other.env {
+            found.set_env(&key, value);
+        }
+    }
     for source in files.sources {
         found.add(Some(source.entry), &source.origin);
     }

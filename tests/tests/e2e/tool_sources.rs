@@ -18,6 +18,16 @@ use crate::{json, show};
 const REGISTRY: &str = "http://127.0.0.2:4873/";
 const ENTRY: &str = "127.0.0.2:4873";
 const TOKEN: &str = "npm_i44_SECRET_TOKEN";
+/// The index `~/.pip/pip.conf` names, with the token in its URL.
+const PIP_ENTRY: &str = "127.0.0.3:8081";
+
+/// Whether pip runs here: its part of the tests is checked only then.
+fn have_pip() -> bool {
+    std::process::Command::new("python3")
+        .args(["-m", "pip", "--version"])
+        .output()
+        .is_ok_and(|out| out.status.success())
+}
 
 /// A daemon whose `HOME` is a fake one holding an `.npmrc` and a cargo cache, with a
 /// workspace below it.
@@ -39,6 +49,14 @@ impl Home {
         std::fs::write(
             home.join(".npmrc"),
             format!("registry={REGISTRY}\n//{ENTRY}/:_authToken={TOKEN}\n"),
+        )
+        .unwrap();
+        // pip's legacy user config, which pip still reads: an index with a token in
+        // its URL, as private indexes are often written.
+        std::fs::create_dir_all(home.join(".pip")).unwrap();
+        std::fs::write(
+            home.join(".pip/pip.conf"),
+            format!("[global]\nindex-url = http://__token__:{TOKEN}@{PIP_ENTRY}/simple\n"),
         )
         .unwrap();
         if let Some(config) = config {
@@ -124,6 +142,26 @@ fn issue_44_status_lists_the_npm_registry_with_where_it_came_from() {
     );
     assert!(!text.contains(TOKEN), "{text}");
     assert!(!status.to_string().contains(TOKEN), "{status}");
+    if have_pip() {
+        assert!(
+            sources
+                .iter()
+                .any(|s| s["entry"] == PIP_ENTRY && s["origin"] == "pip config global.index-url"),
+            "{status}"
+        );
+    }
+
+    // Read again on reload: a registry changed in the person's files is in, the old
+    // one out.
+    std::fs::write(h.home.join(".npmrc"), "registry=http://127.0.0.4:4875/\n").unwrap();
+    let pid = rustix::process::Pid::from_raw(h.daemon.pid() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::HUP).unwrap();
+    let mut last = String::new();
+    let reread = wait_until(Duration::from_secs(30), || {
+        last = show(&h.daemon.run_bashc(&["status"]));
+        last.contains("127.0.0.4:4875") && !last.contains(ENTRY)
+    });
+    assert!(reread, "the reload did not read the new registry:\n{last}");
 }
 
 #[test]
@@ -139,7 +177,24 @@ fn issue_44_a_confined_job_reads_no_npmrc_but_gets_its_registry_without_the_toke
     assert_eq!(open.status.code(), Some(0), "{}", show(&open));
     assert!(stdout_of(&open).contains(TOKEN), "{}", show(&open));
 
-    let confined = h.confined(&script);
+    // A registry the request's environment names is not where the job's npm goes.
+    let script = format!("{script}; echo \"pip=$PIP_INDEX_URL\"");
+    let confined = h
+        .daemon
+        .bashc_at(&h.ws)
+        .env("npm_config_registry", "http://planted.example/")
+        .args([
+            "exec",
+            "--json",
+            "--sandbox",
+            "workspace-write",
+            "--workdir",
+        ])
+        .arg(&h.ws)
+        .arg("--")
+        .arg(&script)
+        .output()
+        .expect("cannot run bashc");
     assert_eq!(confined.status.code(), Some(0), "{}", show(&confined));
     let text = stdout_of(&confined);
     assert!(
@@ -151,6 +206,13 @@ fn issue_44_a_confined_job_reads_no_npmrc_but_gets_its_registry_without_the_toke
         "no npm_config_registry in a confined job:\n{}",
         show(&confined)
     );
+    if have_pip() {
+        assert!(
+            text.contains(&format!("pip=http://{PIP_ENTRY}/simple")),
+            "no PIP_INDEX_URL, or one with its token:\n{}",
+            show(&confined)
+        );
+    }
 }
 
 #[test]
