@@ -371,23 +371,39 @@ async fn ask(
         let _ = reader.take(TOOL_OUTPUT_BYTES).read_to_end(&mut out);
         out
     });
-    let pid = child.pid;
+    // Ended with its group (what it started goes too, and the pipe closes) unless it
+    // has exited: on a timeout, and when the reading is dropped (a reload, a stop),
+    // so that no tool outlives it and keeps a stopping daemon's reaper waiting.
+    let mut group = Group(Some(child.pid));
     let answered = tokio::time::timeout(TOOL_TIMEOUT, async {
         let out = read.await.unwrap_or_default();
         (out, child.exit.await)
     })
     .await;
+    if answered.is_ok() {
+        group.0 = None;
+    }
     match answered {
         Ok((out, Ok(exit))) if exit.code() == Some(0) => Ok(String::from_utf8_lossy(&out).into()),
         Ok((_, exit)) => Err(format!("{program} {} failed ({exit:?})", args.join(" "))),
         Err(_) => {
-            // Its group: what it started goes too, and the pipe closes.
-            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+            drop(group);
             Err(format!(
                 "{program} {} took longer than {} s",
                 args.join(" "),
                 TOOL_TIMEOUT.as_secs()
             ))
+        }
+    }
+}
+
+/// The process group of a tool still running, killed when dropped.
+struct Group(Option<rustix::process::Pid>);
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0 {
+            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
         }
     }
 }
