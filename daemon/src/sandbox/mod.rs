@@ -163,6 +163,7 @@ pub fn spec(
     confine::Spec {
         files,
         writable,
+        unwalked: Vec::new(),
         deny_read: if files {
             config.deny_read.clone()
         } else {

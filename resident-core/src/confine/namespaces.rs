@@ -67,7 +67,7 @@ impl Hidden {
                 .collect(),
             ..Hidden::default()
         };
-        hidden.read_only = git::read_only(&hidden.writable);
+        hidden.read_only = git::read_only(&hidden.writable, &spec.unwalked);
         hidden.terminal = terminal
             .then(|| fs::read_link("/proc/self/fd/0").ok())
             .flatten()

@@ -443,6 +443,7 @@ impl JobsActor {
                 .is_some_and(|s| s.profile == SandboxProfile::WorkspaceWrite)
         {
             confined.writable.push(caches.dir.clone());
+            confined.unwalked.push(caches.dir.clone());
         }
         // Unbounded so that a stop is never dropped for want of room: it holds at most
         // a stop per reason and a snapshot per request in flight. Stops sent while the
