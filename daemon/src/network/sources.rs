@@ -277,8 +277,10 @@ pub async fn gather(env: &Environment, writable: &[PathBuf], runner: &Runner) ->
     // Files only, but a slow disk must not hold the runtime's threads. First, so that
     // the tools asked below write into bashd's caches rather than the person's home.
     let files = tokio::task::spawn_blocking(move || {
-        let mut found = ToolSources::default();
-        found.caches = env2.caches();
+        let mut found = ToolSources {
+            caches: env2.caches(),
+            ..ToolSources::default()
+        };
         if let Some(caches) = &found.caches
             && let Err(e) = caches
                 .make()
