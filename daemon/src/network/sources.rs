@@ -163,8 +163,11 @@ pub struct Environment {
 impl Environment {
     /// The daemon's environment (variables that are not UTF-8 are left out).
     pub fn of_daemon() -> Environment {
+        // `vars_os`: `vars` panics on a variable that is not UTF-8.
         Environment {
-            vars: std::env::vars().collect(),
+            vars: std::env::vars_os()
+                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+                .collect(),
         }
     }
 
