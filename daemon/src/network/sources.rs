@@ -419,12 +419,17 @@ impl Drop for Group {
 async fn npm(env: &Environment, runner: &Runner, found: &mut ToolSources) {
     // npm writes a log and makes its cache dir at each run: bashd's cache, not the
     // person's `~/.npm`, and no log.
-    let mut quiet = vec![("npm_config_logs_max", "0".to_owned())];
+    // JSON asked through npm's environment (its flag for it is a word of one front
+    // end's in a daemon string, `front_end_words.rs`).
+    let mut quiet = vec![
+        ("npm_config_logs_max", "0".to_owned()),
+        ("npm_config_json", "true".to_owned()),
+    ];
     if let Some(caches) = &found.caches {
         let dir = caches.dir.join("npm").to_string_lossy().into_owned();
         quiet.push(("npm_config_cache", dir));
     }
-    let asked = ask(env, runner, "npm", &["config", "list", "--json"], &quiet).await;
+    let asked = ask(env, runner, "npm", &["config", "list"], &quiet).await;
     let listed = match asked {
         Ok(json) => npm_registries(&json),
         Err(why) => {
@@ -449,7 +454,7 @@ async fn npm(env: &Environment, runner: &Runner, found: &mut ToolSources) {
     }
 }
 
-/// `registry` and `@scope:registry` of `npm config list --json`: (key, URL, origin).
+/// `registry` and `@scope:registry` of `npm config list`, in JSON: (key, URL, origin).
 pub fn npm_registries(json: &str) -> Vec<(String, String, String)> {
     let Ok(serde_json::Value::Object(config)) = serde_json::from_str(json) else {
         return Vec::new();
