@@ -426,6 +426,19 @@ pub fn status_text(status: &StatusInfo) -> String {
             proxy.busy,
         );
     }
+    // Where the allow-list's hosts come from beside `allow_hosts` (issue 44).
+    if !status.tool_sources.is_empty() {
+        let _ = writeln!(text, "your tools fetch from:");
+        let width = status
+            .tool_sources
+            .iter()
+            .map(|s| s.entry.chars().count())
+            .max()
+            .unwrap_or(0);
+        for source in &status.tool_sources {
+            let _ = writeln!(text, "  {:width$}  from {}", source.entry, source.origin);
+        }
+    }
     text
 }
 

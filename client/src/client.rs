@@ -615,6 +615,7 @@ mod tests {
             open_files_limit: None,
             sandbox: None,
             network: None,
+            tool_sources: Vec::new(),
         }
     }
 

@@ -7,9 +7,9 @@ mod conn;
 mod inbound;
 pub mod jobs;
 mod journal;
+pub mod network;
 mod outbound;
 // Public for the benchmark, which times the pipe path's capture in process.
-pub mod network;
 pub mod output;
 pub mod policy;
 mod recovery;
@@ -90,6 +90,8 @@ pub async fn run(
     let mut reaper_task = tokio::spawn(reaper.run());
     let instance = jobs::new_instance_id();
     let cgroup = plan.cgroup().cloned();
+    // Read off the startup path: the first answer comes while the daemon serves.
+    let tool_sources = network::sources::follow(config_rx.clone(), reaper_handle.clone());
     let containment = plan.start(instance.clone(), scanner, reaper_handle, job_open_files);
     tracing::info!("containment: {}", containment.describe());
     // Connections sent over sandboxed jobs' channels, to the server; bounded, so a
@@ -107,6 +109,7 @@ pub async fn run(
     actor.keep_lost(lost);
     let proxy = start_proxy(&config_tx.borrow(), jobs.clone());
     actor.set_proxy(proxy.clone());
+    actor.follow_tool_sources(tool_sources);
     let actor_task = tokio::spawn(actor.run());
     let reload_task = tokio::spawn(reload_on_sighup(hangups, config_tx, config_arg, proxy));
 

@@ -35,7 +35,7 @@ pub use proc_stat::{ProcStat, process_start_time};
 pub use requests::*;
 pub use sandbox::{
     Network, NetworkStatus, ProxyStatus, SandboxDenial, SandboxInForce, SandboxMechanism,
-    SandboxProfile, SandboxStatus,
+    SandboxProfile, SandboxStatus, ToolSource,
 };
 pub use top::{TopJob, TopRequest, WatchRequest, WatchUpdate};
 

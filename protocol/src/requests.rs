@@ -331,4 +331,9 @@ pub struct StatusInfo {
     /// every `Response`.
     #[serde(default)]
     pub network: Option<Box<crate::NetworkStatus>>,
+    /// The hosts the person's own tools fetch from, each with where bashd read it
+    /// (issue 44): what the allow-list is built from beside `[sandbox] allow_hosts`.
+    /// Empty from an older daemon, and until the daemon's first reading ends.
+    #[serde(default)]
+    pub tool_sources: Vec<crate::ToolSource>,
 }

@@ -93,6 +93,16 @@ pub struct SandboxMechanism {
     pub closes: Vec<String>,
 }
 
+/// A host the person's own tools fetch from, as `bashc status` shows it (issue 44).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolSource {
+    /// `host` or `host:port`, as `[sandbox] allow_hosts` takes it.
+    pub entry: String,
+    /// Where bashd read it: `npm config get registry`, `~/.cargo/config.toml
+    /// [registries.corp]`, `git remote origin of /src/app`.
+    pub origin: String,
+}
+
 /// What a failed job's output suggests the sandbox refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

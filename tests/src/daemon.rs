@@ -174,6 +174,8 @@ impl Daemon {
         command
             .env(runtime::RUNTIME_DIR_ENV, &self.runtime_dir)
             .env("XDG_CONFIG_HOME", self.config_home())
+            // bashd's tool caches (issue 44) in the test's scratch, not the tester's home.
+            .env("XDG_CACHE_HOME", self.scratch().join("cache"))
             .env("BASHD_LOG", "info");
         command
     }

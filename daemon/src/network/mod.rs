@@ -1,6 +1,7 @@
 //! The network of a job whose `[sandbox] network` is `allow-list` (issue 43): the
 //! allow-list in force (`allow_list.rs`), the proxy bashd runs for every session
-//! (`proxy/`), and the names it resolves (`resolve.rs`).
+//! (`proxy/`), the names it resolves (`resolve.rs`), and where the person's own
+//! tools fetch from (`sources.rs`, issue 44), which the allow-list is built from.
 //!
 //! The daemon makes one [`Proxy`] and hands it each session's listening socket
 //! (`Proxy::serve`); the socket is made inside the session's network namespace by
@@ -11,6 +12,7 @@
 pub mod allow_list;
 pub mod proxy;
 pub mod resolve;
+pub mod sources;
 
 use std::fmt;
 use std::net::IpAddr;

@@ -229,6 +229,7 @@ pub fn spec(
     confine::Spec {
         files,
         writable,
+        unwalked: Vec::new(),
         deny_read: if files {
             config.deny_read.clone()
         } else {
@@ -280,6 +281,18 @@ pub fn set_tmpdir(env: &mut Vec<(Vec<u8>, Vec<u8>)>, tmpdir: &Path) {
     use std::os::unix::ffi::OsStrExt;
     env.retain(|(key, _)| key != b"TMPDIR");
     env.push((b"TMPDIR".to_vec(), tmpdir.as_os_str().as_bytes().to_vec()));
+}
+
+/// Puts the registries and caches of the person's tools (`network::sources`) in a job
+/// confined in its files, over the client's: a registry named by the request's
+/// environment is not where its tools are pointed.
+pub fn set_tool_env(env: &mut Vec<(Vec<u8>, Vec<u8>)>, tools: &[(String, String)]) {
+    env.retain(|(key, _)| !tools.iter().any(|(k, _)| k.as_bytes() == key));
+    env.extend(
+        tools
+            .iter()
+            .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec())),
+    );
 }
 
 /// What this daemon's jobs can be confined by.

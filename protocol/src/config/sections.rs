@@ -151,6 +151,13 @@ pub const DEFAULT_DENY_READ: &[&str] = &[
     "~/.config/gh",
     "~/.azure",
     "~/.cargo/credentials.toml",
+    // Registry tokens (issue 44): confined jobs get the registries' URLs through
+    // their tools' environment variables instead (`daemon/src/network/sources.rs`).
+    "~/.npmrc",
+    "~/.yarnrc.yml",
+    "~/.pypirc",
+    "~/.m2/settings.xml",
+    "~/.gem/credentials",
 ];
 
 /// A `[sandbox]` path as written: `~`, `~/...` or absolute ([`sandbox_path`]).

@@ -34,13 +34,17 @@ pub const SKIPPED: &[&str] = &[
 ];
 
 /// The paths to bind read-only for a job whose writable roots are `writable` (those
-/// that exist), in an order where none is beneath one listed before it.
-pub(super) fn read_only(writable: &[PathBuf]) -> Vec<PathBuf> {
+/// that exist), in an order where none is beneath one listed before it. The walk
+/// does not enter the roots in `unwalked` (bashd's tool caches).
+pub(super) fn read_only(writable: &[PathBuf], unwalked: &[PathBuf]) -> Vec<PathBuf> {
     // Each root's own `.git` outright, however many entries are beside it (issue 42):
     // the walk's budget is for the repositories nested below.
     let mut gits: Vec<PathBuf> = writable.iter().filter_map(|root| git_of(root)).collect();
     let mut budget = MAX_ENTRIES;
-    for root in writable.iter().filter(|root| root.is_dir()) {
+    for root in writable
+        .iter()
+        .filter(|root| root.is_dir() && !unwalked.contains(root))
+    {
         walk(root, &mut budget, &mut gits);
     }
     // The workdir's own repository, even where its `.git` is above the walk's reach.
@@ -172,6 +176,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_unwalked_root_is_not_walked_but_a_root_beside_it_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        let (ws, cache) = (base.join("ws"), base.join("cache"));
+        for sub in ["ws/dep/.git", "cache/cargo/git/checkouts/x/.git"] {
+            fs::create_dir_all(base.join(sub)).unwrap();
+        }
+        let roots = [ws.clone(), cache.clone()];
+        let found = read_only(&roots, std::slice::from_ref(&cache));
+        assert_eq!(found, [ws.join("dep/.git")]);
+        let walked = read_only(&roots, &[]);
+        assert!(
+            walked.contains(&cache.join("cargo/git/checkouts/x/.git")),
+            "{walked:?}"
+        );
+    }
+
+    #[test]
     fn nested_repositories_worktrees_and_their_gitdirs_are_found_skipped_trees_are_not() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().canonicalize().unwrap();
@@ -194,7 +216,7 @@ mod tests {
             ),
         )
         .unwrap();
-        let found = read_only(std::slice::from_ref(&root));
+        let found = read_only(std::slice::from_ref(&root), &[]);
         assert!(found.contains(&root.join(".git")), "{found:?}");
         assert!(found.contains(&root.join("proj/.git")), "{found:?}");
         assert!(found.contains(&root.join("a/b/c/.git")), "{found:?}");
@@ -232,7 +254,7 @@ mod tests {
             fs::File::create(crowded.join(n.to_string())).unwrap();
         }
         let roots = [crowded.clone(), other.clone(), base.join("main")];
-        let found = read_only(&roots);
+        let found = read_only(&roots, &[]);
         assert!(found.contains(&crowded.join(".git")), "{found:?}");
         assert!(found.contains(&other.join(".git")), "{found:?}");
         assert!(found.contains(&base.join("main/.git")), "{found:?}");

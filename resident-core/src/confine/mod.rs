@@ -59,6 +59,10 @@ pub struct Spec {
     pub files: bool,
     /// Absolute paths the job may write beneath (with `files`).
     pub writable: Vec<PathBuf>,
+    /// Those of `writable` the `.git` walk does not enter (`git.rs`): bashd's tool
+    /// caches (issue 44), which hold no repository of the person's and many entries,
+    /// walked at every confined job's start otherwise. Never a root of the person's.
+    pub unwalked: Vec<PathBuf>,
     /// Absolute paths hidden from the job (with `files`); `~` already expanded.
     pub deny_read: Vec<PathBuf>,
     /// Give the job a network of its own with only its loopback.
@@ -132,6 +136,7 @@ impl Spec {
         let runtime_dir = self.runtime_dir.iter().cloned().collect::<Vec<_>>();
         for (word, paths) in [
             ("write", &self.writable),
+            ("unwalked", &self.unwalked),
             ("deny", &self.deny_read),
             ("runtime", &runtime_dir),
         ] {
@@ -173,6 +178,7 @@ impl Spec {
                     })?;
                     match word {
                         b"write" => spec.writable.push(path),
+                        b"unwalked" => spec.unwalked.push(path),
                         b"deny" => spec.deny_read.push(path),
                         b"runtime" => spec.runtime_dir = Some(path),
                         _ => {
@@ -430,6 +436,7 @@ mod tests {
                 PathBuf::from("/tmp/new\nline\\back"),
                 PathBuf::from(OsString::from_vec(b"/x/\xff".to_vec())),
             ],
+            unwalked: vec![PathBuf::from("/home/u/.cache/bashd/tools")],
             deny_read: vec![PathBuf::from("/home/u/.ssh")],
             network_off: true,
             unix_sockets: true,

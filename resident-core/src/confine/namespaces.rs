@@ -67,7 +67,7 @@ impl Hidden {
                 .collect(),
             ..Hidden::default()
         };
-        hidden.read_only = git::read_only(&hidden.writable);
+        hidden.read_only = git::read_only(&hidden.writable, &spec.unwalked);
         if spec.git_write {
             hidden.read_only = git::writable_roots_git(hidden.read_only, &hidden.writable);
         }

@@ -42,6 +42,7 @@ mod sandbox_hints;
 mod spare;
 mod systemd;
 mod terminal;
+mod tool_sources;
 mod top;
 mod trust;
 

@@ -498,6 +498,13 @@ impl JobsActor {
         if let Some(dir) = &tmpdir {
             sandbox::set_tmpdir(&mut env, dir);
         }
+        // A job confined in its files reads no token file, and writes no cache of the
+        // person's: its tools get their registries and bashd's caches (issue 44).
+        let tools = Arc::clone(&self.tool_sources.borrow());
+        let caches = tmpdir.as_ref().and(tools.caches.clone());
+        if tmpdir.is_some() {
+            sandbox::set_tool_env(&mut env, &tools.job_env());
+        }
         let (channel, channel_fd) = channel.unzip();
         let spec = SpawnSpec {
             shell: self.shell.clone(),
@@ -520,6 +527,15 @@ impl JobsActor {
             pty: params.pty,
             channel: channel_fd,
         };
+        let mut spec = spec;
+        if let (Some(confined), Some(caches)) = (spec.sandbox.as_mut(), &caches)
+            && plan
+                .sandbox
+                .is_some_and(|s| s.profile == SandboxProfile::WorkspaceWrite)
+        {
+            confined.writable.push(caches.dir.clone());
+            confined.unwalked.push(caches.dir.clone());
+        }
         // Unbounded so that a stop is never dropped for want of room: it holds at most
         // a stop per reason and a snapshot per request in flight. Stops sent while the
         // shell is being spawned wait in it for the supervisor.
@@ -587,12 +603,30 @@ impl JobsActor {
         // other requests meanwhile.
         let (containment, reports) = (self.containment.clone(), self.reports_tx.clone());
         tokio::spawn(async move {
-            let spawned = match tmpdir.as_deref().map(sandbox::make_tmpdir).transpose() {
-                Ok(_) => containment.spawn(id, spec).await,
+            let made = match tmpdir.as_deref().map(sandbox::make_tmpdir).transpose() {
+                Ok(_) => caches
+                    .as_ref()
+                    .map(|c| {
+                        c.make().map_err(|e| {
+                            io::Error::new(
+                                e.kind(),
+                                format!(
+                                    "cannot make bashd's tool caches in {}: {e}",
+                                    c.dir.display()
+                                ),
+                            )
+                        })
+                    })
+                    .transpose()
+                    .map(drop),
                 Err(e) => Err(io::Error::new(
                     e.kind(),
                     format!("cannot make the session's temp dir: {e}"),
                 )),
+            };
+            let spawned = match made {
+                Ok(()) => containment.spawn(id, spec).await,
+                Err(e) => Err(e),
             };
             let _ = reports.send(Report::Spawned { job: id, spawned });
         });

@@ -49,6 +49,16 @@ impl JobsActor {
                 &self.containment.sandbox(),
             )),
             network: Some(Box::new(self.network_status())),
+            tool_sources: self
+                .tool_sources
+                .borrow()
+                .sources
+                .iter()
+                .map(|s| bashd_protocol::ToolSource {
+                    entry: s.entry.clone(),
+                    origin: s.origin.clone(),
+                })
+                .collect(),
         }
     }
 

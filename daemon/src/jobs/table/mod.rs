@@ -97,6 +97,10 @@ pub struct JobsActor {
     /// bashd's proxy for `allow-list` jobs (issue 43), once the daemon made it: what
     /// serves each session's proxy port, and what status reports.
     pub(in crate::jobs) proxy: Option<crate::network::Proxy>,
+    /// Where the person's tools fetch from, read off the startup path
+    /// (`network/sources.rs`): shown by `status`, and a confined job's registries and
+    /// caches. Empty until [`JobsActor::follow_tool_sources`] and the first reading.
+    pub(in crate::jobs) tool_sources: watch::Receiver<Arc<crate::network::sources::ToolSources>>,
 }
 
 pub(in crate::jobs) struct Job {
@@ -242,6 +246,7 @@ impl JobsActor {
             watchers: Default::default(),
             asks: Default::default(),
             proxy: None,
+            tool_sources: watch::channel(Arc::default()).1,
         };
         (
             actor,
@@ -260,6 +265,14 @@ impl JobsActor {
     /// Gives the actor the daemon's proxy, before it runs.
     pub fn set_proxy(&mut self, proxy: crate::network::Proxy) {
         self.proxy = Some(proxy);
+    }
+
+    /// Takes the tool sources from `sources` from now on (`network::sources::follow`).
+    pub fn follow_tool_sources(
+        &mut self,
+        sources: watch::Receiver<Arc<crate::network::sources::ToolSources>>,
+    ) {
+        self.tool_sources = sources;
     }
 
     pub async fn run(mut self) {
