@@ -176,6 +176,8 @@ pub struct JobFds {
     pub stdin: Option<OwnedFd>,
     /// The job's end of its channel to the daemon, which the shell inherits.
     pub channel: Option<OwnedFd>,
+    /// The session network the shell's process enters (`confine::network`).
+    pub network: Option<confine::SessionNet>,
 }
 
 /// What a resident sets up before it knows its job, the same for every job: a spare
@@ -216,6 +218,7 @@ struct Shell<'a> {
     sandbox: Option<(&'a confine::Spec, RawFd)>,
     in_cgroup: bool,
     kit: Option<&'a confine::Kit>,
+    network: Option<&'a confine::SessionNet>,
     filtered: bool,
     address_space: Option<libc::rlimit>,
     channel_fd: Option<RawFd>,
@@ -243,6 +246,7 @@ pub fn run(
         stderr,
         stdin,
         channel,
+        network,
     } = fds;
     // The shell is cloned straight into the job's cgroup; the resident stays out of it.
     let cgroup = match &spawn.cgroup {
@@ -323,6 +327,7 @@ pub fn run(
             .zip(setup_pipe.as_ref().map(|(_, write)| write.as_raw_fd())),
         in_cgroup: cgroup.is_some(),
         kit: kit.as_ref(),
+        network: network.as_ref(),
         filtered,
         address_space: spawn.rlimit_as.map(|bytes| libc::rlimit {
             rlim_cur: bytes,
@@ -349,6 +354,8 @@ pub fn run(
     // Nothing keeps the job's cgroup open but its processes, nor its channel.
     drop(cgroup);
     drop(channel);
+    // The holder keeps the session network; the resident needs it no longer.
+    drop(network);
     if let Some((read, write)) = setup_pipe {
         drop(write);
         let mut why = Vec::new();
@@ -480,7 +487,14 @@ unsafe fn exec_shell(shell: &Shell) -> ! {
         // which the sandbox's setup must not hit.
         if let Some((spec, failed)) = shell.sandbox
             && let Err(failure) =
-                confine::apply(spec, shell.pty, shell.in_cgroup, shell.kit, shell.filtered)
+                confine::apply(
+                    spec,
+                    shell.pty,
+                    shell.in_cgroup,
+                    shell.kit,
+                    shell.filtered,
+                    shell.network,
+                )
         {
             let text = failure.to_string();
             libc::write(failed, text.as_ptr().cast(), text.len());

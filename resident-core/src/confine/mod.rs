@@ -38,10 +38,12 @@
 pub mod git;
 mod landlock;
 mod namespaces;
+pub mod network;
 mod reads;
 mod seccomp;
 
 pub use namespaces::Kit;
+pub use network::SessionNet;
 
 use std::ffi::OsString;
 use std::fmt;
@@ -227,7 +229,10 @@ pub fn resident_filter(spec: &Spec) -> Result<bool, Failure> {
 /// reads. `terminal`: stdin is the job's terminal (`exec --pty`); `cgroup`: the
 /// process is in a cgroup of the job's own, which it must not leave; `kit`: the job's
 /// namespaces, made ahead by the zygote, which the caller holds until the job is over;
-/// `filtered`: the process inherited the job's seccomp filter ([`resident_filter`]).
+/// `filtered`: the process inherited the job's seccomp filter ([`resident_filter`]);
+/// `network`: the session network the job shares with the session's other jobs of
+/// its network setting (`network.rs`), entered first, so that the job's own user
+/// namespace is made (or the kit's entered) inside its user namespace.
 /// On an error the process is half confined: it must not run the job.
 pub fn apply(
     spec: &Spec,
@@ -235,6 +240,7 @@ pub fn apply(
     cgroup: bool,
     kit: Option<&Kit>,
     filtered: bool,
+    network: Option<&SessionNet>,
 ) -> Result<(), Failure> {
     if !spec.confines() {
         return Ok(());
@@ -249,9 +255,14 @@ pub fn apply(
     // set a helper that the kernel starts outside the job's namespaces, the network's
     // included), and the cgroup file system (its cgroup namespace holds it in its
     // cgroup only where cgroup2 is mounted with `nsdelegate`).
+    // A session network replaces a network namespace of the job's own.
+    if let Some(network) = network {
+        network.enter()?;
+    }
+    let own_network = spec.network_off && network.is_none();
     match kit {
-        Some(kit) => kit.enter(true, spec.network_off)?,
-        None => namespaces::enter(true, spec.network_off)?,
+        Some(kit) => kit.enter(true, own_network)?,
+        None => namespaces::enter(true, own_network)?,
     }
     match &plan {
         Some(plan) => plan.mount()?,

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant, SystemTime};
 use bashd_protocol::channel::CHANNEL_ENV;
 use bashd_protocol::{
     Argument, BackgroundWhy, ErrorHint, ErrorKind, ErrorReply, ExecParams, JobId, JobLimits,
-    JobState, Mode, Notice, RequestId, Response, SandboxInForce, SandboxProfile, ServerFrame,
+    JobState, Mode, Network, Notice, RequestId, Response, SandboxInForce, SandboxProfile, ServerFrame,
     StdinMode, is_valid_session_id, limits,
 };
 use tokio::sync::mpsc;
@@ -408,6 +408,16 @@ impl JobsActor {
         if let Some(dir) = &tmpdir {
             sandbox::set_tmpdir(&mut env, dir);
         }
+        // A confined network is the session's, shared by its jobs of that setting.
+        let network = plan
+            .sandbox
+            .map(|in_force| in_force.network)
+            .filter(|network| network.confined())
+            .and_then(|network| self.session_network(session, network));
+        if plan.sandbox.map(|s| s.network) == Some(Network::AllowList) {
+            // Last, over whatever the request's environment said.
+            sandbox::network::set_proxy_env(&mut env);
+        }
         let (channel, channel_fd) = channel.unzip();
         let spec = SpawnSpec {
             shell: self.shell.clone(),
@@ -428,6 +438,7 @@ impl JobsActor {
             }),
             pty: params.pty,
             channel: channel_fd,
+            network,
         };
         // Unbounded so that a stop is never dropped for want of room: it holds at most
         // a stop per reason and a snapshot per request in flight. Stops sent while the
