@@ -141,9 +141,11 @@ pub fn jobs_of_hosts_text(hosts: &[(String, Result<Vec<JobInfo>, String>)]) -> S
 fn ports_cell(ports: &[bashc::protocol::ListenPort]) -> String {
     let mut cells: Vec<String> = ports
         .iter()
-        .map(|p| match p.protocol.as_str() {
-            "tcp" => p.port.to_string(),
-            other => format!("{}/{other}", p.port),
+        .map(|p| match (p.protocol.as_str(), p.published) {
+            // Published on the host's loopback at another port (issue 43).
+            ("tcp", Some(host)) if host != p.port => format!("{}->{host}", p.port),
+            ("tcp", _) => p.port.to_string(),
+            (other, _) => format!("{}/{other}", p.port),
         })
         .collect();
     cells.dedup();
@@ -154,16 +156,17 @@ fn ports_cell(ports: &[bashc::protocol::ListenPort]) -> String {
     }
 }
 
-/// What a confined job's line says of its sandbox: with the network off, that its
-/// ports cannot be reached from outside it, so nobody waits on them.
+/// What a confined job's line says of its sandbox: with the network off or the
+/// allow-list, that its ports answer in its session's network and on the host's
+/// loopback where bashd publishes them (PORTS: `8000->40123` when another port).
 fn sandbox_note(sandbox: SandboxInForce) -> String {
     match sandbox.network {
         Network::Off => format!(
-            "  [sandbox {}, network off: its ports answer only inside it]",
+            "  [sandbox {}, network off: its ports answer its session's jobs, and on the host's 127.0.0.1]",
             sandbox.profile
         ),
         Network::AllowList => format!(
-            "  [sandbox {}, network allow-list: its ports answer only inside its session]",
+            "  [sandbox {}, network allow-list: its ports answer its session's jobs, and on the host's 127.0.0.1]",
             sandbox.profile
         ),
         Network::On => format!("  [sandbox {}]", sandbox.profile),
@@ -255,7 +258,7 @@ mod tests {
         let text = jobs_text(&[offline]);
         assert!(
             text.contains(
-                "sleep 3  [sandbox workspace-write, network off: its ports answer only inside it]"
+                "sleep 3  [sandbox workspace-write, network off: its ports answer its session's jobs, and on the host's 127.0.0.1]"
             ),
             "{text}"
         );

@@ -90,6 +90,7 @@ pub fn listening(groups: &[Vec<u32>]) -> Vec<Vec<ListenPort>> {
                             port: socket.port,
                             address: socket.address.clone(),
                             pid,
+                            published: None,
                         });
                     }
                 }

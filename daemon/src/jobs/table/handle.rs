@@ -84,6 +84,9 @@ pub struct LiveJob {
     pub probe: Option<mpsc::UnboundedSender<Control>>,
     /// Its supervisor, for a snapshot of its output (`bashc top`'s last line).
     pub control: mpsc::UnboundedSender<Control>,
+    /// For a job in a session network: its TCP ports published on the host, and the
+    /// host's port of each (`sandbox/network.rs`).
+    pub published: std::collections::HashMap<u16, u16>,
 }
 
 /// A job as the actor saw it, and its output.

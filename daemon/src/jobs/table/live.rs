@@ -7,7 +7,7 @@ use bashd_protocol::{
 };
 use tokio::sync::{mpsc, oneshot};
 
-use super::{JobsActor, Status};
+use super::{Job, JobsActor, Status};
 use crate::jobs::job::stdin::StdinHandle;
 use crate::jobs::job::supervisor::{Control, Subscriber};
 use crate::jobs::table::handle::{Asker, LiveJob, ToActor, Watching};
@@ -202,9 +202,22 @@ impl JobsActor {
                     root: job.root?,
                     probe: job.stdin.as_ref().map(|_| control.clone()),
                     control: control.clone(),
+                    published: self.published_for(job),
                 })
             })
             .collect()
+    }
+}
+
+impl JobsActor {
+    /// The ports published on the host for `job`'s session network, if it is in one.
+    pub(in crate::jobs) fn published_for(&self, job: &Job) -> std::collections::HashMap<u16, u16> {
+        job.sandbox
+            .map(|in_force| in_force.network)
+            .filter(|network| network.confined())
+            .and_then(|network| self.sessions.get(&job.session)?.networks.get(&network))
+            .map(|network| network.published())
+            .unwrap_or_default()
     }
 }
 
