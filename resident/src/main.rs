@@ -184,7 +184,7 @@ fn zygote() -> io::Result<Never> {
             let Some((body, descriptors)) = frame::receive(&socket)? else {
                 std::process::exit(0);
             };
-            let (counted, kit) = inspect(&body, descriptors.len(), &mut kits);
+            let (counted, kit) = inspect(&body, &descriptors, &mut kits);
             // Only a spawn with its own count of descriptors: the spare takes those
             // after them for the kit.
             // A frame with a wrong count goes to a resident of its own, which refuses
@@ -297,19 +297,27 @@ impl Spare {
 /// What the zygote reads of a spawn before it hands it on: whether it came with the
 /// descriptors its fields count, and, for a confined job, the kit of namespaces the
 /// store has ready for it, taken here so that no other job is handed it.
-fn inspect(body: &[u8], descriptors: usize, kits: &mut kit::Store) -> (bool, Option<confine::Kit>) {
+fn inspect(
+    body: &[u8],
+    descriptors: &[OwnedFd],
+    kits: &mut kit::Store,
+) -> (bool, Option<confine::Kit>) {
     let Ok(spawn) = Spawn::decode(body) else {
         return (false, None);
     };
-    let counted = descriptors == spawn.descriptors();
-    // A job in a session network makes its own namespaces inside that network's user
-    // namespace: a kit made in the host's could not be entered from there.
-    let kit = spawn
+    let counted = descriptors.len() == spawn.descriptors();
+    let confines = spawn
         .sandbox
-        .filter(|_| !spawn.network)
         .and_then(|spec| confine::Spec::decode(&spec).ok())
-        .filter(|spec| spec.confines())
-        .and_then(|spec| kits.take(spec.network_off));
+        .filter(|spec| spec.confines());
+    let kit = match (confines, spawn.network) {
+        (None, _) => None,
+        // A job in a session network enters its user namespace first, from where only
+        // a kit made inside it can be entered; the user namespace comes second last.
+        (Some(_), true) if counted => kits.take_in(&descriptors[descriptors.len() - 2]),
+        (Some(_), true) => None,
+        (Some(spec), false) => kits.take(spec.network_off),
+    };
     (counted, kit)
 }
 

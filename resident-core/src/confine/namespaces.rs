@@ -422,6 +422,21 @@ impl Kit {
         Ok(())
     }
 
+    /// What [`Kit::make`] does, inside the user namespace `user` of a session network
+    /// (`network.rs`): the kit's user namespace is then nested in it, where a job that
+    /// entered the session network can enter it. The network is the session's, so the
+    /// kit has none.
+    pub fn make_in(user: &OwnedFd) -> Result<(), Failure> {
+        setns(user, libc::CLONE_NEWUSER).map_err(|e| {
+            failure(
+                "enter the session network's user namespace",
+                e,
+                FIX_NETWORK,
+            )
+        })?;
+        Kit::make(false)
+    }
+
     /// Holds the namespaces process `pid` made with [`Kit::make`]; it must still be
     /// alive and not reaped, so that `pid` is still its.
     pub fn open(pid: libc::pid_t, network_off: bool) -> io::Result<Kit> {
