@@ -187,6 +187,21 @@ impl SessionNetwork {
             .unwrap_or_default()
     }
 
+    /// The host's port for `port`, waiting up to a second for bashd's next look to
+    /// publish it.
+    pub async fn published_soon(&self, port: u16) -> Option<u16> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
+        loop {
+            if let Some(&host) = self.published().get(&port) {
+                return Some(host);
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+
     /// The holder's pid, if it runs.
     pub fn holder_pid(&self) -> Option<u32> {
         self.started().map(|holder| holder.pid)

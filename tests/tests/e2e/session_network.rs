@@ -79,6 +79,13 @@ fn a_server_one_call_starts_is_reached_by_the_next_call_by_wait_port_and_from_th
         &["wait", &server, "--port", &port.to_string(), "--timeout", "20"],
     );
     assert_eq!(waited.status.code(), Some(0), "{}", show(&waited));
+    // The result says where the host reaches it.
+    assert!(
+        String::from_utf8_lossy(&waited.stdout)
+            .contains(&format!("published on the host at 127.0.0.1:{port}")),
+        "{}",
+        show(&waited)
+    );
 
     // The next confined call of the session reaches it, with curl and with bash.
     let next = exec(

@@ -63,6 +63,9 @@ pub enum Watching {
         result: oneshot::Receiver<ExecResult>,
         /// Lines of each stream the caller's session has checked.
         cursor: [u64; 2],
+        /// The session network the job is in, whose published ports a wait on a port
+        /// names (`sandbox/network.rs`).
+        network: Option<std::sync::Arc<crate::sandbox::network::SessionNetwork>>,
     },
 }
 

@@ -104,12 +104,14 @@ impl JobsActor {
                     .get(&asker.caller.session)
                     .copied()
                     .unwrap_or_default();
+                let network = self.network_of(&self.jobs[&n]);
                 Ok(Watching::Running {
                     summary: Box::new(summary),
                     started,
                     subscribed,
                     result,
                     cursor,
+                    network,
                 })
             }
         }
@@ -212,12 +214,22 @@ impl JobsActor {
 impl JobsActor {
     /// The ports published on the host for `job`'s session network, if it is in one.
     pub(in crate::jobs) fn published_for(&self, job: &Job) -> std::collections::HashMap<u16, u16> {
-        job.sandbox
-            .map(|in_force| in_force.network)
-            .filter(|network| network.confined())
-            .and_then(|network| self.sessions.get(&job.session)?.networks.get(&network))
+        self.network_of(job)
             .map(|network| network.published())
             .unwrap_or_default()
+    }
+
+    /// The session network `job` is in, if it is in one.
+    pub(in crate::jobs) fn network_of(
+        &self,
+        job: &Job,
+    ) -> Option<std::sync::Arc<crate::sandbox::network::SessionNetwork>> {
+        let network = job.sandbox.map(|in_force| in_force.network)?;
+        let session = self.sessions.get(&job.session)?;
+        network
+            .confined()
+            .then(|| session.networks.get(&network).cloned())
+            .flatten()
     }
 }
 
