@@ -77,7 +77,7 @@ pub fn set_proxy_env(env: &mut Vec<(Vec<u8>, Vec<u8>)>) {
 pub struct SessionNetwork {
     session: String,
     mode: Network,
-    holder: OnceCell<Result<Arc<Holder>, String>>,
+    holder: OnceCell<Arc<Holder>>,
 }
 
 /// A running holder and what it handed over.
@@ -149,27 +149,24 @@ impl SessionNetwork {
         }
     }
 
-    /// The holder, started at the first call (by `binary`, forked by the reaper);
-    /// a holder that failed to start fails every job of this network the same way.
+    /// The holder, started at the first call (by `binary`, forked by the reaper); a
+    /// start that failed is tried again by the next job, so a passing shortage (of
+    /// descriptors, of processes) does not cost the session its network.
     pub async fn holder(
         &self,
         binary: &std::path::Path,
         reaper: &ReaperHandle,
     ) -> io::Result<Arc<Holder>> {
-        let got = self
+        let holder = self
             .holder
-            .get_or_init(|| async {
-                start(&self.session, self.mode, binary, reaper)
-                    .await
-                    .map_err(|e| e.to_string())
-            })
-            .await;
-        got.clone().map_err(io::Error::other)
+            .get_or_try_init(|| start(&self.session, self.mode, binary, reaper))
+            .await?;
+        Ok(Arc::clone(holder))
     }
 
     /// The holder, if it was started.
     pub fn started(&self) -> Option<Arc<Holder>> {
-        self.holder.get().and_then(|got| got.as_ref().ok().cloned())
+        self.holder.get().cloned()
     }
 
     /// The host's port each published port of the namespace is reached at.
