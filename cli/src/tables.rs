@@ -227,6 +227,25 @@ mod tests {
 
     use super::*;
 
+    /// Issue 43: a port of a session network published at another port on the host
+    /// shows both; one published at its own port, or not at all, shows one.
+    #[test]
+    fn a_port_published_elsewhere_on_the_host_shows_both_numbers() {
+        let port = |port, published| bashc::protocol::ListenPort {
+            protocol: "tcp".to_owned(),
+            port,
+            address: "127.0.0.1".to_owned(),
+            pid: 1,
+            published,
+        };
+        let ports = [
+            port(8000, Some(40123)),
+            port(8001, Some(8001)),
+            port(8002, None),
+        ];
+        assert_eq!(ports_cell(&ports), "8000->40123,8001,8002");
+    }
+
     fn job(id: u64, session: &str, state: JobState, exit_code: Option<i32>) -> JobInfo {
         JobInfo {
             job: JobId(id),
@@ -307,6 +326,7 @@ mod tests {
             port,
             address: "0.0.0.0".to_owned(),
             pid: 4007,
+            published: None,
         };
         server.ports = vec![port("tcp", 8000), port("udp", 5353)];
         let mut reader = job(8, "s", JobState::Running, None);

@@ -486,15 +486,14 @@ unsafe fn exec_shell(shell: &Shell) -> ! {
         // In the cgroup and the workdir already, before the address space limit,
         // which the sandbox's setup must not hit.
         if let Some((spec, failed)) = shell.sandbox
-            && let Err(failure) =
-                confine::apply(
-                    spec,
-                    shell.pty,
-                    shell.in_cgroup,
-                    shell.kit,
-                    shell.filtered,
-                    shell.network,
-                )
+            && let Err(failure) = confine::apply(
+                spec,
+                shell.pty,
+                shell.in_cgroup,
+                shell.kit,
+                shell.filtered,
+                shell.network,
+            )
         {
             let text = failure.to_string();
             libc::write(failed, text.as_ptr().cast(), text.len());

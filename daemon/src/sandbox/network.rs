@@ -221,8 +221,7 @@ impl Holder {
                 Ok(std::net::TcpStream::from(fds.remove(0)))
             }
             Some((body, _)) => Err(io::Error::other(
-                String::from_utf8_lossy(body.strip_prefix(b"error ").unwrap_or(&body))
-                    .into_owned(),
+                String::from_utf8_lossy(body.strip_prefix(b"error ").unwrap_or(&body)).into_owned(),
             )),
             None => Err(io::Error::other("the session network's holder has exited")),
         }
@@ -250,10 +249,7 @@ async fn start(
     let child = reaper.spawn(command).await.map_err(|e| {
         io::Error::new(
             e.kind(),
-            format!(
-                "cannot start {} --network-holder: {e}",
-                binary.display()
-            ),
+            format!("cannot start {} --network-holder: {e}", binary.display()),
         )
     })?;
     let pid = child.pid.as_raw_nonzero().get() as u32;
@@ -335,7 +331,8 @@ async fn publish(holder: Weak<Holder>) {
             .map(|_| [PROXY_HTTP_PORT, PROXY_SOCKS_PORT]);
         drop(strong);
         let Ok(Ok(ports)) =
-            tokio::task::spawn_blocking(move || crate::jobs::os::probe::tcp_listening_in(&diag)).await
+            tokio::task::spawn_blocking(move || crate::jobs::os::probe::tcp_listening_in(&diag))
+                .await
         else {
             continue;
         };

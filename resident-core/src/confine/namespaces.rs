@@ -427,13 +427,8 @@ impl Kit {
     /// entered the session network can enter it. The network is the session's, so the
     /// kit has none.
     pub fn make_in(user: &OwnedFd) -> Result<(), Failure> {
-        setns(user, libc::CLONE_NEWUSER).map_err(|e| {
-            failure(
-                "enter the session network's user namespace",
-                e,
-                FIX_NETWORK,
-            )
-        })?;
+        setns(user, libc::CLONE_NEWUSER)
+            .map_err(|e| failure("enter the session network's user namespace", e, FIX_NETWORK))?;
         Kit::make(false)
     }
 

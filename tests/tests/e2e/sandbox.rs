@@ -314,7 +314,9 @@ fn issue_23_network_off_reaches_no_listener_of_the_host() {
     let jobs = sandbox.daemon.run_bashc(&["jobs"]);
     let listing = String::from_utf8_lossy(&jobs.stdout);
     assert!(
-        listing.contains("network off: its ports answer its session's jobs, and on the host's 127.0.0.1"),
+        listing.contains(
+            "network off: its ports answer its session's jobs, and on the host's 127.0.0.1"
+        ),
         "{}",
         show(&jobs)
     );

@@ -76,7 +76,14 @@ fn a_server_one_call_starts_is_reached_by_the_next_call_by_wait_port_and_from_th
     let server = serve(&daemon, "net-a", "off", port);
     let waited = daemon.run_bashc_in(
         "net-a",
-        &["wait", &server, "--port", &port.to_string(), "--timeout", "20"],
+        &[
+            "wait",
+            &server,
+            "--port",
+            &port.to_string(),
+            "--timeout",
+            "20",
+        ],
     );
     assert_eq!(waited.status.code(), Some(0), "{}", show(&waited));
     // The result says where the host reaches it.
@@ -97,11 +104,21 @@ fn a_server_one_call_starts_is_reached_by_the_next_call_by_wait_port_and_from_th
             probe(port)
         ),
     );
-    assert_eq!(json(&next)["stdout"]["text"], "200\nreached\n", "{}", show(&next));
+    assert_eq!(
+        json(&next)["stdout"]["text"],
+        "200\nreached\n",
+        "{}",
+        show(&next)
+    );
 
     // Another session's job with the network off has a network of its own.
     let other = exec(&daemon, "net-b", &["--net", "off"], &probe(port));
-    assert_eq!(json(&other)["stdout"]["text"], "unreached\n", "{}", show(&other));
+    assert_eq!(
+        json(&other)["stdout"]["text"],
+        "unreached\n",
+        "{}",
+        show(&other)
+    );
 
     // The host reaches it where bashd published it, and `jobs --json` says where.
     assert!(
@@ -151,7 +168,10 @@ fn an_allow_list_job_gets_the_proxy_variables_over_its_requests_and_the_proxy_po
         ))
         .output()
         .unwrap();
-    let stdout = json(&out)["stdout"]["text"].as_str().unwrap_or_default().to_owned();
+    let stdout = json(&out)["stdout"]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
     let expected = [
         "ALL_PROXY=socks5h://127.0.0.1:1080",
         "HTTPS_PROXY=http://127.0.0.1:3128",
@@ -166,7 +186,12 @@ fn an_allow_list_job_gets_the_proxy_variables_over_its_requests_and_the_proxy_po
         "reached",
         "reached",
     ];
-    assert_eq!(stdout.lines().collect::<Vec<_>>(), expected, "{}", show(&out));
+    assert_eq!(
+        stdout.lines().collect::<Vec<_>>(),
+        expected,
+        "{}",
+        show(&out)
+    );
     // Control: a job with the network off has none of them, and no proxy port.
     let off = exec(
         &daemon,
@@ -174,7 +199,12 @@ fn an_allow_list_job_gets_the_proxy_variables_over_its_requests_and_the_proxy_po
         &["--net", "off"],
         &format!("env | grep -i -c _proxy=; {}", probe(3128)),
     );
-    assert_eq!(json(&off)["stdout"]["text"], "0\nunreached\n", "{}", show(&off));
+    assert_eq!(
+        json(&off)["stdout"]["text"],
+        "0\nunreached\n",
+        "{}",
+        show(&off)
+    );
 }
 
 #[test]
@@ -187,11 +217,22 @@ fn a_job_cannot_kill_the_holder_nor_change_the_network_and_an_unsharing_grandchi
     let server = serve(&daemon, "net-k", "off", port);
     let waited = daemon.run_bashc_in(
         "net-k",
-        &["wait", &server, "--port", &port.to_string(), "--timeout", "20"],
+        &[
+            "wait",
+            &server,
+            "--port",
+            &port.to_string(),
+            "--timeout",
+            "20",
+        ],
     );
     assert_eq!(waited.status.code(), Some(0), "{}", show(&waited));
     let found = holders(&daemon);
-    assert_eq!(found.len(), 1, "one holder for the session's network: {found:?}");
+    assert_eq!(
+        found.len(),
+        1,
+        "one holder for the session's network: {found:?}"
+    );
     let holder = found[0];
     let command = format!(
         "kill -9 {holder} 2>/dev/null && echo killed || echo not-killed; \
@@ -242,7 +283,9 @@ fn the_holders_go_with_their_session_and_with_stop() {
     assert_eq!(stopped.status.code(), Some(0), "{}", show(&stopped));
     let _ = daemon.child_mut().wait();
     assert!(
-        wait_until(Duration::from_secs(10), || left.iter().all(|&pid| !alive(pid))),
+        wait_until(Duration::from_secs(10), || left
+            .iter()
+            .all(|&pid| !alive(pid))),
         "a holder outlived bashc stop: {left:?}"
     );
 }

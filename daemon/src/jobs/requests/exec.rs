@@ -17,8 +17,8 @@ use std::time::{Duration, Instant, SystemTime};
 use bashd_protocol::channel::CHANNEL_ENV;
 use bashd_protocol::{
     Argument, BackgroundWhy, ErrorHint, ErrorKind, ErrorReply, ExecParams, JobId, JobLimits,
-    JobState, Mode, Network, Notice, RequestId, Response, SandboxInForce, SandboxProfile, ServerFrame,
-    StdinMode, is_valid_session_id, limits,
+    JobState, Mode, Network, Notice, RequestId, Response, SandboxInForce, SandboxProfile,
+    ServerFrame, StdinMode, is_valid_session_id, limits,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;

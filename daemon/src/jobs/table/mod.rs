@@ -426,9 +426,7 @@ impl JobsActor {
     ) -> Option<std::sync::Arc<crate::sandbox::network::SessionNetwork>> {
         let session = self.sessions.get_mut(name)?;
         let entry = session.networks.entry(network).or_insert_with(|| {
-            std::sync::Arc::new(crate::sandbox::network::SessionNetwork::new(
-                name, network,
-            ))
+            std::sync::Arc::new(crate::sandbox::network::SessionNetwork::new(name, network))
         });
         Some(std::sync::Arc::clone(entry))
     }

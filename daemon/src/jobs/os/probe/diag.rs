@@ -54,12 +54,12 @@ pub(super) fn listening_on(socket: &impl std::os::fd::AsFd, kind: Kind) -> io::R
     for family in [AF_INET, AF_INET6] {
         // Sent without an address: an unbound netlink socket speaks to the kernel.
         rustix::net::send(
-            &socket,
+            socket,
             &request(family, protocol, state),
             SendFlags::empty(),
         )?;
         loop {
-            let (len, _) = rustix::net::recv(&socket, &mut buffer, RecvFlags::empty())?;
+            let (len, _) = rustix::net::recv(socket, &mut buffer, RecvFlags::empty())?;
             if parse(&buffer[..len], kind, state, &mut table)? {
                 break;
             }
