@@ -693,8 +693,9 @@ fn issue_23_a_sandboxed_job_is_still_contained_and_killed_whole() {
 
 /// The namespaces of a confined job are its own, whether the job's process made them
 /// or took those the zygote made ahead (the first job of a kind makes its own, the
-/// next ones take a kit): no two jobs share a user, IPC, mount or network namespace,
-/// two running at once included; each one's loopback is up; each starts in its
+/// next ones take a kit): no two jobs share a user, IPC or mount namespace, two
+/// running at once included; their network namespace is their session's, one for all
+/// of them (issue 43), and not the host's; its loopback is up; each starts in its
 /// workdir. The control: an unsandboxed job is in the host's namespaces, read the
 /// same way.
 #[test]
@@ -763,9 +764,11 @@ fn issue_30_namespaces_made_ahead_are_each_jobs_own() {
             assert_ne!(ns, host_ns, "a job is in the host's namespace: {seen:?}");
         }
         for other in &seen[i + 1..] {
-            for (a, b) in one.iter().zip(other) {
+            // The first three: user, IPC, mount; the last, the network, is shared.
+            for (a, b) in one.iter().zip(other).take(3) {
                 assert_ne!(a, b, "two jobs share a namespace: {seen:?}");
             }
+            assert_eq!(one[3], other[3], "the session's jobs have two networks: {seen:?}");
         }
     }
     for job in jobs {
