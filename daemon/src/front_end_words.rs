@@ -35,6 +35,10 @@ const MEANT: &[(&str, &str)] = &[
         "bashd-resident's private argument, given by bashd",
     ),
     (
+        "--network-holder",
+        "bashd-resident's private argument, given by bashd (a session network's holder)",
+    ),
+    (
         "HOST bashc bridge",
         "the command `[remote]` runs on the far host over ssh, shown as the config's default",
     ),

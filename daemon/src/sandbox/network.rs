@@ -37,6 +37,9 @@ use crate::jobs::os::reaper::ReaperHandle;
 
 /// How often bashd looks for new listeners in a session network, to publish them.
 const PUBLISH_EVERY: Duration = Duration::from_millis(250);
+/// The most ports of one session network published on the host: each costs bashd a
+/// listening socket, and a job may listen on thousands.
+const MOST_PUBLISHED: usize = 64;
 /// How long the holder may take to make its namespaces.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -312,8 +315,8 @@ async fn start(
 
 /// Publishes the namespace's TCP listeners on the host's loopback, every
 /// [`PUBLISH_EVERY`], until the holder's record is dropped: the same port when it is
-/// free on the host, else one the kernel picks. A port whose listener is gone is
-/// closed on the host.
+/// free on the host, else one the kernel picks; at most [`MOST_PUBLISHED`], the
+/// lowest first. A port whose listener is gone is closed on the host.
 async fn publish(holder: Weak<Holder>) {
     let mut tick = tokio::time::interval(PUBLISH_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -354,6 +357,9 @@ async fn publish(holder: Weak<Holder>) {
         for port in ports {
             if published.contains_key(&port) {
                 continue;
+            }
+            if published.len() >= MOST_PUBLISHED {
+                break;
             }
             let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, port))
                 .or_else(|_| TcpListener::bind((Ipv4Addr::LOCALHOST, 0)));

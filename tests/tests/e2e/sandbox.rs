@@ -768,7 +768,10 @@ fn issue_30_namespaces_made_ahead_are_each_jobs_own() {
             for (a, b) in one.iter().zip(other).take(3) {
                 assert_ne!(a, b, "two jobs share a namespace: {seen:?}");
             }
-            assert_eq!(one[3], other[3], "the session's jobs have two networks: {seen:?}");
+            assert_eq!(
+                one[3], other[3],
+                "the session's jobs have two networks: {seen:?}"
+            );
         }
     }
     for job in jobs {
