@@ -197,7 +197,6 @@ pub enum WaitMet {
     Port {
         port: u16,
         pid: u32,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
         published: Option<u16>,
     },
     /// No output for this long.

@@ -177,7 +177,6 @@ pub struct ListenPort {
     /// The port on the host's loopback where bashd publishes it, for a job in a
     /// session network (`--net off`, `allow-list`; issue 43): the same port when it was
     /// free on the host, else another.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub published: Option<u16>,
 }
 
