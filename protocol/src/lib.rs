@@ -41,4 +41,6 @@ pub use top::{TopJob, TopRequest, WatchRequest, WatchUpdate};
 ///    `CheckPolicy` carries the workdir to judge in (`PolicyCheck`; issue 42).
 ///    a session's writable roots are the person's (issue 42): `Notice::OutsideRoots`,
 /// `Notice::NoWritableRoot`.
-pub const PROTOCOL_VERSION: u32 = 9;
+/// 10: a session network's published ports (issue 43): `ListenPort::published`,
+///    `WaitMet::Port::published`.
+pub const PROTOCOL_VERSION: u32 = 10;
