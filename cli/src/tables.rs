@@ -141,9 +141,11 @@ pub fn jobs_of_hosts_text(hosts: &[(String, Result<Vec<JobInfo>, String>)]) -> S
 fn ports_cell(ports: &[bashc::protocol::ListenPort]) -> String {
     let mut cells: Vec<String> = ports
         .iter()
-        .map(|p| match p.protocol.as_str() {
-            "tcp" => p.port.to_string(),
-            other => format!("{}/{other}", p.port),
+        .map(|p| match (p.protocol.as_str(), p.published) {
+            // Published on the host's loopback at another port (issue 43).
+            ("tcp", Some(host)) if host != p.port => format!("{}->{host}", p.port),
+            ("tcp", _) => p.port.to_string(),
+            (other, _) => format!("{}/{other}", p.port),
         })
         .collect();
     cells.dedup();
@@ -154,16 +156,17 @@ fn ports_cell(ports: &[bashc::protocol::ListenPort]) -> String {
     }
 }
 
-/// What a confined job's line says of its sandbox: with the network off, that its
-/// ports cannot be reached from outside it, so nobody waits on them.
+/// What a confined job's line says of its sandbox: with the network off or the
+/// allow-list, that its ports answer in its session's network and on the host's
+/// loopback where bashd publishes them (PORTS: `8000->40123` when another port).
 fn sandbox_note(sandbox: SandboxInForce) -> String {
     match sandbox.network {
         Network::Off => format!(
-            "  [sandbox {}, network off: its ports answer only inside it]",
+            "  [sandbox {}, network off: its ports answer its session's jobs, and on the host's 127.0.0.1]",
             sandbox.profile
         ),
         Network::AllowList => format!(
-            "  [sandbox {}, network allow-list: its ports answer only inside its session]",
+            "  [sandbox {}, network allow-list: its ports answer its session's jobs, and on the host's 127.0.0.1]",
             sandbox.profile
         ),
         Network::On => format!("  [sandbox {}]", sandbox.profile),
@@ -224,6 +227,25 @@ mod tests {
 
     use super::*;
 
+    /// Issue 43: a port of a session network published at another port on the host
+    /// shows both; one published at its own port, or not at all, shows one.
+    #[test]
+    fn a_port_published_elsewhere_on_the_host_shows_both_numbers() {
+        let port = |port, published| bashc::protocol::ListenPort {
+            protocol: "tcp".to_owned(),
+            port,
+            address: "127.0.0.1".to_owned(),
+            pid: 1,
+            published,
+        };
+        let ports = [
+            port(8000, Some(40123)),
+            port(8001, Some(8001)),
+            port(8002, None),
+        ];
+        assert_eq!(ports_cell(&ports), "8000->40123,8001,8002");
+    }
+
     fn job(id: u64, session: &str, state: JobState, exit_code: Option<i32>) -> JobInfo {
         JobInfo {
             job: JobId(id),
@@ -255,7 +277,7 @@ mod tests {
         let text = jobs_text(&[offline]);
         assert!(
             text.contains(
-                "sleep 3  [sandbox workspace-write, network off: its ports answer only inside it]"
+                "sleep 3  [sandbox workspace-write, network off: its ports answer its session's jobs, and on the host's 127.0.0.1]"
             ),
             "{text}"
         );
@@ -304,6 +326,7 @@ mod tests {
             port,
             address: "0.0.0.0".to_owned(),
             pid: 4007,
+            published: None,
         };
         server.ports = vec![port("tcp", 8000), port("udp", 5353)];
         let mut reader = job(8, "s", JobState::Running, None);

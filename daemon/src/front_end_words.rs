@@ -39,6 +39,10 @@ const MEANT: &[(&str, &str)] = &[
         "the person's own command that answers asks (issue 44), the same whatever the agent's front end: the agent passes it on, and no tool answers",
     ),
     (
+        "--network-holder",
+        "bashd-resident's private argument, given by bashd (a session network's holder)",
+    ),
+    (
         "HOST bashc bridge",
         "the command `[remote]` runs on the far host over ssh, shown as the config's default",
     ),

@@ -47,4 +47,6 @@ pub use top::{TopJob, TopRequest, WatchRequest, WatchUpdate};
 ///    a session's writable roots are the person's (issue 42): `Notice::OutsideRoots`,
 /// `Notice::NoWritableRoot`.
 ///    asks (issue 44): `Allow`, `Notice::Asked`, `ErrorHint::Ask`.
+///    a session network's published ports (issue 43): `ListenPort::published`,
+///    `WaitMet::Port::published`.
 pub const PROTOCOL_VERSION: u32 = 9;

@@ -200,8 +200,14 @@ pub enum WaitMet {
         before: Vec<String>,
         after: Vec<String>,
     },
-    /// A process of the job listens on this TCP port.
-    Port { port: u16, pid: u32 },
+    /// A process of the job listens on this TCP port; for a job in a session network
+    /// (issue 43), `published` is the port on the host's loopback where bashd
+    /// publishes it.
+    Port {
+        port: u16,
+        pid: u32,
+        published: Option<u16>,
+    },
     /// No output for this long.
     Idle { idle_ms: u64 },
 }

@@ -174,6 +174,10 @@ pub struct ListenPort {
     /// The address it is bound to (`0.0.0.0`, `::`, `127.0.0.1`).
     pub address: String,
     pub pid: u32,
+    /// The port on the host's loopback where bashd publishes it, for a job in a
+    /// session network (`--net off`, `allow-list`; issue 43): the same port when it was
+    /// free on the host, else another.
+    pub published: Option<u16>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

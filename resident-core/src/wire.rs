@@ -147,6 +147,10 @@ pub struct Spawn {
     /// One more descriptor comes last: the job's end of its channel to the daemon
     /// (the daemon's `sandbox/channel.rs`), which the shell inherits as [`CHANNEL_FD`].
     pub channel: bool,
+    /// Two more descriptors come after the channel: the user and network namespaces of
+    /// the session network the job shares (`confine::network`), which the shell's
+    /// process enters before it makes its own namespaces.
+    pub network: bool,
 }
 
 /// Where a job's shell finds its channel to the daemon; the daemon names it in the
@@ -157,10 +161,11 @@ pub const CHANNEL_FD: i32 = 63;
 /// The descriptors that go with a [`Spawn`], in this order: the resident's end of its
 /// control socket, then the job's stdout and stderr pipes (the same pipe twice when
 /// stderr is merged), then, with `stdin_pipe`, the job's stdin pipe, then, with
-/// `channel`, the job's channel.
+/// `channel`, the job's channel, then, with `network`, the session network's user and
+/// network namespaces.
 pub const SPAWN_FDS: usize = 3;
 /// The most descriptors a spawn carries.
-pub const MAX_SPAWN_FDS: usize = SPAWN_FDS + 2;
+pub const MAX_SPAWN_FDS: usize = SPAWN_FDS + 4;
 
 /// The longest frame the zygote takes: a command and an environment of a few MiB.
 pub const MAX_SPAWN_BYTES: usize = 64 * 1024 * 1024;
@@ -178,8 +183,17 @@ const STDIN_PIPE: u8 = 8;
 const SANDBOX: u8 = 9;
 const PTY: u8 = 10;
 const CHANNEL: u8 = 11;
+const NETWORK: u8 = 12;
 
 impl Spawn {
+    /// How many descriptors come with this spawn.
+    pub fn descriptors(&self) -> usize {
+        SPAWN_FDS
+            + usize::from(self.stdin_pipe)
+            + usize::from(self.channel)
+            + 2 * usize::from(self.network)
+    }
+
     /// The frame: its length, then its fields.
     pub fn encode(&self) -> Vec<u8> {
         let mut body = Vec::new();
@@ -218,6 +232,9 @@ impl Spawn {
         }
         if self.channel {
             field(CHANNEL, &[]);
+        }
+        if self.network {
+            field(NETWORK, &[]);
         }
         let mut frame = (body.len() as u32).to_le_bytes().to_vec();
         frame.append(&mut body);
@@ -266,6 +283,7 @@ impl Spawn {
                 SANDBOX => spawn.sandbox = Some(bytes.to_vec()),
                 PTY => spawn.pty = true,
                 CHANNEL => spawn.channel = true,
+                NETWORK => spawn.network = true,
                 other => return Err(format!("unknown field {other}")),
             }
         }
@@ -298,7 +316,9 @@ mod tests {
             sandbox: Some(b"files=1".to_vec()),
             pty: true,
             channel: true,
+            network: true,
         };
+        assert_eq!(spawn.descriptors(), MAX_SPAWN_FDS);
         let frame = spawn.encode();
         let (len, body) = frame.split_first_chunk::<4>().unwrap();
         assert_eq!(u32::from_le_bytes(*len) as usize, body.len());

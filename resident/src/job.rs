@@ -176,6 +176,8 @@ pub struct JobFds {
     pub stdin: Option<OwnedFd>,
     /// The job's end of its channel to the daemon, which the shell inherits.
     pub channel: Option<OwnedFd>,
+    /// The session network the shell's process enters (`confine::network`).
+    pub network: Option<confine::SessionNet>,
 }
 
 /// What a resident sets up before it knows its job, the same for every job: a spare
@@ -217,6 +219,7 @@ struct Shell<'a> {
     in_cgroup: bool,
     kit: Option<&'a confine::Kit>,
     reads: Option<&'a confine::ReadRules>,
+    network: Option<&'a confine::SessionNet>,
     filtered: bool,
     address_space: Option<libc::rlimit>,
     channel_fd: Option<RawFd>,
@@ -244,6 +247,7 @@ pub fn run(
         stderr,
         stdin,
         channel,
+        network,
     } = fds;
     // The shell is cloned straight into the job's cgroup; the resident stays out of it.
     let cgroup = match &spawn.cgroup {
@@ -325,6 +329,7 @@ pub fn run(
         in_cgroup: cgroup.is_some(),
         kit: kit.as_ref(),
         reads: reads.as_ref(),
+        network: network.as_ref(),
         filtered,
         address_space: spawn.rlimit_as.map(|bytes| libc::rlimit {
             rlim_cur: bytes,
@@ -351,6 +356,8 @@ pub fn run(
     // Nothing keeps the job's cgroup open but its processes, nor its channel.
     drop(cgroup);
     drop(channel);
+    // The holder keeps the session network; the resident needs it no longer.
+    drop(network);
     if let Some((read, write)) = setup_pipe {
         drop(write);
         let mut why = Vec::new();
@@ -488,6 +495,7 @@ unsafe fn exec_shell(shell: &Shell) -> ! {
                 shell.kit,
                 shell.filtered,
                 shell.reads,
+                shell.network,
             )
         {
             let text = failure.to_string();

@@ -12,8 +12,14 @@
 //! had ([`confine::Prepared`]), made by the zygote itself after a job was handed on,
 //! and handed to each next job with that list while its parents are as they were;
 //! when one changed, that job lists them itself and the rules are made again.
+//! A job in a session network (issue 43, `confine/network.rs`) enters that network's
+//! user namespace first, from where a kit made in the host's cannot be entered: its
+//! kits are made inside the session network's user namespace (`Kit::make_in`), one
+//! ready for each of the last [`SESSIONS`] session networks jobs came from. The store
+//! keeps only their user namespace, never the network, so a session network it
+//! remembers still goes when its holder does.
 
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
 use std::path::PathBuf;
@@ -22,6 +28,31 @@ use bashd_resident_core::confine::{self, Kit, Prepared, ReadRules, Unprepared};
 
 /// How old a kit may be when a job takes it.
 const MAX_AGE: Duration = Duration::from_secs(10);
+/// How many session networks have a kit made for them.
+const SESSIONS: usize = 4;
+/// How long a session network no job came from is remembered.
+const SESSION_IDLE: Duration = Duration::from_secs(60);
+
+/// A session network's user namespace, as device and inode.
+type Key = (u64, u64);
+
+/// A session network the store makes kits for.
+struct SessionSlot {
+    key: Key,
+    /// Its user namespace, where the maker makes the kit.
+    user: OwnedFd,
+    ready: Option<(Kit, Instant)>,
+    used: Instant,
+}
+
+/// What a maker makes a kit for.
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    /// The host's user namespace, the network off or on.
+    Host { network_off: bool },
+    /// A session network's user namespace.
+    Session(Key),
+}
 
 /// The store, owned by the zygote's loop.
 #[derive(Default)]
@@ -31,6 +62,8 @@ pub struct Store {
     ready: [Option<(Kit, Instant)>; 2],
     /// Which kinds a job has asked for: only those are made.
     wanted: [bool; 2],
+    /// The session networks' kits, the last used first.
+    sessions: Vec<SessionSlot>,
     maker: Option<Maker>,
     /// A maker failed: no more are started.
     stopped: bool,
@@ -48,7 +81,7 @@ struct Maker {
     ready: OwnedFd,
     /// Held, never written: its close lets the maker exit.
     _release: OwnedFd,
-    network_off: bool,
+    kind: Kind,
 }
 
 impl Store {
@@ -82,6 +115,36 @@ impl Store {
         None
     }
 
+    /// The kit for a job in the session network whose user namespace is `user`, if
+    /// one is ready and fresh; either way, its kits are made from now on.
+    pub fn take_in(&mut self, user: &impl AsFd) -> Option<Kit> {
+        let key = key_of(user)?;
+        let now = Instant::now();
+        self.sessions
+            .retain(|slot| slot.key == key || now.duration_since(slot.used) < SESSION_IDLE);
+        let at = match self.sessions.iter().position(|slot| slot.key == key) {
+            Some(at) => at,
+            None => {
+                let user = user.as_fd().try_clone_to_owned().ok()?;
+                self.sessions.insert(
+                    0,
+                    SessionSlot {
+                        key,
+                        user,
+                        ready: None,
+                        used: now,
+                    },
+                );
+                self.sessions.truncate(SESSIONS);
+                0
+            }
+        };
+        let slot = &mut self.sessions[at];
+        slot.used = now;
+        let (kit, made) = slot.ready.take()?;
+        (made.elapsed() < MAX_AGE).then_some(kit)
+    }
+
     /// The descriptor to poll for a maker's word, or -1.
     pub fn poll_fd(&self) -> RawFd {
         self.maker.as_ref().map_or(-1, |m| m.ready.as_raw_fd())
@@ -97,12 +160,24 @@ impl Store {
         let mut byte = 0u8;
         // SAFETY: one byte into a local, from a descriptor the maker owns.
         let got = unsafe { libc::read(maker.ready.as_raw_fd(), (&raw mut byte).cast(), 1) };
+        let network_off = maker.kind == Kind::Host { network_off: true };
         let kit = (got == 1)
-            .then(|| Kit::open(maker.pid, maker.network_off).ok())
+            .then(|| Kit::open(maker.pid, network_off).ok())
             .flatten();
-        match kit {
-            Some(kit) => self.ready[usize::from(maker.network_off)] = Some((kit, Instant::now())),
-            None => self.stopped = true,
+        let made = Instant::now();
+        match (kit, maker.kind) {
+            (Some(kit), Kind::Host { network_off }) => {
+                self.ready[usize::from(network_off)] = Some((kit, made))
+            }
+            (Some(kit), Kind::Session(key)) => {
+                // A session network forgotten meanwhile lets its kit go.
+                if let Some(slot) = self.sessions.iter_mut().find(|slot| slot.key == key) {
+                    slot.ready = Some((kit, made));
+                }
+            }
+            (None, Kind::Host { .. }) => self.stopped = true,
+            // Its holder may be gone: that session network is forgotten, not the store.
+            (None, Kind::Session(key)) => self.sessions.retain(|slot| slot.key != key),
         }
         // Closing `_release` lets the maker exit; the zygote reaps it with the rest.
         drop(maker);
@@ -122,10 +197,31 @@ impl Store {
         if self.stopped || self.maker.is_some() {
             return;
         }
-        let Some(kind) = (0..2).find(|&k| self.wanted[k] && self.ready[k].is_none()) else {
+        let host = (0..2)
+            .find(|&k| self.wanted[k] && self.ready[k].is_none())
+            .map(|k| Kind::Host {
+                network_off: k == 1,
+            });
+        let session = || {
+            self.sessions
+                .iter()
+                .find(|slot| slot.ready.is_none() && slot.used.elapsed() < SESSION_IDLE)
+                .map(|slot| Kind::Session(slot.key))
+        };
+        let Some(kind) = host.or_else(session) else {
             return;
         };
-        let network_off = kind == 1;
+        let user = match kind {
+            Kind::Session(key) => self
+                .sessions
+                .iter()
+                .find(|slot| slot.key == key)
+                .and_then(|slot| slot.user.try_clone().ok()),
+            Kind::Host { .. } => None,
+        };
+        if matches!(kind, Kind::Session(_)) && user.is_none() {
+            return;
+        }
         let (Ok((ready_read, ready_write)), Ok((release_read, release_write))) = (
             rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC),
             rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC),
@@ -144,7 +240,12 @@ impl Store {
                 self.forget();
                 drop((ready_read, release_write));
                 crate::set_name(c"bashd-kit");
-                if Kit::make(network_off).is_ok() {
+                // A session's kind always has its user namespace here (checked above).
+                let network_off = kind == Kind::Host { network_off: true };
+                let made = user
+                    .as_ref()
+                    .map_or_else(|| Kit::make(network_off), Kit::make_in);
+                if made.is_ok() {
                     // SAFETY: one byte from a static, on a descriptor this process owns.
                     unsafe { libc::write(ready_write.as_raw_fd(), b"k".as_ptr().cast(), 1) };
                     let mut byte = 0u8;
@@ -161,7 +262,7 @@ impl Store {
                     pid,
                     ready: ready_read,
                     _release: release_write,
-                    network_off,
+                    kind,
                 })
             }
         }
@@ -172,4 +273,10 @@ impl Store {
     pub fn forget(&mut self) {
         *self = Store::default();
     }
+}
+
+/// The device and inode of a namespace's descriptor.
+fn key_of(fd: &impl AsFd) -> Option<Key> {
+    let stat = rustix::fs::fstat(fd).ok()?;
+    Some((stat.st_dev, stat.st_ino))
 }

@@ -28,7 +28,7 @@ use std::time::Duration;
 // resident links only what it runs, which keeps it small and quick to start.
 use bashd_resident_core::confine;
 use bashd_resident_core::frame;
-use bashd_resident_core::wire::{Report, SPAWN_FDS, Spawn};
+use bashd_resident_core::wire::{Report, Spawn};
 
 /// Exit status when the resident cannot set the job up; the shell never ran.
 pub(crate) const EXIT_SETUP: libc::c_int = 126;
@@ -47,9 +47,14 @@ fn main() -> ExitCode {
         print!("{}", confine::probe());
         return ExitCode::SUCCESS;
     }
+    if let [mode, rest @ ..] = args.as_slice()
+        && mode == "--network-holder"
+    {
+        return network_holder(rest);
+    }
     if args != ["--zygote"] {
         eprintln!(
-            "bashd-resident: only bashd starts this, as `bashd-resident --zygote` with a socket to it on stdin, or `--probe-sandbox`"
+            "bashd-resident: only bashd starts this, as `bashd-resident --zygote` or `--network-holder [allow-list]` with a socket to it on stdin, or `--probe-sandbox`"
         );
         return ExitCode::from(2);
     }
@@ -57,6 +62,45 @@ fn main() -> ExitCode {
         Ok(never) => match never {},
         Err(e) => {
             eprintln!("bashd-resident: the zygote stopped: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Holds one session network (`confine::network::hold`) with the daemon's socket on
+/// stdin, until the daemon's end closes. A mode of the resident's binary rather than
+/// a fork of the zygote: the daemon starts it per session network, and its exit is
+/// tied to that socket alone.
+fn network_holder(rest: &[OsString]) -> ExitCode {
+    let allow_list = match rest {
+        [] => false,
+        [word] if word == "allow-list" => true,
+        _ => {
+            eprintln!("bashd-resident: --network-holder takes `allow-list` or nothing");
+            return ExitCode::from(2);
+        }
+    };
+    // SAFETY: setsid takes no argument.
+    unsafe { libc::setsid() };
+    set_name(c"bashd-network");
+    close_from(3);
+    // SAFETY: fcntl duplicates stdin to a new descriptor this function owns.
+    let socket = match check(unsafe { libc::fcntl(0, libc::F_DUPFD_CLOEXEC, 3) }) {
+        // SAFETY: the descriptor was just made, and is owned by nothing else.
+        Ok(fd) => unsafe { OwnedFd::from_raw_fd(fd) },
+        Err(e) => {
+            eprintln!("bashd-resident: the network holder has no socket on stdin: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if let Ok(null) = fs::File::options().read(true).write(true).open("/dev/null") {
+        // SAFETY: dup2 on descriptors this process holds.
+        unsafe { libc::dup2(null.as_raw_fd(), 0) };
+    }
+    match confine::network::hold(&socket, allow_list) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("bashd-resident: the network holder stopped: {e}");
             ExitCode::FAILURE
         }
     }
@@ -140,7 +184,7 @@ fn zygote() -> io::Result<Never> {
             let Some((body, descriptors)) = frame::receive(&socket)? else {
                 std::process::exit(0);
             };
-            let (counted, kit, reads) = inspect(&body, descriptors.len(), &mut kits);
+            let (counted, kit, reads) = inspect(&body, &descriptors, &mut kits);
             // Only a spawn with its own count of descriptors: the spare takes those
             // after them for the kit.
             // A frame with a wrong count goes to a resident of its own, which refuses
@@ -263,14 +307,13 @@ impl Spare {
 /// rules made ahead for its `deny_read`.
 fn inspect(
     body: &[u8],
-    descriptors: usize,
+    descriptors: &[OwnedFd],
     kits: &mut kit::Store,
 ) -> (bool, Option<confine::Kit>, Option<confine::ReadRules>) {
     let Ok(spawn) = Spawn::decode(body) else {
         return (false, None, None);
     };
-    let counted =
-        descriptors == SPAWN_FDS + usize::from(spawn.stdin_pipe) + usize::from(spawn.channel);
+    let counted = descriptors.len() == spawn.descriptors();
     let Some(spec) = spawn
         .sandbox
         .and_then(|spec| confine::Spec::decode(&spec).ok())
@@ -278,7 +321,13 @@ fn inspect(
     else {
         return (counted, None, None);
     };
-    let kit = kits.take(spec.network_off);
+    let kit = match spawn.network {
+        // A job in a session network enters its user namespace first, from where only
+        // a kit made inside it can be entered; the user namespace comes second last.
+        true if counted => kits.take_in(&descriptors[descriptors.len() - 2]),
+        true => None,
+        false => kits.take(spec.network_off),
+    };
     (counted, kit, kits.take_reads(&spec))
 }
 
@@ -354,7 +403,7 @@ fn start(
         Err(why) => fail(format!("bashd-resident could not read the job: {why}")),
     };
     let wrong = || -> ! { fail("bashd-resident got the wrong descriptors for the job".into()) };
-    let expected = SPAWN_FDS + usize::from(spawn.stdin_pipe) + usize::from(spawn.channel);
+    let expected = spawn.descriptors();
     let (kit, reads) = match kit {
         KitFrom::Zygote(kit, reads) => (kit, reads),
         KitFrom::Frame if descriptors.len() > expected => {
@@ -389,6 +438,9 @@ fn start(
         stderr: next(),
         stdin: spawn.stdin_pipe.then(&mut next),
         channel: spawn.channel.then(&mut next),
+        network: spawn
+            .network
+            .then(|| confine::SessionNet::new(next(), next())),
     };
     match base.and_then(|base| job::run(base, spawn, sandbox, (kit, reads), fds)) {
         Ok(never) => match never {},

@@ -524,9 +524,18 @@ fn condition_text(job: JobId, met: &WaitMet) -> String {
             }
             out
         }
-        WaitMet::Port { port, pid } => {
-            format!("Condition met: pid {pid} of {job} listens on TCP port {port}.")
-        }
+        WaitMet::Port {
+            port,
+            pid,
+            published: None,
+        } => format!("Condition met: pid {pid} of {job} listens on TCP port {port}."),
+        WaitMet::Port {
+            port,
+            pid,
+            published: Some(host),
+        } => format!(
+            "Condition met: pid {pid} of {job} listens on TCP port {port} in its session's network, published on the host at 127.0.0.1:{host}."
+        ),
         WaitMet::Idle { idle_ms } => format!(
             "Condition met: {job} printed nothing for {} s.",
             waited_secs(*idle_ms)

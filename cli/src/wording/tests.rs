@@ -145,7 +145,11 @@ fn every_notice() -> Vec<Notice> {
         },
         Notice::ConditionMet {
             job,
-            met: WaitMet::Port { port: 80, pid: 9 },
+            met: WaitMet::Port {
+                port: 80,
+                pid: 9,
+                published: None,
+            },
         },
         Notice::WaitingForInput {
             job,

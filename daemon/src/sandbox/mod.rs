@@ -7,6 +7,7 @@
 //! resident links without the daemon.
 
 pub mod channel;
+pub mod network;
 pub mod peer;
 pub mod roots;
 

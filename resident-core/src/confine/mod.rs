@@ -38,10 +38,12 @@
 pub mod git;
 mod landlock;
 mod namespaces;
+pub mod network;
 mod reads;
 mod seccomp;
 
 pub use namespaces::Kit;
+pub use network::SessionNet;
 pub use reads::{Prepared, Unprepared};
 
 use std::ffi::OsString;
@@ -278,6 +280,9 @@ pub fn resident_filter(spec: &Spec) -> Result<bool, Failure> {
 /// namespaces, made ahead by the zygote, which the caller holds until the job is over;
 /// `filtered`: the process inherited the job's seccomp filter ([`resident_filter`]);
 /// `reads`: the read rules of `spec.deny_read`, made ahead ([`ReadRules::of`]).
+/// `network`: the session network the job shares with the session's other jobs of
+/// its network setting (`network.rs`), entered first, so that the job's own user
+/// namespace is made (or the kit's entered) inside its user namespace.
 /// On an error the process is half confined: it must not run the job.
 pub fn apply(
     spec: &Spec,
@@ -286,6 +291,7 @@ pub fn apply(
     kit: Option<&Kit>,
     filtered: bool,
     reads: Option<&ReadRules>,
+    network: Option<&SessionNet>,
 ) -> Result<(), Failure> {
     if !spec.confines() {
         return Ok(());
@@ -300,9 +306,14 @@ pub fn apply(
     // set a helper that the kernel starts outside the job's namespaces, the network's
     // included), and the cgroup file system (its cgroup namespace holds it in its
     // cgroup only where cgroup2 is mounted with `nsdelegate`).
+    // A session network replaces a network namespace of the job's own.
+    if let Some(network) = network {
+        network.enter()?;
+    }
+    let own_network = spec.network_off && network.is_none();
     match kit {
-        Some(kit) => kit.enter(true, spec.network_off)?,
-        None => namespaces::enter(true, spec.network_off)?,
+        Some(kit) => kit.enter(true, own_network)?,
+        None => namespaces::enter(true, own_network)?,
     }
     match &plan {
         Some(plan) => plan.mount()?,

@@ -25,7 +25,7 @@ use rustix::mount::{
 use super::{Failure, Spec, git};
 
 const FIX_MOUNTS: &str = "the user namespace cannot mount here (an AppArmor or seccomp policy may forbid it): allow mounts in unprivileged user namespaces, set [sandbox] deny_read = [] in the daemon's config if nothing is to be hidden, or run the job with sandbox off";
-const FIX_NETWORK: &str =
+pub(super) const FIX_NETWORK: &str =
     "network namespaces cannot be made here: allow them, or run the job with the network on";
 
 /// What must be mounted for a job whose file system is confined: found before any
@@ -366,7 +366,7 @@ pub(super) fn enter(mounts: bool, network_off: bool) -> Result<(), Failure> {
 }
 
 /// A new user namespace where the user and group are themselves.
-fn enter_user() -> Result<(), Failure> {
+pub(super) fn enter_user() -> Result<(), Failure> {
     // SAFETY: getuid and getgid cannot fail and touch no memory.
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
     unshare(libc::CLONE_NEWUSER).map_err(|e| {
@@ -423,6 +423,16 @@ impl Kit {
             enter_network()?;
         }
         Ok(())
+    }
+
+    /// What [`Kit::make`] does, inside the user namespace `user` of a session network
+    /// (`network.rs`): the kit's user namespace is then nested in it, where a job that
+    /// entered the session network can enter it. The network is the session's, so the
+    /// kit has none.
+    pub fn make_in(user: &OwnedFd) -> Result<(), Failure> {
+        setns(user, libc::CLONE_NEWUSER)
+            .map_err(|e| failure("enter the session network's user namespace", e, FIX_NETWORK))?;
+        Kit::make(false)
     }
 
     /// Holds the namespaces process `pid` made with [`Kit::make`]; it must still be
@@ -517,7 +527,7 @@ impl Kit {
     }
 }
 
-fn setns(fd: &OwnedFd, kind: libc::c_int) -> io::Result<()> {
+pub(super) fn setns(fd: &OwnedFd, kind: libc::c_int) -> io::Result<()> {
     // SAFETY: setns reads nothing of this process's memory; the descriptor is open.
     if unsafe { libc::setns(fd.as_raw_fd(), kind) } != 0 {
         return Err(io::Error::last_os_error());
@@ -736,7 +746,7 @@ fn unshare(flags: libc::c_int) -> io::Result<()> {
     Ok(())
 }
 
-fn failure(step: &str, error: io::Error, fix: &'static str) -> Failure {
+pub(super) fn failure(step: &str, error: io::Error, fix: &'static str) -> Failure {
     Failure {
         step: step.to_owned(),
         error,

@@ -39,7 +39,7 @@ pub(super) async fn client_in_scratch(daemon: &Daemon) -> bashc::Client {
     client
 }
 
-pub(super) const SANDBOXES: [Sandbox; 5] = [
+pub(super) const SANDBOXES: [Sandbox; 6] = [
     Sandbox {
         name: "off",
         mechanism: None,
@@ -69,6 +69,13 @@ pub(super) const SANDBOXES: [Sandbox; 5] = [
         mechanism: None,
         profile: SandboxProfile::WorkspaceWrite,
         network: Network::Off,
+    },
+    // Issue 43: the session's network of the allow-list, with the proxy's listeners.
+    Sandbox {
+        name: "network allow-list",
+        mechanism: None,
+        profile: SandboxProfile::Off,
+        network: Network::AllowList,
     },
 ];
 

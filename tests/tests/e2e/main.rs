@@ -39,6 +39,7 @@ mod roots;
 mod runtime_dir;
 mod sandbox;
 mod sandbox_hints;
+mod session_network;
 mod spare;
 mod systemd;
 mod terminal;

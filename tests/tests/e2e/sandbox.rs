@@ -309,14 +309,17 @@ fn network_off_reaches_no_listener_of_the_host() {
     });
     assert!(accepted, "the job with the network on never connected");
 
-    // A server in a job with the network off cannot be reached: the listing says so.
+    // A server in a job with the network off answers its session's jobs and the host's
+    // loopback, where bashd publishes it: the listing says so (issue 43).
     let server = sandbox.exec(&["--net", "off", "--mode", "background"], "sleep 23001");
     assert_eq!(server.status.code(), Some(0), "{}", show(&server));
     let job = json(&server)["job"].as_str().unwrap().to_owned();
     let jobs = sandbox.daemon.run_bashc(&["jobs"]);
     let listing = String::from_utf8_lossy(&jobs.stdout);
     assert!(
-        listing.contains("network off: its ports answer only inside it"),
+        listing.contains(
+            "network off: its ports answer its session's jobs, and on the host's 127.0.0.1"
+        ),
         "{}",
         show(&jobs)
     );
@@ -701,8 +704,9 @@ fn a_sandboxed_job_is_still_contained_and_killed_whole() {
 
 /// The namespaces of a confined job are its own, whether the job's process made them
 /// or took those the zygote made ahead (the first job of a kind makes its own, the
-/// next ones take a kit): no two jobs share a user, IPC, mount or network namespace,
-/// two running at once included; each one's loopback is up; each starts in its
+/// next ones take a kit): no two jobs share a user, IPC or mount namespace, two
+/// running at once included; their network namespace is their session's, one for all
+/// of them (issue 43), and not the host's; its loopback is up; each starts in its
 /// workdir. The control: an unsandboxed job is in the host's namespaces, read the
 /// same way.
 /// (Issue 30.)
@@ -772,9 +776,14 @@ fn namespaces_made_ahead_are_each_jobs_own() {
             assert_ne!(ns, host_ns, "a job is in the host's namespace: {seen:?}");
         }
         for other in &seen[i + 1..] {
-            for (a, b) in one.iter().zip(other) {
+            // The first three: user, IPC, mount; the last, the network, is shared.
+            for (a, b) in one.iter().zip(other).take(3) {
                 assert_ne!(a, b, "two jobs share a namespace: {seen:?}");
             }
+            assert_eq!(
+                one[3], other[3],
+                "the session's jobs have two networks: {seen:?}"
+            );
         }
     }
     for job in jobs {

@@ -40,6 +40,7 @@ pub mod zygote;
 
 use std::future::Future;
 use std::io;
+use std::os::fd::OwnedFd;
 use std::time::Duration;
 
 use rustix::process::{Rlimit, Signal};
@@ -328,7 +329,7 @@ impl Containment {
                     address_space: spec.limits.memory_bytes,
                 };
                 let mut launch = Launch::direct(&spec);
-                add_steps(&mut launch, spec, limits, None)?;
+                add_steps(&mut launch, spec, limits, None, None)?;
                 launch.spawn_direct(reaper).await
             }
             Containment::Resident {
@@ -355,9 +356,19 @@ impl Containment {
                             .is_none_or(|c| c.memory_limit().is_none())
                     }),
                 };
+                // The session network's holder starts with its first job.
+                let network = match &spec.network {
+                    Some(network) => Some(
+                        network
+                            .holder(zygote.binary(), zygote.reaper())
+                            .await?
+                            .namespaces()?,
+                    ),
+                    None => None,
+                };
                 let mut launch = Launch::resident(&spec);
                 let dir = job_cgroup.as_ref().map(|c| c.dir());
-                add_steps(&mut launch, spec, limits, dir)?;
+                add_steps(&mut launch, spec, limits, dir, network)?;
                 let started = zygote.spawn(launch).await?;
                 resident::take(started, job_cgroup).await
             }
@@ -397,10 +408,12 @@ fn add_steps(
     spec: SpawnSpec,
     limits: Limits,
     cgroup: Option<&std::path::Path>,
+    network: Option<(OwnedFd, OwnedFd)>,
 ) -> io::Result<()> {
     let sandbox = spec.sandbox.map(|confine| Sandbox {
         spec: confine,
         channel: spec.channel,
+        network,
     });
     launch
         .add(spec.stdin_pipe.then_some(StdinPipe))?

@@ -77,6 +77,16 @@ impl Zygote {
         }
     }
 
+    /// The resident's binary, which also holds session networks.
+    pub fn binary(&self) -> &Path {
+        &self.shared.binary
+    }
+
+    /// The reaper that forks the daemon's children.
+    pub fn reaper(&self) -> &ReaperHandle {
+        &self.shared.reaper
+    }
+
     /// Has the zygote fork a resident for `launch`.
     pub async fn spawn(&self, launch: Launch) -> io::Result<ResidentStarted> {
         let (frame, job_fds, ends) = launch.into_frame()?;

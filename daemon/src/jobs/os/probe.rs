@@ -90,6 +90,7 @@ pub fn listening(groups: &[Vec<u32>]) -> Vec<Vec<ListenPort>> {
                             port: socket.port,
                             address: socket.address.clone(),
                             pid,
+                            published: None,
                         });
                     }
                 }
@@ -101,6 +102,16 @@ pub fn listening(groups: &[Vec<u32>]) -> Vec<Vec<ListenPort>> {
             ports
         })
         .collect()
+}
+
+/// The TCP ports listened on in the namespace a `sock_diag` socket was opened in
+/// (a session network's, `sandbox/network.rs`), each once, in order.
+pub fn tcp_listening_in(diag: &impl std::os::fd::AsFd) -> std::io::Result<Vec<u16>> {
+    let table = diag::listening_on(diag, Kind::Tcp)?;
+    let mut ports: Vec<u16> = table.values().map(|socket| socket.port).collect();
+    ports.sort_unstable();
+    ports.dedup();
+    Ok(ports)
 }
 
 /// The network namespace of `/proc/<pid>` (`self` for bashd's own), as device and inode.

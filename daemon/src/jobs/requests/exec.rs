@@ -17,8 +17,8 @@ use std::time::{Duration, Instant, SystemTime};
 use bashd_protocol::channel::CHANNEL_ENV;
 use bashd_protocol::{
     Argument, AskId, AskState, BackgroundWhy, ErrorHint, ErrorKind, ErrorReply, ExecParams, JobId,
-    JobLimits, JobState, Mode, Notice, RequestId, Response, SandboxInForce, SandboxProfile,
-    ServerFrame, StdinMode, is_valid_session_id, limits,
+    JobLimits, JobState, Mode, Network, Notice, RequestId, Response, SandboxInForce,
+    SandboxProfile, ServerFrame, StdinMode, is_valid_session_id, limits,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -505,6 +505,16 @@ impl JobsActor {
         if tmpdir.is_some() {
             sandbox::set_tool_env(&mut env, &tools.job_env());
         }
+        // A confined network is the session's, shared by its jobs of that setting.
+        let network = plan
+            .sandbox
+            .map(|in_force| in_force.network)
+            .filter(|network| network.confined())
+            .and_then(|network| self.session_network(session, network));
+        if plan.sandbox.map(|s| s.network) == Some(Network::AllowList) {
+            // Last, over whatever the request's environment said.
+            sandbox::network::set_proxy_env(&mut env);
+        }
         let (channel, channel_fd) = channel.unzip();
         let spec = SpawnSpec {
             shell: self.shell.clone(),
@@ -526,6 +536,7 @@ impl JobsActor {
             }),
             pty: params.pty,
             channel: channel_fd,
+            network,
         };
         let mut spec = spec;
         if let (Some(confined), Some(caches)) = (spec.sandbox.as_mut(), &caches)

@@ -100,7 +100,10 @@ pub(in crate::jobs) async fn look_at(jobs: &mut [JobInfo], live: Vec<LiveJob>) {
     })
     .await
     .unwrap_or_default();
-    for (job, ports) in live.iter().zip(ports) {
+    for (job, mut ports) in live.iter().zip(ports) {
+        for port in ports.iter_mut().filter(|p| p.protocol == "tcp") {
+            port.published = job.published.get(&port.port).copied();
+        }
         jobs[job.index].ports = ports;
     }
     let waits = live

@@ -103,7 +103,7 @@ impl JobsHandle {
                 sink,
             })
             .await??;
-        let (mut summary, job_started, subscribed, mut result, cursor) = match watching {
+        let (mut summary, job_started, subscribed, mut result, cursor, network) = match watching {
             Watching::Ended { result, .. } => return Ok(*result),
             Watching::Running {
                 summary,
@@ -111,7 +111,8 @@ impl JobsHandle {
                 subscribed,
                 result,
                 cursor,
-            } => (*summary, started, subscribed, result, cursor),
+                network,
+            } => (*summary, started, subscribed, result, cursor, network),
         };
         let job = summary.job;
         let started = Instant::now();
@@ -205,7 +206,13 @@ impl JobsHandle {
                     })
                     .await?;
                     if let Some(listen) = found {
-                        break Some(WaitMet::Port { port, pid: listen.pid });
+                        // In a session network: where the host reaches it, once bashd
+                        // has published it (its next look, within a second).
+                        let published = match &network {
+                            Some(network) => network.published_soon(port).await,
+                            None => None,
+                        };
+                        break Some(WaitMet::Port { port, pid: listen.pid, published });
                     }
                 }
                 () = sleep_until(deadline) => break None,

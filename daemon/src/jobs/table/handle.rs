@@ -63,6 +63,9 @@ pub enum Watching {
         result: oneshot::Receiver<ExecResult>,
         /// Lines of each stream the caller's session has checked.
         cursor: [u64; 2],
+        /// The session network the job is in, whose published ports a wait on a port
+        /// names (`sandbox/network.rs`).
+        network: Option<std::sync::Arc<crate::sandbox::network::SessionNetwork>>,
     },
 }
 
@@ -84,6 +87,9 @@ pub struct LiveJob {
     pub probe: Option<mpsc::UnboundedSender<Control>>,
     /// Its supervisor, for a snapshot of its output (`bashc top`'s last line).
     pub control: mpsc::UnboundedSender<Control>,
+    /// For a job in a session network: its TCP ports published on the host, and the
+    /// host's port of each (`sandbox/network.rs`).
+    pub published: std::collections::HashMap<u16, u16>,
 }
 
 /// A job as the actor saw it, and its output.

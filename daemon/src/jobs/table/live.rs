@@ -7,7 +7,7 @@ use bashd_protocol::{
 };
 use tokio::sync::{mpsc, oneshot};
 
-use super::{JobsActor, Status};
+use super::{Job, JobsActor, Status};
 use crate::jobs::job::stdin::StdinHandle;
 use crate::jobs::job::supervisor::{Control, Subscriber};
 use crate::jobs::table::handle::{Asker, LiveJob, ToActor, Watching};
@@ -104,12 +104,14 @@ impl JobsActor {
                     .get(&asker.caller.session)
                     .copied()
                     .unwrap_or_default();
+                let network = self.network_of(&self.jobs[&n]);
                 Ok(Watching::Running {
                     summary: Box::new(summary),
                     started,
                     subscribed,
                     result,
                     cursor,
+                    network,
                 })
             }
         }
@@ -202,9 +204,32 @@ impl JobsActor {
                     root: job.root?,
                     probe: job.stdin.as_ref().map(|_| control.clone()),
                     control: control.clone(),
+                    published: self.published_for(job),
                 })
             })
             .collect()
+    }
+}
+
+impl JobsActor {
+    /// The ports published on the host for `job`'s session network, if it is in one.
+    pub(in crate::jobs) fn published_for(&self, job: &Job) -> std::collections::HashMap<u16, u16> {
+        self.network_of(job)
+            .map(|network| network.published())
+            .unwrap_or_default()
+    }
+
+    /// The session network `job` is in, if it is in one.
+    pub(in crate::jobs) fn network_of(
+        &self,
+        job: &Job,
+    ) -> Option<std::sync::Arc<crate::sandbox::network::SessionNetwork>> {
+        let network = job.sandbox.map(|in_force| in_force.network)?;
+        let session = self.sessions.get(&job.session)?;
+        network
+            .confined()
+            .then(|| session.networks.get(&network).cloned())
+            .flatten()
     }
 }
 

@@ -445,6 +445,20 @@ impl JobsActor {
         }
     }
 
+    /// The session's network of setting `network`, made on first use; `None` for a
+    /// session the table does not hold.
+    pub(in crate::jobs) fn session_network(
+        &mut self,
+        name: &str,
+        network: bashd_protocol::Network,
+    ) -> Option<std::sync::Arc<crate::sandbox::network::SessionNetwork>> {
+        let session = self.sessions.get_mut(name)?;
+        let entry = session.networks.entry(network).or_insert_with(|| {
+            std::sync::Arc::new(crate::sandbox::network::SessionNetwork::new(name, network))
+        });
+        Some(std::sync::Arc::clone(entry))
+    }
+
     pub(in crate::jobs) fn session_dir(&self, name: &str) -> PathBuf {
         runtime::sessions_dir(&self.runtime_dir).join(name)
     }

@@ -10,7 +10,10 @@ use rustix::process::{Pid, PidfdFlags};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::AbortHandle;
 
+use std::sync::Arc;
+
 use crate::jobs::os::reaper;
+use crate::sandbox::network::SessionNetwork;
 
 /// What the watchers of sessions tell the actor.
 #[derive(Debug)]
@@ -37,6 +40,10 @@ pub struct Session {
     /// Set once the session is ending: who waits for that, and how many jobs were
     /// still running.
     pub closing: Option<Closing>,
+    /// The session's networks, one per confined network setting (`off`,
+    /// `allow-list`), shared by its jobs of that setting and dropped with the session,
+    /// which ends their holders (`sandbox/network.rs`).
+    pub networks: HashMap<bashd_protocol::Network, Arc<SessionNetwork>>,
 }
 
 #[derive(Debug, Default)]

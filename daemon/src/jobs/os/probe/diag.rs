@@ -33,27 +33,33 @@ const IPPROTO_UDP: u8 = 17;
 
 /// The listening sockets of `kind` in bashd's namespace, IPv4 and IPv6, by inode.
 pub(super) fn listening(kind: Kind) -> io::Result<SocketTable> {
-    let (protocol, state) = match kind {
-        Kind::Tcp => (IPPROTO_TCP, TCP_LISTEN),
-        Kind::Udp => (IPPROTO_UDP, UDP_UNCONNECTED),
-    };
     let socket = rustix::net::socket_with(
         AddressFamily::NETLINK,
         SocketType::DGRAM,
         SocketFlags::CLOEXEC,
         Some(netlink::SOCK_DIAG),
     )?;
+    listening_on(&socket, kind)
+}
+
+/// The listening sockets of `kind` in the namespace `socket` was opened in: bashd's
+/// own, or a session network's, whose holder opened it there (`sandbox/network.rs`).
+pub(super) fn listening_on(socket: &impl std::os::fd::AsFd, kind: Kind) -> io::Result<SocketTable> {
+    let (protocol, state) = match kind {
+        Kind::Tcp => (IPPROTO_TCP, TCP_LISTEN),
+        Kind::Udp => (IPPROTO_UDP, UDP_UNCONNECTED),
+    };
     let mut table = SocketTable::new();
     let mut buffer = vec![0u8; 64 * 1024];
     for family in [AF_INET, AF_INET6] {
         // Sent without an address: an unbound netlink socket speaks to the kernel.
         rustix::net::send(
-            &socket,
+            socket,
             &request(family, protocol, state),
             SendFlags::empty(),
         )?;
         loop {
-            let (len, _) = rustix::net::recv(&socket, &mut buffer, RecvFlags::empty())?;
+            let (len, _) = rustix::net::recv(socket, &mut buffer, RecvFlags::empty())?;
             if parse(&buffer[..len], kind, state, &mut table)? {
                 break;
             }

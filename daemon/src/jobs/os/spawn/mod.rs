@@ -65,6 +65,9 @@ pub struct SpawnSpec {
     /// The job's end of its channel to the daemon (`sandbox/channel.rs`), which its
     /// shell inherits; the daemon's copy closes once the spawn is sent.
     pub channel: Option<OwnedFd>,
+    /// The session network the job shares (`sandbox/network.rs`), whose namespaces
+    /// its spawn frame carries.
+    pub network: Option<std::sync::Arc<crate::sandbox::network::SessionNetwork>>,
 }
 
 /// A started job leader: the shell. Its pid is also its process group id (it called

@@ -17,6 +17,8 @@ use super::{Launch, Step, Target};
 pub struct Sandbox {
     pub spec: Spec,
     pub channel: Option<OwnedFd>,
+    /// The user and network namespaces of the session network the job shares.
+    pub network: Option<(OwnedFd, OwnedFd)>,
 }
 
 impl Step for Sandbox {
@@ -29,6 +31,11 @@ impl Step for Sandbox {
                 if let Some(channel) = self.channel {
                     frame.channel = true;
                     more.push(channel);
+                }
+                // After the channel, in the order `wire::Spawn` lists them.
+                if let Some((user, net)) = self.network {
+                    frame.network = true;
+                    more.extend([user, net]);
                 }
                 Ok(())
             }
