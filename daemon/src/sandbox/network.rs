@@ -32,8 +32,10 @@ use bashd_resident_core::confine::network::{HELLO_FDS, PROXY_HTTP_PORT, PROXY_SO
 use bashd_resident_core::frame;
 use tokio::sync::OnceCell;
 use tokio::task::AbortHandle;
+use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::jobs::os::reaper::ReaperHandle;
+use crate::network::Proxy;
 
 /// How often bashd looks for new listeners in a session network, to publish them.
 const PUBLISH_EVERY: Duration = Duration::from_millis(250);
@@ -80,6 +82,8 @@ pub fn set_proxy_env(env: &mut Vec<(Vec<u8>, Vec<u8>)>) {
 pub struct SessionNetwork {
     session: String,
     mode: Network,
+    /// bashd's proxy, which serves an `allow-list` network's listeners.
+    proxy: Option<Proxy>,
     holder: OnceCell<Arc<Holder>>,
 }
 
@@ -103,6 +107,9 @@ pub struct Holder {
     published: Mutex<BTreeMap<u16, Published>>,
     /// The task that publishes, and the proxy's, ended with the holder's record.
     tasks: Mutex<Vec<AbortHandle>>,
+    /// Ends the proxy's serving of this network, its open connections included,
+    /// when the holder's record drops.
+    _proxy_shutdown: Option<DropGuard>,
 }
 
 #[derive(Debug)]
@@ -120,15 +127,32 @@ pub struct ProxyListeners {
     pub socks: TcpListener,
 }
 
-/// The proxy's place: called once per `allow-list` session network, when its holder
-/// is up, with its listeners (nonblocking, ready for `tokio::net::TcpListener::from_std`)
-/// and the session they serve; returns the tasks to end with the session network.
-/// Not wired yet (issue 43's proxy is built apart): the lead plugs
-/// `Proxy::serve(listener, session)` in here. Until then connections wait in the
-/// listeners' backlog, unanswered.
-fn serve_proxy(session: &str, listeners: &ProxyListeners) -> Vec<AbortHandle> {
-    let _ = (session, listeners);
-    Vec::new()
+/// Serves an `allow-list` session network's proxy listeners with bashd's proxy, once
+/// its holder is up, until `shutdown`: each connection on them is the session's,
+/// since only its jobs are in the namespace. A listener that cannot be served is
+/// logged, and its connections are refused by the kernel once the holder goes.
+fn serve_proxy(
+    session: &str,
+    listeners: &ProxyListeners,
+    proxy: &Proxy,
+    shutdown: &CancellationToken,
+) -> Vec<AbortHandle> {
+    [&listeners.http, &listeners.socks]
+        .into_iter()
+        .filter_map(|listener| {
+            let listener = listener
+                .try_clone()
+                .and_then(tokio::net::TcpListener::from_std)
+                .inspect_err(|e| {
+                    tracing::warn!(session, "cannot serve the proxy's listener: {e}");
+                })
+                .ok()?;
+            let proxy = proxy.clone();
+            let (session, shutdown) = (session.to_owned(), shutdown.clone());
+            let task = async move { proxy.serve(listener, session, shutdown).await };
+            Some(tokio::spawn(task).abort_handle())
+        })
+        .collect()
 }
 
 impl Drop for Holder {
@@ -144,10 +168,11 @@ impl Drop for Holder {
 }
 
 impl SessionNetwork {
-    pub fn new(session: &str, mode: Network) -> SessionNetwork {
+    pub fn new(session: &str, mode: Network, proxy: Option<Proxy>) -> SessionNetwork {
         SessionNetwork {
             session: session.to_owned(),
             mode,
+            proxy,
             holder: OnceCell::new(),
         }
     }
@@ -162,7 +187,15 @@ impl SessionNetwork {
     ) -> io::Result<Arc<Holder>> {
         let holder = self
             .holder
-            .get_or_try_init(|| start(&self.session, self.mode, binary, reaper))
+            .get_or_try_init(|| {
+                start(
+                    &self.session,
+                    self.mode,
+                    self.proxy.as_ref(),
+                    binary,
+                    reaper,
+                )
+            })
             .await?;
         Ok(Arc::clone(holder))
     }
@@ -235,6 +268,7 @@ impl Holder {
 async fn start(
     session: &str,
     mode: Network,
+    proxy: Option<&Proxy>,
     binary: &std::path::Path,
     reaper: &ReaperHandle,
 ) -> io::Result<Arc<Holder>> {
@@ -283,7 +317,7 @@ async fn start(
     let mut fds = fds.into_iter();
     let mut next = || fds.next().expect("counted above");
     let (user, net, diag) = (next(), next(), next());
-    let proxy = match mode {
+    let proxy_listeners = match mode {
         Network::AllowList => {
             let http = TcpListener::from(next());
             let socks = TcpListener::from(next());
@@ -293,20 +327,23 @@ async fn start(
         }
         _ => None,
     };
+    let shutdown = CancellationToken::new();
+    let serving = match (&proxy_listeners, proxy) {
+        (Some(listeners), Some(proxy)) => serve_proxy(session, listeners, proxy, &shutdown),
+        _ => Vec::new(),
+    };
     let holder = Arc::new(Holder {
         socket: Mutex::new(ours),
         pid,
         user,
         net,
         diag,
-        proxy,
+        proxy: proxy_listeners,
         published: Mutex::new(BTreeMap::new()),
         tasks: Mutex::new(Vec::new()),
+        _proxy_shutdown: Some(shutdown.drop_guard()),
     });
-    let mut tasks = Vec::new();
-    if let Some(listeners) = &holder.proxy {
-        tasks.extend(serve_proxy(session, listeners));
-    }
+    let mut tasks = serving;
     tasks.push(tokio::spawn(publish(Arc::downgrade(&holder))).abort_handle());
     *holder.tasks.lock().unwrap() = tasks;
     tracing::info!(session = %session, network = %mode, pid, "session network made");

@@ -34,6 +34,7 @@ mod mcp_stdio;
 mod output;
 mod policy;
 mod protocol;
+mod proxy;
 mod remote;
 mod roots;
 mod runtime_dir;

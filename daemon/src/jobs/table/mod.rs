@@ -453,8 +453,11 @@ impl JobsActor {
         network: bashd_protocol::Network,
     ) -> Option<std::sync::Arc<crate::sandbox::network::SessionNetwork>> {
         let session = self.sessions.get_mut(name)?;
+        let proxy = self.proxy.clone();
         let entry = session.networks.entry(network).or_insert_with(|| {
-            std::sync::Arc::new(crate::sandbox::network::SessionNetwork::new(name, network))
+            std::sync::Arc::new(crate::sandbox::network::SessionNetwork::new(
+                name, network, proxy,
+            ))
         });
         Some(std::sync::Arc::clone(entry))
     }

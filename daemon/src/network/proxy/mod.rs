@@ -83,6 +83,14 @@ pub struct Proxy {
     shared: Arc<Shared>,
 }
 
+impl std::fmt::Debug for Proxy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Proxy")
+            .field("caps", &self.shared.caps)
+            .finish_non_exhaustive()
+    }
+}
+
 struct Shared {
     caps: ProxyCaps,
     /// The list in force; a reload replaces it, and each request reads it afresh.

@@ -1,0 +1,108 @@
+//! The allow-list through bashd's proxy, end to end (issue 43): a confined job with
+//! `--net allow-list` reaches a listed host over HTTP forwarding, `CONNECT` and
+//! SOCKS5 by the proxy variables its session network gives it; an unlisted host is
+//! refused by the proxy (403, nothing reaches it) and named in the result; no way
+//! around the proxy reaches even the listed host. All on loopback: the listed host is
+//! 127.0.0.2, the unlisted one 127.0.0.3, each a server of the test's own.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use bashd_tests::Daemon;
+
+use crate::show;
+
+/// A server on `ip` that answers every request with `hello from IP`, and counts the
+/// connections it got.
+fn server(ip: &str) -> (u16, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind((ip, 0)).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let count = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&count);
+    let body = format!("hello from {ip}");
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            counted.fetch_add(1, Ordering::SeqCst);
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                line.clear();
+            }
+            let _ = write!(
+                stream,
+                "HTTP/1.0 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    (port, count)
+}
+
+#[test]
+fn a_listed_host_is_reached_through_the_proxy_and_an_unlisted_one_is_refused_and_named() {
+    let (listed, _) = server("127.0.0.2");
+    let (unlisted, reached_unlisted) = server("127.0.0.3");
+    let daemon = Daemon::start_with_config("[sandbox]\nallow_hosts = [\"127.0.0.2\"]\n");
+    let run = |command: &str| {
+        daemon.run_bashc_in(
+            "proxied",
+            &[
+                "exec",
+                "--sandbox",
+                "workspace-write",
+                "--net",
+                "allow-list",
+                "--",
+                command,
+            ],
+        )
+    };
+    let url = format!("http://127.0.0.2:{listed}/x");
+    // HTTP forwarding (http_proxy), CONNECT (a tunnel through it) and SOCKS5 with
+    // the name resolved by the proxy (all_proxy).
+    for (how, command) in [
+        ("http", format!("curl -m 20 -sS {url}")),
+        ("connect", format!("curl -m 20 -sS --proxytunnel {url}")),
+        ("socks5", format!("curl -m 20 -sS -x \"$all_proxy\" {url}")),
+    ] {
+        let out = run(&command);
+        assert_eq!(out.status.code(), Some(0), "{how}: {}", show(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("hello from 127.0.0.2"),
+            "{how}: {}",
+            show(&out)
+        );
+    }
+
+    // An unlisted host: the proxy answers 403 and nothing reaches the host; the
+    // result names it.
+    let out = run(&format!(
+        "curl -m 20 -s -o /dev/null -w '%{{http_code}}\\n' http://127.0.0.3:{unlisted}/"
+    ));
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(said.contains("403\n"), "{}", show(&out));
+    // The refusal reaches the session from the proxy, not from the job: told with
+    // this result when it came first, else with the session's next call.
+    let refused = format!("network: refused 127.0.0.3:{unlisted}, not on the allow-list");
+    let next = daemon.run_bashc_in("proxied", &["exec", "--", "true"]);
+    let told = [&out, &next].iter().any(|out| show(out).contains(&refused));
+    assert!(told, "{}\n{}", show(&out), show(&next));
+    // Around the proxy, even the listed host is out of reach: no route but the
+    // session's loopback.
+    let out = run(&format!(
+        "curl -m 20 -sS --noproxy '*' {url} || echo direct refused; \
+         (exec 3<>/dev/tcp/127.0.0.2/{listed}) 2>/dev/null && echo raw reached || echo raw refused"
+    ));
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        said.contains("direct refused") && said.contains("raw refused"),
+        "{}",
+        show(&out)
+    );
+    assert_eq!(reached_unlisted.load(Ordering::SeqCst), 0);
+    // Control: the unlisted server answers a connection from the host itself.
+    assert!(std::net::TcpStream::connect(("127.0.0.3", unlisted)).is_ok());
+}
