@@ -80,7 +80,8 @@ impl Watch for Quiet {
 
 /// One turn of the loop: what woke it.
 enum Step {
-    Response(Result<Response, ClientError>),
+    /// Boxed: a response is large, and a turn is mostly a tick.
+    Response(Box<Result<Response, ClientError>>),
     Tick,
     Cancelled,
 }
@@ -104,14 +105,14 @@ impl Responses {
         loop {
             // Cancelling a branch loses nothing: responses wait in their channel.
             let step = tokio::select! {
-                response = self.next() => Step::Response(response),
+                response = self.next() => Step::Response(Box::new(response)),
                 _ = async { ticks.as_mut().expect("polled only when set").tick().await },
                     if ticks.is_some() => Step::Tick,
                 () = async { cancellation.as_ref().expect("polled only when set").cancelled().await },
                     if cancellation.is_some() => Step::Cancelled,
             };
             match step {
-                Step::Response(response) => match response? {
+                Step::Response(response) => match (*response)? {
                     Response::Finished(result) => return Ok(*result),
                     Response::Error(error) => return Err(ClientError::Daemon(error).into()),
                     response @ (Response::Started(_)
