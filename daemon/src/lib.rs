@@ -109,9 +109,14 @@ pub async fn run(
     actor.keep_lost(lost);
     let proxy = start_proxy(&config_tx.borrow(), jobs.clone());
     actor.set_proxy(proxy.clone());
+    tokio::spawn(join_allow_list(
+        config_tx.subscribe(),
+        tool_sources.clone(),
+        proxy,
+    ));
     actor.follow_tool_sources(tool_sources);
     let actor_task = tokio::spawn(actor.run());
-    let reload_task = tokio::spawn(reload_on_sighup(hangups, config_tx, config_arg, proxy));
+    let reload_task = tokio::spawn(reload_on_sighup(hangups, config_tx, config_arg));
 
     let stop_accepting = CancellationToken::new();
     let connections = TaskTracker::new();
@@ -176,14 +181,12 @@ async fn reload_on_sighup(
     mut hangups: Signal,
     config: watch::Sender<Arc<Config>>,
     config_arg: Option<PathBuf>,
-    proxy: Proxy,
 ) {
     while hangups.recv().await.is_some() {
         notify(&[NotifyState::Reloading]);
         match Config::load(config_arg.as_deref()) {
             Ok((new, path)) => {
-                // The proxy judges each request from now on by the new list.
-                proxy.set_allow_list(new.allow_list.clone());
+                // The proxy takes the new list from the watch (`join_allow_list`).
                 config.send_replace(Arc::new(new));
                 match path {
                     Some(path) => tracing::info!("reloaded config {}", path.display()),
@@ -216,6 +219,45 @@ fn start_proxy(config: &Config, jobs: jobs::JobsHandle) -> Proxy {
         }
     });
     proxy
+}
+
+/// Keeps the proxy's list the config's `allow_hosts` and the hosts the person's tools
+/// fetch from (issue 44), made again whenever either changes: at a reload, and when
+/// a reading of the tools ends. The proxy judges each request from then on by it.
+async fn join_allow_list(
+    mut config: watch::Receiver<Arc<Config>>,
+    mut tools: watch::Receiver<Arc<network::sources::ToolSources>>,
+    proxy: Proxy,
+) {
+    loop {
+        let list = {
+            let config = config.borrow_and_update();
+            let tools = tools.borrow_and_update();
+            joined(&config.allow_list, &tools)
+        };
+        proxy.set_allow_list(list);
+        tokio::select! {
+            changed = config.changed() => if changed.is_err() { return },
+            changed = tools.changed() => if changed.is_err() { return },
+        }
+    }
+}
+
+/// `allow_hosts` and then each tool's host not already on it; an entry a tool gave
+/// that is no host entry is left out with a word in the log.
+fn joined(
+    config: &network::AllowList,
+    tools: &network::sources::ToolSources,
+) -> network::AllowList {
+    let mut entries = config.entries().to_vec();
+    for source in &tools.sources {
+        match source.entry.parse::<bashd_protocol::config::AllowHost>() {
+            Ok(entry) if !entries.contains(&entry) => entries.push(entry),
+            Ok(_) => {}
+            Err(why) => tracing::debug!("{} from {}: {why}", source.entry, source.origin),
+        }
+    }
+    network::AllowList::new(entries, config.origin().to_owned())
 }
 
 /// Refusals waiting to be told; past these the proxy only counts them.

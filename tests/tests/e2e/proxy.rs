@@ -16,12 +16,17 @@ use crate::show;
 
 /// A server on `ip` that answers every request with `hello from IP`, and counts the
 /// connections it got.
-fn server(ip: &str) -> (u16, Arc<AtomicUsize>) {
+pub(crate) fn server(ip: &str) -> (u16, Arc<AtomicUsize>) {
     let listener = TcpListener::bind((ip, 0)).unwrap();
     let port = listener.local_addr().unwrap().port();
+    (port, serve(listener, format!("hello from {ip}")))
+}
+
+/// Answers every request on `listener` with `body`, in a thread of its own; counts
+/// the connections.
+pub(crate) fn serve(listener: TcpListener, body: String) -> Arc<AtomicUsize> {
     let count = Arc::new(AtomicUsize::new(0));
     let counted = Arc::clone(&count);
-    let body = format!("hello from {ip}");
     std::thread::spawn(move || {
         for stream in listener.incoming() {
             let Ok(mut stream) = stream else { continue };
@@ -38,7 +43,7 @@ fn server(ip: &str) -> (u16, Arc<AtomicUsize>) {
             );
         }
     });
-    (port, count)
+    count
 }
 
 #[test]

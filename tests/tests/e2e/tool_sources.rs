@@ -268,3 +268,30 @@ fn the_persons_cache_is_writable_when_the_person_lists_it() {
     );
     assert!(h.home.join(".cargo/registry/cache/planted").exists());
 }
+
+/// The registry the person's npm fetches from is on the allow-list with nothing
+/// written in bashd's config: a confined `allow-list` job reaches it through the
+/// proxy, and a port of the same host that no tool names is refused (issue 44).
+#[test]
+fn a_registry_of_the_persons_tools_is_reached_through_the_proxy_with_no_allow_hosts() {
+    let Ok(registry) = std::net::TcpListener::bind(ENTRY) else {
+        eprintln!("skipped: {ENTRY} is taken on this machine");
+        return;
+    };
+    let reached = crate::proxy::serve(registry, "the registry".to_owned());
+    let (other, _) = crate::proxy::server("127.0.0.2");
+    let h = Home::start(None);
+    h.status_with_sources();
+    let net = ["--sandbox", "workspace-write", "--net", "allow-list"];
+    let out = h.run(
+        &net,
+        &format!(
+            "curl -m 20 -sS \"$npm_config_registry\"; echo; \
+             curl -m 20 -s -o /dev/null -w '%{{http_code}}\\n' http://127.0.0.2:{other}/"
+        ),
+    );
+    let said = stdout_of(&out);
+    assert!(said.starts_with("the registry\n"), "{}", show(&out));
+    assert!(reached.load(std::sync::atomic::Ordering::SeqCst) >= 1);
+    assert!(said.ends_with("403\n"), "{}", show(&out));
+}

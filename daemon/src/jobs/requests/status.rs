@@ -1,6 +1,7 @@
 //! `status` (`bashc status`, `bash_status`): the daemon's pid, version, uptime,
 //! running jobs, containment, open files and sandbox. `shutdown` answers from it too.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bashd_protocol::{NetworkStatus, ProxyStatus, StatusInfo};
@@ -64,7 +65,11 @@ impl JobsActor {
 
     /// The default network, the allow-list in force and the proxy's counts.
     fn network_status(&self) -> NetworkStatus {
-        let list = &self.config.allow_list;
+        // The list in force: `allow_hosts` and the hosts of the person's tools.
+        let list = self.proxy.as_ref().map_or_else(
+            || Arc::new(self.config.allow_list.clone()),
+            |p| p.allow_list(),
+        );
         let (caps, counts) = match &self.proxy {
             Some(proxy) => (proxy.caps(), proxy.counts()),
             None => (ProxyCaps::default(), ProxyCounts::default()),
