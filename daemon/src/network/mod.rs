@@ -21,6 +21,16 @@ pub use allow_list::{AllowList, Target};
 pub use proxy::{Proxy, ProxyCaps, ProxyCounts};
 pub use resolve::{Resolve, SystemResolver};
 
+/// A host a person allowed beyond the list (`bashc allow HOST[:PORT]`, issue 44).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostGrant {
+    /// The session it holds for; `None`: every session.
+    pub session: Option<String>,
+    pub entry: bashd_protocol::config::AllowHost,
+    /// When it lapses (`--secs`).
+    pub until: Option<std::time::Instant>,
+}
+
 /// A request the proxy refused because of the allow-list, as the session is told it:
 /// `network: refused HOST:PORT, not on the allow-list`.
 #[derive(Debug, Clone, PartialEq, Eq)]

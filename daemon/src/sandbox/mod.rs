@@ -179,10 +179,14 @@ pub fn decide(
         && network.looseness() > config.network.looseness()
         && config.floor != SandboxProfile::Off
     {
+        let how = match network {
+            Network::On => "turned on".to_owned(),
+            _ => format!("loosened to {network}"),
+        };
         return Err(Refused::Ask {
             asked,
             why: format!(
-                "the network is {} for jobs here and is loosened to {network} only with a person's yes: [sandbox] network = \"{}\" with floor = \"{}\" in bashd's config; have the person grant it (bashc allow), or set network = \"{network}\" there",
+                "the network is {} for jobs here and is {how} only with a person's yes: [sandbox] network = \"{}\" with floor = \"{}\" in bashd's config; have the person grant it (bashc allow), or set network = \"{network}\" there",
                 config.network, config.network, config.floor
             ),
             hint: (network == Network::On).then_some(ErrorHint::NetworkOn),

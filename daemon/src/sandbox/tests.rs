@@ -114,12 +114,19 @@ fn the_network_floor_orders_off_below_allow_list_below_on() {
     assert!(
         error
             .message
-            .contains("is loosened to on only with a person's yes"),
+            .contains("is turned on only with a person's yes"),
         "{}",
         error.message
     );
     let offline = config(WorkspaceWrite, NetOff, WorkspaceWrite);
     let error = decide(&offline, &params(None, Some(AllowList)), None).unwrap_err();
+    assert!(
+        error
+            .message
+            .contains("is loosened to allow-list only with"),
+        "{}",
+        error.message
+    );
     assert!(
         error.message.contains("network = \"off\""),
         "{}",

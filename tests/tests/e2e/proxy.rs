@@ -111,3 +111,46 @@ fn a_listed_host_is_reached_through_the_proxy_and_an_unlisted_one_is_refused_and
     // Control: the unlisted server answers a connection from the host itself.
     assert!(std::net::TcpStream::connect(("127.0.0.3", unlisted)).is_ok());
 }
+
+/// A host a person allows with `bashc allow HOST:PORT --session S` is reached by that
+/// session's confined jobs through the proxy, and by no other session's; revoked, it
+/// is refused again from the next connection (issue 44).
+#[test]
+fn a_host_the_person_allows_is_reached_by_that_session_until_revoked() {
+    let (unlisted, _) = server("127.0.0.3");
+    let daemon = Daemon::start_with_config("[sandbox]\nallow_hosts = [\"127.0.0.2\"]\n");
+    let code = |session: &str| {
+        let out = daemon.run_bashc_in(
+            session,
+            &[
+                "exec",
+                "--json",
+                "--sandbox",
+                "workspace-write",
+                "--net",
+                "allow-list",
+                "--",
+                &format!(
+                    "curl -m 20 -s -o /dev/null -w '%{{http_code}}' http://127.0.0.3:{unlisted}/"
+                ),
+            ],
+        );
+        crate::json(&out)["stdout"]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert_eq!(code("granted"), "403");
+    let host = format!("127.0.0.3:{unlisted}");
+    let out = daemon.run_bashc(&["allow", &host, "--session", "granted"]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert_eq!(code("granted"), "200");
+    assert_eq!(
+        code("another"),
+        "403",
+        "a grant for one session reaches no other"
+    );
+    let out = daemon.run_bashc(&["allow", "--revoke", &host]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert_eq!(code("granted"), "403");
+}

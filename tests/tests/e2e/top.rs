@@ -416,7 +416,11 @@ fn top_shows_pending_asks_on_top_and_answers_them_with_a_key() {
 
     let ran = daemon.scratch().join("top-granted-i44");
     let granted = asking(&format!("touch {}", ran.display()));
-    let screen = tmux.wait_for("the ask on top", |s| s.contains("ASK a1"));
+    // The ask's block and its keys come in one frame, which the terminal may show
+    // half drawn: wait for both.
+    let screen = tmux.wait_for("the ask on top and its keys", |s| {
+        s.contains("ASK a1") && s.contains("a1: a grant once")
+    });
     assert!(
         screen.contains("1 asks wait for you") && screen.contains("a1: a grant once"),
         "{screen}"

@@ -211,6 +211,7 @@ impl JobsActor {
             }
         }
         self.asks.lapse();
+        self.publish_host_grants();
         reply.asks = self.asks.infos.values().cloned().collect();
         reply.grants = self.grant_list();
         Ok(reply)
@@ -322,6 +323,35 @@ impl JobsActor {
                 "granted {ask}, and its request was refused for another reason (its client was told why)"
             ),
         })
+    }
+
+    /// Gives the proxy the host grants in force, which it judges each next
+    /// connection by; it drops a grant whose time is up itself.
+    fn publish_host_grants(&self) {
+        let Some(proxy) = &self.proxy else {
+            return;
+        };
+        let grants = self
+            .asks
+            .grants
+            .iter()
+            .filter_map(|grant| {
+                let AskKind::Host { host, port } = &grant.info.kind else {
+                    return None;
+                };
+                let written = match port {
+                    Some(port) => format!("{host}:{port}"),
+                    None => host.clone(),
+                };
+                let entry = written.parse().ok()?;
+                Some(crate::network::HostGrant {
+                    session: grant.info.session.clone(),
+                    entry,
+                    until: grant.until,
+                })
+            })
+            .collect();
+        proxy.set_host_grants(grants);
     }
 
     /// Takes back grant `id` (`a3`, `h1`, or a host): new jobs no longer get it. Names

@@ -30,7 +30,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::allow_list::{AllowList, Target};
 use super::resolve::Resolve;
-use super::{Refusal, RefusedWhy};
+use super::{HostGrant, Refusal, RefusedWhy};
+use bashd_protocol::config::AllowHost;
 
 /// The proxy's own bounds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,6 +96,9 @@ struct Shared {
     caps: ProxyCaps,
     /// The list in force; a reload replaces it, and each request reads it afresh.
     allow: watch::Sender<Arc<AllowList>>,
+    /// The hosts a person allowed beyond the list (`bashc allow HOST`, issue 44),
+    /// for a session or every one, each until its time is up.
+    grants: watch::Sender<Arc<Vec<HostGrant>>>,
     resolver: Arc<dyn Resolve>,
     /// Refusals for the sessions' inboxes; full, a refusal is only counted.
     refusals: mpsc::Sender<Refusal>,
@@ -144,6 +148,7 @@ impl Proxy {
             shared: Arc::new(Shared {
                 caps,
                 allow: watch::Sender::new(Arc::new(allow)),
+                grants: watch::Sender::new(Arc::default()),
                 resolver,
                 refusals,
                 open: AtomicUsize::new(0),
@@ -160,6 +165,12 @@ impl Proxy {
     /// Puts `allow` in force: requests judged from now on use it (a reload).
     pub fn set_allow_list(&self, allow: AllowList) {
         self.shared.allow.send_replace(Arc::new(allow));
+    }
+
+    /// Replaces the hosts a person allowed: each request from now on is judged with
+    /// them (a revoked host is refused from the next connection).
+    pub fn set_host_grants(&self, grants: Vec<HostGrant>) {
+        self.shared.grants.send_replace(Arc::new(grants));
     }
 
     /// The list in force.
@@ -274,7 +285,7 @@ impl Shared {
     /// before it is resolved, and each address it resolves to is judged again; an
     /// address is matched as one.
     async fn open(&self, session: &str, target: &Target, port: u16) -> Result<TcpStream, Denied> {
-        let allow = Arc::clone(&self.allow.borrow());
+        let allow = self.list_for(session);
         let refuse = |why| {
             let refusal = Refusal {
                 session: session.to_owned(),
@@ -331,6 +342,28 @@ impl Shared {
             }
         }
         Err(Denied::Unreachable(last))
+    }
+}
+
+impl Shared {
+    /// The list in force for `session`: the list, and the hosts a person granted it
+    /// or every session whose time is not up.
+    fn list_for(&self, session: &str) -> Arc<AllowList> {
+        let list = Arc::clone(&self.allow.borrow());
+        let grants = self.grants.borrow();
+        let now = std::time::Instant::now();
+        let granted: Vec<AllowHost> = grants
+            .iter()
+            .filter(|g| g.session.as_deref().is_none_or(|s| s == session))
+            .filter(|g| g.until.is_none_or(|until| until > now))
+            .map(|g| g.entry.clone())
+            .collect();
+        if granted.is_empty() {
+            return list;
+        }
+        let mut entries = list.entries().to_vec();
+        entries.extend(granted);
+        Arc::new(AllowList::new(entries, list.origin().to_owned()))
     }
 }
 
