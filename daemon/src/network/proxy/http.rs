@@ -291,8 +291,10 @@ async fn deny(client: &mut TcpStream, admission: &Admission, denied: Denied) -> 
         Denied::Refused(refusal) => {
             let list = admission.allow_list();
             let body = format!(
-                "bashd: {refusal}\nthe allow-list: {list}\nto allow it, add it to {} and reload bashd (SIGHUP)\n",
-                list.origin()
+                "bashd: {refusal}\nthe allow-list: {list}\nto allow it, the person adds it to {} and reloads bashd (SIGHUP), or allows it from a terminal: bashc allow {}:{}\n",
+                list.origin(),
+                refusal.host,
+                refusal.port
             );
             let header = format!("X-Bashd-Refused: {}:{}\r\n", refusal.host, refusal.port);
             answer(client, 403, &header, body).await
