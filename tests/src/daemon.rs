@@ -413,6 +413,19 @@ impl Drop for Daemon {
                 let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
             }
         };
+        // The daemons' own children (the tools it asks where they fetch from, in
+        // process groups of their own) would outlive a SIGKILLed daemon for a moment
+        // and write into the scratch dir after it is removed: ended with it.
+        let daemons: Vec<u32> = self
+            .child
+            .iter()
+            .map(Child::id)
+            .chain(self.daemons())
+            .collect();
+        let children: Vec<u32> = procs::all_pids()
+            .into_iter()
+            .filter(|&pid| procs::parent_pid(pid).is_some_and(|parent| daemons.contains(&parent)))
+            .collect();
         if let Some(child) = &mut self.child {
             let _ = child.kill();
             let _ = child.wait();
@@ -421,6 +434,7 @@ impl Drop for Daemon {
         for pid in self.daemons() {
             kill(pid);
         }
+        children.into_iter().for_each(kill);
         // Jobs outlive a SIGKILLed daemon; sweep until none is left, since a dying
         // shell may still fork.
         procs::wait_until(Duration::from_secs(10), || {
