@@ -5,7 +5,7 @@
 
 use std::process::{Child, Stdio};
 
-use bashd_tests::{Daemon, wait_for_running};
+use bashd_tests::{Daemon, wait_for_running, wait_until};
 
 use crate::mcp::{connect, text};
 use crate::show;
@@ -61,6 +61,16 @@ async fn every_front_end_names_the_job_when_bashd_dies_under_it() {
     for sleep in ["sleep 3101", "sleep 3102", "sleep 3103"] {
         wait_for_running(sleep);
     }
+    // The three jobs are the daemon's running ones, so each start was sent to its
+    // client (a job's process runs as soon as it is spawned, before that).
+    let listed = wait_until(std::time::Duration::from_secs(30), || {
+        let out = daemon.run_bashc(&["jobs", "--all", "--json"]);
+        String::from_utf8_lossy(&out.stdout)
+            .matches("\"running\"")
+            .count()
+            >= 3
+    });
+    assert!(listed, "the three jobs never showed as running");
     daemon.kill_daemon();
 
     let plain = plain.wait_with_output().unwrap();
