@@ -325,7 +325,12 @@ impl Walk<'_> {
             .rfind('\n')
             .map_or(0, |at| at + 1);
         let before = &self.source[line_start..start.start_byte()];
-        let earlier = before.matches("<<").count() - before.matches("<<<").count() * 2;
+        // A here-string `<<<` holds one `<<` of the count (matches do not overlap);
+        // saturating, since no text before the redirect may panic the daemon.
+        let earlier = before
+            .matches("<<")
+            .count()
+            .saturating_sub(before.matches("<<<").count());
         let next_line = self.source[start.end_byte()..]
             .find('\n')
             .map(|at| start.end_byte() + at + 1);
