@@ -1,0 +1,356 @@
+//! The blocking client: one connection to this machine's daemon over a std socket, one
+//! request at a time, and no runtime (no thread, no epoll, no timer), for a front end
+//! that asks one thing and exits: the CLI's `exec`, `check`, `kill` and `jobs`, as
+//! pueue_lib's `network_blocking` serves pueue's CLI. A process that starts a tokio
+//! runtime for one round trip pays for the runtime's start and its exit every call.
+//!
+//! It reaches the daemon as [`crate::connect`] does (started when none answers, through
+//! the job's channel inside a sandboxed job), speaks through the same codec, and tells
+//! the same errors through the same code as [`Client`](crate::Client): the handshake's
+//! failures, what a daemon gone under a request means, what each answer means. `Hello`
+//! goes out with the first request in one write; `Welcome` is read ahead of its
+//! responses, within the same 10 s.
+//!
+//! What only the async client does: requests side by side on one connection,
+//! cancelling one, streaming a command's output to a caller that ticks, another host.
+
+use std::io::{ErrorKind, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::time::Instant;
+
+use bashd_protocol::codec::ClientCodec;
+use bashd_protocol::{
+    ClientFrame, ExecParams, ExecResult, FrameError, Inbox, JobId, JobInfo, JobRequest,
+    JobsRequest, KillRequest, Request, RequestId, Response, ServerFrame, StatusInfo, Welcome,
+};
+use bytes::BytesMut;
+use tokio_util::codec::{Decoder, Encoder};
+
+use crate::client::{About, Failure, InboxHandle, WELCOME_TIMEOUT, hello};
+use crate::error::ClientError;
+use crate::others::OtherDaemon;
+use crate::requests::{answered, jobs_of, result_of, status_of};
+use crate::target::Target;
+use crate::watch::{Turn, turn};
+
+/// How much a read asks for: most answers are one read.
+const READ_CHUNK: usize = 16 * 1024;
+
+/// A connection to this machine's bashd that blocks the calling thread.
+///
+/// ```no_run
+/// # fn example() -> Result<(), bashc::ClientError> {
+/// use bashc::protocol::ExecParams;
+///
+/// let mut client = bashc::BlockingClient::connect(&bashc::Target::local())?;
+/// let result = client.exec(ExecParams::new("echo hello", "my-session", "/tmp"), |_| {
+///     Ok::<(), bashc::ClientError>(())
+/// })?;
+/// assert_eq!(result.stdout.text, "hello\n");
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct BlockingClient {
+    stream: UnixStream,
+    codec: ClientCodec,
+    /// What was read and not yet decoded.
+    incoming: BytesMut,
+    next_id: RequestId,
+    handshake: Handshake,
+    /// Whether the socket has a read timeout set (while the handshake waits).
+    timeout_set: bool,
+    inbox: InboxHandle,
+    others: Option<Vec<OtherDaemon>>,
+}
+
+/// How far the connection's handshake got.
+#[derive(Debug)]
+enum Handshake {
+    /// `Hello` goes with the first request.
+    Unsent,
+    /// `Hello` is sent; `Welcome` is due by then.
+    Waiting(Instant),
+    Welcomed(Welcome),
+    Failed(Failure),
+}
+
+/// The responses to one request, read as they are asked for.
+#[derive(Debug)]
+pub struct BlockingResponses<'a> {
+    client: &'a mut BlockingClient,
+    id: RequestId,
+    about: About,
+}
+
+impl BlockingResponses<'_> {
+    /// The next response. When the connection ends first, the error says what that
+    /// means for the request, as [`crate::Responses::next`]'s does.
+    pub fn next(&mut self) -> Result<Response, ClientError> {
+        let response = self.client.response(self.id, &self.about)?;
+        self.about.heard(&response);
+        Ok(response)
+    }
+
+    /// The job this request runs or acts on, once known (an `Exec`'s from `Started`).
+    pub fn job(&self) -> Option<JobId> {
+        self.about.job()
+    }
+}
+
+impl BlockingClient {
+    /// A connection to the daemon of `target`, which must be this machine's: started if
+    /// none answers (unless `BASHD_NO_AUTOSTART=1`), reached through the job's channel
+    /// inside a sandboxed job, as [`crate::connect`] does. Another host's daemon is
+    /// reached by the async client only.
+    pub fn connect(target: &Target) -> Result<BlockingClient, ClientError> {
+        match target {
+            Target::Local { runtime_dir, .. } => match crate::channel::inherited() {
+                Some(channel) => Ok(BlockingClient::over(crate::channel::open(channel?)?)),
+                None => {
+                    let reached = crate::autostart::reach(runtime_dir)?;
+                    let mut client = BlockingClient::over(reached.stream);
+                    client.others = reached.others;
+                    Ok(client)
+                }
+            },
+            Target::Remote { host, .. } => Err(ClientError::Remote {
+                host: host.clone(),
+                message: "the blocking client reaches this machine's bashd only; bashc::connect reaches another host's".to_owned(),
+            }),
+        }
+    }
+
+    /// Speaks the protocol over `stream`, a socket in blocking mode whose far end is a
+    /// daemon (or its job's channel): the handshake goes with the first request.
+    pub fn over(stream: UnixStream) -> BlockingClient {
+        BlockingClient {
+            stream,
+            codec: ClientCodec::default(),
+            incoming: BytesMut::new(),
+            next_id: 0,
+            handshake: Handshake::Unsent,
+            timeout_set: false,
+            inbox: InboxHandle::new(),
+            others: None,
+        }
+    }
+
+    /// What the daemon said in its handshake, once a request has brought it.
+    pub fn welcome(&self) -> Option<&Welcome> {
+        match &self.handshake {
+            Handshake::Welcomed(welcome) => Some(welcome),
+            _ => None,
+        }
+    }
+
+    /// As [`crate::Client::other_daemons`].
+    pub fn other_daemons(&self) -> Option<&[OtherDaemon]> {
+        self.others.as_deref()
+    }
+
+    /// As [`crate::Client::take_inbox`].
+    pub fn take_inbox(&self) -> Option<Inbox> {
+        self.inbox.take()
+    }
+
+    /// As [`crate::Client::inbox_handle`].
+    pub fn inbox_handle(&self) -> InboxHandle {
+        self.inbox.clone()
+    }
+
+    /// Sends a request; its responses are read through the returned [`BlockingResponses`].
+    pub fn request(&mut self, request: Request) -> Result<BlockingResponses<'_>, ClientError> {
+        let about = About::of(&request);
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(id, request, &about)?;
+        Ok(BlockingResponses {
+            client: self,
+            id,
+            about,
+        })
+    }
+
+    /// Runs a command and waits for its result; `event` is told of each response
+    /// ahead of it (`Started`, `Output` and `Notice`s), and an error of its own ends
+    /// the wait (the connection's end then stops a foreground job).
+    pub fn exec<E: From<ClientError>>(
+        &mut self,
+        params: ExecParams,
+        mut event: impl FnMut(Response) -> Result<(), E>,
+    ) -> Result<ExecResult, E> {
+        let mut pending = self.request(Request::Exec(params))?;
+        loop {
+            match turn(pending.next()?)? {
+                Turn::Done(result) => return Ok(*result),
+                Turn::Event(response) => event(response)?,
+            }
+        }
+    }
+
+    /// As [`crate::Client::check`].
+    pub fn check(&mut self, request: JobRequest) -> Result<ExecResult, ClientError> {
+        result_of(self.one(Request::Check(request))?)
+    }
+
+    /// As [`crate::Client::kill`].
+    pub fn kill(&mut self, request: KillRequest) -> Result<ExecResult, ClientError> {
+        result_of(self.one(Request::Kill(request))?)
+    }
+
+    /// As [`crate::Client::jobs`].
+    pub fn jobs(&mut self, request: JobsRequest) -> Result<Vec<JobInfo>, ClientError> {
+        jobs_of(self.one(Request::Jobs(request))?)
+    }
+
+    /// As [`crate::Client::status`].
+    pub fn status(&mut self) -> Result<StatusInfo, ClientError> {
+        status_of(self.one(Request::Status)?)
+    }
+
+    fn one(&mut self, request: Request) -> Result<Response, ClientError> {
+        answered(self.request(request)?.next()?)
+    }
+
+    /// Writes the request, with `Hello` ahead of it on a new connection, in one write.
+    fn send(&mut self, id: RequestId, request: Request, about: &About) -> Result<(), ClientError> {
+        if let Handshake::Failed(failure) = &self.handshake {
+            return Err(failure.error());
+        }
+        let mut out = BytesMut::new();
+        let first = matches!(self.handshake, Handshake::Unsent);
+        if first {
+            self.codec.encode(hello(), &mut out)?;
+        }
+        self.codec
+            .encode(ClientFrame::Request(id, request), &mut out)?;
+        if first {
+            self.handshake = Handshake::Waiting(Instant::now() + WELCOME_TIMEOUT);
+        }
+        let Err(error) = self.stream.write_all(&out) else {
+            return Ok(());
+        };
+        let broken = Failure::of_frame(FrameError::Io(error));
+        if !matches!(self.handshake, Handshake::Waiting(_)) {
+            // After the handshake, a daemon that is gone: the request was not taken.
+            return Err(match broken {
+                Failure::Disconnected => about.died(),
+                broken => broken.error(),
+            });
+        }
+        // A daemon that refuses the connection (another uid's) may have said why and
+        // closed before what was written went out: its reason beats a broken pipe.
+        self.handshake = Handshake::Failed(match self.read_frame() {
+            Ok(Some(ServerFrame::Fatal(reply))) => Failure::Refused(reply),
+            _ => broken,
+        });
+        Ok(())
+    }
+
+    /// The next response to the request `id`, after the `Welcome` when it is due.
+    fn response(&mut self, id: RequestId, about: &About) -> Result<Response, ClientError> {
+        loop {
+            if let Handshake::Failed(_) = self.handshake {
+                return Err(self.ended(about));
+            }
+            let frame = match self.read_frame() {
+                Ok(Some(frame)) => frame,
+                Ok(None) => return Err(self.lost(Failure::Disconnected, about)),
+                Err(failure) => return Err(self.lost(failure, about)),
+            };
+            if let Handshake::Waiting(_) = self.handshake {
+                self.handshake = match frame {
+                    ServerFrame::Welcome(welcome) => Handshake::Welcomed(welcome),
+                    ServerFrame::Fatal(reply) => Handshake::Failed(Failure::Refused(reply)),
+                    ServerFrame::Response(..) => {
+                        Handshake::Failed(Failure::Unexpected("a response"))
+                    }
+                };
+                continue;
+            }
+            match frame {
+                // Kept for the front end, ahead of the final response it comes with.
+                ServerFrame::Response(_, Response::Inbox(more)) => self.inbox.extend(more),
+                ServerFrame::Response(of, response) if of == id => return Ok(response),
+                ServerFrame::Response(..) | ServerFrame::Welcome(_) => {}
+                // The daemon ends the connection with a reason: the request's error, as
+                // the async client makes it; the connection is over.
+                ServerFrame::Fatal(error) => {
+                    self.handshake = Handshake::Failed(Failure::Disconnected);
+                    return Ok(Response::Error(error));
+                }
+            }
+        }
+    }
+
+    /// The error of a connection that ended (or could not be read) under a request:
+    /// the handshake's, when it was not done, else what the end means for the request.
+    fn lost(&mut self, failure: Failure, about: &About) -> ClientError {
+        if let Handshake::Waiting(_) = self.handshake {
+            self.handshake = Handshake::Failed(failure);
+        } else {
+            self.handshake = Handshake::Failed(Failure::Disconnected);
+        }
+        self.ended(about)
+    }
+
+    /// As the async client's `Responses::ended`: a daemon that went away before its
+    /// `Welcome` is told as one that went away after it, so the request's job is named.
+    fn ended(&self, about: &About) -> ClientError {
+        match &self.handshake {
+            Handshake::Failed(failure) if !matches!(failure, Failure::Disconnected) => {
+                failure.error()
+            }
+            _ => about.died(),
+        }
+    }
+
+    /// The next frame; `None` when the daemon closed the connection between frames.
+    /// While `Welcome` is due, a read waits no longer than its deadline.
+    fn read_frame(&mut self) -> Result<Option<ServerFrame>, Failure> {
+        loop {
+            if let Some(frame) = self.codec.decode(&mut self.incoming).map_err(Failure::of_frame)? {
+                return Ok(Some(frame));
+            }
+            self.read_timeout()?;
+            let len = self.incoming.len();
+            self.incoming.resize(len + READ_CHUNK, 0);
+            let read = self.stream.read(&mut self.incoming[len..]);
+            self.incoming.truncate(len + *read.as_ref().unwrap_or(&0));
+            match read {
+                Ok(0) => {
+                    return self
+                        .codec
+                        .decode_eof(&mut self.incoming)
+                        .map_err(Failure::of_frame);
+                }
+                Ok(_) => {}
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    return Err(Failure::Timeout);
+                }
+                Err(e) => return Err(Failure::of_frame(FrameError::Io(e))),
+            }
+        }
+    }
+
+    /// Sets the socket's read timeout to what is left of the handshake's, or clears it
+    /// once the handshake is done.
+    fn read_timeout(&mut self) -> Result<(), Failure> {
+        let timeout = match self.handshake {
+            Handshake::Waiting(deadline) => {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(Failure::Timeout);
+                }
+                Some(left)
+            }
+            _ if self.timeout_set => None,
+            _ => return Ok(()),
+        };
+        self.timeout_set = timeout.is_some();
+        self.stream
+            .set_read_timeout(timeout)
+            .map_err(|e| Failure::of_frame(FrameError::Io(e)))
+    }
+}
