@@ -16,7 +16,7 @@
 
 use std::io::{ErrorKind, Read, Write};
 use std::os::unix::net::UnixStream;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bashd_protocol::codec::ClientCodec;
 use bashd_protocol::{
@@ -59,6 +59,8 @@ pub struct BlockingClient {
     handshake: Handshake,
     /// Whether the socket has a read timeout set (while the handshake waits).
     timeout_set: bool,
+    /// How long the daemon has to answer `Hello` (shorter in tests).
+    welcome_timeout: Duration,
     inbox: InboxHandle,
     others: Option<Vec<OtherDaemon>>,
 }
@@ -130,6 +132,7 @@ impl BlockingClient {
             next_id: 0,
             handshake: Handshake::Unsent,
             timeout_set: false,
+            welcome_timeout: WELCOME_TIMEOUT,
             inbox: InboxHandle::new(),
             others: None,
         }
@@ -225,7 +228,7 @@ impl BlockingClient {
         self.codec
             .encode(ClientFrame::Request(id, request), &mut out)?;
         if first {
-            self.handshake = Handshake::Waiting(Instant::now() + WELCOME_TIMEOUT);
+            self.handshake = Handshake::Waiting(Instant::now() + self.welcome_timeout);
         }
         let Err(error) = self.stream.write_all(&out) else {
             return Ok(());
@@ -352,5 +355,211 @@ impl BlockingClient {
         self.stream
             .set_read_timeout(timeout)
             .map_err(|e| Failure::of_frame(FrameError::Io(e)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::thread::JoinHandle;
+
+    use bashd_protocol::codec::DaemonCodec;
+    use bashd_protocol::{
+        Caller, ErrorKind, ErrorReply, InboxEvent, JobRef, PROTOCOL_VERSION, Started,
+    };
+
+    use super::*;
+
+    /// The daemon's end of a connection: frames read and written with its codec.
+    struct FakeDaemon {
+        stream: UnixStream,
+        codec: DaemonCodec,
+        incoming: BytesMut,
+    }
+
+    impl FakeDaemon {
+        /// The next frames, as one read of the socket brought them.
+        fn read(&mut self) -> Vec<ClientFrame> {
+            let mut chunk = [0u8; 64 * 1024];
+            let n = self.stream.read(&mut chunk).unwrap();
+            self.incoming.extend_from_slice(&chunk[..n]);
+            let mut frames = Vec::new();
+            while let Some(frame) = self.codec.decode(&mut self.incoming).unwrap() {
+                frames.push(frame);
+            }
+            frames
+        }
+
+        fn send(&mut self, frame: ServerFrame) {
+            let mut out = BytesMut::new();
+            self.codec.encode(frame, &mut out).unwrap();
+            self.stream.write_all(&out).unwrap();
+        }
+
+        fn welcome(&mut self) {
+            self.send(ServerFrame::Welcome(Welcome {
+                protocol: PROTOCOL_VERSION,
+                daemon_version: "test".to_owned(),
+                daemon_pid: 42,
+            }));
+        }
+    }
+
+    /// A client and a fake daemon on a thread, which `serve` plays.
+    fn pair(serve: impl FnOnce(FakeDaemon) + Send + 'static) -> (BlockingClient, JoinHandle<()>) {
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        let daemon = std::thread::spawn(move || {
+            serve(FakeDaemon {
+                stream: theirs,
+                codec: DaemonCodec::default(),
+                incoming: BytesMut::new(),
+            })
+        });
+        (BlockingClient::over(ours), daemon)
+    }
+
+    fn caller() -> Caller {
+        Caller {
+            session: "test".to_owned(),
+            owner: None,
+        }
+    }
+
+    fn kill_j7() -> KillRequest {
+        KillRequest {
+            caller: caller(),
+            job: JobRef::Id("j7".to_owned()),
+            signal: None,
+            grace_ms: None,
+            any_session: false,
+        }
+    }
+
+    /// `Hello` and the first request arrive together: one round trip, not two.
+    #[test]
+    fn hello_and_the_first_request_arrive_together_and_the_answer_is_read() {
+        let (mut client, daemon) = pair(|mut daemon| {
+            let frames = daemon.read();
+            assert!(matches!(frames[0], ClientFrame::Hello(_)), "{frames:?}");
+            let ClientFrame::Request(id, Request::Jobs(_)) = frames[1] else {
+                panic!("not a jobs request: {frames:?}");
+            };
+            daemon.welcome();
+            daemon.send(ServerFrame::Response(id, Response::Jobs(Vec::new())));
+        });
+        let request = JobsRequest {
+            caller: caller(),
+            session: None,
+        };
+        assert_eq!(client.jobs(request).unwrap(), Vec::new());
+        assert_eq!(client.welcome().map(|w| w.daemon_pid), Some(42));
+        daemon.join().unwrap();
+    }
+
+    /// A daemon that refuses the connection and closes before reading: its reason is
+    /// the error, not the broken pipe.
+    #[test]
+    fn a_refusal_beats_a_broken_pipe() {
+        let reply = ErrorReply::new(ErrorKind::VersionMismatch, "speaks protocol 0");
+        let refused = reply.clone();
+        let (mut client, daemon) = pair(move |mut daemon| {
+            daemon.send(ServerFrame::Fatal(refused));
+        });
+        daemon.join().unwrap();
+        match client.status() {
+            Err(ClientError::Refused(said)) => assert_eq!(said, reply),
+            other => panic!("not refused: {other:?}"),
+        }
+        // A request about a job says the refusal too, not that bashd died under it.
+        let killed = client.kill(kill_j7());
+        assert!(matches!(killed, Err(ClientError::Refused(_))), "{killed:?}");
+    }
+
+    /// A daemon that goes away under a request names what it was doing: the job an
+    /// exec started, the job a kill was stopping.
+    #[test]
+    fn a_daemon_gone_under_a_request_names_the_job() {
+        let (mut client, daemon) = pair(|mut daemon| {
+            let frames = daemon.read();
+            let ClientFrame::Request(id, Request::Exec(_)) = frames[1] else {
+                panic!("not an exec: {frames:?}");
+            };
+            daemon.welcome();
+            let started = Started {
+                job: JobId(3),
+                session: "test".to_owned(),
+                pid: 99,
+            };
+            daemon.send(ServerFrame::Response(id, Response::Started(started)));
+        });
+        let mut events = 0;
+        let error = client
+            .exec(ExecParams::new("sleep 9", "test", "/"), |_| {
+                events += 1;
+                Ok::<(), ClientError>(())
+            })
+            .unwrap_err();
+        daemon.join().unwrap();
+        assert!(
+            matches!(error, ClientError::DiedWhileRunning { job: JobId(3) }),
+            "{error:?}"
+        );
+        assert_eq!(events, 1);
+
+        let (mut client, daemon) = pair(|mut daemon| {
+            daemon.read();
+            daemon.welcome();
+        });
+        let error = client.kill(kill_j7()).unwrap_err();
+        daemon.join().unwrap();
+        assert!(
+            matches!(&error, ClientError::DiedDuring { doing: "stopping", job } if job == "j7"),
+            "{error:?}"
+        );
+    }
+
+    /// A daemon that takes the connection and never answers: the handshake's timeout.
+    #[test]
+    fn a_daemon_that_never_answers_is_a_handshake_timeout() {
+        let (done, wait) = std::sync::mpsc::channel::<()>();
+        let (mut client, daemon) = pair(move |mut daemon| {
+            daemon.read();
+            let _ = wait.recv();
+        });
+        client.welcome_timeout = Duration::from_millis(100);
+        let error = client.status().unwrap_err();
+        assert!(matches!(error, ClientError::HandshakeTimeout(_)), "{error:?}");
+        done.send(()).unwrap();
+        daemon.join().unwrap();
+    }
+
+    /// What the daemon sends ahead of a final response for the front end is kept.
+    #[test]
+    fn the_inbox_ahead_of_an_answer_is_kept() {
+        let (mut client, daemon) = pair(|mut daemon| {
+            let frames = daemon.read();
+            let ClientFrame::Request(id, _) = frames[1] else {
+                panic!("no request: {frames:?}");
+            };
+            daemon.welcome();
+            let inbox = Inbox {
+                events: vec![InboxEvent::WaitingForInput {
+                    job: JobId(2),
+                    command: "read x".to_owned(),
+                    prompt: None,
+                }],
+                folded: 0,
+            };
+            daemon.send(ServerFrame::Response(id, Response::Inbox(inbox)));
+            daemon.send(ServerFrame::Response(id, Response::Jobs(Vec::new())));
+        });
+        let request = JobsRequest {
+            caller: caller(),
+            session: None,
+        };
+        client.jobs(request).unwrap();
+        daemon.join().unwrap();
+        let inbox = client.take_inbox().expect("the inbox was kept");
+        assert_eq!(inbox.events.len(), 1);
+        assert!(client.take_inbox().is_none(), "each event is handed out once");
     }
 }
