@@ -165,7 +165,10 @@ pub fn connect_blocking(target: &Target) -> anyhow::Result<bashc::BlockingClient
 
 /// What to say when connecting started a second daemon of this user (`others`, the
 /// connection's [`bashc::Client::other_daemons`]), if anything.
-pub fn second_daemon_note(target: &Target, others: Option<&[bashc::OtherDaemon]>) -> Option<String> {
+pub fn second_daemon_note(
+    target: &Target,
+    others: Option<&[bashc::OtherDaemon]>,
+) -> Option<String> {
     let others = others.filter(|o| !o.is_empty())?;
     if target.is_named() {
         return None;

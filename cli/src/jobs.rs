@@ -10,8 +10,8 @@ use bashc::{ClientError, Target};
 use clap::{Args, Subcommand};
 
 use crate::common::{
-    SessionArgs, connect, connect_blocking, print, print_result, remote_session,
-    session_from_env, write_stdout,
+    SessionArgs, connect, connect_blocking, print, print_result, remote_session, session_from_env,
+    write_stdout,
 };
 use crate::options::StreamArg;
 use crate::{render, tables};

@@ -11,15 +11,15 @@ use crate::{Command, jobs};
 
 /// Runs `command` on the lean path and answers its exit status, or hands it back when
 /// it takes the async path.
-pub fn run(command: Command, target: &Target) -> Result<anyhow::Result<u8>, Command> {
+pub fn run(command: Command, target: &Target) -> Result<anyhow::Result<u8>, Box<Command>> {
     if target.host().is_some() {
-        return Err(command);
+        return Err(Box::new(command));
     }
     Ok(match command {
         Command::Exec(crate::Deferred(args)) if !args.stream => crate::exec_blocking(args, target),
         Command::Check(crate::Deferred(args)) => jobs::check_blocking(args, target),
         Command::Kill(crate::Deferred(args)) => jobs::kill_blocking(args, target),
         Command::Jobs(crate::Deferred(args)) => jobs::jobs_blocking(args, target),
-        command => return Err(command),
+        command => return Err(Box::new(command)),
     })
 }

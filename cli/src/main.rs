@@ -422,7 +422,7 @@ fn bashc_main() -> u8 {
             since::print_left();
             return outcome.unwrap_or_else(fail);
         }
-        Err(command) => command,
+        Err(command) => *command,
     };
     // An exec holds nothing whose drop does something once it has printed; the relay's
     // and the bridge's children, `top`'s terminal and MCP's tasks may.

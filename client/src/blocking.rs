@@ -87,7 +87,7 @@ pub struct BlockingResponses<'a> {
 impl BlockingResponses<'_> {
     /// The next response. When the connection ends first, the error says what that
     /// means for the request, as [`crate::Responses::next`]'s does.
-    pub fn next(&mut self) -> Result<Response, ClientError> {
+    pub fn next_response(&mut self) -> Result<Response, ClientError> {
         let response = self.client.response(self.id, &self.about)?;
         self.about.heard(&response);
         Ok(response)
@@ -184,7 +184,7 @@ impl BlockingClient {
     ) -> Result<ExecResult, E> {
         let mut pending = self.request(Request::Exec(params))?;
         loop {
-            match turn(pending.next()?)? {
+            match turn(pending.next_response()?)? {
                 Turn::Done(result) => return Ok(*result),
                 Turn::Event(response) => event(response)?,
             }
@@ -212,7 +212,7 @@ impl BlockingClient {
     }
 
     fn one(&mut self, request: Request) -> Result<Response, ClientError> {
-        answered(self.request(request)?.next()?)
+        answered(self.request(request)?.next_response()?)
     }
 
     /// Writes the request, with `Hello` ahead of it on a new connection, in one write.
@@ -312,7 +312,11 @@ impl BlockingClient {
     /// While `Welcome` is due, a read waits no longer than its deadline.
     fn read_frame(&mut self) -> Result<Option<ServerFrame>, Failure> {
         loop {
-            if let Some(frame) = self.codec.decode(&mut self.incoming).map_err(Failure::of_frame)? {
+            if let Some(frame) = self
+                .codec
+                .decode(&mut self.incoming)
+                .map_err(Failure::of_frame)?
+            {
                 return Ok(Some(frame));
             }
             self.read_timeout()?;
@@ -527,7 +531,10 @@ mod tests {
         });
         client.welcome_timeout = Duration::from_millis(100);
         let error = client.status().unwrap_err();
-        assert!(matches!(error, ClientError::HandshakeTimeout(_)), "{error:?}");
+        assert!(
+            matches!(error, ClientError::HandshakeTimeout(_)),
+            "{error:?}"
+        );
         done.send(()).unwrap();
         daemon.join().unwrap();
     }
@@ -560,6 +567,9 @@ mod tests {
         daemon.join().unwrap();
         let inbox = client.take_inbox().expect("the inbox was kept");
         assert_eq!(inbox.events.len(), 1);
-        assert!(client.take_inbox().is_none(), "each event is handed out once");
+        assert!(
+            client.take_inbox().is_none(),
+            "each event is handed out once"
+        );
     }
 }

@@ -164,7 +164,10 @@ impl InboxHandle {
 
     /// Keeps what the daemon sent ahead of a final response, for the front end.
     pub(crate) fn extend(&self, more: Inbox) {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).extend(more);
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(more);
     }
 
     /// As [`Client::take_inbox`].
