@@ -94,9 +94,9 @@ pub(crate) fn reach(runtime_dir: &Path) -> Result<Reached, ClientError> {
     })
 }
 
-/// Connect, else lock, look again, start: the one way a client starts what should
-/// answer on a socket (a daemon, a host's relay), so that any number of clients
-/// starting at once start exactly one. `look` connects, `None` when nothing answers;
+/// Connect, else lock, look again, start, async: how a client starts a host's relay
+/// (the local daemon's start is [`reach`], the same steps on one thread), so that any
+/// number of clients starting at once start exactly one. `look` connects, `None` when nothing answers;
 /// `prepare` checks and makes what the start needs before the lock at `lock` is
 /// taken; `start` gets the lock (to hold while it starts, or hand on to what it
 /// starts) and answers the connection to what it started.
