@@ -145,16 +145,31 @@ pub fn target(runtime_dir: Option<&Path>) -> anyhow::Result<Target> {
 /// runtime dir was named on purpose.
 pub async fn connect(target: &Target) -> anyhow::Result<bashc::Client> {
     let client = bashc::connect(target).await?;
-    crate::since::watch(&client);
-    if let Some(note) = second_daemon_note(target, &client) {
+    crate::since::watch(client.inbox_handle());
+    if let Some(note) = second_daemon_note(target, client.other_daemons()) {
         eprintln!("bashc: {note}");
     }
     Ok(client)
 }
 
-/// What to say when connecting started a second daemon of this user, if anything.
-pub fn second_daemon_note(target: &Target, client: &bashc::Client) -> Option<String> {
-    let others = client.other_daemons().filter(|o| !o.is_empty())?;
+/// As [`connect`], through the blocking client: for the lean commands (`lean.rs`) on
+/// this machine's bashd.
+pub fn connect_blocking(target: &Target) -> anyhow::Result<bashc::BlockingClient> {
+    let client = bashc::BlockingClient::connect(target)?;
+    crate::since::watch(client.inbox_handle());
+    if let Some(note) = second_daemon_note(target, client.other_daemons()) {
+        eprintln!("bashc: {note}");
+    }
+    Ok(client)
+}
+
+/// What to say when connecting started a second daemon of this user (`others`, the
+/// connection's [`bashc::Client::other_daemons`]), if anything.
+pub fn second_daemon_note(
+    target: &Target,
+    others: Option<&[bashc::OtherDaemon]>,
+) -> Option<String> {
+    let others = others.filter(|o| !o.is_empty())?;
     if target.is_named() {
         return None;
     }

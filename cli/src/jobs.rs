@@ -3,14 +3,15 @@
 
 use anyhow::bail;
 use bashc::protocol::{
-    Caller, ErrorKind, JobInfo, JobRef, JobRequest, JobsRequest, KillRequest, Notice,
+    Caller, ErrorKind, ExecResult, JobInfo, JobRef, JobRequest, JobsRequest, KillRequest, Notice,
     WaitConditions, WaitRequest,
 };
 use bashc::{ClientError, Target};
 use clap::{Args, Subcommand};
 
 use crate::common::{
-    SessionArgs, connect, print, print_result, remote_session, session_from_env, write_stdout,
+    SessionArgs, connect, connect_blocking, print, print_result, remote_session, session_from_env,
+    write_stdout,
 };
 use crate::options::StreamArg;
 use crate::{render, tables};
@@ -164,12 +165,26 @@ pub struct CloseArgs {
 }
 
 pub async fn jobs(args: JobsArgs, target: &Target) -> anyhow::Result<u8> {
+    let jobs = list_jobs(target, jobs_request(&args)).await?;
+    print_jobs(&args, &jobs)
+}
+
+/// As [`jobs`], through the blocking client (`lean.rs`).
+pub fn jobs_blocking(args: JobsArgs, target: &Target) -> anyhow::Result<u8> {
+    let jobs = listed(connect_blocking(target)?.jobs(jobs_request(&args)))?;
+    print_jobs(&args, &jobs)
+}
+
+fn jobs_request(args: &JobsArgs) -> JobsRequest {
     let mut caller = args.session.caller();
     let session = (!args.all).then(|| caller.session.clone());
     // --session names the jobs to list here; the session acting stays the default one,
     // so that listing a session does not create or adopt it.
     caller.session = remote_session(session_from_env().unwrap_or_else(bashc::default_session));
-    let jobs = list_jobs(target, JobsRequest { caller, session }).await?;
+    JobsRequest { caller, session }
+}
+
+fn print_jobs(args: &JobsArgs, jobs: &[JobInfo]) -> anyhow::Result<u8> {
     print(args.json, &jobs, |jobs| tables::jobs_text(jobs))?;
     Ok(0)
 }
@@ -181,14 +196,9 @@ const EXIT_SOME_UNREACHABLE: u8 = 1;
 /// said in the output and the others are listed. Exit status 0 when every host
 /// answered, 1 when some did not, 255 when none did.
 pub async fn jobs_of_hosts(args: JobsArgs, targets: &[Target]) -> anyhow::Result<u8> {
-    let mut caller = args.session.caller();
-    let session = (!args.all).then(|| caller.session.clone());
-    caller.session = remote_session(session_from_env().unwrap_or_else(bashc::default_session));
+    let request = jobs_request(&args);
     let lists = futures::future::join_all(targets.iter().map(|target| {
-        let request = JobsRequest {
-            caller: caller.clone(),
-            session: session.clone(),
-        };
+        let request = request.clone();
         async move {
             let host = target.host().unwrap_or("localhost").to_owned();
             let jobs = list_jobs(target, request)
@@ -222,17 +232,31 @@ pub async fn jobs_of_hosts(args: JobsArgs, targets: &[Target]) -> anyhow::Result
 /// an empty list, as for `ps` and `kubectl get`: a script's JSON parser gets `[]`, not
 /// an error.
 async fn list_jobs(target: &Target, request: JobsRequest) -> anyhow::Result<Vec<JobInfo>> {
-    match connect(target).await?.jobs(request).await {
+    listed(connect(target).await?.jobs(request).await)
+}
+
+fn listed(jobs: Result<Vec<JobInfo>, ClientError>) -> anyhow::Result<Vec<JobInfo>> {
+    match jobs {
         Err(ClientError::Daemon(reply)) if reply.kind == ErrorKind::NotFound => Ok(Vec::new()),
         listed => Ok(listed?),
     }
 }
 
 pub async fn check(args: CheckArgs, target: &Target) -> anyhow::Result<u8> {
+    let result = connect(target).await?.check(args.target.request()?).await?;
+    print_checked(&args, &result)
+}
+
+/// As [`check`], through the blocking client (`lean.rs`).
+pub fn check_blocking(args: CheckArgs, target: &Target) -> anyhow::Result<u8> {
     let request = args.target.request()?;
-    let result = connect(target).await?.check(request).await?;
-    print_result(args.json, &result, false)?;
-    Ok(render::exit_status(&result))
+    let result = connect_blocking(target)?.check(request)?;
+    print_checked(&args, &result)
+}
+
+fn print_checked(args: &CheckArgs, result: &ExecResult) -> anyhow::Result<u8> {
+    print_result(args.json, result, false)?;
+    Ok(render::exit_status(result))
 }
 
 pub async fn wait(args: WaitArgs, target: &Target) -> anyhow::Result<u8> {
@@ -316,16 +340,30 @@ async fn wait_many(args: WaitArgs, target: &Target) -> anyhow::Result<u8> {
 }
 
 pub async fn kill(args: KillArgs, target: &Target) -> anyhow::Result<u8> {
-    let request = KillRequest {
+    let result = connect(target).await?.kill(kill_request(&args)?).await?;
+    print_killed(&args, &result)
+}
+
+/// As [`kill`], through the blocking client (`lean.rs`).
+pub fn kill_blocking(args: KillArgs, target: &Target) -> anyhow::Result<u8> {
+    let request = kill_request(&args)?;
+    let result = connect_blocking(target)?.kill(request)?;
+    print_killed(&args, &result)
+}
+
+fn kill_request(args: &KillArgs) -> anyhow::Result<KillRequest> {
+    Ok(KillRequest {
         caller: args.target.caller(),
         job: args.target.job_ref()?,
-        signal: args.signal,
+        signal: args.signal.clone(),
         grace_ms: args.grace.map(millis).transpose()?,
         any_session: args.target.any_session,
-    };
-    let result = connect(target).await?.kill(request).await?;
-    print_result(args.json, &result, true)?;
-    Ok(render::exit_status(&result))
+    })
+}
+
+fn print_killed(args: &KillArgs, result: &ExecResult) -> anyhow::Result<u8> {
+    print_result(args.json, result, true)?;
+    Ok(render::exit_status(result))
 }
 
 pub async fn sessions(args: SessionsArgs, target: &Target) -> anyhow::Result<u8> {

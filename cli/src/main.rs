@@ -12,6 +12,7 @@ mod bridge;
 mod common;
 mod deferred;
 mod jobs;
+mod lean;
 mod live;
 mod mcp;
 mod mux;
@@ -416,9 +417,16 @@ fn bashc_main() -> u8 {
         Err(e) => return fail(e),
     };
     let target = targets.first().cloned().unwrap_or(local);
+    let command = match lean::run(cli.command, &target) {
+        Ok(outcome) => {
+            since::print_left();
+            return outcome.unwrap_or_else(fail);
+        }
+        Err(command) => *command,
+    };
     // An exec holds nothing whose drop does something once it has printed; the relay's
     // and the bridge's children, `top`'s terminal and MCP's tasks may.
-    let plain = matches!(cli.command, Command::Exec(_));
+    let plain = matches!(command, Command::Exec(_));
     // One thread: a call waits on one socket. (tokio sets up its signal and process
     // drivers with its I/O driver whatever is enabled, so enabling all costs nothing.)
     let mut builder = tokio::runtime::Builder::new_current_thread();
@@ -431,7 +439,7 @@ fn bashc_main() -> u8 {
         }
     };
     let outcome = tokio.block_on(async {
-        match cli.command {
+        match command {
             Command::Jobs(Deferred(args)) if targets.len() > 1 => {
                 jobs::jobs_of_hosts(args, &targets).await
             }
@@ -567,8 +575,20 @@ async fn exec(args: ExecArgs, target: &bashc::Target) -> anyhow::Result<u8> {
         .await?
         .watch(&mut AskTeller)
         .await?;
-    common::print_result(args.json, &result, true)?;
-    Ok(render::exit_status(&result))
+    print_exec(&args, &result)
+}
+
+/// As [`exec`] without `--stream`, through the blocking client (`lean.rs`).
+fn exec_blocking(args: ExecArgs, target: &bashc::Target) -> anyhow::Result<u8> {
+    use bashc::Watch;
+    let params = exec_params(&args, target)?;
+    let result = common::connect_blocking(target)?.exec(params, |event| AskTeller.event(event))?;
+    print_exec(&args, &result)
+}
+
+fn print_exec(args: &ExecArgs, result: &bashc::protocol::ExecResult) -> anyhow::Result<u8> {
+    common::print_result(args.json, result, true)?;
+    Ok(render::exit_status(result))
 }
 
 /// Tells stderr of an ask the request waits on (issue 44): bashc waits for the answer

@@ -196,13 +196,13 @@ fn cut(text: &str, max_chars: usize) -> String {
     }
 }
 
-/// The inbox of the CLI's connection: set by `common::connect`, taken by whatever
+/// The inbox of the CLI's connection: set by `common::connect` (or `connect_blocking`), taken by whatever
 /// prints the result, and what is left printed by `main` last.
 static CONNECTION: OnceLock<InboxHandle> = OnceLock::new();
 
 /// Remembers the inbox of the CLI's connection (the first one made).
-pub fn watch(client: &bashc::Client) {
-    let _ = CONNECTION.set(client.inbox_handle());
+pub fn watch(inbox: InboxHandle) {
+    let _ = CONNECTION.set(inbox);
 }
 
 /// What the CLI's connection was told and nobody printed yet.

@@ -8,6 +8,7 @@ use std::fs::OpenOptions;
 use std::io::Write;
 use std::os::fd::BorrowedFd;
 use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -19,6 +20,7 @@ use rustix::fs::{FlockOperation, flock};
 
 use crate::client::Client;
 use crate::error::ClientError;
+use crate::local::connect_checked_blocking;
 use crate::others::{OtherDaemon, other_daemons};
 
 /// Set to `1` to never start a daemon.
@@ -30,41 +32,71 @@ const START_TIMEOUT: Duration = Duration::from_secs(20);
 /// Connects to the daemon of `runtime_dir`, starting one if none answers and
 /// `BASHD_NO_AUTOSTART` is not `1`.
 pub(crate) async fn connect_or_start(runtime_dir: &Path) -> Result<Client, ClientError> {
-    let socket = runtime::socket_path(runtime_dir);
-    let look = || async {
-        match Client::connect(&socket).await {
-            Err(e) if e.is_not_running() => Ok(None),
-            other => other.map(Some),
-        }
-    };
-    let prepare = || {
-        if std::env::var_os(AUTOSTART_ENV).is_some_and(|v| v == "1") {
-            return Err(ClientError::NotRunning {
-                path: socket.clone(),
-            });
-        }
-        runtime::ensure_runtime_dir(runtime_dir).map_err(|e| ClientError::Autostart(e.to_string()))
-    };
-    let start = |lock: std::fs::File| async {
-        let others = other_daemons(runtime_dir);
-        let mut client = start_daemon(runtime_dir, &socket, &others).await?;
-        drop(lock);
-        client.others = Some(std::sync::Arc::new(others));
-        Ok(client)
-    };
-    look_lock_start(
-        look,
-        prepare,
-        runtime::autostart_lock_path(runtime_dir),
-        ClientError::Autostart,
-        start,
-    )
-    .await
+    match Client::connect(&runtime::socket_path(runtime_dir)).await {
+        Err(e) if e.is_not_running() => {}
+        found => return found,
+    }
+    // The lock may be waited for and a start waits for the daemon's first answer: on a
+    // thread of their own, for a runtime that serves other calls meanwhile (`bashc mcp`).
+    let dir = runtime_dir.to_owned();
+    let reached = tokio::task::spawn_blocking(move || reach(&dir))
+        .await
+        .map_err(|e| ClientError::Autostart(e.to_string()))??;
+    let mut client = Client::from_std(reached.stream).map_err(|source| ClientError::Connect {
+        path: runtime::socket_path(runtime_dir),
+        source,
+    })?;
+    client.others = reached.others.map(std::sync::Arc::new);
+    Ok(client)
 }
 
-/// Connect, else lock, look again, start: the one way a client starts what should
-/// answer on a socket (a daemon, a host's relay), so that any number of clients
-/// starting at once start exactly one. `look` connects, `None` when nothing answers;
+/// A connection to the daemon of a runtime directory on this machine, with what
+/// [`crate::Client::other_daemons`] says when it was started for it.
+pub(crate) struct Reached {
+    pub(crate) stream: UnixStream,
+    pub(crate) others: Option<Vec<OtherDaemon>>,
+}
+
+/// As [`connect_or_start`], blocking: the blocking client's way, and the async one's
+/// once nothing answered. Connect, else lock, look again, start, as
+/// [`look_lock_start`] does for a host's relay.
+pub(crate) fn reach(runtime_dir: &Path) -> Result<Reached, ClientError> {
+    let socket = runtime::socket_path(runtime_dir);
+    let look = || {
+        let found = match connect_checked_blocking(&socket, &[runtime_dir]) {
+            Err(e) if e.is_not_running() => return Ok(None),
+            found => found?,
+        };
+        Ok::<_, ClientError>(Some(Reached {
+            stream: found,
+            others: None,
+        }))
+    };
+    if let Some(found) = look()? {
+        return Ok(found);
+    }
+    if std::env::var_os(AUTOSTART_ENV).is_some_and(|v| v == "1") {
+        return Err(ClientError::NotRunning { path: socket });
+    }
+    runtime::ensure_runtime_dir(runtime_dir).map_err(|e| ClientError::Autostart(e.to_string()))?;
+    let lock =
+        lock_file(&runtime::autostart_lock_path(runtime_dir)).map_err(ClientError::Autostart)?;
+    // Another client may have started it while this one waited for the lock.
+    if let Some(found) = look()? {
+        return Ok(found);
+    }
+    let others = other_daemons(runtime_dir);
+    let stream = start_daemon(runtime_dir, &socket, &others)?;
+    drop(lock);
+    Ok(Reached {
+        stream,
+        others: Some(others),
+    })
+}
+
+/// Connect, else lock, look again, start, async: how a client starts a host's relay
+/// (the local daemon's start is [`reach`], the same steps on one thread), so that any
+/// number of clients starting at once start exactly one. `look` connects, `None` when nothing answers;
 /// `prepare` checks and makes what the start needs before the lock at `lock` is
 /// taken; `start` gets the lock (to hold while it starts, or hand on to what it
 /// starts) and answers the connection to what it started.
@@ -91,11 +123,11 @@ where
     start(lock).await
 }
 
-async fn start_daemon(
+fn start_daemon(
     runtime_dir: &Path,
     socket: &Path,
     others: &[OtherDaemon],
-) -> Result<Client, ClientError> {
+) -> Result<UnixStream, ClientError> {
     let binary = daemon_binary();
     let log_path = runtime::log_path(runtime_dir);
     let mut log = OpenOptions::new()
@@ -130,8 +162,8 @@ async fn start_daemon(
             }
             Err(e) => return Err(e),
         };
-        match wait_for_daemon(&daemon, &binary, socket, &log_path, from).await {
-            Ok(client) => return Ok(client),
+        match wait_for_daemon(&daemon, &binary, socket, &log_path, from) {
+            Ok(stream) => return Ok(stream),
             Err(e) if scoped && daemon.exited() => {
                 // systemd-run could not make the scope (no bus, no user manager): it
                 // exited without running bashd.
@@ -299,21 +331,24 @@ pub(crate) fn detach(command: &mut Command) {
 /// Takes an exclusive lock on the file `path` (made if missing), waiting for it on a
 /// blocking thread; the lock is held until the file is dropped.
 pub(crate) async fn lock_exclusive(path: PathBuf) -> Result<std::fs::File, String> {
-    tokio::task::spawn_blocking(move || {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .open(&path)
-            .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-        flock(&file, FlockOperation::LockExclusive)
-            .map_err(|e| format!("cannot lock {}: {e}", path.display()))?;
-        Ok(file)
-    })
-    .await
-    .map_err(|e| e.to_string())?
+    tokio::task::spawn_blocking(move || lock_file(&path))
+        .await
+        .map_err(|e| e.to_string())?
+}
+
+/// As [`lock_exclusive`], waiting on this thread.
+fn lock_file(path: &Path) -> Result<std::fs::File, String> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    flock(&file, FlockOperation::LockExclusive)
+        .map_err(|e| format!("cannot lock {}: {e}", path.display()))?;
+    Ok(file)
 }
 
 /// What the daemon said last on its way out (`bashd: why`, its `main`'s last words on
@@ -332,17 +367,18 @@ fn last_words(log_path: &Path, from: u64) -> Option<String> {
 }
 
 /// Waits until the daemon just started answers on `socket`.
-async fn wait_for_daemon(
+fn wait_for_daemon(
     daemon: &Daemon,
     binary: &Path,
     socket: &Path,
     log_path: &Path,
     from: u64,
-) -> Result<Client, ClientError> {
+) -> Result<UnixStream, ClientError> {
     let deadline = Instant::now() + START_TIMEOUT;
+    let dir = socket.parent().unwrap_or(Path::new("/"));
     loop {
-        match Client::connect(socket).await {
-            Ok(client) => return Ok(client),
+        match connect_checked_blocking(socket, &[dir]) {
+            Ok(stream) => return Ok(stream),
             Err(e) if !e.is_not_running() => return Err(e),
             Err(_) => {}
         }
@@ -365,7 +401,7 @@ async fn wait_for_daemon(
                 log_path.display()
             )));
         }
-        tokio::time::sleep(Duration::from_millis(5)).await;
+        std::thread::sleep(Duration::from_millis(5));
     }
 }
 

@@ -46,17 +46,20 @@ pub(crate) fn inherited() -> Option<Result<RawFd, ClientError>> {
 /// A connection to the daemon through the job's channel `fd`; the handshake goes with
 /// the first request ([`Client::start`]).
 pub(crate) async fn connect(fd: RawFd) -> Result<Client, ClientError> {
-    let (ours, theirs) = std::os::unix::net::UnixStream::pair()
-        .map_err(|e| ClientError::Channel(format!("cannot make a socket pair: {e}")))?;
-    tokio::task::spawn_blocking(move || send(fd, theirs.as_fd()))
+    let ours = tokio::task::spawn_blocking(move || open(fd))
         .await
         .map_err(|e| ClientError::Channel(format!("cannot send over the job's channel: {e}")))??;
-    ours.set_nonblocking(true)
-        .map_err(|e| ClientError::Channel(format!("cannot use a socket pair: {e}")))?;
-    let stream = tokio::net::UnixStream::from_std(ours)
-        .map_err(|e| ClientError::Channel(format!("cannot use a socket pair: {e}")))?;
-    let (read, write) = stream.into_split();
-    Ok(Client::start(read, write))
+    Client::from_std(ours)
+        .map_err(|e| ClientError::Channel(format!("cannot use a socket pair: {e}")))
+}
+
+/// A new connection through the channel `fd`: this end of a pair whose other end the
+/// daemon was sent (waiting at most `SEND_WAIT` for room in the channel).
+pub(crate) fn open(fd: RawFd) -> Result<std::os::unix::net::UnixStream, ClientError> {
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair()
+        .map_err(|e| ClientError::Channel(format!("cannot make a socket pair: {e}")))?;
+    send(fd, theirs.as_fd())?;
+    Ok(ours)
 }
 
 /// Sends `end` over the channel `fd`: one message, which no other process of the job

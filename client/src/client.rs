@@ -35,7 +35,7 @@ use crate::error::ClientError;
 use crate::others::OtherDaemon;
 
 /// How long the daemon has to answer `Hello`.
-const WELCOME_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const WELCOME_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A connection to bashd; clone it to share the connection between tasks.
 ///
@@ -65,7 +65,7 @@ pub struct Client {
     /// What the daemon said the sessions of this connection's requests missed (issue
     /// 32), gathered by the connection task until a front end takes it. A std mutex:
     /// held only to append or take, never across an await.
-    inbox: Arc<std::sync::Mutex<Inbox>>,
+    inbox: InboxHandle,
 }
 
 /// What a transport adds to the connections it makes, for the connection to stay
@@ -95,7 +95,7 @@ enum Handshake {
 /// Why a handshake failed: kept for each request on the connection and for
 /// [`Client::welcome`], which each get the error of their own.
 #[derive(Debug, Clone)]
-enum Failure {
+pub(crate) enum Failure {
     /// The daemon said why (another uid, a sandboxed process on its socket, too many
     /// connections, another protocol version).
     Refused(ErrorReply),
@@ -108,7 +108,7 @@ enum Failure {
 impl Failure {
     /// A frame that could not be read or written: a connection reset or cut in the
     /// middle of a frame is the daemon going away, as a clean close is, not a bad frame.
-    fn of_frame(error: FrameError) -> Failure {
+    pub(crate) fn of_frame(error: FrameError) -> Failure {
         use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset, UnexpectedEof};
         match &error {
             FrameError::Truncated { .. } => Failure::Disconnected,
@@ -124,7 +124,7 @@ impl Failure {
         }
     }
 
-    fn error(&self) -> ClientError {
+    pub(crate) fn error(&self) -> ClientError {
         match self {
             Failure::Refused(reply) => ClientError::Refused(reply.clone()),
             Failure::Timeout => ClientError::HandshakeTimeout(WELCOME_TIMEOUT),
@@ -158,6 +158,18 @@ struct Outgoing {
 pub struct InboxHandle(Arc<std::sync::Mutex<Inbox>>);
 
 impl InboxHandle {
+    pub(crate) fn new() -> InboxHandle {
+        InboxHandle(Arc::default())
+    }
+
+    /// Keeps what the daemon sent ahead of a final response, for the front end.
+    pub(crate) fn extend(&self, more: Inbox) {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(more);
+    }
+
     /// As [`Client::take_inbox`].
     pub fn take(&self) -> Option<Inbox> {
         let mut inbox = self.0.lock().unwrap_or_else(|e| e.into_inner());
@@ -178,7 +190,7 @@ pub struct Responses {
 /// What a request is about, for what its connection's end means: the one place where
 /// a daemon gone under a request becomes the error that names its job.
 #[derive(Debug, Clone)]
-enum About {
+pub(crate) enum About {
     /// A command, and its job once `Recorded` names it.
     Exec(Option<JobId>),
     /// A request about a job the caller named, and what it does with it, in words
@@ -191,7 +203,7 @@ enum About {
 }
 
 impl About {
-    fn of(request: &Request) -> About {
+    pub(crate) fn of(request: &Request) -> About {
         let job = |doing, job: &bashd_protocol::JobRef| About::Job {
             doing,
             job: job.to_string(),
@@ -202,6 +214,43 @@ impl About {
             Request::Kill(kill) => job("stopping", &kill.job),
             Request::Follow(follow) => job("following", &follow.job),
             _ => About::Other,
+        }
+    }
+
+    /// Learns an `Exec`'s job from its `Recorded`, which comes before its process runs
+    /// (or its `Started`); whether `response` is one to hand out: `Recorded` is not,
+    /// the front ends learn the job from `Started`, which follows.
+    pub(crate) fn heard(&mut self, response: &Response) -> bool {
+        let named = match response {
+            Response::Recorded(job) => Some(*job),
+            Response::Started(started) => Some(started.job),
+            _ => None,
+        };
+        if let (Some(named), About::Exec(job)) = (named, self) {
+            *job = Some(named);
+        }
+        !matches!(response, Response::Recorded(_))
+    }
+
+    /// The job this request runs or acts on, once known.
+    pub(crate) fn job(&self) -> Option<JobId> {
+        match self {
+            About::Exec(job) => *job,
+            About::Job { job, .. } => job.parse().ok(),
+            About::Other => None,
+        }
+    }
+
+    /// What a connection to this machine's daemon that ended under the request means:
+    /// a daemon that died under a job names it.
+    pub(crate) fn died(&self) -> ClientError {
+        match self {
+            About::Exec(Some(job)) => ClientError::DiedWhileRunning { job: *job },
+            About::Job { doing, job } => ClientError::DiedDuring {
+                doing,
+                job: job.clone(),
+            },
+            About::Exec(None) | About::Other => ClientError::Disconnected,
         }
     }
 }
@@ -215,11 +264,7 @@ impl Responses {
     /// The job this request runs or acts on, once known (an `Exec`'s from `Recorded`,
     /// which comes before its process runs).
     pub fn job(&self) -> Option<JobId> {
-        match &self.about {
-            About::Exec(job) => *job,
-            About::Job { job, .. } => job.parse().ok(),
-            About::Other => None,
-        }
+        self.about.job()
     }
 
     /// The next response. When the connection ends before the request's final
@@ -232,16 +277,7 @@ impl Responses {
             let Some(response) = self.rx.recv().await else {
                 return Err(self.ended().await);
             };
-            let named = match &response {
-                Response::Recorded(job) => Some(*job),
-                Response::Started(started) => Some(started.job),
-                _ => None,
-            };
-            if let (Some(named), About::Exec(job)) = (named, &mut self.about) {
-                *job = Some(named);
-            }
-            // The front ends learn the job from `Started`, which follows.
-            if !matches!(response, Response::Recorded(_)) {
+            if self.about.heard(&response) {
                 return Ok(response);
             }
         }
@@ -265,12 +301,7 @@ impl Responses {
         match (&self.client.link, &self.about) {
             (Some(link), About::Exec(job)) => link.lost(*job).await,
             (Some(link), _) => link.lost(None).await,
-            (None, About::Exec(Some(job))) => ClientError::DiedWhileRunning { job: *job },
-            (None, About::Job { doing, job }) => ClientError::DiedDuring {
-                doing,
-                job: job.clone(),
-            },
-            (None, _) => ClientError::Disconnected,
+            (None, about) => about.died(),
         }
     }
 }
@@ -300,12 +331,12 @@ impl Client {
     {
         let (outgoing, outgoing_rx) = mpsc::channel(64);
         let (handshake_tx, handshake) = watch::channel(Handshake::Waiting);
-        let inbox = Arc::new(std::sync::Mutex::new(Inbox::default()));
+        let inbox = InboxHandle::new();
         tokio::spawn(run_connection(
             FramedRead::new(reader, ClientCodec::default()),
             FramedWrite::new(writer, ClientCodec::default()),
             outgoing_rx,
-            Arc::clone(&inbox),
+            inbox.clone(),
             handshake_tx,
         ));
         Client {
@@ -358,14 +389,13 @@ impl Client {
     /// as the daemon sent it ahead of the final responses so far (issue 32); each
     /// event is handed out once. `None` when nothing happened.
     pub fn take_inbox(&self) -> Option<Inbox> {
-        let mut inbox = self.inbox.lock().unwrap_or_else(|e| e.into_inner());
-        (!inbox.is_empty()).then(|| std::mem::take(&mut *inbox))
+        self.inbox.take()
     }
 
     /// A handle on this connection's inbox that outlives the `Client` (a front end
     /// prints what is left in it last).
     pub fn inbox_handle(&self) -> InboxHandle {
-        InboxHandle(Arc::clone(&self.inbox))
+        self.inbox.clone()
     }
 
     /// When this connection's daemon was started for it (autostart), the daemons of
@@ -451,7 +481,7 @@ async fn run_connection<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     mut frames_in: FramedRead<R, ClientCodec>,
     mut frames_out: FramedWrite<W, ClientCodec>,
     mut outgoing: mpsc::Receiver<Outgoing>,
-    inbox: std::sync::Arc<std::sync::Mutex<Inbox>>,
+    inbox: InboxHandle,
     handshake: watch::Sender<Handshake>,
 ) {
     let mut pending: HashMap<RequestId, mpsc::Sender<Response>> = HashMap::new();
@@ -490,7 +520,7 @@ async fn run_connection<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
                 // Kept for the front end, before the final response it comes ahead of
                 // is routed, so whoever reads that response finds it.
                 Some(Ok(ServerFrame::Response(_, Response::Inbox(more)))) => {
-                    inbox.lock().unwrap_or_else(|e| e.into_inner()).extend(more);
+                    inbox.extend(more);
                 }
                 Some(Ok(ServerFrame::Response(id, response))) => {
                     let last = response.is_final();
@@ -524,11 +554,7 @@ async fn greet<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     pending: &mut HashMap<RequestId, mpsc::Sender<Response>>,
     deadline: Instant,
 ) -> Option<Result<Welcome, Failure>> {
-    let hello = ClientFrame::Hello(Hello {
-        protocol: PROTOCOL_VERSION,
-        client: format!("bashc {}", env!("CARGO_PKG_VERSION")),
-        pid: std::process::id(),
-    });
+    let hello = hello();
     // `feed` only encodes into the buffer (it writes first only past 8 KiB); the flush
     // is the one write.
     let sent = tokio::time::timeout_at(deadline, async {
@@ -570,6 +596,15 @@ async fn greet<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         (Ok(Some(Err(e))), None) => Err(Failure::of_frame(e)),
         (Ok(Some(Ok(ServerFrame::Welcome(welcome)))), None) => Ok(welcome),
         (Ok(Some(Ok(ServerFrame::Response(..)))), None) => Err(Failure::Unexpected("a response")),
+    })
+}
+
+/// The first frame on a connection, whichever client sends it.
+pub(crate) fn hello() -> ClientFrame {
+    ClientFrame::Hello(Hello {
+        protocol: PROTOCOL_VERSION,
+        client: format!("bashc {}", env!("CARGO_PKG_VERSION")),
+        pid: std::process::id(),
     })
 }
 

@@ -4,8 +4,10 @@
 //! speaks the protocol over one connection (any byte stream), with any number of
 //! requests in flight, and [`Responses::watch`] is the one loop that reads a
 //! request's responses to its end, with the hooks of [`Watch`]. [`ExecOptions`] makes
-//! a command's request from the options every front end shares. The `bashc` CLI and
-//! `bashc mcp` are built on this and nothing else.
+//! a command's request from the options every front end shares. [`BlockingClient`]
+//! is the same protocol without a runtime, one request at a time, for a program that
+//! asks one thing of this machine's daemon and exits. The `bashc` CLI and `bashc mcp`
+//! are built on this and nothing else.
 //!
 //! ```no_run
 //! # async fn example() -> Result<(), bashc::ClientError> {
@@ -18,6 +20,7 @@
 
 mod agent;
 mod autostart;
+mod blocking;
 mod channel;
 mod client;
 mod error;
@@ -34,6 +37,7 @@ mod watch;
 pub use agent::{default_session, find_agent, find_agent_pid};
 pub use autostart::AUTOSTART_ENV;
 pub use bashd_protocol as protocol;
+pub use blocking::{BlockingClient, BlockingResponses};
 pub use client::{Client, InboxHandle, Responses};
 pub use error::ClientError;
 pub use local::connect_checked;

@@ -116,18 +116,12 @@ impl Client {
     }
 
     pub async fn status(&self) -> Result<StatusInfo, ClientError> {
-        match self.one(Request::Status).await? {
-            Response::Status(status) => Ok(status),
-            _ => Err(ClientError::Unexpected("something other than a status")),
-        }
+        status_of(self.one(Request::Status).await?)
     }
 
     /// The jobs of one session, or of all when `request.session` is `None`.
     pub async fn jobs(&self, request: JobsRequest) -> Result<Vec<JobInfo>, ClientError> {
-        match self.one(Request::Jobs(request)).await? {
-            Response::Jobs(jobs) => Ok(jobs),
-            _ => Err(ClientError::Unexpected("something other than a job list")),
-        }
+        jobs_of(self.one(Request::Jobs(request)).await?)
     }
 
     /// A job's state and the output the caller's session has not seen yet.
@@ -199,17 +193,42 @@ impl Client {
 
     /// Sends a request that has exactly one response; an `Error` becomes `Err`.
     async fn one(&self, request: Request) -> Result<Response, ClientError> {
-        let mut responses = self.request(request).await?;
-        match responses.next().await? {
-            Response::Error(error) => Err(ClientError::Daemon(error)),
-            response => Ok(response),
-        }
+        answered(self.request(request).await?.next().await?)
     }
 
     async fn result(&self, request: Request) -> Result<ExecResult, ClientError> {
-        match self.one(request).await? {
-            Response::Finished(result) => Ok(*result),
-            _ => Err(ClientError::Unexpected("something other than a job result")),
-        }
+        result_of(self.one(request).await?)
+    }
+}
+
+// What the one answer to a request means, for both clients (this one and
+// `BlockingClient`), so that they tell the same errors.
+
+/// The answer, or the daemon's error as an `Err`.
+pub(crate) fn answered(response: Response) -> Result<Response, ClientError> {
+    match response {
+        Response::Error(error) => Err(ClientError::Daemon(error)),
+        response => Ok(response),
+    }
+}
+
+pub(crate) fn status_of(response: Response) -> Result<StatusInfo, ClientError> {
+    match response {
+        Response::Status(status) => Ok(status),
+        _ => Err(ClientError::Unexpected("something other than a status")),
+    }
+}
+
+pub(crate) fn jobs_of(response: Response) -> Result<Vec<JobInfo>, ClientError> {
+    match response {
+        Response::Jobs(jobs) => Ok(jobs),
+        _ => Err(ClientError::Unexpected("something other than a job list")),
+    }
+}
+
+pub(crate) fn result_of(response: Response) -> Result<ExecResult, ClientError> {
+    match response {
+        Response::Finished(result) => Ok(*result),
+        _ => Err(ClientError::Unexpected("something other than a job result")),
     }
 }

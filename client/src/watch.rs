@@ -86,6 +86,26 @@ enum Step {
     Cancelled,
 }
 
+/// What one response to a command means to the loop that waits for its result, in
+/// either client (this one, and `BlockingClient::exec`'s).
+pub(crate) enum Turn {
+    /// The result: the loop ends.
+    Done(Box<ExecResult>),
+    /// An event ahead of it (`Started`, `Output`, `Notice`), for the front end.
+    Event(Response),
+}
+
+pub(crate) fn turn(response: Response) -> Result<Turn, ClientError> {
+    match response {
+        Response::Finished(result) => Ok(Turn::Done(result)),
+        Response::Error(error) => Err(ClientError::Daemon(error)),
+        response @ (Response::Started(_) | Response::Output(_) | Response::Notice(_)) => {
+            Ok(Turn::Event(response))
+        }
+        _ => Err(ClientError::Unexpected("a reply to another request")),
+    }
+}
+
 impl Responses {
     /// Reads the responses to the end and answers the job's result: `Finished`, or
     /// the error that ended the request (the daemon's, or what the connection's end
@@ -112,13 +132,9 @@ impl Responses {
                     if cancellation.is_some() => Step::Cancelled,
             };
             match step {
-                Step::Response(response) => match (*response)? {
-                    Response::Finished(result) => return Ok(*result),
-                    Response::Error(error) => return Err(ClientError::Daemon(error).into()),
-                    response @ (Response::Started(_)
-                    | Response::Output(_)
-                    | Response::Notice(_)) => watch.event(response)?,
-                    _ => return Err(ClientError::Unexpected("a reply to another request").into()),
+                Step::Response(response) => match turn((*response)?)? {
+                    Turn::Done(result) => return Ok(*result),
+                    Turn::Event(response) => watch.event(response)?,
                 },
                 Step::Tick => watch.tick(self.job(), began.elapsed()).await,
                 Step::Cancelled => {

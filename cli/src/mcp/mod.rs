@@ -75,7 +75,7 @@ pub async fn mcp(args: McpArgs, target: &bashc::Target, agent: u32) -> anyhow::R
     // the MCP host's log of this server.
     match tools.client().await {
         Ok(client) => {
-            if let Some(note) = crate::common::second_daemon_note(target, &client) {
+            if let Some(note) = crate::common::second_daemon_note(target, client.other_daemons()) {
                 eprintln!("bashc mcp: {note}");
             }
         }

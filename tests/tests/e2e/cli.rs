@@ -1,11 +1,12 @@
 //! `bashc` as a Unix tool (issue 24): a reader that closes early, a filter that
-//! matches nothing, a mistyped flag, an empty stream, errors in the user's words, and a
-//! user of another uid.
+//! matches nothing, a mistyped flag, an empty stream, errors in the user's words, a
+//! user of another uid, and the short commands' lean path (issue 46).
 
 use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
-use bashd_tests::{Daemon, bin_path};
+use bashd_tests::{Daemon, bin_path, wait_until};
 
 use crate::{json, show, stderr, stdout};
 
@@ -300,4 +301,51 @@ fn output_of_a_running_jobs_empty_stream_says_it_is_still_running() {
         )
     );
     daemon.run_bashc(&["kill", &job]);
+}
+
+/// The descriptors and the threads of the running process `pid`.
+fn fds_and_threads(pid: u32) -> (Vec<String>, usize) {
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter_map(|entry| std::fs::read_link(entry.ok()?.path()).ok())
+        .map(|target| target.display().to_string())
+        .collect();
+    let threads = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .count();
+    (fds, threads)
+}
+
+/// Issue 46: a short command on this machine (`exec` in the foreground, `check`, `kill`,
+/// `jobs`) goes through the blocking client: while its job runs, bashc holds no event
+/// loop and one thread. `exec --stream` keeps the async runtime: the control.
+#[test]
+fn a_foreground_exec_waits_without_an_async_runtime() {
+    let daemon = Daemon::start();
+    for (stream, lean) in [(false, true), (true, false)] {
+        let started = daemon.scratch().join(format!("started-{stream}"));
+        let mut args = vec!["exec".to_owned()];
+        if stream {
+            args.push("--stream".to_owned());
+        }
+        args.push(format!("touch {}; sleep 30", started.display()));
+        let mut bashc = daemon
+            .bashc()
+            .args(&args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let ran = wait_until(Duration::from_secs(20), || started.exists());
+        let (fds, threads) = fds_and_threads(bashc.id());
+        // Its job ends with the connection.
+        let _ = bashc.kill();
+        let _ = bashc.wait();
+        assert!(ran, "the job of {args:?} did not start");
+        let event_loop = fds.iter().any(|fd| fd.contains("eventpoll"));
+        assert_eq!(event_loop, !lean, "{args:?}: {fds:?}");
+        if lean {
+            assert_eq!(threads, 1, "{args:?}");
+        }
+    }
 }
