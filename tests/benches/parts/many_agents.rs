@@ -323,9 +323,15 @@ async fn confined_as_set(daemon: &Daemon, setting: (&str, &str, SandboxProfile, 
         .await
         .unwrap();
     for job in listed {
-        let (profile, network) = job
-            .sandbox
-            .map_or((SandboxProfile::Off, Network::On), |s| (s.profile, s.network));
-        assert_eq!((profile, network), (setting.2, setting.3), "{}: {}", setting.0, job.command);
+        let (profile, network) = job.sandbox.map_or((SandboxProfile::Off, Network::On), |s| {
+            (s.profile, s.network)
+        });
+        assert_eq!(
+            (profile, network),
+            (setting.2, setting.3),
+            "{}: {}",
+            setting.0,
+            job.command
+        );
     }
 }

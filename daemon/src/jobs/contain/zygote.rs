@@ -219,7 +219,10 @@ mod tests {
             let mut action: libc::sigaction = std::mem::zeroed();
             action.sa_sigaction = ignore as extern "C" fn(libc::c_int) as libc::sighandler_t;
             action.sa_flags = libc::SA_RESTART;
-            assert_eq!(libc::sigaction(libc::SIGUSR2, &action, std::ptr::null_mut()), 0);
+            assert_eq!(
+                libc::sigaction(libc::SIGUSR2, &action, std::ptr::null_mut()),
+                0
+            );
         }
         let (ours, mut theirs) = StdUnixStream::pair().unwrap();
         ours.set_write_timeout(Some(SEND_TIMEOUT)).unwrap();
