@@ -32,6 +32,8 @@ mod jobs;
 mod listeners;
 #[path = "parts/live.rs"]
 mod live;
+#[path = "parts/many_agents.rs"]
+mod many_agents;
 #[path = "parts/mcp.rs"]
 mod mcp;
 #[path = "parts/mcp_ab.rs"]
@@ -120,6 +122,10 @@ fn main() {
     // Only on request: it holds thousands of TCP connections open.
     if only.as_deref() == Some("listeners") {
         listeners::listeners(&tokio);
+    }
+    // Only on request: it runs hundreds of MCP servers for minutes.
+    if only.as_deref() == Some("many-agents") {
+        many_agents::many_agents(&tokio);
     }
     if wanted("live") {
         live(&tokio);

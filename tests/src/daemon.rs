@@ -82,9 +82,15 @@ impl Daemon {
     /// A runtime directory with no daemon yet; `spawn_and_wait` starts one, and drop
     /// cleans up whatever was started on the directory, by anyone.
     pub fn unstarted() -> Daemon {
+        Self::unstarted_in(&std::env::temp_dir())
+    }
+
+    /// As [`Daemon::unstarted`], with the runtime and scratch directories in `dir`
+    /// (a benchmark puts them on a tmpfs, where a user's `/run/user/UID` is).
+    pub fn unstarted_in(dir: &Path) -> Daemon {
         let temp = tempfile::Builder::new()
             .prefix("bashd-test-")
-            .tempdir()
+            .tempdir_in(dir)
             .expect("cannot create a temporary directory");
         let runtime_dir = temp.path().join("run");
         Daemon {

@@ -159,20 +159,7 @@ impl Running {
 
     /// Sends one spawn frame with the job's descriptors attached to its first byte.
     fn send(&mut self, frame: &[u8], fds: &[BorrowedFd<'_>]) -> io::Result<()> {
-        let mut space =
-            [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(MAX_SPAWN_FDS))];
-        let mut ancillary = SendAncillaryBuffer::new(&mut space);
-        if !ancillary.push(SendAncillaryMessage::ScmRights(fds)) {
-            return Err(io::Error::other("no room for a job's descriptors"));
-        }
-        let sent = rustix::net::sendmsg(
-            &self.socket,
-            &[IoSlice::new(frame)],
-            &mut ancillary,
-            SendFlags::NOSIGNAL,
-        )?;
-        // A large frame may go in parts; the descriptors went with the first.
-        (&self.socket).write_all(&frame[sent..])
+        send_frame(&self.socket, frame, fds)
     }
 
     /// Ends a zygote that stopped taking spawns. The residents it forked run on.
@@ -180,5 +167,107 @@ impl Running {
         if let Err(oneshot::error::TryRecvError::Empty) = self.exit.try_recv() {
             let _ = rustix::process::kill_process(self.pid, Signal::KILL);
         }
+    }
+}
+
+/// Sends `frame` on `socket` with `fds` attached to its first byte.
+///
+/// A signal that comes while the send waits for room is no loss of the zygote: with a
+/// send timeout set, the kernel never restarts a socket call that a handler
+/// interrupted (signal(7)), and bashd handles SIGCHLD. Under 200 agents the zygote's
+/// socket fills and every such `EINTR` was taken for a lost zygote, which was killed
+/// with the spawns in flight (issue 46, step 7). Nothing is sent when `sendmsg` says
+/// `EINTR`, so it is made again.
+fn send_frame(socket: &StdUnixStream, frame: &[u8], fds: &[BorrowedFd<'_>]) -> io::Result<()> {
+    let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(MAX_SPAWN_FDS))];
+    let sent = loop {
+        let mut ancillary = SendAncillaryBuffer::new(&mut space);
+        if !ancillary.push(SendAncillaryMessage::ScmRights(fds)) {
+            return Err(io::Error::other("no room for a job's descriptors"));
+        }
+        match rustix::net::sendmsg(
+            socket,
+            &[IoSlice::new(frame)],
+            &mut ancillary,
+            SendFlags::NOSIGNAL,
+        ) {
+            Ok(sent) => break sent,
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    };
+    // A large frame may go in parts; the descriptors went with the first. `write_all`
+    // makes a write again when a signal interrupts it.
+    (&*socket).write_all(&frame[sent..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+    use std::sync::atomic::{AtomicI32, Ordering};
+
+    extern "C" fn ignore(_: libc::c_int) {}
+
+    /// A spawn that waits for room on a full socket and is interrupted by a signal
+    /// still goes, whole, once the zygote reads (it was taken for a lost zygote).
+    #[test]
+    fn a_signal_while_the_zygote_socket_is_full_loses_no_spawn() {
+        // SAFETY: installs a handler that does nothing, for SIGUSR2, which nothing else
+        // in the test binary uses; the sigaction struct is zeroed and then filled in.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = ignore as extern "C" fn(libc::c_int) as libc::sighandler_t;
+            action.sa_flags = libc::SA_RESTART;
+            assert_eq!(
+                libc::sigaction(libc::SIGUSR2, &action, std::ptr::null_mut()),
+                0
+            );
+        }
+        let (ours, mut theirs) = StdUnixStream::pair().unwrap();
+        ours.set_write_timeout(Some(SEND_TIMEOUT)).unwrap();
+        // Fill the socket, as a zygote busy forking leaves it.
+        ours.set_nonblocking(true).unwrap();
+        let mut filled = 0;
+        let chunk = [0u8; 4096];
+        loop {
+            match (&ours).write(&chunk) {
+                Ok(n) => filled += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        ours.set_nonblocking(false).unwrap();
+        let sender_tid = std::sync::Arc::new(AtomicI32::new(0));
+        let tid = std::sync::Arc::clone(&sender_tid);
+        let frame = vec![7u8; 100];
+        let expected = frame.len();
+        let sender = std::thread::spawn(move || {
+            // SAFETY: gettid has no preconditions.
+            tid.store(unsafe { libc::gettid() }, Ordering::SeqCst);
+            let null = std::fs::File::open("/dev/null").unwrap();
+            send_frame(&ours, &frame, &[null.as_fd()])
+        });
+        while sender_tid.load(Ordering::SeqCst) == 0 {
+            std::thread::yield_now();
+        }
+        // Signals at the sender while it waits for room.
+        for _ in 0..5 {
+            std::thread::sleep(Duration::from_millis(40));
+            // SAFETY: tgkill of a thread of this process that is alive until joined below.
+            unsafe {
+                libc::syscall(
+                    libc::SYS_tgkill,
+                    libc::getpid(),
+                    sender_tid.load(Ordering::SeqCst),
+                    libc::SIGUSR2,
+                );
+            }
+        }
+        let mut received = vec![0u8; filled + expected];
+        theirs.read_exact(&mut received).unwrap();
+        let sent = sender.join().unwrap();
+        assert!(sent.is_ok(), "the spawn was lost: {sent:?}");
+        assert!(received[filled..].iter().all(|b| *b == 7));
     }
 }
