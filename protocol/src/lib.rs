@@ -34,7 +34,7 @@ pub use notice::{Argument, BackgroundWhy, ErrorHint, JobId, Notice, WaitMet, Wor
 pub use proc_stat::{ProcStat, process_start_time};
 pub use requests::*;
 pub use sandbox::{
-    Network, NetworkStatus, ProxyStatus, SandboxDenial, SandboxInForce, SandboxMechanism,
+    FrontEnd, FrontEndSandbox, Network, NetworkStatus, SettingFrom, ProxyStatus, SandboxDenial, SandboxInForce, SandboxMechanism,
     SandboxProfile, SandboxStatus, ToolSource,
 };
 pub use top::{TopJob, TopRequest, WatchRequest, WatchUpdate};
