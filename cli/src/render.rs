@@ -433,6 +433,8 @@ fn front_ends_text(sandbox: &SandboxStatus) -> String {
             whence.join("; ")
         );
     }
+    // What follows is the system's, for every front end alike.
+    text.push_str("sandbox mechanisms:\n");
     text
 }
 
@@ -484,7 +486,11 @@ pub fn status_text(status: &StatusInfo) -> String {
         let fronts = status.sandbox.as_ref().map(|s| &s.front_ends[..]);
         let mode = match fronts.unwrap_or_default() {
             [] => format!("{} by default", network.mode),
-            [first, rest @ ..] if rest.iter().all(|f| f.default.network == first.default.network) => {
+            [first, rest @ ..]
+                if rest
+                    .iter()
+                    .all(|f| f.default.network == first.default.network) =>
+            {
                 format!("{} by default", first.default.network)
             }
             _ => "by front end, as above".to_owned(),

@@ -393,13 +393,20 @@ mod tests {
             (ReadOnly, Network::On, ReadOnly)
         );
         assert_eq!(
-            FrontEnd::Cli.resolve(None, None, Some(ReadOnly)).default_from,
+            FrontEnd::Cli
+                .resolve(None, None, Some(ReadOnly))
+                .default_from,
             SettingFrom::Follows
         );
         // Written keys are every front end's.
         for front in FrontEnd::ALL {
             assert_eq!(
-                got(front, Some(WorkspaceWrite), Some(Network::Off), Some(WorkspaceWrite)),
+                got(
+                    front,
+                    Some(WorkspaceWrite),
+                    Some(Network::Off),
+                    Some(WorkspaceWrite)
+                ),
                 (WorkspaceWrite, Network::Off, WorkspaceWrite)
             );
         }

@@ -7,8 +7,8 @@ use bashd_protocol::config::{self as file, ConfigFile, quoted, section_text};
 use bashd_protocol::{FrontEnd, SettingFrom};
 
 use super::{Config, HARDENING};
-use crate::sandbox::SandboxConfig;
 use crate::policy::BUILTIN_RULES;
+use crate::sandbox::SandboxConfig;
 
 impl Config {
     /// The config in force: every key, each one that differs from its default marked

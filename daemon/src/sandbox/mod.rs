@@ -20,8 +20,8 @@ use std::process::Command;
 use bashd_protocol::config::{SandboxPath, sandbox_path};
 use bashd_protocol::{
     ErrorHint, ErrorKind, ErrorReply, ExecParams, ExecResult, FrontEnd, FrontEndSandbox, JobState,
-    Network, Notice,
-    SandboxDenial, SandboxInForce, SandboxMechanism, SandboxProfile, SandboxStatus, SettingFrom,
+    Network, Notice, SandboxDenial, SandboxInForce, SandboxMechanism, SandboxProfile,
+    SandboxStatus, SettingFrom,
 };
 
 use bashd_resident_core::confine::{self, Probe};

@@ -125,7 +125,10 @@ fn an_unset_sandbox_confines_mcp_calls_and_not_the_command_line() {
         ..SandboxConfig::default()
     };
     assert_eq!(decide(&off, &mcp(None, None), None), Ok(None));
-    assert_eq!(decide(&off, &mcp(Some(Off), Some(Network::On)), None), Ok(None));
+    assert_eq!(
+        decide(&off, &mcp(Some(Off), Some(Network::On)), None),
+        Ok(None)
+    );
 }
 
 #[test]
@@ -441,7 +444,11 @@ fn the_sandbox_section_reads_its_keys_and_names_a_bad_one() {
     let floored = parse("[sandbox]\nfloor = \"read-only\"\n").unwrap();
     for front_end in bashd_protocol::FrontEnd::ALL {
         let got = floored.sandbox.front_end(front_end);
-        assert_eq!(got.default.profile, SandboxProfile::ReadOnly, "{front_end:?}");
+        assert_eq!(
+            got.default.profile,
+            SandboxProfile::ReadOnly,
+            "{front_end:?}"
+        );
     }
     let error = parse("[sandbox]\nnetwork_off = true\n").unwrap_err();
     assert!(error.contains("known keys of [sandbox]"), "{error}");

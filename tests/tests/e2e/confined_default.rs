@@ -119,9 +119,11 @@ impl Agent {
             from: BufReader::new(ours),
             id: 1,
         };
-        agent.send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        agent.send(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "i44-agent", "version": "0"}}}));
+            "clientInfo": {"name": "i44-agent", "version": "0"}}}),
+        );
         let init = agent.response(1);
         assert_eq!(init["result"]["protocolVersion"], "2025-06-18", "{init}");
         agent.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
@@ -328,7 +330,11 @@ fn an_agent_installs_packages_from_its_tools_registries_with_no_ask() {
         eprintln!("pip part skipped: python3 has no pip here");
     }
     if npm {
-        std::fs::write(ws.join("package.json"), r#"{"name": "ws", "version": "1.0.0"}"#).unwrap();
+        std::fs::write(
+            ws.join("package.json"),
+            r#"{"name": "ws", "version": "1.0.0"}"#,
+        )
+        .unwrap();
         let text = agent.ok(
             "npm install --no-audit --no-fund --loglevel=error i44npm && node -e 'console.log(require(\"i44npm\"))'",
         );
@@ -424,7 +430,11 @@ fn an_agent_builds_serves_and_commits_once_the_person_grants_git() {
             "git_write": true}),
     );
     assert!(!error && text.contains("committed"), "{text}");
-    assert_eq!(asks(&daemon).len(), before, "the session-wide grant asked again");
+    assert_eq!(
+        asks(&daemon).len(),
+        before,
+        "the session-wide grant asked again"
+    );
 }
 
 /// The daemon's fake `HOME`, holding the person's caches, and a workspace below it.
@@ -495,7 +505,9 @@ fn an_agent_cannot_reach_unlisted_hosts_or_write_past_its_roots() {
     let text = agent.ok(&format!("curl -sS {planted}payload"));
     assert!(!text.contains("i44 planted payload"), "{text}");
     assert!(
-        text.contains(&format!("refused {PLANTED_IP}:{port}, not on the allow-list")),
+        text.contains(&format!(
+            "refused {PLANTED_IP}:{port}, not on the allow-list"
+        )),
         "the refusal was not told: {text}"
     );
     assert!(text.contains(CONFINED), "{text}");
@@ -524,18 +536,29 @@ fn an_agent_cannot_reach_unlisted_hosts_or_write_past_its_roots() {
         "curl -sS \"${{PIP_INDEX_URL:-{planted}simple/}}\"; echo; curl -sS {planted}simple/"
     ));
     let refusals = text
-        .matches(&format!("refused {PLANTED_IP}:{port}, not on the allow-list"))
+        .matches(&format!(
+            "refused {PLANTED_IP}:{port}, not on the allow-list"
+        ))
         .count();
     assert!(refusals >= 2, "{refusals} refusals told: {text}");
-    let status = json(&person.daemon.run_bashc(&["status", "--json"]));
-    for key in ["allow_hosts"] {
-        assert!(
-            !status["network"][key].to_string().contains(&PLANTED_IP.to_string()),
-            "{status}"
-        );
-    }
+    // Once the daemon has read the person's tools (where there are any to read).
+    let mut status = Value::Null;
+    wait_until(Duration::from_secs(10), || {
+        status = json(&person.daemon.run_bashc(&["status", "--json"]));
+        status["tool_sources"]
+            .as_array()
+            .is_some_and(|s| !s.is_empty())
+    });
     assert!(
-        !status["tool_sources"].to_string().contains(&PLANTED_IP.to_string()),
+        !status["network"]["allow_hosts"]
+            .to_string()
+            .contains(&PLANTED_IP.to_string()),
+        "{status}"
+    );
+    assert!(
+        !status["tool_sources"]
+            .to_string()
+            .contains(&PLANTED_IP.to_string()),
         "{status}"
     );
 }
@@ -545,8 +568,9 @@ fn an_agent_cannot_reach_unlisted_hosts_or_write_past_its_roots() {
 /// ask's expiry runs nothing, and a later call says so. On main it simply ran.
 #[test]
 fn an_agent_asking_for_no_sandbox_is_refused_on_decline_and_on_silence() {
-    let person =
-        Person::start(Some("[mcp]\nmax_call_secs = 1\n\n[sandbox]\nask_secs = 3\n"));
+    let person = Person::start(Some(
+        "[mcp]\nmax_call_secs = 1\n\n[sandbox]\nask_secs = 3\n",
+    ));
     let mut agent = person.agent("mcp-i44-off", &[]);
     let ran = person.daemon.scratch().join("unsandboxed-i44");
     let touch = format!("touch {}", ran.display());
@@ -595,7 +619,10 @@ fn the_command_line_stays_unconfined_and_a_written_off_frees_agents() {
             "exec",
             "--json",
             "--",
-            &format!("touch {} && curl -sS http://{PLANTED_IP}:{port}/page", outside.display()),
+            &format!(
+                "touch {} && curl -sS http://{PLANTED_IP}:{port}/page",
+                outside.display()
+            ),
         ],
     );
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
@@ -617,7 +644,9 @@ fn the_command_line_stays_unconfined_and_a_written_off_frees_agents() {
         .unwrap();
     let said = String::from_utf8_lossy(&check.stdout);
     assert!(
-        said.contains("# an agent's MCP calls: default = \"workspace-write\" (the front end's default)"),
+        said.contains(
+            "# an agent's MCP calls: default = \"workspace-write\" (the front end's default)"
+        ),
         "{}",
         show(&check)
     );
@@ -626,7 +655,10 @@ fn the_command_line_stays_unconfined_and_a_written_off_frees_agents() {
     let mut agent = freed.agent("mcp-i44-freed", &[]);
     let outside = freed.daemon.scratch().join("agent-outside-i44");
     let text = agent.ok(&format!("touch {} && echo wrote", outside.display()));
-    assert!(text.contains("wrote") && !text.contains("sandbox:"), "{text}");
+    assert!(
+        text.contains("wrote") && !text.contains("sandbox:"),
+        "{text}"
+    );
     assert!(outside.exists());
     let (error, text) = agent.call("bash", json!({"command": "echo off", "sandbox": "off"}));
     assert!(!error && !text.contains("pending"), "{text}");
