@@ -179,7 +179,7 @@ pub struct Responses {
 /// a daemon gone under a request becomes the error that names its job.
 #[derive(Debug, Clone)]
 enum About {
-    /// A command, and its job once `Started` names it.
+    /// A command, and its job once `Recorded` names it.
     Exec(Option<JobId>),
     /// A request about a job the caller named, and what it does with it, in words
     /// (`waiting for`).
@@ -212,7 +212,8 @@ impl Responses {
         self.id
     }
 
-    /// The job this request runs or acts on, once known (an `Exec`'s from `Started`).
+    /// The job this request runs or acts on, once known (an `Exec`'s from `Recorded`,
+    /// which comes before its process runs).
     pub fn job(&self) -> Option<JobId> {
         match &self.about {
             About::Exec(job) => *job,
@@ -225,16 +226,24 @@ impl Responses {
     /// response, the error says what that means for the request: a daemon that
     /// died under a job names it ([`ClientError::DiedWhileRunning`],
     /// [`ClientError::DiedDuring`]), a link to another host that closed says so.
+    /// An `Exec`'s `Recorded` is not handed out: it names the job for that error.
     pub async fn next(&mut self) -> Result<Response, ClientError> {
-        match self.rx.recv().await {
-            Some(response) => {
-                if let (Response::Started(started), About::Exec(job)) = (&response, &mut self.about)
-                {
-                    *job = Some(started.job);
-                }
-                Ok(response)
+        loop {
+            let Some(response) = self.rx.recv().await else {
+                return Err(self.ended().await);
+            };
+            let named = match &response {
+                Response::Recorded(job) => Some(*job),
+                Response::Started(started) => Some(started.job),
+                _ => None,
+            };
+            if let (Some(named), About::Exec(job)) = (named, &mut self.about) {
+                *job = Some(named);
             }
-            None => Err(self.ended().await),
+            // The front ends learn the job from `Started`, which follows.
+            if !matches!(response, Response::Recorded(_)) {
+                return Ok(response);
+            }
         }
     }
 

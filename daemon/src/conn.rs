@@ -31,8 +31,9 @@ use crate::outbound::Outbound;
 /// A client that connects and says nothing is dropped after this long.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 /// The longest a `Welcome` waits to go out with the first answer to the `Exec` that
-/// came with the `Hello`: that answer (`Started`, or the refusal) comes after the
-/// policy and the spawn, well within it, and the client waits for nothing else.
+/// came with the `Hello`: that answer (`Recorded`, or the refusal) comes after the
+/// policy and the job's record, well within it, and the client waits for nothing
+/// else.
 const WELCOME_HOLD: Duration = Duration::from_millis(100);
 /// Answers other than `Exec`s being made at once for one connection; an `output` page
 /// can be a MiB, so this bounds what a client that does not read can make us hold.
@@ -160,7 +161,7 @@ async fn serve_requests(
             }
             frame = frames.next(), if room => frame,
         };
-        // Only an `Exec` answers at once (`Started`, or why not); any other request
+        // Only an `Exec` answers at once (`Recorded`, or why not); any other request
         // may wait long before its answer, so the `Welcome` goes out now.
         if welcome == Welcomed::Held
             && !matches!(frame, Some(Ok(ClientFrame::Request(_, Request::Exec(_)))))

@@ -6,7 +6,8 @@
 //! ```text
 //! bashd-journal 1
 //! next 42                             ids below 42 are taken
-//! job 42 <instance> <session>         written before the job's shell is spawned
+//! job 42 <instance> <session>         written before its id is sent (`Recorded`)
+//!                                     and its shell is spawned
 //! info 42 <ms> <mode> <merged> <workdir> <command> <description>
 //!                                     what `jobs` lists of it, should the daemon die
 //! pid 42 <pid> <pgid> <start time>    written once it is, before `Started` is sent

@@ -1,7 +1,8 @@
 //! Writing one connection's frames: the task that makes a response writes it itself,
 //! one whole frame at a time under the connection's lock, rather than handing it to a
-//! writer task of the connection's: a task wake-up fewer for every response, three for
-//! an `exec` (`Welcome`, `Started`, `Finished`), on the path a client waits on.
+//! writer task of the connection's: a task wake-up fewer for every response, four for
+//! an `exec` (`Welcome`, `Recorded`, `Started`, `Finished`), on the path a client
+//! waits on.
 //!
 //! Backpressure is the socket's, as it was the writer's: a client that does not read
 //! its answers fills the kernel's buffer, the task writing waits holding the lock, and

@@ -11,7 +11,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::exec::{ExecParams, ExecResult, OutputChunk, ScreenInfo, Started};
-use crate::notice::{ErrorHint, Notice};
+use crate::notice::{ErrorHint, JobId, Notice};
 use crate::proc_stat::process_start_time;
 use crate::requests::{
     FollowRequest, GrepRequest, JobInfo, JobRequest, JobsRequest, KillRequest, OutputPage,
@@ -206,11 +206,14 @@ impl Request {
     }
 }
 
-/// The responses to one request, in order. `Exec` gets `Started`, any number of
-/// `Output`, then exactly one `Finished`; every other request gets one response.
-/// `Error` ends a request of any kind.
+/// The responses to one request, in order. `Exec` gets `Recorded`, `Started`, any
+/// number of `Output`, then exactly one `Finished`; every other request gets one
+/// response. `Error` ends a request of any kind.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Response {
+    /// An `Exec`'s job id, sent once the job is in the daemon's journal and before its
+    /// process is spawned: a client whose daemon dies from then on can name the job.
+    Recorded(JobId),
     Started(Started),
     Output(OutputChunk),
     Finished(Box<ExecResult>),
@@ -240,13 +243,14 @@ pub enum Response {
 
 impl Response {
     /// Whether this is the last response of its request: every response is, but
-    /// `Started`, `Output` and `Notice`, which come ahead of an `Exec`'s or a
+    /// `Recorded`, `Started`, `Output` and `Notice`, which come ahead of an `Exec`'s or a
     /// `Follow`'s `Finished`, `Inbox`, which comes ahead of any final response, and
     /// `Watch`, of which none is the last.
     pub fn is_final(&self) -> bool {
         !matches!(
             self,
-            Response::Started(_)
+            Response::Recorded(_)
+                | Response::Started(_)
                 | Response::Output(_)
                 | Response::Notice(_)
                 | Response::Inbox(_)

@@ -367,6 +367,7 @@ async fn ask(
         .stdout(writer)
         .stderr(Stdio::null());
     std::os::unix::process::CommandExt::process_group(&mut command, 0);
+    end_with_the_daemon(&mut command);
     let child = reaper
         .spawn(command)
         .await
@@ -399,6 +400,25 @@ async fn ask(
                 TOOL_TIMEOUT.as_secs()
             ))
         }
+    }
+}
+
+/// A tool is killed when the daemon dies, even by SIGKILL, where nothing of the
+/// daemon's runs to end it. The reaper forks it from one of the runtime's worker
+/// threads, which live as long as the daemon, so the death signal is not sent early.
+fn end_with_the_daemon(command: &mut Command) {
+    let daemon = rustix::process::getpid();
+    // SAFETY: between fork and exec the closure makes only async-signal-safe calls
+    // (prctl, getppid) and allocates nothing.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(command, move || {
+            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
+            // Died between the fork and the prctl: no signal will come.
+            if rustix::process::getppid() != Some(daemon) {
+                return Err(std::io::Error::other("bashd is gone"));
+            }
+            Ok(())
+        });
     }
 }
 

@@ -69,6 +69,13 @@ fn script(run: &Run, first_turns: Vec<Turn>, whole_lines: u32, extra: Value) -> 
         // A background job of the program's own session, which must outlive the call
         // (OpenCode cancels each call after its result) and the program (it lingers).
         bash("sleep 301", json!({"mode": "background"})),
+        // Issue 44: under the default an MCP job is confined to its workspace ...
+        bash(
+            "touch \"$HOME/written-by-a-job\" 2>/dev/null && echo wrote-home || echo confined",
+            json!({}),
+        ),
+        // ... and a request for no sandbox is an ask that only the person answers.
+        bash("echo unconfined", json!({"sandbox": "off"})),
         Turn::text("all done"),
     ]);
     turns
@@ -382,6 +389,36 @@ fn drive(agent: Agent) {
             Ok(())
         },
     );
+    // Issue 44: confined by default, and an ask told in words a model passes on.
+    let confined = at(9);
+    v.check(
+        "a job of the default sandbox cannot write the person's home",
+        if confined.lines().any(|l| l == "confined") && !run.job_wrote_home() {
+            Ok(())
+        } else {
+            Err(format!(
+                "{:?}",
+                confined.chars().take(300).collect::<String>()
+            ))
+        },
+    );
+    let asked = at(10);
+    v.check(
+        "sandbox \"off\" is an ask the result names, with what the person can do",
+        if asked.contains("ask a")
+            && (asked.contains("bashc allow") || asked.contains("refused by the person"))
+            && !asked.lines().any(|l| l == "unconfined")
+        {
+            Ok(())
+        } else {
+            Err(format!("{:?}", asked.chars().take(400).collect::<String>()))
+        },
+    );
+    v.note(&format!(
+        "the ask's result: {:?}; the ask: {}",
+        asked.chars().take(300).collect::<String>(),
+        run.asks()
+    ));
     v.note(&format!("the client's own cut: {}", describe_cut(&at(4))));
     v.note(&format!(
         "the client's own cut of an error: {}",

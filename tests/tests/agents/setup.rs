@@ -105,6 +105,10 @@ impl Agent {
 }
 
 /// Where tests/agents/install.sh put the programs.
+/// The config of the run's bashd.
+const BASHD_CONFIG: &str =
+    "[sandbox]\ndefault = \"workspace-write\"\nfloor = \"workspace-write\"\nask_secs = 5\n";
+
 fn agents_bin_dir() -> PathBuf {
     let dir = std::env::var_os("BASHD_AGENTS_DIR")
         .map(PathBuf::from)
@@ -274,6 +278,12 @@ impl Run {
         let url = model.url();
         let home = self.home();
         let probe = self.probe_command();
+        // An ask (issue 44) ends within seconds rather than two minutes: a client
+        // without elicitation, or whose headless mode dismisses the form, waits for the
+        // person until then. Nothing else is written: the sandbox is bashd's default.
+        let bashd = home.join(".config/bashd");
+        std::fs::create_dir_all(&bashd).unwrap();
+        std::fs::write(bashd.join("config.toml"), BASHD_CONFIG).unwrap();
         match self.agent {
             Agent::Claude => {
                 let blocks = readme_blocks("Claude Code (user scope)");
@@ -438,6 +448,29 @@ impl Run {
             std::thread::sleep(Duration::from_millis(100));
         }
         Ok(())
+    }
+
+    /// Whether a job wrote the file the script's confined job tries to write in the
+    /// program's home.
+    pub fn job_wrote_home(&self) -> bool {
+        self.home().join("written-by-a-job").exists()
+    }
+
+    /// The asks and how each ended, as `bashc allow --list --json` tells them.
+    pub fn asks(&self) -> String {
+        let out = self.daemon.run_bashc(&["allow", "--list", "--json"]);
+        let listing: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        let asks: Vec<String> = listing["asks"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|ask| format!("{} {} by {}", ask["id"], ask["state"], ask["answered_by"]))
+            .collect();
+        if asks.is_empty() {
+            format!("none ({})", String::from_utf8_lossy(&out.stderr).trim())
+        } else {
+            asks.join("; ")
+        }
     }
 
     /// Whether the `sleep 301` the program's model started in the background still

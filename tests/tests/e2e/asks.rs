@@ -405,16 +405,34 @@ fn bash(id: i64, command: String) -> Value {
         "params": {"name": "bash", "arguments": {"command": command, "sandbox": "off"}}})
 }
 
-/// `bashc mcp` of session `mcp-i44` in the workspace, initialized on 2025-06-18 with
-/// `capabilities`: the server, and its stdio's two ends.
-fn mcp_server(
-    daemon: &Daemon,
-    capabilities: Value,
-) -> (
+/// A `bashc mcp` server and its stdio's two ends.
+type McpServer = (
     bashd_tests::KillOnDrop,
     std::os::unix::net::UnixStream,
     std::io::BufReader<std::os::unix::net::UnixStream>,
-) {
+);
+
+/// `bashc mcp` of session `mcp-i44` in the workspace, initialized on 2025-06-18 with
+/// `capabilities`.
+fn mcp_server(daemon: &Daemon, capabilities: Value) -> McpServer {
+    let (server, mut to, mut from) = mcp_spawned(daemon);
+    send(
+        &mut to,
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": capabilities,
+            "clientInfo": {"name": "elicit-test", "version": "0"}}}),
+    );
+    let init = next_of(&mut from, "-", 1);
+    assert_eq!(init["result"]["protocolVersion"], "2025-06-18", "{init}");
+    send(
+        &mut to,
+        serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    );
+    (server, to, from)
+}
+
+/// `bashc mcp` of session `mcp-i44` in the workspace, not yet spoken to.
+fn mcp_spawned(daemon: &Daemon) -> McpServer {
     use std::os::fd::OwnedFd;
     let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
     let server = bashd_tests::KillOnDrop(
@@ -435,21 +453,8 @@ fn mcp_server(
             .unwrap(),
     );
     ours.set_read_timeout(Some(SOON)).unwrap();
-    let mut to = ours.try_clone().unwrap();
-    let mut from = std::io::BufReader::new(ours);
-    send(
-        &mut to,
-        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": capabilities,
-            "clientInfo": {"name": "elicit-test", "version": "0"}}}),
-    );
-    let init = next_of(&mut from, "-", 1);
-    assert_eq!(init["result"]["protocolVersion"], "2025-06-18", "{init}");
-    send(
-        &mut to,
-        serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-    );
-    (server, to, from)
+    let to = ours.try_clone().unwrap();
+    (server, to, std::io::BufReader::new(ours))
 }
 
 /// An MCP client that declares `elicitation` on 2025-06-18 (the test speaks JSON-RPC
@@ -506,6 +511,114 @@ fn an_mcp_client_with_elicitation_is_asked_and_its_answer_holds() {
         "{said}"
     );
     assert!(!declined.exists(), "a declined request ran");
+}
+
+/// A `bash` call of a client on MCP 2026-07-28 (no `initialize`: its version, name and
+/// capabilities in each request's `_meta`) that declares form elicitation, with
+/// `sandbox: "off"`, and what it carries back: `input_responses` and `request_state`.
+fn bash_2026(id: i64, command: &str, answer: Option<(Value, &str)>) -> Value {
+    let meta = serde_json::json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "elicit-test", "version": "0"},
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
+    });
+    let mut params = serde_json::json!({"name": "bash", "_meta": meta,
+        "arguments": {"command": command, "sandbox": "off"}});
+    if let Some((responses, state)) = answer {
+        params["inputResponses"] = responses;
+        params["requestState"] = Value::from(state);
+    }
+    serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params})
+}
+
+/// On MCP 2026-07-28, where a server sends no request of its own, an ask is the call's
+/// `input_required` result: the form, and the ask's id as the state to carry back. The
+/// call again with accept runs the request once and returns its result; with decline it
+/// is refused in the floor's words; a client that never comes back leaves the ask to
+/// the person, and nothing runs. On main the call waited and said `ask a1 pending`.
+#[test]
+fn a_client_on_2026_07_28_is_answered_input_required_and_its_answer_holds() {
+    let daemon = Daemon::start_with_config(&format!(
+        "{FLOORED}ask_secs = 600
+"
+    ));
+    let (_server, mut to, mut from) = mcp_spawned(&daemon);
+
+    let accepted = touch(&touched(&daemon, "accepted-2026"));
+    send(&mut to, bash_2026(2, &accepted, None));
+    let asked = next_of(&mut from, "-", 2);
+    let result = &asked["result"];
+    assert_eq!(result["resultType"], "input_required", "{asked}");
+    assert_eq!(result["requestState"], "a1", "{asked}");
+    let form = &result["inputRequests"]["ask"];
+    assert_eq!(form["method"], "elicitation/create", "{asked}");
+    let message = form["params"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("ask a1") && message.contains(&accepted),
+        "{message}"
+    );
+    assert!(
+        !touched(&daemon, "accepted-2026").exists(),
+        "it ran before the person answered"
+    );
+    assert_eq!(pending(&daemon, "mcp-i44"), vec!["a1".to_owned()]);
+    let accept = serde_json::json!({"ask": {"action": "accept", "content": {"grant": "once"}}});
+    send(&mut to, bash_2026(3, &accepted, Some((accept, "a1"))));
+    let ran = next_of(&mut from, "-", 3);
+    assert_ne!(ran["result"]["isError"], true, "{ran}");
+    assert_eq!(
+        ran["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .lines()
+            .next(),
+        Some("exit code: 0"),
+        "{ran}"
+    );
+    assert!(
+        touched(&daemon, "accepted-2026").exists(),
+        "the accepted request did not run: {ran}"
+    );
+    let ask = &listing(&daemon)["asks"][0];
+    assert_eq!(ask["state"]["granted"]["scope"], "once", "{ask}");
+    assert!(
+        ask["answered_by"]
+            .as_str()
+            .unwrap()
+            .starts_with("the MCP input-required answer of elicit-test"),
+        "{ask}"
+    );
+
+    let declined = touch(&touched(&daemon, "declined-2026"));
+    send(&mut to, bash_2026(4, &declined, None));
+    let asked = next_of(&mut from, "-", 4);
+    assert_eq!(asked["result"]["requestState"], "a2", "{asked}");
+    let decline = serde_json::json!({"ask": {"action": "decline"}});
+    send(&mut to, bash_2026(5, &declined, Some((decline, "a2"))));
+    let refused = next_of(&mut from, "-", 5);
+    assert_eq!(refused["result"]["isError"], true, "{refused}");
+    let said = refused["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        said.contains("ask a2 was refused by the person, so nothing ran") && said.contains("floor"),
+        "{said}"
+    );
+    assert!(
+        !touched(&daemon, "declined-2026").exists(),
+        "a declined request ran"
+    );
+
+    // Silence: the ask stays the person's, and nothing runs meanwhile.
+    let silent = touch(&touched(&daemon, "silent-2026"));
+    send(&mut to, bash_2026(6, &silent, None));
+    let asked = next_of(&mut from, "-", 6);
+    assert_eq!(asked["result"]["requestState"], "a3", "{asked}");
+    assert_eq!(pending(&daemon, "mcp-i44"), vec!["a3".to_owned()]);
+    let refused = allow(&daemon, &["--refuse", "a3"]);
+    assert_eq!(refused.status.code(), Some(0), "{}", show(&refused));
+    assert!(
+        !touched(&daemon, "silent-2026").exists(),
+        "a request nobody granted ran"
+    );
 }
 
 /// A client without elicitation gets `ask aN pending` by `[mcp] max_call_secs`, the

@@ -5,7 +5,11 @@
 
 use std::process::{Child, Stdio};
 
-use bashd_tests::{Daemon, wait_for_running, wait_until};
+use std::time::Duration;
+
+use bashc::ClientError;
+use bashc::protocol::Request;
+use bashd_tests::{Daemon, procs, wait_for_running, wait_until};
 
 use crate::mcp::{connect, text};
 use crate::show;
@@ -58,19 +62,11 @@ async fn every_front_end_names_the_job_when_bashd_dies_under_it() {
             .await
         }
     });
+    // A job's process runs only once its client was sent the job's id: the daemon
+    // may die as soon as it does.
     for sleep in ["sleep 3101", "sleep 3102", "sleep 3103"] {
         wait_for_running(sleep);
     }
-    // The three jobs are the daemon's running ones, so each start was sent to its
-    // client (a job's process runs as soon as it is spawned, before that).
-    let listed = wait_until(std::time::Duration::from_secs(30), || {
-        let out = daemon.run_bashc(&["jobs", "--all", "--json"]);
-        String::from_utf8_lossy(&out.stdout)
-            .matches("\"running\"")
-            .count()
-            >= 3
-    });
-    assert!(listed, "the three jobs never showed as running");
     daemon.kill_daemon();
 
     let plain = plain.wait_with_output().unwrap();
@@ -105,4 +101,77 @@ async fn every_front_end_names_the_job_when_bashd_dies_under_it() {
             "bashd stopped while {job} ran; bash_output(job=\"{job}\") has what it printed once bashd is back"
         )
     );
+}
+
+/// A job's id reaches its client before anything of the job is spawned (`Recorded`):
+/// a daemon that dies while the job's spawn is held up (here its zygote, which forks
+/// every job's resident, is stopped) is told as dying under that job, not as a
+/// connection closed before any answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_names_its_job_when_bashd_dies_before_the_job_is_spawned() {
+    let mut daemon = Daemon::start();
+    // The zygote starts with the first job.
+    let first = daemon.run_bashc(&["exec", "--", "true"]);
+    assert_eq!(first.status.code(), Some(0), "{}", show(&first));
+    let zygote = procs::all_pids()
+        .into_iter()
+        .find(|&pid| {
+            procs::parent_pid(pid) == Some(daemon.pid()) && procs::cmdline(pid).contains("--zygote")
+        })
+        .expect("no zygote under the daemon");
+    let zygote = Stopped::new(zygote);
+
+    let marker = daemon.scratch().join("i46-ran");
+    let client = daemon.client().await;
+    let command = format!("touch {}; sleep 4601", marker.display());
+    let mut responses = client
+        .request(Request::Exec(daemon.params(&command)))
+        .await
+        .unwrap();
+    // `Responses::job` is set once the daemon names the job, whatever `next` returns.
+    let named = tokio::time::timeout(Duration::from_secs(30), async {
+        while responses.job().is_none() {
+            let _ = tokio::time::timeout(Duration::from_millis(20), responses.next()).await;
+        }
+    })
+    .await;
+    assert!(named.is_ok(), "the client was never told the job's id");
+    let job = responses.job().expect("named");
+    assert!(
+        !marker.exists() && procs::pids_running("sleep 4601").is_empty(),
+        "the job ran while its zygote was stopped"
+    );
+
+    daemon.kill_daemon();
+    let error = responses.next().await.expect_err("the daemon is gone");
+    assert!(
+        matches!(error, ClientError::DiedWhileRunning { job: died } if died == job),
+        "{error:?}"
+    );
+    assert!(error.to_string().contains(&job.to_string()), "{error}");
+    drop(zygote);
+    // Nothing of it ever ran, and nothing runs it now.
+    assert!(!marker.exists());
+}
+
+/// A process the test stopped (SIGSTOP), SIGKILLed when dropped, even on a panic.
+struct Stopped(u32);
+
+impl Stopped {
+    fn new(pid: u32) -> Stopped {
+        signal(pid, rustix::process::Signal::STOP);
+        Stopped(pid)
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        signal(self.0, rustix::process::Signal::KILL);
+        wait_until(Duration::from_secs(10), || !procs::alive(self.0));
+    }
+}
+
+fn signal(pid: u32, signal: rustix::process::Signal) {
+    let pid = rustix::process::Pid::from_raw(pid as i32).expect("a pid");
+    rustix::process::kill_process(pid, signal).expect("cannot signal the zygote");
 }

@@ -465,10 +465,10 @@ fn connected(daemon: &Daemon, bytes: &[u8]) -> UnixStream {
     stream
 }
 
-/// Issue 31: an `Exec` sent with `Hello` gets `Welcome` and `Started` in one write,
-/// waking its client once; a `Hello` alone (the relay waits for `Welcome` before its
-/// first request) and a `Hello` with a request whose answer may wait long get their
-/// `Welcome` without waiting for anything.
+/// Issue 31: an `Exec` sent with `Hello` gets `Welcome` and its first answer (the
+/// job's id, `Recorded`) in one write, waking its client once; a `Hello` alone (the
+/// relay waits for `Welcome` before its first request) and a `Hello` with a request
+/// whose answer may wait long get their `Welcome` without waiting for anything.
 #[test]
 fn welcome_goes_out_with_the_first_answer_of_an_exec_it_came_with() {
     let daemon = Daemon::start();
@@ -483,7 +483,7 @@ fn welcome_goes_out_with_the_first_answer_of_an_exec_it_came_with() {
             frames[..],
             [
                 ServerFrame::Welcome(_),
-                ServerFrame::Response(1, Response::Started(_))
+                ServerFrame::Response(1, Response::Recorded(_))
             ]
         ),
         "{frames:?}"

@@ -295,3 +295,52 @@ fn a_registry_of_the_persons_tools_is_reached_through_the_proxy_with_no_allow_ho
     assert!(reached.load(std::sync::atomic::Ordering::SeqCst) >= 1);
     assert!(said.ends_with("403\n"), "{}", show(&out));
 }
+
+/// A tool bashd asks where it fetches from dies with a SIGKILLed bashd rather than
+/// running on (here an `npm` that never answers), as no job of bashd's outlives it
+/// unowned. On main it ran until it ended by itself.
+#[test]
+fn a_tool_being_asked_dies_with_a_sigkilled_daemon() {
+    let mut daemon = Daemon::unstarted();
+    let bin = daemon.scratch().join("tools");
+    std::fs::create_dir_all(&bin).unwrap();
+    let pid_file = daemon.scratch().join("npm.pid");
+    let npm = bin.join("npm");
+    std::fs::write(
+        &npm,
+        format!(
+            "#!/bin/sh\necho $$ > {}\nexec sleep 120\n",
+            pid_file.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&npm, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let mut command = daemon.bashd_command();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    command.env("PATH", path);
+    daemon.start_with(command);
+    let asked = wait_until(Duration::from_secs(30), || {
+        std::fs::read_to_string(&pid_file).is_ok_and(|pid| pid.trim().parse::<u32>().is_ok())
+    });
+    assert!(asked, "bashd never ran the npm on its PATH");
+    let pid: u32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // Running (as `sleep` now) while bashd lives.
+    assert!(wait_until(Duration::from_secs(10), || {
+        bashd_tests::procs::cmdline(pid).starts_with("sleep")
+    }));
+    daemon.kill_daemon();
+    let gone = wait_until(Duration::from_secs(10), || !bashd_tests::procs::alive(pid));
+    let left = bashd_tests::procs::cmdline(pid);
+    if !gone && let Some(pid) = rustix::process::Pid::from_raw(pid as i32) {
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+    }
+    assert!(gone, "the npm bashd was asking ({pid}) outlived it: {left}");
+}

@@ -229,16 +229,22 @@ impl bashc::Watch for Progress<'_> {
             expires_secs,
         }) = response
         {
+            let ask = super::elicit::Ask {
+                ask,
+                kind,
+                command,
+                expires_secs,
+            };
+            // The client on 2026-07-28 is answered `input_required` for it.
+            if let Some(asked) = &self.call.asked {
+                let _ = asked.send(ask);
+                return Ok(());
+            }
             super::elicit::ask(
                 &self.call.peer,
                 self.client.clone(),
                 self.call.client.clone(),
-                super::elicit::Ask {
-                    ask,
-                    kind,
-                    command,
-                    expires_secs,
-                },
+                ask,
             );
         }
         Ok(())

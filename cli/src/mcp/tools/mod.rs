@@ -16,8 +16,9 @@ use std::sync::{Arc, LazyLock};
 use bashc::protocol::{Caller, ErrorKind};
 use bashc::{Client, ClientError};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, Implementation, JsonObject, ListToolsResult,
-    PaginatedRequestParams, ProgressToken, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, JsonObject,
+    ListToolsResult, PaginatedRequestParams, ProgressToken, ServerCapabilities, ServerConfig, Tool,
+    ToolAnnotations,
 };
 use rmcp::schemars::JsonSchema;
 use rmcp::service::RequestContext;
@@ -33,6 +34,7 @@ use crate::options::{
 
 mod bash;
 mod elicit;
+mod input_required;
 mod jobs;
 #[cfg(test)]
 mod tests;
@@ -52,6 +54,8 @@ pub struct BashTools {
     client: Arc<Mutex<Option<Client>>>,
     /// What the config file says of clients' budgets and credentials.
     settings: Arc<Settings>,
+    /// The calls that answered `input_required` for an ask, until the client calls again.
+    waiting: input_required::Waiting,
 }
 
 /// Arguments some clients add to every call of every tool, taken and ignored: Gemini
@@ -408,8 +412,46 @@ impl ServerHandler for BashTools {
             cancelled: context.ct.clone(),
             budget: self.settings.budget(client.as_deref()),
             client,
+            asked: None,
         };
-        let outcome = match tool {
+        let outcome = if let Some(state) = request.request_state.as_deref() {
+            // The same call again, with the person's answer to the ask it waits on.
+            self.answered(state, request.input_responses.as_ref(), call)
+                .await
+        } else {
+            match tool {
+                ToolName::Bash if input_required::wanted(&context) => match parse(arguments) {
+                    Ok(args) => match self.bash_asking(args, call).await {
+                        Ok(input_required::Asked::Done(result)) => Ok(result),
+                        Ok(input_required::Asked::Ask(input)) => {
+                            return Ok(CallToolResponse::InputRequired(input));
+                        }
+                        Err(e) => Err(e),
+                    },
+                    Err(e) => Err(e),
+                },
+                _ => self.dispatch(tool, arguments, call).await,
+            }
+        };
+        let result = outcome.unwrap_or_else(words::call_error);
+        let result = super::since::append(result, self.take_inbox().await);
+        Ok(match self.target.host() {
+            Some(host) => words::name_host(result, host),
+            None => result,
+        }
+        .into())
+    }
+}
+
+impl BashTools {
+    /// The call of `tool` with its `arguments`.
+    async fn dispatch(
+        &self,
+        tool: ToolName,
+        arguments: serde_json::Value,
+        call: Call,
+    ) -> Result<CallToolResult, CallError> {
+        match tool {
             ToolName::Bash => match parse(arguments) {
                 Ok(args) => self.bash(args, call).await,
                 Err(e) => Err(e),
@@ -442,14 +484,7 @@ impl ServerHandler for BashTools {
                 Ok(args) => self.screen(args).await,
                 Err(e) => Err(e),
             },
-        };
-        let result = outcome.unwrap_or_else(words::call_error);
-        let result = super::since::append(result, self.take_inbox().await);
-        Ok(match self.target.host() {
-            Some(host) => words::name_host(result, host),
-            None => result,
         }
-        .into())
     }
 }
 
@@ -464,6 +499,9 @@ struct Call {
     client: Option<String>,
     /// How much of a result the client shows whole, when it is one that cuts.
     budget: Option<Budget>,
+    /// Where an ask goes when the client is answered `input_required` for it (MCP
+    /// 2026-07-28); `None`, it goes to the client's elicitation, if it has one.
+    asked: Option<tokio::sync::mpsc::UnboundedSender<elicit::Ask>>,
 }
 
 /// A call's arguments as the tool's schema reads them: without those clients add, and
@@ -512,6 +550,7 @@ impl BashTools {
             target,
             client: Arc::new(Mutex::new(None)),
             settings,
+            waiting: input_required::Waiting::default(),
         }
     }
 

@@ -13,7 +13,7 @@ use bashd_protocol::{
 };
 
 use crate::jobs::job::supervisor::{Control, Report, Stop, StopReason};
-use crate::jobs::requests::exec::Granted;
+use crate::jobs::requests::exec::{Exec, Granted};
 use crate::jobs::table::asks::Parked;
 use crate::jobs::table::handle::{JobsHandle, ToActor};
 use crate::jobs::table::{JobsActor, Status};
@@ -129,7 +129,7 @@ impl JobsActor {
         let _ = events.try_send(Response::Notice(Notice::Asked {
             ask: id,
             kind,
-            command: crate::jobs::requests::exec::cut(&command, 200),
+            command: crate::jobs::table::cut(&command, 200),
             expires_secs: lifetime.as_secs(),
         }));
         let reports = self.reports_tx.clone();
@@ -275,6 +275,7 @@ impl JobsActor {
             denial,
             events,
             caller_dir,
+            told,
             asked,
             detached,
             git,
@@ -298,7 +299,15 @@ impl JobsActor {
                 git: None,
             }
         };
-        let job = self.exec(*params, denial, events, None, caller_dir, granted);
+        let exec = Exec {
+            params,
+            denial,
+            events,
+            origin: None,
+            caller_dir,
+            told,
+        };
+        let job = self.exec(exec, granted);
         self.asks
             .settle(ask.0, AskState::Granted { scope }, Some(by.to_owned()), job);
         if detached {
@@ -306,7 +315,7 @@ impl JobsActor {
                 &session,
                 InboxEvent::AskAnswered {
                     ask,
-                    command: crate::jobs::requests::exec::cut(&command, 200),
+                    command: crate::jobs::table::cut(&command, 200),
                     state: AskState::Granted { scope },
                     job,
                 },
@@ -512,7 +521,7 @@ impl JobsActor {
                 &parked.params.session,
                 InboxEvent::AskAnswered {
                     ask,
-                    command: crate::jobs::requests::exec::cut(&parked.params.command, 200),
+                    command: crate::jobs::table::cut(&parked.params.command, 200),
                     state,
                     job,
                 },

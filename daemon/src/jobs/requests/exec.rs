@@ -1,9 +1,11 @@
 //! `exec` (`bashc exec`, `bash`): runs a command as a job. The request's task asks the
-//! policy, sends the job to the actor and forwards the job's responses until the last
-//! (or a cancel); the actor's handler runs the request in stages (`plan`, `admit`,
-//! `record`, then `launch` or `deny`) and asks the reaper for the spawn on a task of
-//! its own (the actor never waits for the fork: meanwhile the job is `Starting`); when
-//! the answer comes back as a report, `table/start.rs` hands the job to a supervisor.
+//! policy, sends the job to the actor (`Exec`, a `ToActor`) and forwards the job's
+//! responses with `requests::forward` and this request's hooks (`Forwarding`: its
+//! cancel, an MCP call's ask budget). The actor's handler runs the request in stages,
+//! `plan` → `admit` → `record` → `launch` (see [`JobsActor::exec`]), and asks the
+//! reaper for the spawn on a task of its own (the actor never waits for the fork:
+//! meanwhile the job is `Starting`); when the answer comes back as a report,
+//! `table/start.rs` hands the job to a supervisor.
 //!
 //! Over 600 lines, as one request's whole: most of it is `plan`, the checks a request
 //! passes before anything is spawned, which only `exec` makes.
@@ -17,11 +19,10 @@ use std::time::{Duration, Instant, SystemTime};
 use bashd_protocol::channel::CHANNEL_ENV;
 use bashd_protocol::{
     Argument, AskId, AskState, BackgroundWhy, ErrorHint, ErrorKind, ErrorReply, ExecParams, JobId,
-    JobLimits, JobState, Mode, Network, Notice, RequestId, Response, SandboxInForce,
-    SandboxProfile, ServerFrame, StdinMode, is_valid_session_id, limits,
+    JobLimits, JobState, Mode, Network, Notice, Response, SandboxInForce, SandboxProfile,
+    StdinMode, is_valid_session_id, limits,
 };
-use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::config::OnCancel;
 use crate::jobs::contain::LimitsFrom;
@@ -29,13 +30,12 @@ use crate::jobs::job::supervisor::Control;
 use crate::jobs::job::supervisor::{JobMeta, Report, Settings, Subscriber};
 use crate::jobs::os::spawn::SpawnSpec;
 use crate::jobs::table::asks::Parked;
-use crate::jobs::table::handle::{Cmd, JobsHandle, ToActor, shutting_down};
+use crate::jobs::table::handle::{JobsHandle, ToActor, shutting_down};
 use crate::jobs::table::reach;
 use crate::jobs::table::session::Session;
 use crate::jobs::table::start::not_run;
-use crate::jobs::table::{Job, JobsActor, Launch, Status};
+use crate::jobs::table::{Job, JobsActor, Launch, Status, cut};
 use crate::journal::{self};
-use crate::outbound::Outbound;
 use crate::output::{self, Shape};
 use crate::policy::Denial;
 use crate::sandbox;
@@ -44,112 +44,42 @@ use crate::sandbox::roots::{CallerDir, Roots};
 
 /// `bashc jobs` shows this much of a command.
 const LISTED_COMMAND_BYTES: usize = 4096;
-
-/// Runs a command and forwards its responses, until the last or a cancel. A cancel
-/// drops the job's channel, which stops a foreground job (`ended_by = cancel`); an MCP
-/// call under `[mcp] on_cancel = "background"` instead asks its job to move to the
-/// background and keeps the channel open until the job has answered that, so the job
-/// is never taken for abandoned. Nothing more is sent after a cancel.
-pub(super) async fn serve(
-    id: RequestId,
-    params: bashd_protocol::ExecParams,
-    jobs: JobsHandle,
-    out: Outbound,
-    cancel: CancellationToken,
-) {
-    let to_background = params.mcp_call;
-    let session = params.session.clone();
-    let mut events = jobs.exec(params).await;
-    let mut job: Option<JobId> = None;
-    let mut cancelled = false;
-    // An MCP call that waits on an ask answers `pending` by its budget (issue 44).
-    let mut asked: Option<(AskId, tokio::time::Instant)> = None;
-    loop {
-        let ask_deadline = asked.map(|(_, at)| at);
-        // Cancelling either branch loses nothing: events stay in their channel.
-        let event = tokio::select! {
-            event = events.recv() => event,
-            () = async { tokio::time::sleep_until(ask_deadline.expect("polled only when set")).await },
-                if ask_deadline.is_some() && !cancelled => {
-                let (ask, _) = asked.take().expect("set");
-                if !jobs.detach_ask(ask).await {
-                    // Answered meanwhile: its answer is on the way.
-                    continue;
-                }
-                let pending = Response::Error(
-                    ErrorReply::new(
-                        ErrorKind::InvalidRequest,
-                        format!(
-                            "ask {ask} pending: the person has not answered yet; a yes runs the command in the background, and a later call's inbox tells its end"
-                        ),
-                    )
-                    .with_hint(ErrorHint::Ask { ask, state: AskState::Pending }),
-                );
-                if jobs.deliver_inbox(Some(&session), id, &pending, &out).await {
-                    let _ = out.send(ServerFrame::Response(id, pending)).await;
-                }
-                return;
-            }
-            () = cancel.cancelled(), if !cancelled => {
-                cancelled = true;
-                if !to_background || jobs.mcp_on_cancel() == OnCancel::Kill {
-                    return;
-                }
-                if let Some(job) = job {
-                    jobs.detach(job).await;
-                }
-                continue;
-            }
-        };
-        let Some(event) = event else { return };
-        let last = matches!(event, Response::Finished(_) | Response::Error(_));
-        if cancelled {
-            if let Response::Started(started) = &event {
-                jobs.detach(started.job).await;
-            }
-            if last {
-                return;
-            }
-            continue;
-        }
-        if let Response::Started(started) = &event {
-            job = Some(started.job);
-            asked = None;
-        }
-        if to_background && let Response::Notice(Notice::Asked { ask, .. }) = &event {
-            asked = Some((*ask, tokio::time::Instant::now() + jobs.mcp_max_call()));
-        }
-        if last && !jobs.deliver_inbox(Some(&session), id, &event, &out).await {
-            return;
-        }
-        if out.send(ServerFrame::Response(id, event)).await.is_err() || last {
-            return;
-        }
-    }
-}
+/// The longest a job's spawn waits for its client to be sent the job's id.
+const TOLD_WAIT: Duration = Duration::from_secs(2);
 
 impl JobsHandle {
-    /// Starts a job. Its responses arrive on the returned receiver; dropping it before
-    /// `Finished` stops a foreground job.
-    pub(in crate::jobs) async fn exec(&self, params: ExecParams) -> mpsc::Receiver<Response> {
+    /// Starts a job. Its responses arrive on the returned receiver, which `forward`
+    /// reads with the returned hooks; dropping it before `Finished` stops a
+    /// foreground job.
+    pub(in crate::jobs) async fn exec(
+        &self,
+        params: ExecParams,
+    ) -> (mpsc::Receiver<Response>, Forwarding) {
         let (events, rx) = mpsc::channel(64);
+        let (told, heard) = oneshot::channel();
+        let forwarding = Forwarding {
+            to_background: params.mcp_call,
+            job: None,
+            asked: None,
+            recorded: false,
+            told: Some(told),
+        };
         // The job's workdir, so that `$PWD`, `$(pwd)` and relative targets are judged
         // as where they will run.
         let denial = self
             .policy_verdict(params.command.clone(), Some(params.workdir.clone()))
             .await
             .err();
-        let cmd = Cmd::Exec(Exec {
+        self.tell(Exec {
             params: Box::new(params),
             denial,
-            events: events.clone(),
+            events,
             origin: self.origin.clone(),
             caller_dir: Arc::clone(&self.caller_dir),
-        });
-        if self.cmds.send(cmd).await.is_err() {
-            let _ = events.send(Response::Error(shutting_down())).await;
-        }
-        rx
+            told: heard,
+        })
+        .await;
+        (rx, forwarding)
     }
 
     /// Asks a job to answer its request now and go on in the background.
@@ -158,37 +88,120 @@ impl JobsHandle {
     }
 }
 
+/// What the forwarding of an `exec`'s responses does beside forwarding them
+/// (`requests::forward`). A cancel drops the job's channel, which stops a foreground
+/// job (`ended_by = cancel`); an MCP call under `[mcp] on_cancel = "background"`
+/// instead asks its job to move to the background and reads on until the job has
+/// answered that, so that the job is never taken for abandoned. An MCP call that
+/// waits on an ask answers `pending` by its budget (issue 44). Once the job's id
+/// (`Recorded`) went out, its spawn is told that it may go.
+pub(in crate::jobs) struct Forwarding {
+    /// An MCP call, which may move its job to the background rather than stop it.
+    to_background: bool,
+    job: Option<JobId>,
+    /// The ask an MCP call waits on, and when its budget runs out.
+    asked: Option<(AskId, tokio::time::Instant)>,
+    /// The event that came last was `Recorded`.
+    recorded: bool,
+    /// Fired once the client has the job's id; dropped, it lets the spawn go too.
+    told: Option<oneshot::Sender<()>>,
+}
+
+impl super::Hooks for Forwarding {
+    async fn came(&mut self, event: &Response, jobs: &JobsHandle, cancelled: bool) {
+        self.recorded = matches!(event, Response::Recorded(_));
+        let job = match event {
+            Response::Recorded(job) => Some(*job),
+            Response::Started(started) => Some(started.job),
+            Response::Notice(Notice::Asked { ask, .. }) if self.to_background => {
+                self.asked = Some((*ask, tokio::time::Instant::now() + jobs.mcp_max_call()));
+                None
+            }
+            _ => None,
+        };
+        if let Some(job) = job
+            && self.job.replace(job).is_none()
+        {
+            self.asked = None;
+            if cancelled {
+                jobs.detach(job).await;
+            }
+        }
+    }
+
+    fn sent(&mut self) {
+        if self.recorded
+            && let Some(told) = self.told.take()
+        {
+            let _ = told.send(());
+        }
+    }
+
+    fn answer_by(&self) -> Option<tokio::time::Instant> {
+        self.asked.map(|(_, at)| at)
+    }
+
+    async fn answer(&mut self, jobs: &JobsHandle) -> Option<Response> {
+        let (ask, _) = self.asked.take()?;
+        if !jobs.detach_ask(ask).await {
+            // Answered meanwhile: its answer is on the way.
+            return None;
+        }
+        Some(Response::Error(
+            ErrorReply::new(
+                ErrorKind::InvalidRequest,
+                format!(
+                    "ask {ask} pending: the person has not answered yet; a yes runs the command in the background, and a later call's inbox tells its end"
+                ),
+            )
+            .with_hint(ErrorHint::Ask {
+                ask,
+                state: AskState::Pending,
+            }),
+        ))
+    }
+
+    async fn cancelled(&mut self, jobs: &JobsHandle) -> bool {
+        // Nobody is to be told the job's id now.
+        self.told = None;
+        if !self.to_background || jobs.mcp_on_cancel() == OnCancel::Kill {
+            return false;
+        }
+        if let Some(job) = self.job {
+            jobs.detach(job).await;
+        }
+        true
+    }
+}
+
 /// The message: start a job; every response for the request goes to `events`, ending
 /// with `Finished` or `Error`. Dropping the receiver of `events` stops a foreground job.
 #[derive(Debug)]
-pub struct Exec {
-    params: Box<ExecParams>,
+pub(in crate::jobs) struct Exec {
+    pub(in crate::jobs) params: Box<ExecParams>,
     /// The policy's refusal, checked before the actor sees the request.
-    denial: Option<Denial>,
-    events: mpsc::Sender<Response>,
+    pub(in crate::jobs) denial: Option<Denial>,
+    pub(in crate::jobs) events: mpsc::Sender<Response>,
     /// The sandboxed job the request came from, through its channel: it bounds what
     /// the request may start.
-    origin: Option<Arc<Origin>>,
+    pub(in crate::jobs) origin: Option<Arc<Origin>>,
     /// The directory the client runs in, as read from its connection: its writable
     /// root, for a request that did not come through a job's channel.
-    caller_dir: Arc<CallerDir>,
+    pub(in crate::jobs) caller_dir: Arc<CallerDir>,
+    /// Resolves once the client has the job's id (`Response::Recorded`), or never
+    /// will: the spawn waits for it.
+    pub(in crate::jobs) told: oneshot::Receiver<()>,
 }
 
-impl Exec {
-    /// Handled on the actor's task.
-    pub(in crate::jobs) fn handle(self, actor: &mut JobsActor) {
-        actor.exec(
-            *self.params,
-            self.denial,
-            self.events,
-            self.origin,
-            self.caller_dir,
-            Granted::default(),
-        );
+impl ToActor for Exec {
+    type Reply = ();
+
+    fn handle(self, actor: &mut JobsActor) {
+        actor.exec(self, Granted::default());
     }
 
     /// The actor has stopped: the request is told so.
-    pub(in crate::jobs) fn refuse(self) {
+    fn refuse(self) {
         let _ = self.events.try_send(Response::Error(shutting_down()));
     }
 }
@@ -209,115 +222,126 @@ impl ToActor for Detach {
 }
 
 impl JobsActor {
-    /// Runs a request in four stages, each of which may refuse it before the next:
-    /// `plan` (the request checked, how it would run), `admit` (what it needs of the
-    /// daemon: descriptors, a sandboxed job's channel; a request looser than its
-    /// session's floor is parked as an ask instead, `requests/allow.rs`), `record`
-    /// (its session, its id and `job` line in the journal), then `launch`, or `deny`
-    /// for a command the policy refused. Only `record` and what follows change the
-    /// table. Every response here is the first on the request's fresh channel (or the
-    /// first after its `Asked` notice), so `try_send` always finds room. `granted`:
-    /// the sandbox a person's yes to this very request lets through, with the ask's
-    /// id; `git_granted`: that yes let it write its roots' `.git`. Returns the job's
-    /// id, when it got one.
-    pub(in crate::jobs) fn exec(
-        &mut self,
-        mut params: ExecParams,
-        denial: Option<Denial>,
-        events: mpsc::Sender<Response>,
-        origin: Option<Arc<Origin>>,
-        caller_dir: Arc<CallerDir>,
-        granted: Granted,
-    ) -> Option<JobId> {
-        // What a person let through: this request's yes, the session's grants, and,
-        // for a request from a sandboxed job, that job's own sandbox (which was).
-        let Granted {
-            sandbox: mut grants,
-            git: git_granted,
-        } = granted;
-        grants.extend(self.asks.sandbox_grants(&params.session));
-        if let Some(origin) = &origin {
-            grants.push((origin.job.to_string(), origin.sandbox));
-        }
-        let sandboxes: Vec<SandboxInForce> = grants.iter().map(|(_, s)| *s).collect();
-        let git_grant = git_granted.or_else(|| self.asks.git_grant(&params.session));
+    /// Runs a request in four stages, each named for what it does and each of which
+    /// may refuse the request before the next:
+    /// - `plan`: the request checked, and how it would run (its sandbox, writable
+    ///   roots, limits); it finds whether the request is looser than its session's
+    ///   floor;
+    /// - `admit`: what the daemon lets it have (descriptors, a sandboxed job's
+    ///   channel); one looser than the floor is admitted by a person instead, so it
+    ///   is parked as an ask (`table/asks.rs`: the admit that waits, on no one's
+    ///   task), and a yes runs it through here again (`requests/allow.rs`);
+    /// - `record`: its session, its id with its `job` line in the journal, and the id
+    ///   sent to its client (`Recorded`);
+    /// - `launch`: the job `Starting`, its spawn on a task of its own, which waits
+    ///   until the client has the id; or `deny`, for a command the policy refused.
+    ///
+    /// Only `record` and what follows change the table. `granted`: what a person's
+    /// yes to this very request lets through. Returns the job's id, when it got one.
+    pub(in crate::jobs) fn exec(&mut self, mut exec: Exec, granted: Granted) -> Option<JobId> {
+        let granted = self.granted(&exec, granted);
+        let sandboxes: Vec<SandboxInForce> = granted.sandbox.iter().map(|(_, s)| *s).collect();
         let staged = self
             .plan(
-                &params,
-                origin.as_deref(),
-                &caller_dir,
+                &exec.params,
+                exec.origin.as_deref(),
+                &exec.caller_dir,
                 &sandboxes,
-                git_grant.is_some(),
+                granted.git.is_some(),
             )
-            .and_then(|plan| {
-                let admitted = self.admit(&params, &plan, denial.is_none())?;
-                let id = self.record(&params, &plan, denial.is_none())?;
-                Ok((plan, admitted, id))
-            });
-        let (plan, admitted, id) = match staged {
-            Ok(staged) => staged,
-            // Only a person answers an ask, and a request through a job's channel
-            // has none at hand: it is refused, as a job's own sandbox bounds it.
-            Err(sandbox::Refused::Ask {
+            .and_then(|plan| Ok(self.admit(&exec, plan)?));
+        let admitted = match staged {
+            Ok(admitted) => admitted,
+            Err(refused) => {
+                self.not_admitted(exec, refused);
+                return None;
+            }
+        };
+        let id = match self.record(&exec, &admitted.plan) {
+            Ok(id) => id,
+            Err(error) => {
+                let _ = exec.events.try_send(Response::Error(error));
+                return None;
+            }
+        };
+        self.credit_grant(&exec, &admitted.plan, &granted, id);
+        match exec.denial.take() {
+            Some(denial) => self.deny(&exec, admitted, id, denial),
+            None => self.launch(exec, admitted, id),
+        }
+        Some(id)
+    }
+
+    /// What a person let `exec` through: this request's yes, its session's grants,
+    /// and, for a request from a sandboxed job, that job's own sandbox (which was).
+    fn granted(&mut self, exec: &Exec, mut granted: Granted) -> Granted {
+        let session = &exec.params.session;
+        granted.sandbox.extend(self.asks.sandbox_grants(session));
+        if let Some(origin) = &exec.origin {
+            granted
+                .sandbox
+                .push((origin.job.to_string(), origin.sandbox));
+        }
+        granted.git = granted.git.or_else(|| self.asks.git_grant(session));
+        granted
+    }
+
+    /// A request `plan` or `admit` turned down: one looser than its session's floor
+    /// is parked as an ask, to wait for a person; any other is told why. Only a person
+    /// answers an ask, and a request through a job's channel has none at hand: it is
+    /// refused, as that job's own sandbox bounds it.
+    fn not_admitted(&mut self, exec: Exec, refused: sandbox::Refused) {
+        match refused {
+            sandbox::Refused::Ask {
                 asked,
                 why,
                 hint,
                 git,
-            }) if origin.is_none() => {
-                self.park(Parked {
-                    params: Box::new(params),
-                    denial,
-                    events,
-                    caller_dir,
-                    asked,
-                    why,
-                    hint,
-                    git,
-                    detached: false,
-                });
-                return None;
+            } if exec.origin.is_none() => self.park(Parked {
+                params: exec.params,
+                denial: exec.denial,
+                events: exec.events,
+                caller_dir: exec.caller_dir,
+                told: exec.told,
+                asked,
+                why,
+                hint,
+                git,
+                detached: false,
+            }),
+            refused => {
+                let _ = exec.events.try_send(Response::Error(refused.error()));
             }
-            Err(refused) => {
-                let _ = events.try_send(Response::Error(refused.error()));
-                return None;
-            }
-        };
-        // The grant that let it through, if a floor stood in its way: `bashc allow
-        // --revoke` names the jobs each grant started.
-        if !grants.is_empty()
-            && origin.is_none()
+        }
+    }
+
+    /// Notes which grant let job `id` through, if a floor stood in its way: `bashc
+    /// allow --revoke` names the jobs each grant started.
+    fn credit_grant(&mut self, exec: &Exec, plan: &Plan, granted: &Granted, id: JobId) {
+        if !granted.sandbox.is_empty()
+            && exec.origin.is_none()
             && let Err(sandbox::Refused::Ask { asked, .. }) =
-                sandbox::decide(&self.config.sandbox, &params, None, &[])
-            && let Some((grant, _)) = grants.iter().find(|(_, g)| sandbox::within(asked, *g))
+                sandbox::decide(&self.config.sandbox, &exec.params, None, &[])
+            && let Some((grant, _)) = granted
+                .sandbox
+                .iter()
+                .find(|(_, g)| sandbox::within(asked, *g))
         {
             self.asks.started.entry(grant.clone()).or_default().push(id);
         }
         if plan.git_write
-            && let Some(grant) = git_grant
+            && let Some(grant) = &granted.git
         {
-            self.asks.started.entry(grant).or_default().push(id);
+            self.asks.started.entry(grant.clone()).or_default().push(id);
         }
-        match denial {
-            Some(denial) => self.deny(&params, &plan, admitted, id, denial, &events),
-            None => {
-                // Moved, not copied, into the job's environment.
-                let client_env = std::mem::take(&mut params.env);
-                self.launch(&params, plan, admitted, id, client_env, events);
-            }
-        }
-        Some(id)
     }
 
     /// What a job needs of the daemon before it gets an id: its notify patterns
     /// compiled, descriptors under the budget (a denied command spawns nothing, so it
     /// needs none), and a sandboxed job's channel made.
-    fn admit(
-        &mut self,
-        params: &ExecParams,
-        plan: &Plan,
-        spawns: bool,
-    ) -> Result<Admitted, ErrorReply> {
-        let notify = crate::jobs::job::teller::Spec::of(params)?;
+    fn admit(&mut self, exec: &Exec, plan: Plan) -> Result<Admitted, ErrorReply> {
+        let spawns = exec.denial.is_none();
+        let notify = crate::jobs::job::teller::Spec::of(&exec.params)?;
         if spawns && let Err(error) = self.descriptors.admit() {
             tracing::warn!("job refused: {}", error.message);
             return Err(error);
@@ -332,19 +356,20 @@ impl JobsActor {
             })?),
             None => None,
         };
-        Ok(Admitted { notify, channel })
+        Ok(Admitted {
+            plan,
+            notify,
+            channel,
+        })
     }
 
     /// Makes or adopts the job's session and takes its id with its `job` line in the
     /// journal (with what `jobs` lists of a job that is to run, should the daemon
     /// die): a job that could not be recorded is refused, since nothing could clean
-    /// up after it.
-    fn record(
-        &mut self,
-        params: &ExecParams,
-        plan: &Plan,
-        spawns: bool,
-    ) -> Result<JobId, ErrorReply> {
+    /// up after it. A job to spawn has its id sent to its client now (`Recorded`),
+    /// so that a daemon that dies from here on is told as dying under it.
+    fn record(&mut self, exec: &Exec, plan: &Plan) -> Result<JobId, ErrorReply> {
+        let (params, spawns) = (&exec.params, exec.denial.is_none());
         let session = &params.session;
         if !self.sessions.contains_key(session) {
             let mut new = Session::default();
@@ -383,18 +408,17 @@ impl JobsActor {
         if let Some(entry) = self.sessions.get_mut(session) {
             entry.jobs.insert(n);
         }
+        if spawns {
+            // The first response on the request's channel (or the first after its
+            // `Asked` notice), so there is room for it.
+            let _ = exec.events.try_send(Response::Recorded(JobId(n)));
+        }
         Ok(JobId(n))
     }
 
     /// The table's record of job `id` in `status`.
-    fn new_job(
-        &self,
-        params: &ExecParams,
-        plan: &Plan,
-        notify: &Option<crate::jobs::job::teller::Spec>,
-        id: JobId,
-        status: Status,
-    ) -> Job {
+    fn new_job(&self, params: &ExecParams, admitted: &Admitted, id: JobId, status: Status) -> Job {
+        let plan = &admitted.plan;
         Job {
             id,
             session: params.session.clone(),
@@ -418,20 +442,13 @@ impl JobsActor {
             sandbox: plan.sandbox,
             roots: plan.sandbox.map(|_| Arc::clone(&plan.roots)),
             channel: None,
-            notify: notify.clone(),
+            notify: admitted.notify.clone(),
         }
     }
 
     /// A command the policy refused: a job that ended `denied`, nothing spawned.
-    fn deny(
-        &mut self,
-        params: &ExecParams,
-        plan: &Plan,
-        admitted: Admitted,
-        id: JobId,
-        denial: Denial,
-        events: &mpsc::Sender<Response>,
-    ) {
+    fn deny(&mut self, exec: &Exec, admitted: Admitted, id: JobId, denial: Denial) {
+        let params = &exec.params;
         let session = &params.session;
         tracing::info!(job = %id, session = %session, rule = %denial.rule, command = %params.command, "job denied");
         let notice = Notice::Denied {
@@ -446,14 +463,10 @@ impl JobsActor {
             started: Instant::now(),
         };
         let ended = not_run(&meta, params.merge_stderr, JobState::Denied, notice);
-        let _ = events.try_send(Response::Finished(Box::new(ended.result.clone())));
-        let job = self.new_job(
-            params,
-            plan,
-            &admitted.notify,
-            id,
-            Status::Ended(Box::new(ended)),
-        );
+        let _ = exec
+            .events
+            .try_send(Response::Finished(Box::new(ended.result.clone())));
+        let job = self.new_job(params, &admitted, id, Status::Ended(Box::new(ended)));
         self.jobs.insert(id.0, job);
         self.watchers.touch(id.0);
         self.journal_end(id.0);
@@ -462,18 +475,20 @@ impl JobsActor {
 
     /// Hands the recorded job to the reaper: its spawn, environment, channel and
     /// supervisor's settings; the actor serves other requests while it forks, and
-    /// the answer comes back as `Report::Spawned`.
-    fn launch(
-        &mut self,
-        params: &ExecParams,
-        plan: Plan,
-        admitted: Admitted,
-        id: JobId,
-        client_env: Vec<(Vec<u8>, Vec<u8>)>,
-        events: mpsc::Sender<Response>,
-    ) {
+    /// the answer comes back as `Report::Spawned`. The fork waits until the client
+    /// has the job's id (or never will).
+    fn launch(&mut self, exec: Exec, mut admitted: Admitted, id: JobId) {
+        let Exec {
+            mut params,
+            events,
+            told,
+            ..
+        } = exec;
+        // Moved, not copied, into the job's environment.
+        let client_env = std::mem::take(&mut params.env);
         let session = &params.session;
         let n = id.0;
+        let plan = &admitted.plan;
         // A confined file system leaves the job the session's temp dir of its sandbox
         // to write in.
         let tmpdir = plan
@@ -484,6 +499,7 @@ impl JobsActor {
         // which says who they are; nothing they claim does.
         let channel = admitted
             .channel
+            .take()
             .zip(plan.sandbox)
             .map(|(unopened, sandbox)| {
                 let origin = Origin {
@@ -593,9 +609,8 @@ impl JobsActor {
                 .then(|| Subscriber::new(events_for_stream, id, None)),
         });
         let mut job = self.new_job(
-            params,
-            &plan,
-            &admitted.notify,
+            &params,
+            &admitted,
             id,
             Status::Starting {
                 control,
@@ -636,7 +651,14 @@ impl JobsActor {
                 )),
             };
             let spawned = match made {
-                Ok(()) => containment.spawn(id, spec).await,
+                Ok(()) => {
+                    // Nothing of the job runs before its client has its id: a daemon
+                    // that dies under it is then told as dying under the job. A
+                    // client that does not read its answers holds its job back this
+                    // long at most.
+                    let _ = tokio::time::timeout(TOLD_WAIT, told).await;
+                    containment.spawn(id, spec).await
+                }
                 Err(e) => Err(e),
             };
             let _ = reports.send(Report::Spawned { job: id, spawned });
@@ -854,9 +876,10 @@ pub(in crate::jobs) struct Granted {
     pub(in crate::jobs) git: Option<String>,
 }
 
-/// What `admit` set aside for a job: its notify patterns and a sandboxed job's
-/// channel, not yet opened (it is opened with the job's id, in `launch`).
+/// A request `admit` let through: its plan, its notify patterns and a sandboxed
+/// job's channel, not yet opened (it is opened with the job's id, in `launch`).
 struct Admitted {
+    plan: Plan,
     notify: Option<crate::jobs::job::teller::Spec>,
     channel: Option<crate::sandbox::channel::Unopened>,
 }
@@ -875,18 +898,6 @@ struct Plan {
     limits: output::Limits,
     shape: Shape,
     sandbox: Option<SandboxInForce>,
-}
-
-/// At most `max` bytes of `text`, cut on a char boundary.
-pub(in crate::jobs) fn cut(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_owned();
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
 }
 
 /// A refusal of `argument`, which the front end names as its user wrote it.

@@ -37,6 +37,7 @@ pub(super) mod watch;
 
 use bashd_protocol::{ErrorReply, ExecResult, Request, RequestId, Response, ServerFrame};
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::jobs::JobsHandle;
@@ -46,8 +47,9 @@ use crate::outbound::Outbound;
 
 /// Serves request `id` on its task, sending its responses to `out`; `cancel` is the
 /// connection's cancel of it. Dropping a request's future is its cancel: a wait stops
-/// waiting, and nothing is answered. `exec` handles its cancel itself (an MCP call may
-/// move its job to the background instead), and `shutdown` answers before it acts.
+/// waiting, and nothing is answered. A request with many responses (`exec`,
+/// `follow`) is forwarded by [`forward`], with its own [`Hooks`] for its cancel;
+/// `shutdown` answers before it acts.
 pub async fn serve(
     id: RequestId,
     request: Request,
@@ -56,7 +58,16 @@ pub async fn serve(
     cancel: CancellationToken,
 ) {
     match request {
-        Request::Exec(params) => exec::serve(id, params, jobs, out, cancel).await,
+        Request::Exec(params) => {
+            let session = Some(params.session.clone());
+            let (events, mut hooks) = jobs.exec(params).await;
+            forward(id, events, &jobs, session, &out, &cancel, &mut hooks).await;
+        }
+        Request::Follow(request) => {
+            let session = Some(request.caller.session.clone());
+            let events = jobs.follow(request);
+            forward(id, events, &jobs, session, &out, &cancel, &mut ()).await;
+        }
         Request::Shutdown => shutdown::serve(id, jobs, out).await,
         Request::Watch(request) => tokio::select! {
             () = watch::serve(id, request, jobs, out) => {}
@@ -69,8 +80,7 @@ pub async fn serve(
     }
 }
 
-/// The dispatch of every request with one answer (and `follow`, whose answers stream
-/// until the job's result).
+/// The dispatch of every request with one answer.
 async fn answer(id: RequestId, request: Request, jobs: JobsHandle, out: Outbound) {
     let answer = |result: Result<Response, ErrorReply>| match result {
         Ok(response) => response,
@@ -81,16 +91,16 @@ async fn answer(id: RequestId, request: Request, jobs: JobsHandle, out: Outbound
     };
     let session = inbox::caller_session(&request);
     let response = match request {
-        Request::Follow(request) => {
-            let events = jobs.follow(request);
-            return forward(id, events, &jobs, session.as_deref(), &out).await;
-        }
         Request::Send(request) => answer(jobs.send(request).await.map(Response::Sent)),
         Request::Grep(request) => answer(jobs.grep(request).await.map(Response::Page)),
         Request::Screen(request) => answer(jobs.screen(request).await.map(Response::Screen)),
         Request::Resize(request) => answer(jobs.resize(request).await.map(Response::Screen)),
         // Served by `serve`; a cancel has no answer.
-        Request::Exec(_) | Request::Shutdown | Request::Watch(_) | Request::Cancel(_) => return,
+        Request::Exec(_)
+        | Request::Follow(_)
+        | Request::Shutdown
+        | Request::Watch(_)
+        | Request::Cancel(_) => return,
         Request::Output(request) => answer(jobs.output(request).await.map(Response::Page)),
         Request::CheckPolicy(check) => Response::Policy(jobs.check_policy(check).await),
         Request::Status => match jobs.status().await {
@@ -119,21 +129,88 @@ async fn answer(id: RequestId, request: Request, jobs: JobsHandle, out: Outbound
     }
 }
 
-/// Forwards the responses of a request that has many (`Exec`, `Follow`) until its last.
+/// What a request with many responses does beside forwarding them, in [`forward`]:
+/// `follow` nothing (`()`), `exec` its own (`exec::Forwarding`). By default a cancel
+/// ends the forwarding at once, which drops the request's channel.
+pub(super) trait Hooks: Send {
+    /// `event` came, and is about to go out, or, after a cancel that keeps reading
+    /// (`cancelled`), to be dropped.
+    async fn came(&mut self, _event: &Response, _jobs: &JobsHandle, _cancelled: bool) {}
+
+    /// The event that came last went out to the client.
+    fn sent(&mut self) {}
+
+    /// When the request is to answer by itself, without waiting for its last response.
+    fn answer_by(&self) -> Option<Instant> {
+        None
+    }
+
+    /// At `answer_by`: the answer to end with, or none to go on waiting.
+    async fn answer(&mut self, _jobs: &JobsHandle) -> Option<Response> {
+        None
+    }
+
+    /// The request was cancelled: whether its responses are still to be read, and
+    /// dropped, until its last, rather than its channel dropped now.
+    async fn cancelled(&mut self, _jobs: &JobsHandle) -> bool {
+        false
+    }
+}
+
+impl Hooks for () {}
+
+/// Forwards the responses of a request that has many (`exec`, `follow`) until its
+/// last, its own answer (`Hooks::answer`) or its cancel; nothing is sent after a
+/// cancel. The session's inbox goes just before the last.
 async fn forward(
     id: RequestId,
     mut events: mpsc::Receiver<Response>,
     jobs: &JobsHandle,
-    session: Option<&str>,
+    session: Option<String>,
     out: &Outbound,
+    cancel: &CancellationToken,
+    hooks: &mut impl Hooks,
 ) {
-    while let Some(event) = events.recv().await {
+    let session = session.as_deref();
+    let mut cancelled = false;
+    loop {
+        let answer_by = hooks.answer_by().filter(|_| !cancelled);
+        // Cancelling any branch loses nothing: events stay in their channel.
+        let event = tokio::select! {
+            event = events.recv() => event,
+            () = async { tokio::time::sleep_until(answer_by.expect("polled only when set")).await },
+                if answer_by.is_some() => {
+                let Some(answer) = hooks.answer(jobs).await else {
+                    continue;
+                };
+                if jobs.deliver_inbox(session, id, &answer, out).await {
+                    let _ = out.send(ServerFrame::Response(id, answer)).await;
+                }
+                return;
+            }
+            () = cancel.cancelled(), if !cancelled => {
+                if !hooks.cancelled(jobs).await {
+                    return;
+                }
+                cancelled = true;
+                continue;
+            }
+        };
+        let Some(event) = event else { return };
+        hooks.came(&event, jobs, cancelled).await;
         let last = matches!(event, Response::Finished(_) | Response::Error(_));
+        if cancelled {
+            if last {
+                return;
+            }
+            continue;
+        }
         if last && !jobs.deliver_inbox(session, id, &event, out).await {
             return;
         }
         if out.send(ServerFrame::Response(id, event)).await.is_err() || last {
             return;
         }
+        hooks.sent();
     }
 }

@@ -16,7 +16,7 @@ use bashd_protocol::{
     AskId, AskInfo, AskKind, AskState, ExecParams, GrantInfo, GrantScope, JobId, Response,
     SandboxInForce,
 };
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::policy::Denial;
 use crate::sandbox::roots::CallerDir;
@@ -30,6 +30,8 @@ pub(in crate::jobs) struct Parked {
     pub(in crate::jobs) denial: Option<Denial>,
     pub(in crate::jobs) events: mpsc::Sender<Response>,
     pub(in crate::jobs) caller_dir: Arc<CallerDir>,
+    /// Resolves once its client has the job's id: its spawn waits for it.
+    pub(in crate::jobs) told: oneshot::Receiver<()>,
     /// What it asked for beyond the floor: what a yes lets through.
     pub(in crate::jobs) asked: SandboxInForce,
     /// Why it is beyond the floor, for the words of a refusal.
@@ -107,7 +109,7 @@ impl Asks {
                 id: AskId(n),
                 kind: parked.kind(),
                 session: parked.params.session.clone(),
-                command: crate::jobs::requests::exec::cut(&parked.params.command, 200),
+                command: crate::jobs::table::cut(&parked.params.command, 200),
                 state: AskState::Pending,
                 asked_ms: now,
                 expires_ms: now + lifetime.as_millis() as u64,

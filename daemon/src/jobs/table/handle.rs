@@ -17,20 +17,28 @@ use crate::sandbox::roots::CallerDir;
 /// A command for the actor.
 pub enum Cmd {
     /// A request's message with its handler, run on the actor's task; built by
-    /// [`JobsHandle::call`] from a [`ToActor`].
-    Call(Box<dyn FnOnce(&mut JobsActor) + Send>),
-    /// Start a job (`requests/exec.rs`): its own variant, so that an actor that has
-    /// stopped still answers it, with an error, on the request's channel.
-    Exec(crate::jobs::requests::exec::Exec),
+    /// [`JobsHandle::call`] or [`JobsHandle::tell`] from a [`ToActor`].
+    Call(Box<dyn Message>),
     /// Stop every job and end the actor; the reply comes when all jobs are gone.
     Shutdown { reply: oneshot::Sender<()> },
+}
+
+impl Cmd {
+    /// The actor has stopped before it handled this command: its request is told so.
+    pub(in crate::jobs) fn refuse(self) {
+        match self {
+            Cmd::Call(message) => message.refuse(),
+            Cmd::Shutdown { reply } => {
+                let _ = reply.send(());
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for Cmd {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Cmd::Call(_) => f.write_str("Call"),
-            Cmd::Exec(exec) => f.debug_tuple("Exec").field(exec).finish(),
             Cmd::Shutdown { .. } => f.write_str("Shutdown"),
         }
     }
@@ -43,6 +51,50 @@ impl std::fmt::Debug for Cmd {
 pub trait ToActor: Send + 'static {
     type Reply: Send + 'static;
     fn handle(self, actor: &mut JobsActor) -> Self::Reply;
+
+    /// The actor has stopped, and will never handle it. A message whose request
+    /// waits for its reply needs nothing here (the dropped reply says so); one whose
+    /// request is answered on a channel of its own (`exec`) says so there.
+    fn refuse(self)
+    where
+        Self: Sized,
+    {
+    }
+}
+
+/// A [`ToActor`] on its way, with where its reply goes.
+pub trait Message: Send {
+    fn handle(self: Box<Self>, actor: &mut JobsActor);
+    fn refuse(self: Box<Self>);
+}
+
+/// A message whose reply is awaited ([`JobsHandle::call`]).
+struct Asked<M: ToActor> {
+    message: M,
+    reply: oneshot::Sender<M::Reply>,
+}
+
+impl<M: ToActor> Message for Asked<M> {
+    fn handle(self: Box<Self>, actor: &mut JobsActor) {
+        let _ = self.reply.send(self.message.handle(actor));
+    }
+
+    fn refuse(self: Box<Self>) {
+        self.message.refuse();
+    }
+}
+
+/// A message whose reply is nothing ([`JobsHandle::tell`]).
+struct Told<M: ToActor<Reply = ()>>(M);
+
+impl<M: ToActor<Reply = ()>> Message for Told<M> {
+    fn handle(self: Box<Self>, actor: &mut JobsActor) {
+        self.0.handle(actor);
+    }
+
+    fn refuse(self: Box<Self>) {
+        self.0.refuse();
+    }
 }
 
 /// What the actor answers a live reader.
@@ -218,20 +270,20 @@ impl JobsHandle {
         message: M,
     ) -> Result<M::Reply, ErrorReply> {
         let (reply, answer) = oneshot::channel();
-        let call = move |actor: &mut JobsActor| {
-            let _ = reply.send(message.handle(actor));
-        };
-        self.cmds
-            .send(Cmd::Call(Box::new(call)))
-            .await
-            .map_err(|_| shutting_down())?;
+        self.post(Box::new(Asked { message, reply })).await;
         answer.await.map_err(|_| shutting_down())
     }
 
     /// Sends `message` to the actor without waiting for it to be handled.
     pub(in crate::jobs) async fn tell<M: ToActor<Reply = ()>>(&self, message: M) {
-        let call = move |actor: &mut JobsActor| message.handle(actor);
-        let _ = self.cmds.send(Cmd::Call(Box::new(call))).await;
+        self.post(Box::new(Told(message))).await;
+    }
+
+    /// Sends `message` to the actor; one the actor will never handle is refused.
+    async fn post(&self, message: Box<dyn Message>) {
+        if let Err(unsent) = self.cmds.send(Cmd::Call(message)).await {
+            unsent.0.refuse();
+        }
     }
 
     pub(in crate::jobs) async fn lookup(

@@ -39,7 +39,6 @@ use crate::jobs::table::session::{Session, SessionEvent};
 use crate::journal::Journal;
 use crate::output;
 
-/// Identifies this daemon instance in job cookies (`BASHD_JOB=<instance>/<job>`).
 /// A running job's age in ms: the time since its start. Every age a result, a wait
 /// or a listing gives a job that runs is this one figure, from the job's `started`
 /// (an ended job's is its duration, in its result), so that `wait`, `check`, `jobs`
@@ -48,6 +47,20 @@ pub(in crate::jobs) fn age_ms(started: Instant) -> u64 {
     started.elapsed().as_millis() as u64
 }
 
+/// At most `max` bytes of `text`, cut on a char boundary: a command as listings show
+/// it.
+pub(in crate::jobs) fn cut(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+/// Identifies this daemon instance in job cookies (`BASHD_JOB=<instance>/<job>`).
 pub fn new_instance_id() -> String {
     let nanos = SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -304,19 +317,17 @@ impl JobsActor {
             }
         }
         self.stop_all().await;
-        // Later requests find the channel closed and are told the daemon is stopping.
+        // Later requests find the channel closed and are told the daemon is stopping;
+        // those already sent are told here.
         self.cmds.close();
         while let Some(cmd) = self.cmds.recv().await {
-            if let Cmd::Exec(exec) = cmd {
-                exec.refuse();
-            }
+            cmd.refuse();
         }
     }
 
     fn command(&mut self, cmd: Cmd) {
         match cmd {
-            Cmd::Call(call) => call(self),
-            Cmd::Exec(exec) => exec.handle(self),
+            Cmd::Call(message) => message.handle(self),
             // Handled by `run`, which ends the loop.
             Cmd::Shutdown { reply } => {
                 let _ = reply.send(());
