@@ -7,8 +7,9 @@ use std::fmt::Write;
 use std::time::Duration;
 
 use bashc::protocol::{
-    Direction, EndedBy, ExecResult, ExitRecord, JobId, JobState, Killer, Notice, OutputPage,
-    PolicyVerdict, StatusInfo, StreamName, StreamResult,
+    Direction, EndedBy, ExecResult, ExitRecord, FrontEnd, JobId, JobState, Killer, Notice,
+    OutputPage, PolicyVerdict, SandboxInForce, SandboxProfile, SandboxStatus, SettingFrom,
+    StatusInfo, StreamName, StreamResult,
 };
 
 use crate::wording;
@@ -364,6 +365,79 @@ pub fn policy_text(verdict: &PolicyVerdict) -> String {
     }
 }
 
+/// The sandbox each front end's jobs get when a request names none, and where each
+/// setting came from (issue 44): one line when every front end gets the same.
+fn front_ends_text(sandbox: &SandboxStatus) -> String {
+    let line = |default: &SandboxInForce, floor: SandboxProfile| {
+        format!(
+            "{}, network {} by default; floor {}",
+            default.profile, default.network, floor
+        )
+    };
+    let fronts = &sandbox.front_ends;
+    let same = fronts
+        .windows(2)
+        .all(|w| w[0].default == w[1].default && w[0].floor == w[1].floor);
+    if fronts.is_empty() || same {
+        let all_written = fronts.iter().all(|f| {
+            [f.default_from, f.network_from, f.floor_from]
+                .iter()
+                .all(|from| *from == SettingFrom::File)
+        });
+        let from = if fronts.is_empty() {
+            ""
+        } else if all_written {
+            " (bashd's config, for bashc and bashc mcp alike)"
+        } else {
+            " (for bashc and bashc mcp alike)"
+        };
+        return format!("sandbox: {}{from}\n", line(&sandbox.default, sandbox.floor));
+    }
+    let mut text = "sandbox by front end (what a request that names none gets):\n".to_owned();
+    for front in fronts {
+        let (name, own) = match front.front_end {
+            FrontEnd::Mcp => ("bashc mcp (agents)", "bashc mcp's default"),
+            FrontEnd::Cli => ("bashc (command line)", "the command line's default"),
+        };
+        let mut written = Vec::new();
+        let mut unset = Vec::new();
+        let mut follows = Vec::new();
+        for (key, from) in [
+            ("default", front.default_from),
+            ("network", front.network_from),
+            ("floor", front.floor_from),
+        ] {
+            match from {
+                SettingFrom::File => written.push(key),
+                SettingFrom::FrontEnd => unset.push(key),
+                SettingFrom::Follows => follows.push(key),
+            }
+        }
+        let mut whence = Vec::new();
+        if !unset.is_empty() {
+            whence.push(format!("{own} for {}", unset.join(", ")));
+        }
+        if !written.is_empty() {
+            whence.push(format!("bashd's config for {}", written.join(", ")));
+        }
+        if !follows.is_empty() {
+            whence.push(format!(
+                "{} unset, so it follows the key written",
+                follows.join(", ")
+            ));
+        }
+        let _ = writeln!(
+            text,
+            "  {name}: {} ({})",
+            line(&front.default, front.floor),
+            whence.join("; ")
+        );
+    }
+    // What follows is the system's, for every front end alike.
+    text.push_str("sandbox mechanisms:\n");
+    text
+}
+
 pub fn status_text(status: &StatusInfo) -> String {
     let limit = status
         .open_files_limit
@@ -383,11 +457,7 @@ pub fn status_text(status: &StatusInfo) -> String {
         status.open_files,
     );
     if let Some(sandbox) = &status.sandbox {
-        let _ = writeln!(
-            text,
-            "sandbox: {}, network {} by default; floor {}",
-            sandbox.default.profile, sandbox.default.network, sandbox.floor
-        );
+        text.push_str(&front_ends_text(sandbox));
         for mechanism in &sandbox.mechanisms {
             let state = if mechanism.available {
                 "available"
@@ -411,10 +481,23 @@ pub fn status_text(status: &StatusInfo) -> String {
             hosts => hosts.join(", "),
         };
         let proxy = &network.proxy;
+        // The network each front end's jobs get is on the sandbox's lines; here
+        // only when they all get the same (a daemon older than front ends says one).
+        let fronts = status.sandbox.as_ref().map(|s| &s.front_ends[..]);
+        let mode = match fronts.unwrap_or_default() {
+            [] => format!("{} by default", network.mode),
+            [first, rest @ ..]
+                if rest
+                    .iter()
+                    .all(|f| f.default.network == first.default.network) =>
+            {
+                format!("{} by default", first.default.network)
+            }
+            _ => "by front end, as above".to_owned(),
+        };
         let _ = write!(
             text,
-            "network: {} by default\n  allow-list: {hosts}\n    from {}\n  proxy: in bashd, {} session{} served, {} connection{} open (at most {}, {} per session), {} refused, {} over the limit\n",
-            network.mode,
+            "network: {mode}\n  allow-list: {hosts}\n    from {}\n  proxy: in bashd, {} session{} served, {} connection{} open (at most {}, {} per session), {} refused, {} over the limit\n",
             network.allow_hosts_origin,
             proxy.sessions,
             plural(proxy.sessions.into()),

@@ -34,8 +34,8 @@ pub use notice::{Argument, BackgroundWhy, ErrorHint, JobId, Notice, WaitMet, Wor
 pub use proc_stat::{ProcStat, process_start_time};
 pub use requests::*;
 pub use sandbox::{
-    Network, NetworkStatus, ProxyStatus, SandboxDenial, SandboxInForce, SandboxMechanism,
-    SandboxProfile, SandboxStatus, ToolSource,
+    FrontEnd, FrontEndSandbox, Network, NetworkStatus, ProxyStatus, SandboxDenial, SandboxInForce,
+    SandboxMechanism, SandboxProfile, SandboxStatus, SettingFrom, ToolSource,
 };
 pub use top::{TopJob, TopRequest, WatchRequest, WatchUpdate};
 

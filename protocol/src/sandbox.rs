@@ -40,13 +40,146 @@ pub struct SandboxInForce {
     pub network: Network,
 }
 
+/// Who a request came through, as far as the sandbox is concerned: each front end has
+/// defaults of its own for the `[sandbox]` keys the file leaves unset (issue 44). An
+/// agent's `bashc mcp` runs confined by default; the command line, which a person
+/// types, stays unconfined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FrontEnd {
+    /// `bashc` typed by a person (and the library): every request not marked
+    /// `mcp_call`.
+    Cli,
+    /// An agent's MCP tool calls (`bashc mcp`, requests marked `mcp_call`).
+    Mcp,
+}
+
+impl FrontEnd {
+    pub const ALL: [FrontEnd; 2] = [FrontEnd::Mcp, FrontEnd::Cli];
+
+    /// The front end of a request: an MCP tool call's or the command line's. The
+    /// daemon knows a session by its requests only, and this is the one that decides
+    /// a job's sandbox.
+    pub fn of(mcp_call: bool) -> FrontEnd {
+        if mcp_call {
+            FrontEnd::Mcp
+        } else {
+            FrontEnd::Cli
+        }
+    }
+
+    /// Its own `default`, `network` and `floor`, for the keys the file leaves unset:
+    /// an agent writes its roots and fetches from the allow-list, and nothing looser
+    /// without a person's yes; the command line is unconfined, as a shell is.
+    pub fn own(self) -> (SandboxProfile, Network, SandboxProfile) {
+        match self {
+            FrontEnd::Mcp => (
+                SandboxProfile::WorkspaceWrite,
+                Network::AllowList,
+                SandboxProfile::WorkspaceWrite,
+            ),
+            FrontEnd::Cli => (SandboxProfile::Off, Network::On, SandboxProfile::Off),
+        }
+    }
+
+    /// What one front end's jobs get under the file's `[sandbox] default`, `network`
+    /// and `floor` (`None`: not written). A written key holds for every front end. An
+    /// unset floor is the front end's, loosened to a written default (so that writing
+    /// `default = "off"` turns the agent's confinement off rather than making every
+    /// job an ask); an unset default is the front end's, tightened to a written floor.
+    pub fn resolve(
+        self,
+        default: Option<SandboxProfile>,
+        network: Option<Network>,
+        floor: Option<SandboxProfile>,
+    ) -> FrontEndSandbox {
+        let (own_default, own_network, own_floor) = self.own();
+        let loosest = |a: SandboxProfile, b: SandboxProfile| {
+            if a.looseness() >= b.looseness() { a } else { b }
+        };
+        let tightest = |a: SandboxProfile, b: SandboxProfile| {
+            if a.looseness() <= b.looseness() { a } else { b }
+        };
+        let from = |written: bool| {
+            if written {
+                SettingFrom::File
+            } else {
+                SettingFrom::FrontEnd
+            }
+        };
+        // An unset key the other one moved from the front end's own.
+        let moved = |own: SandboxProfile, now: SandboxProfile| {
+            if own == now {
+                SettingFrom::FrontEnd
+            } else {
+                SettingFrom::Follows
+            }
+        };
+        let profile = default.unwrap_or_else(|| match floor {
+            Some(floor) => tightest(own_default, floor),
+            None => own_default,
+        });
+        let lowest = floor.unwrap_or_else(|| match default {
+            Some(default) => loosest(own_floor, default),
+            None => own_floor,
+        });
+        FrontEndSandbox {
+            front_end: self,
+            default: SandboxInForce {
+                profile,
+                network: network.unwrap_or(own_network),
+            },
+            floor: lowest,
+            default_from: match default {
+                Some(_) => SettingFrom::File,
+                None => moved(own_default, profile),
+            },
+            network_from: from(network.is_some()),
+            floor_from: match floor {
+                Some(_) => SettingFrom::File,
+                None => moved(own_floor, lowest),
+            },
+        }
+    }
+}
+
+/// Where a front end's sandbox setting came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SettingFrom {
+    /// Written in bashd's config file: it holds for every front end.
+    File,
+    /// Not written: the front end's own default ([`FrontEnd::own`]).
+    FrontEnd,
+    /// Not written, and moved from the front end's own by the other key written: a
+    /// floor loosened to a written `default`, a default tightened to a written `floor`.
+    Follows,
+}
+
+/// What one front end's jobs get when a request names nothing, and its floor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FrontEndSandbox {
+    pub front_end: FrontEnd,
+    pub default: SandboxInForce,
+    /// The loosest profile a request may have without a person's yes. Below an
+    /// `off` floor, a network looser than `default.network` is an ask too.
+    pub floor: SandboxProfile,
+    pub default_from: SettingFrom,
+    pub network_from: SettingFrom,
+    pub floor_from: SettingFrom,
+}
+
 /// What `bashc status` says of the sandbox.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SandboxStatus {
-    /// What a job gets when its request names nothing (`[sandbox] default`, `network`).
+    /// What a command-line job gets when its request names nothing (`[sandbox]
+    /// default`, `network`); `front_ends` has every front end's.
     pub default: SandboxInForce,
-    /// The loosest profile a client may ask for (`[sandbox] floor`).
+    /// The command line's floor (`[sandbox] floor`).
     pub floor: SandboxProfile,
+    /// Each front end's defaults and floor, and where each came from.
+    #[serde(default)]
+    pub front_ends: Vec<FrontEndSandbox>,
     /// Each mechanism the sandbox uses, and whether this system has it.
     pub mechanisms: Vec<SandboxMechanism>,
 }
@@ -221,5 +354,61 @@ mod tests {
         }
         assert!("none".parse::<SandboxProfile>().is_err());
         assert!("maybe".parse::<Network>().is_err());
+    }
+
+    /// Unset, each front end gets its own; a written key holds for all; an unset
+    /// floor follows a looser written default, an unset default a tighter floor.
+    #[test]
+    fn each_front_end_gets_its_own_where_the_file_is_silent() {
+        use SandboxProfile::*;
+        let got = |front: FrontEnd, d, n, f| {
+            let r = front.resolve(d, n, f);
+            (r.default.profile, r.default.network, r.floor)
+        };
+        assert_eq!(
+            got(FrontEnd::Mcp, None, None, None),
+            (WorkspaceWrite, Network::AllowList, WorkspaceWrite)
+        );
+        assert_eq!(
+            got(FrontEnd::Cli, None, None, None),
+            (Off, Network::On, Off)
+        );
+        // How a person turns an agent's confinement off.
+        assert_eq!(
+            got(FrontEnd::Mcp, Some(Off), Some(Network::On), None),
+            (Off, Network::On, Off)
+        );
+        let follows = FrontEnd::Mcp.resolve(Some(Off), None, None);
+        assert_eq!(follows.floor_from, SettingFrom::Follows);
+        assert_eq!(follows.default_from, SettingFrom::File);
+        assert_eq!(follows.network_from, SettingFrom::FrontEnd);
+        // A tighter written default keeps the front end's floor.
+        assert_eq!(
+            got(FrontEnd::Mcp, Some(ReadOnly), None, None),
+            (ReadOnly, Network::AllowList, WorkspaceWrite)
+        );
+        // A written floor tightens the command line's default to it.
+        assert_eq!(
+            got(FrontEnd::Cli, None, None, Some(ReadOnly)),
+            (ReadOnly, Network::On, ReadOnly)
+        );
+        assert_eq!(
+            FrontEnd::Cli
+                .resolve(None, None, Some(ReadOnly))
+                .default_from,
+            SettingFrom::Follows
+        );
+        // Written keys are every front end's.
+        for front in FrontEnd::ALL {
+            assert_eq!(
+                got(
+                    front,
+                    Some(WorkspaceWrite),
+                    Some(Network::Off),
+                    Some(WorkspaceWrite)
+                ),
+                (WorkspaceWrite, Network::Off, WorkspaceWrite)
+            );
+        }
     }
 }

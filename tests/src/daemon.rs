@@ -58,6 +58,12 @@ pub fn copy_bins(dir: &Path) -> PathBuf {
     dir.to_owned()
 }
 
+/// The `[sandbox]` of a test whose subject is not the sandbox but whose agent's jobs
+/// must run as they did before `bashc mcp` was confined by default (issue 44): exact
+/// results with no sandbox line, a server the test reaches from the host. Written as
+/// a person turns the agent's confinement off.
+pub const AGENTS_UNCONFINED: &str = "[sandbox]\ndefault = \"off\"\nnetwork = \"on\"\n";
+
 pub struct Daemon {
     /// Holds the runtime directory; removed on drop.
     temp: tempfile::TempDir,
@@ -77,6 +83,11 @@ impl Daemon {
         let daemon = Self::unstarted();
         daemon.write_config(config);
         daemon.spawn_and_wait()
+    }
+
+    /// [`Daemon::start_with_config`] of [`AGENTS_UNCONFINED`].
+    pub fn start_agents_unconfined() -> Daemon {
+        Self::start_with_config(AGENTS_UNCONFINED)
     }
 
     /// A runtime directory with no daemon yet; `spawn_and_wait` starts one, and drop

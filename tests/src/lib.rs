@@ -9,7 +9,7 @@ pub mod output;
 pub mod procs;
 pub mod sshd;
 
-pub use daemon::{Daemon, bashc_path, bin_path, copy_bins};
+pub use daemon::{AGENTS_UNCONFINED, Daemon, bashc_path, bin_path, copy_bins};
 pub use procs::{
     KillOnDrop, alive, descendants, output_of_new_file, pids_running, wait_for_running, wait_until,
 };

@@ -4,9 +4,11 @@
 //! are shown against what they change: the hardening set and the built-in rules.
 
 use bashd_protocol::config::{self as file, ConfigFile, quoted, section_text};
+use bashd_protocol::{FrontEnd, SettingFrom};
 
 use super::{Config, HARDENING};
 use crate::policy::BUILTIN_RULES;
+use crate::sandbox::SandboxConfig;
 
 impl Config {
     /// The config in force: every key, each one that differs from its default marked
@@ -40,12 +42,7 @@ impl Config {
             &none,
         ));
         out.push('\n');
-        out.push_str(&section_text(
-            "sandbox",
-            &now.sandbox,
-            &default.sandbox,
-            &none,
-        ));
+        out.push_str(&sandbox_text(&self.sandbox, &now.sandbox));
         out.push('\n');
         out.push_str(&env_text(&self.env, &now.env));
         out.push('\n');
@@ -57,6 +54,39 @@ impl Config {
         out.push_str(&policy_text(&now.policy));
         out
     }
+}
+
+/// `[sandbox]`, each of `default`, `network` and `floor` the file leaves unset shown
+/// as such, then what each front end gets and where each setting came from (issue
+/// 44): an agent's MCP calls and the command line differ unless the file says.
+fn sandbox_text(config: &SandboxConfig, section: &file::Sandbox) -> String {
+    let note = |key: &str| match key {
+        "default" | "network" | "floor" => Some("each front end's own, below"),
+        _ => None,
+    };
+    let mut out = section_text("sandbox", section, &file::Sandbox::default(), &note);
+    for front_end in FrontEnd::ALL {
+        let got = config.front_end(front_end);
+        let from = |from: SettingFrom| match from {
+            SettingFrom::File => "the file",
+            SettingFrom::FrontEnd => "the front end's default",
+            SettingFrom::Follows => "follows the other key the file writes",
+        };
+        out.push_str(&format!(
+            "# {}: default = {} ({}), network = {} ({}), floor = {} ({})\n",
+            match front_end {
+                FrontEnd::Mcp => "an agent's MCP calls",
+                FrontEnd::Cli => "the command line",
+            },
+            quoted(got.default.profile.as_str()),
+            from(got.default_from),
+            quoted(got.default.network.as_str()),
+            from(got.network_from),
+            quoted(got.floor.as_str()),
+            from(got.floor_from),
+        ));
+    }
+    out
 }
 
 /// `[env]` as the variables in force: each marked `# added` or `# default: ...` where

@@ -19,8 +19,9 @@ use std::process::Command;
 
 use bashd_protocol::config::{SandboxPath, sandbox_path};
 use bashd_protocol::{
-    ErrorHint, ErrorKind, ErrorReply, ExecParams, ExecResult, JobState, Network, Notice,
-    SandboxDenial, SandboxInForce, SandboxMechanism, SandboxProfile, SandboxStatus,
+    ErrorHint, ErrorKind, ErrorReply, ExecParams, ExecResult, FrontEnd, FrontEndSandbox, JobState,
+    Network, Notice, SandboxDenial, SandboxInForce, SandboxMechanism, SandboxProfile,
+    SandboxStatus, SettingFrom,
 };
 
 use bashd_resident_core::confine::{self, Probe};
@@ -28,11 +29,13 @@ use bashd_resident_core::confine::{self, Probe};
 /// `[sandbox]`: what jobs get, and the least a client may ask for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SandboxConfig {
-    /// `default`: the profile of a job whose request names none.
-    pub default: SandboxProfile,
-    /// `network`: the network of a job whose request says nothing. With a `floor`
-    /// other than `off`, `network = "off"` is also a floor: no client turns it on.
-    pub network: Network,
+    /// `default`: the profile of a job whose request names none; `None` (not
+    /// written): each front end's own ([`SandboxConfig::front_end`]).
+    pub default: Option<SandboxProfile>,
+    /// `network`: the network of a job whose request says nothing; `None`: each front
+    /// end's own. With a `floor` other than `off`, the default network is also a
+    /// floor: no client loosens it without a person's yes.
+    pub network: Option<Network>,
     /// `writable`: more paths a `workspace-write` job may write beneath.
     pub writable: Vec<PathBuf>,
     /// `deny_read`: paths hidden from a job whose profile is not `off`, `~` expanded.
@@ -42,8 +45,9 @@ pub struct SandboxConfig {
     /// entry lets such a job make unix sockets, and so reach every pathname socket it
     /// can name; empty (the default), `socket(AF_UNIX)` fails in every sandboxed job.
     pub unix_sockets: Vec<PathBuf>,
-    /// `floor`: the loosest profile a client may have without a person's yes.
-    pub floor: SandboxProfile,
+    /// `floor`: the loosest profile a client may have without a person's yes; `None`:
+    /// each front end's own.
+    pub floor: Option<SandboxProfile>,
     /// `ask_secs`: how long a request looser than the floor waits for that yes.
     pub ask: std::time::Duration,
 }
@@ -54,17 +58,31 @@ pub use bashd_protocol::config::DEFAULT_DENY_READ;
 impl Default for SandboxConfig {
     fn default() -> Self {
         SandboxConfig {
-            default: SandboxProfile::Off,
-            network: Network::On,
+            default: None,
+            network: None,
             writable: Vec::new(),
             deny_read: DEFAULT_DENY_READ
                 .iter()
                 .filter_map(|path| expand_home(path).ok())
                 .collect(),
             unix_sockets: Vec::new(),
-            floor: SandboxProfile::Off,
+            floor: None,
             ask: std::time::Duration::from_secs(bashd_protocol::limits::DEFAULT_ASK_SECS),
         }
+    }
+}
+
+impl SandboxConfig {
+    /// What `front_end`'s jobs get when a request names nothing, and its floor: the
+    /// file's keys where written, else the front end's own (issue 44: an agent's MCP
+    /// calls run `workspace-write` on the allow-list by default).
+    pub fn front_end(&self, front_end: FrontEnd) -> FrontEndSandbox {
+        front_end.resolve(self.default, self.network, self.floor)
+    }
+
+    /// [`SandboxConfig::front_end`] of the front end `params` came through.
+    pub fn for_request(&self, params: &ExecParams) -> FrontEndSandbox {
+        self.front_end(FrontEnd::of(params.mcp_call))
     }
 }
 
@@ -141,6 +159,8 @@ pub fn decide(
     around: Option<&channel::Origin>,
     granted: &[SandboxInForce],
 ) -> Result<Option<SandboxInForce>, Refused> {
+    // The front end's defaults and floor where the file leaves them unset (issue 44).
+    let config = &Floors::of(config.for_request(params));
     let profile = params
         .sandbox
         .or(around.map(|o| o.sandbox.profile))
@@ -167,9 +187,11 @@ pub fn decide(
         return Err(Refused::Ask {
             asked,
             why: format!(
-                "sandbox {profile} is looser than this daemon allows without a person's yes: [sandbox] floor = \"{}\" in bashd's config (bashd --check-config shows it); ask for {}, have the person grant it (bashc allow), or lower the floor there",
+                "sandbox {profile} is looser than this daemon allows without a person's yes: [sandbox] floor = \"{}\" {} (bashd --check-config shows it); ask for {}, have the person grant it (bashc allow), or {}",
                 config.floor,
-                allowed(config.floor)
+                config.floor_from,
+                allowed(config.floor),
+                config.lower_floor,
             ),
             hint: None,
             git: false,
@@ -186,8 +208,8 @@ pub fn decide(
         return Err(Refused::Ask {
             asked,
             why: format!(
-                "the network is {} for jobs here and is {how} only with a person's yes: [sandbox] network = \"{}\" with floor = \"{}\" in bashd's config; have the person grant it (bashc allow), or set network = \"{network}\" there",
-                config.network, config.network, config.floor
+                "the network is {} for jobs here and is {how} only with a person's yes: [sandbox] network = \"{}\" {} with floor = \"{}\"; have the person grant it (bashc allow), or set network = \"{network}\" in bashd's config",
+                config.network, config.network, config.network_from, config.floor
             ),
             hint: (network == Network::On).then_some(ErrorHint::NetworkOn),
             git: false,
@@ -197,6 +219,46 @@ pub fn decide(
         return Ok(None);
     }
     Ok(Some(asked))
+}
+
+/// A front end's settings as [`decide`] reads them, with the words that say where
+/// each came from.
+struct Floors {
+    default: SandboxProfile,
+    network: Network,
+    floor: SandboxProfile,
+    /// `in bashd's config`, or whose default it is.
+    floor_from: &'static str,
+    network_from: &'static str,
+    /// How the person lowers the floor.
+    lower_floor: &'static str,
+}
+
+impl Floors {
+    fn of(front_end: FrontEndSandbox) -> Floors {
+        let from = |from: SettingFrom| match (from, front_end.front_end) {
+            (SettingFrom::File | SettingFrom::Follows, _) => "in bashd's config",
+            (SettingFrom::FrontEnd, FrontEnd::Mcp) => {
+                "by default for an agent's MCP calls, as bashd's config leaves it unset"
+            }
+            (SettingFrom::FrontEnd, FrontEnd::Cli) => {
+                "by default for the command line, as bashd's config leaves it unset"
+            }
+        };
+        Floors {
+            default: front_end.default.profile,
+            network: front_end.default.network,
+            floor: front_end.floor,
+            floor_from: from(front_end.floor_from),
+            network_from: from(front_end.network_from),
+            lower_floor: match front_end.floor_from {
+                SettingFrom::File | SettingFrom::Follows => "lower the floor there",
+                SettingFrom::FrontEnd => {
+                    "write [sandbox] default = \"off\" and network = \"on\" in bashd's config to run agents unconfined"
+                }
+            },
+        }
+    }
 }
 
 fn refused(message: String) -> ErrorReply {
@@ -493,12 +555,14 @@ impl Support {
 
 /// What `bashc status` says of the sandbox.
 pub fn status(config: &SandboxConfig, support: &Support) -> SandboxStatus {
+    let cli = config.front_end(FrontEnd::Cli);
     SandboxStatus {
-        default: SandboxInForce {
-            profile: config.default,
-            network: config.network,
-        },
-        floor: config.floor,
+        default: cli.default,
+        floor: cli.floor,
+        front_ends: FrontEnd::ALL
+            .iter()
+            .map(|front_end| config.front_end(*front_end))
+            .collect(),
         mechanisms: support.mechanisms(),
     }
 }

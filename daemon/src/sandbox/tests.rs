@@ -31,9 +31,9 @@ fn spec(
 
 fn config(default: SandboxProfile, network: Network, floor: SandboxProfile) -> SandboxConfig {
     SandboxConfig {
-        default,
-        network,
-        floor,
+        default: Some(default),
+        network: Some(network),
+        floor: Some(floor),
         ..SandboxConfig::default()
     }
 }
@@ -88,6 +88,46 @@ fn a_client_may_tighten_but_never_loosen_past_the_floor() {
             profile: WorkspaceWrite,
             network: On
         }))
+    );
+}
+
+/// With `[sandbox]` silent (issue 44), an MCP call runs `workspace-write` on the
+/// allow-list and a looser one is an ask; the command line runs unconfined as before.
+/// A written `default = "off"` with `network = "on"` turns the agent's off.
+#[test]
+fn an_unset_sandbox_confines_mcp_calls_and_not_the_command_line() {
+    use SandboxProfile::*;
+    let silent = SandboxConfig::default();
+    let mcp = |sandbox, network| ExecParams {
+        mcp_call: true,
+        ..params(sandbox, network)
+    };
+    assert_eq!(
+        decide(&silent, &mcp(None, None), None),
+        Ok(Some(SandboxInForce {
+            profile: WorkspaceWrite,
+            network: Network::AllowList
+        }))
+    );
+    for looser in [mcp(Some(Off), None), mcp(None, Some(Network::On))] {
+        let asked = super::decide(&silent, &looser, None, &[]).unwrap_err();
+        let Refused::Ask { why, .. } = asked else {
+            panic!("{asked:?}")
+        };
+        assert!(why.contains("by default for an agent's MCP calls"), "{why}");
+    }
+    assert_eq!(decide(&silent, &params(None, None), None), Ok(None));
+    assert_eq!(decide(&silent, &params(Some(Off), None), None), Ok(None));
+
+    let off = SandboxConfig {
+        default: Some(Off),
+        network: Some(Network::On),
+        ..SandboxConfig::default()
+    };
+    assert_eq!(decide(&off, &mcp(None, None), None), Ok(None));
+    assert_eq!(
+        decide(&off, &mcp(Some(Off), Some(Network::On)), None),
+        Ok(None)
     );
 }
 
@@ -377,12 +417,12 @@ fn the_sandbox_section_reads_its_keys_and_names_a_bad_one() {
     assert_eq!(
         config.sandbox,
         SandboxConfig {
-            default: SandboxProfile::ReadOnly,
-            network: Network::Off,
+            default: Some(SandboxProfile::ReadOnly),
+            network: Some(Network::Off),
             writable: vec![PathBuf::from("/cache"), home.join(".cache")],
             deny_read: vec![home.join(".secret")],
             unix_sockets: vec![PathBuf::from("/run/user/1000/bus")],
-            floor: SandboxProfile::WorkspaceWrite,
+            floor: Some(SandboxProfile::WorkspaceWrite),
             ask: std::time::Duration::from_secs(120),
         }
     );
@@ -394,11 +434,22 @@ fn the_sandbox_section_reads_its_keys_and_names_a_bad_one() {
     assert!(error.contains("sandbox.default must be one of"), "{error}");
     let error = parse("[sandbox]\nwritable = [\"cache\"]\n").unwrap_err();
     assert!(error.contains("sandbox.writable"), "{error}");
-    let error = parse("[sandbox]\nfloor = \"read-only\"\n").unwrap_err();
+    // Both written, a default looser than the floor is refused; a floor alone
+    // tightens each front end's default to it (issue 44).
+    let error = parse("[sandbox]\ndefault = \"off\"\nfloor = \"read-only\"\n").unwrap_err();
     assert!(
         error.contains("/c.toml:1:") && error.contains("looser than sandbox.floor"),
         "{error}"
     );
+    let floored = parse("[sandbox]\nfloor = \"read-only\"\n").unwrap();
+    for front_end in bashd_protocol::FrontEnd::ALL {
+        let got = floored.sandbox.front_end(front_end);
+        assert_eq!(
+            got.default.profile,
+            SandboxProfile::ReadOnly,
+            "{front_end:?}"
+        );
+    }
     let error = parse("[sandbox]\nnetwork_off = true\n").unwrap_err();
     assert!(error.contains("known keys of [sandbox]"), "{error}");
 }

@@ -27,6 +27,7 @@ pub use hosts::{AllowHost, AllowHosts, HostPattern, is_host_name};
 pub use sections::*;
 pub use value::{
     Choice, Cores, Mechanism, OnCancel, OnStraggler, Size, Strings, Text, Whole, choice,
+    choice_or_unset,
 };
 
 /// The whole file; a section not written is all defaults.
@@ -169,12 +170,15 @@ impl ConfigFile {
     /// bashc refuses a file in the daemon's words.
     fn check(&self) -> Result<(), Refusal> {
         let sandbox = &self.sandbox;
-        if sandbox.default.looseness() > sandbox.floor.looseness() {
+        // Only when both are written: an unset one follows the other
+        // (`FrontEnd::resolve`).
+        if let (Some(default), Some(floor)) = (sandbox.default, sandbox.floor)
+            && default.looseness() > floor.looseness()
+        {
             return Err(Refusal::at(
                 &["sandbox"],
                 format!(
-                    "sandbox.default = \"{}\" is looser than sandbox.floor = \"{}\": every job would be refused; set default to the floor or tighter",
-                    sandbox.default, sandbox.floor
+                    "sandbox.default = \"{default}\" is looser than sandbox.floor = \"{floor}\": every job would be refused; set default to the floor or tighter",
                 ),
             ));
         }

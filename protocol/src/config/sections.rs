@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::value::{Cores, Size, Strings, Text, Whole, choice};
+use super::value::{Cores, Size, Strings, Text, Whole, choice, choice_or_unset};
 use super::{AllowHosts, Mechanism, OnCancel, OnStraggler};
 use crate::limits::{self, MAX_TIMEOUT_SECS as MAX_T, MIN_TIMEOUT_SECS as MIN_T};
 use crate::{Network, OnTimeout, SandboxProfile};
@@ -193,15 +193,23 @@ pub fn sandbox_path(path: &str) -> Result<SandboxPath<'_>, String> {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default, expecting = "a section ([sandbox])")]
 pub struct Sandbox {
-    #[serde(with = "choice")]
-    pub default: SandboxProfile,
-    #[serde(with = "choice")]
-    pub network: Network,
+    /// The profile of a job whose request names none. Unset (`None`): each front
+    /// end's own (`FrontEnd::own`: `workspace-write` for an agent's MCP calls, `off`
+    /// for the command line); written, it holds for every front end.
+    #[serde(with = "choice_or_unset", skip_serializing_if = "Option::is_none")]
+    pub default: Option<SandboxProfile>,
+    /// The network of a job whose request names none; unset, each front end's own
+    /// (`allow-list` for MCP, `on` for the command line).
+    #[serde(with = "choice_or_unset", skip_serializing_if = "Option::is_none")]
+    pub network: Option<Network>,
     pub writable: Strings,
     pub deny_read: Strings,
     pub unix_sockets: Strings,
-    #[serde(with = "choice")]
-    pub floor: SandboxProfile,
+    /// The loosest profile without a person's yes; unset, each front end's own
+    /// (`workspace-write` for MCP, `off` for the command line), loosened to a written
+    /// `default` (`FrontEnd::resolve`).
+    #[serde(with = "choice_or_unset", skip_serializing_if = "Option::is_none")]
+    pub floor: Option<SandboxProfile>,
     /// How long a request looser than the floor waits for a person's answer (issue
     /// 44) before it is refused.
     pub ask_secs: Whole<MIN_T, MAX_T>,
@@ -213,12 +221,12 @@ pub struct Sandbox {
 impl Default for Sandbox {
     fn default() -> Self {
         Sandbox {
-            default: SandboxProfile::Off,
-            network: Network::On,
+            default: None,
+            network: None,
             writable: Strings::default(),
             deny_read: Strings(DEFAULT_DENY_READ.iter().map(|p| p.to_string()).collect()),
             unix_sockets: Strings::default(),
-            floor: SandboxProfile::Off,
+            floor: None,
             ask_secs: Whole::at(limits::DEFAULT_ASK_SECS),
             allow_hosts: AllowHosts::default(),
         }

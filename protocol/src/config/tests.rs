@@ -123,7 +123,8 @@ fn keys_across_sections_are_checked_at_their_line() {
         error("[env]\nTERM = \"xterm\"\nunset = [\"TERM\"]\n"),
         "/c.toml:2: env.TERM is both set and in env.unset; keep one"
     );
-    let err = error("\n[sandbox]\nfloor = \"read-only\"\n");
+    // Both written (issue 44: an unset default follows the floor).
+    let err = error("\n[sandbox]\ndefault = \"off\"\nfloor = \"read-only\"\n");
     assert!(
         err.starts_with("/c.toml:2: sandbox.default = \"off\" is looser than sandbox.floor"),
         "{err}"

@@ -151,6 +151,28 @@ pub mod choice {
     }
 }
 
+/// `#[serde(with = "choice_or_unset")]` for an `Option` of a [`Choice`] whose `None`
+/// means "not written" (skip it when serializing: `skip_serializing_if`).
+pub mod choice_or_unset {
+    use super::*;
+
+    pub fn serialize<S: Serializer, T: Choice>(
+        value: &Option<T>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        match value {
+            Some(value) => choice::serialize(value, serializer),
+            None => serializer.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>, T: Choice>(
+        deserializer: D,
+    ) -> Result<Option<T>, D::Error> {
+        choice::deserialize(deserializer).map(Some)
+    }
+}
+
 /// `mcp.on_cancel`: what a cancelled MCP `bash` call does to its job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OnCancel {

@@ -97,5 +97,14 @@ fn status_shows_the_mode_the_allow_list_in_force_and_the_proxy() {
         "{}",
         status(&daemon)
     );
-    assert!(status(&daemon).contains("network: on by default\n"));
+    // Back to each front end's own network (issue 44): on for the command line, the
+    // allow-list for an agent.
+    let text = status(&daemon);
+    assert!(
+        text.contains("network: by front end, as above\n")
+            && text.contains("  bashc (command line): off, network on by default")
+            && text
+                .contains("  bashc mcp (agents): workspace-write, network allow-list by default"),
+        "{text}"
+    );
 }

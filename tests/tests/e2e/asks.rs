@@ -538,8 +538,11 @@ fn bash_2026(id: i64, command: &str, answer: Option<(Value, &str)>) -> Value {
 /// the person, and nothing runs. On main the call waited and said `ask a1 pending`.
 #[test]
 fn a_client_on_2026_07_28_is_answered_input_required_and_its_answer_holds() {
+    // The network on, as before an agent's was the allow-list by default (issue 44):
+    // the granted `sandbox: "off"` then runs unconfined, its result with no sandbox line.
     let daemon = Daemon::start_with_config(&format!(
         "{FLOORED}ask_secs = 600
+network = \"on\"
 "
     ));
     let (_server, mut to, mut from) = mcp_spawned(&daemon);

@@ -502,7 +502,7 @@ async fn a_slow_streaming_reader_never_stalls_the_job_and_learns_what_it_missed(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mcp_bash_waits_until_a_server_is_ready_and_bash_send_answers_a_prompt() {
-    let daemon = Daemon::start();
+    let daemon = Daemon::start_agents_unconfined();
     let client = crate::mcp::connect(&daemon).await;
     let port = free_port();
     let result = crate::mcp::call(

@@ -10,6 +10,7 @@ mod boundary;
 mod chaos;
 mod cli;
 mod config;
+mod confined_default;
 mod contain;
 mod crash;
 mod cut_output;

@@ -132,7 +132,7 @@ pub fn is_error(result: &CallToolResult) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_runs_follows_pages_and_kills_jobs_through_the_tools() {
-    let daemon = Daemon::start();
+    let daemon = Daemon::start_agents_unconfined();
     let client = connect(&daemon).await;
     let info = client.peer_info().expect("the server introduced itself");
     assert_eq!(info.server_info.as_ref().unwrap().name, "bashd");
@@ -447,7 +447,7 @@ fn job_of_last(daemon: &Daemon) -> String {
 /// server connects again on its next call.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_server_reconnects_to_a_restarted_daemon() {
-    let mut daemon = Daemon::start();
+    let mut daemon = Daemon::start_agents_unconfined();
     let client = connect(&daemon).await;
     let result = call(&client, "bash", json!({"command": "echo before"})).await;
     assert_eq!(
@@ -518,8 +518,9 @@ async fn response(lines: &mut Lines, id: i64) -> Value {
 
 #[tokio::test]
 async fn malformed_json_rpc_gets_an_error_and_the_server_starts_bashd_and_goes_on() {
-    // No daemon yet: `bashc mcp` starts one.
+    // No daemon yet: `bashc mcp` starts one, reading the config written here.
     let daemon = Daemon::unstarted();
+    daemon.write_config(bashd_tests::AGENTS_UNCONFINED);
     let (mut child, mut stdin, mut lines) = spawn_raw(&mut mcp_command(&daemon, daemon.scratch()));
     let send = |message: String| format!("{message}\n").into_bytes();
 

@@ -151,7 +151,7 @@ fn newest_job(daemon: &Daemon) -> String {
 /// Issue 15.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_call_kills_its_job_and_a_cancelled_wait_only_stops_waiting() {
-    let daemon = Daemon::start();
+    let daemon = Daemon::start_agents_unconfined();
     // rmcp's client gives up on the call (its own timeout): it sends the cancel.
     let client = connect(&daemon).await;
     let params = CallToolRequestParams::new("bash").with_arguments(
@@ -610,7 +610,7 @@ fn check_flat(name: &str, schema: &Value) {
 /// Issue 15.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_is_answered_as_the_negotiated_version_says() {
-    let daemon = Daemon::start();
+    let daemon = Daemon::start_agents_unconfined();
     let batch = json!([
         {"jsonrpc": "2.0", "id": 7, "method": "ping"},
         {"jsonrpc": "2.0", "id": 8, "method": "tools/list"},

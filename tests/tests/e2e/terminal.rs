@@ -500,7 +500,7 @@ fn wait_and_check_of_a_drawing_program_show_its_screen() {
 async fn mcp_wait_of_a_drawing_program_shows_its_screen() {
     use crate::mcp::{call, connect, text_of};
     use serde_json::json;
-    let daemon = Daemon::start();
+    let daemon = Daemon::start_agents_unconfined();
     let file = daemon.scratch().join("i25b-mcp-vim.txt");
     std::fs::write(&file, "a line of i25b for mcp\n").unwrap();
     let client = connect(&daemon).await;

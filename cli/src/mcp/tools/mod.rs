@@ -140,9 +140,9 @@ struct BashArgs {
     stdin: Option<StdinArg>,
     /// Start the job in the background and return when a new output line matches this regex (a server's \"Listening on\"), when it ends, or after timeout_secs (default 30); it keeps running.
     wait_until: Option<String>,
-    /// Run in a kernel sandbox: `workspace-write` (write only in the directory the agent started bashc mcp in, the config's writable paths and $TMPDIR, .git read-only, credential stores hidden), `read-only` (write only in $TMPDIR) or `off`. Default: bashd's config, which may refuse a looser one.
+    /// Run in a kernel sandbox: `workspace-write` (write only in the directory the agent started bashc mcp in, the config's writable paths and $TMPDIR, .git read-only, credential stores hidden), `read-only` (write only in $TMPDIR) or `off`. Default: bashd's config, workspace-write unless the person set it; a looser one waits for the person's yes.
     sandbox: Option<SandboxArg>,
-    /// `off`: the job reaches no network but its session's own loopback; `allow-list`: also the hosts bashd's config lists, through bashd's proxy; `on`: every host. Default: bashd's config.
+    /// `off`: the job reaches no network but its session's own loopback; `allow-list`: also the hosts bashd's config lists, through bashd's proxy; `on`: every host. Default: bashd's config, allow-list unless the person set it.
     net: Option<NetArg>,
     /// Run on a pseudo-terminal (REPLs, editors, pagers, password prompts): bash_screen shows its screen, bash_send with `keys` types on it; once the program draws (vim, less, top), bash, bash_wait and bash_check show its screen in place of stdout.
     pty: Option<bool>,

@@ -75,7 +75,13 @@ impl JobsActor {
             None => (ProxyCaps::default(), ProxyCounts::default()),
         };
         NetworkStatus {
-            mode: self.config.sandbox.network,
+            // The command line's; `bashc status` shows each front end's with the sandbox.
+            mode: self
+                .config
+                .sandbox
+                .front_end(bashd_protocol::FrontEnd::Cli)
+                .default
+                .network,
             allow_hosts: list.entries().iter().map(|e| e.to_string()).collect(),
             allow_hosts_origin: list.origin().to_owned(),
             proxy: ProxyStatus {
