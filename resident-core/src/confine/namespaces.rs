@@ -22,6 +22,7 @@ use rustix::mount::{
     OpenTreeFlags,
 };
 
+use super::reads::Looks;
 use super::{Failure, Spec, git};
 
 const FIX_MOUNTS: &str = "the user namespace cannot mount here (an AppArmor or seccomp policy may forbid it): allow mounts in unprivileged user namespaces, set [sandbox] deny_read = [] in the daemon's config if nothing is to be hidden, or run the job with sandbox off";
@@ -58,6 +59,31 @@ impl Hidden {
     /// job's workdir), at every `.git` a bounded walk of the writable roots finds, and
     /// at what the job's stdin is, when `terminal` says it is the job's terminal.
     pub(super) fn find(spec: &Spec, terminal: bool) -> Hidden {
+        Hidden::find_with(spec, terminal, None, &mut None)
+    }
+
+    /// What [`Hidden::find`] finds for a job without a terminal whose workdir resolves
+    /// to `workdir`, each path it depends on looked at in `looks` before it is read
+    /// (`staged.rs`). `None` where the looks cannot tell all it depends on.
+    pub(super) fn find_looked(spec: &Spec, workdir: &Path, looks: &mut Looks) -> Option<Hidden> {
+        for path in spec
+            .writable
+            .iter()
+            .chain(&spec.deny_read)
+            .chain(&spec.runtime_dir)
+        {
+            looks.push(path.clone(), true);
+        }
+        let hidden = Hidden::find_with(spec, false, Some(workdir), &mut Some(looks));
+        (!looks.racy()).then_some(hidden)
+    }
+
+    fn find_with(
+        spec: &Spec,
+        terminal: bool,
+        workdir: Option<&Path>,
+        looks: &mut Option<&mut Looks>,
+    ) -> Hidden {
         let mut hidden = Hidden {
             writable: spec
                 .writable
@@ -67,7 +93,10 @@ impl Hidden {
                 .collect(),
             ..Hidden::default()
         };
-        hidden.read_only = git::read_only(&hidden.writable, &spec.unwalked);
+        hidden.read_only = match (workdir, looks.is_some()) {
+            (None, false) => git::read_only(&hidden.writable, &spec.unwalked),
+            _ => git::read_only_in(&hidden.writable, &spec.unwalked, workdir, looks),
+        };
         if spec.git_write {
             hidden.read_only = git::writable_roots_git(hidden.read_only, &hidden.writable);
         }
@@ -461,6 +490,9 @@ pub struct Kit {
     ipc: OwnedFd,
     mnt: OwnedFd,
     net: Option<OwnedFd>,
+    /// Its mount namespace holds a job's mounts already (`staged.rs`), made for the
+    /// spec and workdir of the job it is handed to.
+    staged: bool,
 }
 
 impl Kit {
@@ -510,7 +542,18 @@ impl Kit {
             } else {
                 None
             },
+            staged: false,
         })
+    }
+
+    /// The kit marked as holding a job's mounts (`staged.rs`), or not.
+    pub fn set_staged(&mut self, staged: bool) {
+        self.staged = staged;
+    }
+
+    /// Whether its mount namespace holds a job's mounts already.
+    pub fn staged(&self) -> bool {
+        self.staged
     }
 
     /// The most descriptors a kit is made of.
@@ -537,6 +580,7 @@ impl Kit {
             ipc,
             mnt,
             net,
+            staged: false,
         })
     }
 
@@ -550,12 +594,13 @@ impl Kit {
     /// directory entered again, since entering a mount namespace leaves it at the
     /// root), its network namespace (`network_off`, made here when the kit has none).
     /// The cgroup namespace is still made here, rooted at the job's cgroup. Where the
-    /// kit's user namespace cannot be entered, everything is made afresh.
-    pub(super) fn enter(&self, mounts: bool, network_off: bool) -> Result<(), Failure> {
+    /// kit's user namespace cannot be entered, everything is made afresh. True when
+    /// the kit's namespaces were entered.
+    pub(super) fn enter(&self, mounts: bool, network_off: bool) -> Result<bool, Failure> {
         let workdir = std::env::current_dir()
             .map_err(|e| failure("read the workdir", e, super::FIX_USER_NAMESPACES))?;
         if setns(&self.user, libc::CLONE_NEWUSER).is_err() {
-            return enter(mounts, network_off);
+            return enter(mounts, network_off).map(|()| false);
         }
         setns(&self.ipc, libc::CLONE_NEWIPC)
             .and_then(|()| unshare(libc::CLONE_NEWCGROUP))
@@ -579,7 +624,7 @@ impl Kit {
                 None => enter_network()?,
             }
         }
-        Ok(())
+        Ok(true)
     }
 }
 
