@@ -74,3 +74,25 @@ fn mounts_staged_ahead_follow_what_the_person_changed_since() {
     assert!(words.contains("control: 0"), "{words}");
     assert!(ws.join("nested/file").is_file(), "{words}");
 }
+
+/// The session's temp dir of a sandbox is made once and looked at before each next
+/// job (`sandbox::MadeDirs`): removed between two confined jobs, it is made again for
+/// the second, which writes its `TMPDIR`. The control: the first job wrote it too.
+#[test]
+fn a_temp_dir_removed_between_jobs_is_made_again() {
+    let daemon = Daemon::start();
+    let ws = daemon.scratch().join("tmp-ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let write_tmp = "echo x > \"$TMPDIR/f\"; echo \"tmp: $?\"; echo \"dir: $TMPDIR\"";
+    let words = confined(&daemon, &ws, write_tmp);
+    assert!(words.contains("tmp: 0"), "{words}");
+    let dir = words
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("dir: "))
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| panic!("no TMPDIR said: {words}"));
+    std::fs::remove_dir_all(&dir).unwrap();
+    let words = confined(&daemon, &ws, write_tmp);
+    assert!(words.contains("tmp: 0"), "{words}");
+    assert!(dir.join("f").is_file(), "{words}");
+}
