@@ -399,6 +399,12 @@ impl Store {
                 self.forget();
                 drop((ready_read, release_write));
                 crate::set_name(c"bashd-kit");
+                if staged.is_some() {
+                    // What it makes is a job's work moved off that job's path: it
+                    // yields to the jobs running meanwhile, rather than slow them.
+                    // SAFETY: setpriority takes integers only.
+                    unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 10) };
+                }
                 // A session's kind always has its user namespace here (checked above).
                 let made = user
                     .as_ref()

@@ -213,7 +213,11 @@ fn zygote() -> io::Result<Never> {
         if spare.is_none() {
             spare = Spare::fork(&own(&None), &mut kits);
         }
-        kits.refill(&own(&spare));
+        // Kits, read rules and staged mounts are made ahead only while no spawn
+        // waits: the next job is handed first.
+        if !readable(&socket) {
+            kits.refill(&own(&spare));
+        }
     }
 }
 
@@ -462,6 +466,18 @@ fn start(
         Ok(never) => match never {},
         Err(e) => fail(e.to_string()),
     }
+}
+
+/// Whether `fd` has something to read now.
+fn readable(fd: &OwnedFd) -> bool {
+    let mut poll = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one pollfd of this frame, no wait.
+    let ready = unsafe { libc::poll(&mut poll, 1, 0) };
+    ready > 0
 }
 
 /// Closes every descriptor from `first` on: `close_range` (Linux 5.9), else each one
