@@ -97,7 +97,17 @@ struct StagedSlot {
     /// Found unstageable (or its maker is out): not tried again until a job of it
     /// comes.
     tried: bool,
+    /// How many of its jobs in a row found its kit stale (their workspace changed in
+    /// between: a build, an edit saved by rename), and how many jobs came.
+    stale: u32,
+    jobs: u32,
 }
+
+/// After this many stale kits in a row, a slot is staged again only every
+/// [`STALE_EVERY`]th job: staging for jobs that change their workspace each time is
+/// work for nothing.
+const STALE_STREAK: u32 = 3;
+const STALE_EVERY: u32 = 8;
 
 /// The store, owned by the zygote's loop.
 #[derive(Default)]
@@ -121,6 +131,9 @@ pub struct Store {
     staged: Vec<StagedSlot>,
     /// The number of the next staged slot.
     staged_next: u64,
+    /// Kits taken too old or stale, closed once no spawn waits (`refill`): the last
+    /// descriptor of a mount namespace unmounts its mounts, milliseconds.
+    graveyard: Vec<Kit>,
 }
 
 /// A process making a kit: it writes one byte on `ready` once its namespaces are
@@ -140,7 +153,16 @@ impl Store {
         let kind = usize::from(network_off);
         self.wanted[kind] = true;
         let (kit, made) = self.ready[kind].take()?;
-        (made.elapsed() < MAX_AGE).then_some(kit)
+        self.young(kit, made)
+    }
+
+    /// `kit` if it is not older than [`MAX_AGE`]; an older one goes to the graveyard.
+    fn young(&mut self, kit: Kit, made: Instant) -> Option<Kit> {
+        if made.elapsed() < MAX_AGE {
+            return Some(kit);
+        }
+        self.graveyard.push(kit);
+        None
     }
 
     /// The read rules for a job with `spec`, if the ones ready are its and fresh; when
@@ -191,7 +213,7 @@ impl Store {
         let slot = &mut self.sessions[at];
         slot.used = now;
         let (kit, made) = slot.ready.take()?;
-        (made.elapsed() < MAX_AGE).then_some(kit)
+        self.young(kit, made)
     }
 
     /// The kit staged for a confined job with `spec` in `workdir` (`terminal`: with
@@ -230,10 +252,12 @@ impl Store {
                     staged: None,
                     ready: None,
                     tried: false,
+                    stale: 0,
+                    jobs: 0,
                 }
             }
         };
-        slot.tried = false;
+        slot.jobs = slot.jobs.wrapping_add(1);
         let kit = slot.ready.take().and_then(|(mut kit, made)| {
             let fresh = made.elapsed() < MAX_AGE
                 && slot
@@ -241,12 +265,21 @@ impl Store {
                     .as_ref()
                     .is_some_and(|staged| staged.fits(spec, workdir) && staged.fresh());
             kit.set_staged(true);
-            fresh.then_some(kit)
+            slot.stale = if fresh { 0 } else { slot.stale + 1 };
+            if fresh {
+                Some(kit)
+            } else {
+                // Its teardown (the mounts' unmounting waits for the RCU) is not
+                // for this job's path: dropped after the job is handed on.
+                self.graveyard.push(kit);
+                None
+            }
         });
         if kit.is_none() {
             // Found again from what is there now, before the next kit is staged.
             slot.staged = None;
         }
+        slot.tried = slot.stale >= STALE_STREAK && slot.jobs % STALE_EVERY != 0;
         self.staged.insert(0, slot);
         self.staged.truncate(STAGED);
         kit
@@ -310,6 +343,7 @@ impl Store {
     /// Starts a maker for a kind that is wanted and not ready, unless one runs.
     /// `close` are the zygote's descriptors, which the maker closes first.
     pub fn refill(&mut self, close: &[RawFd]) {
+        self.graveyard.clear();
         if let Some(deny_read) = self.reads_wanted.take() {
             match Prepared::make(&deny_read) {
                 Ok(prepared) => self.reads = Some(prepared),

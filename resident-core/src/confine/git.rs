@@ -149,6 +149,11 @@ fn walk(root: &Path, budget: &mut usize, gits: &mut Vec<PathBuf>, looks: &mut Op
     let mut dirs = VecDeque::from([(root.to_owned(), 0usize)]);
     while let Some((dir, depth)) = dirs.pop_front() {
         if let Some(looks) = looks.as_deref_mut() {
+            if looks.len() > super::staged::MOST_LOOKS {
+                // Too many to stage: the walk stops here, and its answer is not used.
+                looks.spoil();
+                return;
+            }
             // Before it is listed: a name made, removed or renamed in it after changes
             // what was seen.
             looks.push(dir.clone(), depth == 0);
@@ -259,6 +264,24 @@ mod tests {
                 .iter()
                 .any(|p| p.starts_with(root.join("node_modules")))
         );
+    }
+
+    #[test]
+    fn a_walk_past_what_a_staging_may_look_at_spoils_the_looks() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        fs::create_dir_all(root.join("few/a/.git")).unwrap();
+        for n in 0..=super::super::staged::MOST_LOOKS {
+            fs::create_dir_all(root.join("many").join(n.to_string())).unwrap();
+        }
+        let mut looks = Looks::default();
+        let few = [root.join("few")];
+        let found = read_only_in(&few, &[], None, &mut Some(&mut looks));
+        assert_eq!(found, [root.join("few/a/.git")]);
+        assert!(!looks.spoiled(), "{looks:?}");
+        let mut looks = Looks::default();
+        read_only_in(&[root.join("many")], &[], None, &mut Some(&mut looks));
+        assert!(looks.spoiled());
     }
 
     #[test]

@@ -304,6 +304,11 @@ impl Looks {
     pub(super) fn len(&self) -> usize {
         self.seen.len()
     }
+
+    #[cfg(test)]
+    pub(super) fn spoiled(&self) -> bool {
+        self.spoiled
+    }
 }
 
 /// The kernel's coarse clock, the one it stamps a directory's times with.

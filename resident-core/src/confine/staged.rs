@@ -30,8 +30,9 @@ use super::reads::Looks;
 use super::{Failure, Spec};
 
 /// How many paths a staging may depend on: each is looked at again on the job's
-/// path (a `stat` each), so a tree with more directories than this is not staged.
-const MOST_LOOKS: usize = 2_000;
+/// path (a `stat` each), and the zygote's walk for them holds a spawn that comes
+/// meanwhile, so a tree with more directories than this is not staged.
+pub(super) const MOST_LOOKS: usize = 500;
 
 /// The mounts of a job with one spec and workdir, found ahead, with what they depend
 /// on.
