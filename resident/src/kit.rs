@@ -18,13 +18,20 @@
 //! ready for each of the last [`SESSIONS`] session networks jobs came from. The store
 //! keeps only their user namespace, never the network, so a session network it
 //! remembers still goes when its holder does.
+//!
+//! Kits are also staged (`confine::Staged`): for each of the last [`STAGED`] specs
+//! and workdirs confined jobs came with, the zygote finds what such a job mounts
+//! (after that job was handed on) and a maker makes a kit with those mounts made in
+//! its mount namespace; the next job with that spec and workdir takes it while every
+//! path the finding depends on is unchanged, and enters its file system confined.
+//! Otherwise it takes a plain kit, as before, and that spec is staged again.
 
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
 use std::path::PathBuf;
 
-use bashd_resident_core::confine::{self, Kit, Prepared, ReadRules, Unprepared};
+use bashd_resident_core::confine::{self, Kit, Prepared, ReadRules, Staged, Unprepared};
 
 /// How old a kit may be when a job takes it.
 const MAX_AGE: Duration = Duration::from_secs(10);
@@ -32,6 +39,9 @@ const MAX_AGE: Duration = Duration::from_secs(10);
 const SESSIONS: usize = 4;
 /// How long a session network no job came from is remembered.
 const SESSION_IDLE: Duration = Duration::from_secs(60);
+/// How many specs and workdirs have a kit staged for them: the profiles and network
+/// settings a session's agent switches between.
+const STAGED: usize = 4;
 
 /// A session network's user namespace, as device and inode.
 type Key = (u64, u64);
@@ -52,7 +62,52 @@ enum Kind {
     Host { network_off: bool },
     /// A session network's user namespace.
     Session(Key),
+    /// The staged slot of this number.
+    Staged(u64),
 }
+
+/// Where a staged kit's namespaces are made: as a plain kit's.
+enum Base {
+    Host {
+        network_off: bool,
+    },
+    /// A session network's user namespace (a copy of the job's descriptor).
+    Session(Key, OwnedFd),
+}
+
+impl Base {
+    fn same(&self, other: &Base) -> bool {
+        match (self, other) {
+            (Base::Host { network_off: a }, Base::Host { network_off: b }) => a == b,
+            (Base::Session(a, _), Base::Session(b, _)) => a == b,
+            _ => false,
+        }
+    }
+}
+
+/// The kit staged for one spec and workdir, or to be.
+struct StagedSlot {
+    number: u64,
+    base: Base,
+    spec: confine::Spec,
+    workdir: Vec<u8>,
+    /// What such a job mounts, found by the zygote; `None` until found.
+    staged: Option<Staged>,
+    ready: Option<(Kit, Instant)>,
+    /// Found unstageable (or its maker is out): not tried again until a job of it
+    /// comes.
+    tried: bool,
+    /// How many of its jobs in a row found its kit stale (their workspace changed in
+    /// between: a build, an edit saved by rename), and how many jobs came.
+    stale: u32,
+    jobs: u32,
+}
+
+/// After this many stale kits in a row, a slot is staged again only every
+/// [`STALE_EVERY`]th job: staging for jobs that change their workspace each time is
+/// work for nothing.
+const STALE_STREAK: u32 = 3;
+const STALE_EVERY: u32 = 8;
 
 /// The store, owned by the zygote's loop.
 #[derive(Default)]
@@ -72,6 +127,13 @@ pub struct Store {
     reads_wanted: Option<Vec<PathBuf>>,
     /// A list whose rules cannot be made ahead (a path on it resolves elsewhere).
     reads_never: Option<Vec<PathBuf>>,
+    /// The staged kits, the last used first.
+    staged: Vec<StagedSlot>,
+    /// The number of the next staged slot.
+    staged_next: u64,
+    /// Kits taken too old or stale, closed once no spawn waits (`refill`): the last
+    /// descriptor of a mount namespace unmounts its mounts, milliseconds.
+    graveyard: Vec<Kit>,
 }
 
 /// A process making a kit: it writes one byte on `ready` once its namespaces are
@@ -91,7 +153,16 @@ impl Store {
         let kind = usize::from(network_off);
         self.wanted[kind] = true;
         let (kit, made) = self.ready[kind].take()?;
-        (made.elapsed() < MAX_AGE).then_some(kit)
+        self.young(kit, made)
+    }
+
+    /// `kit` if it is not older than [`MAX_AGE`]; an older one goes to the graveyard.
+    fn young(&mut self, kit: Kit, made: Instant) -> Option<Kit> {
+        if made.elapsed() < MAX_AGE {
+            return Some(kit);
+        }
+        self.graveyard.push(kit);
+        None
     }
 
     /// The read rules for a job with `spec`, if the ones ready are its and fresh; when
@@ -142,7 +213,76 @@ impl Store {
         let slot = &mut self.sessions[at];
         slot.used = now;
         let (kit, made) = slot.ready.take()?;
-        (made.elapsed() < MAX_AGE).then_some(kit)
+        self.young(kit, made)
+    }
+
+    /// The kit staged for a confined job with `spec` in `workdir` (`terminal`: with
+    /// its own terminal), if one is ready, fresh and still what the job would mount;
+    /// either way, such kits are staged from now on. `session`: the user namespace of
+    /// the session network the job enters, else the job's network setting tells
+    /// which host kit.
+    pub fn take_staged(
+        &mut self,
+        spec: &confine::Spec,
+        workdir: &[u8],
+        terminal: bool,
+        session: Option<&impl AsFd>,
+    ) -> Option<Kit> {
+        if self.stopped || !Staged::stageable(spec, terminal) {
+            return None;
+        }
+        let base = match session {
+            Some(user) => Base::Session(key_of(user)?, user.as_fd().try_clone_to_owned().ok()?),
+            None => Base::Host {
+                network_off: spec.network_off,
+            },
+        };
+        let at = self.staged.iter().position(|slot| {
+            slot.base.same(&base) && slot.spec == *spec && slot.workdir == workdir
+        });
+        let mut slot = match at {
+            Some(at) => self.staged.remove(at),
+            None => {
+                self.staged_next += 1;
+                StagedSlot {
+                    number: self.staged_next,
+                    base,
+                    spec: spec.clone(),
+                    workdir: workdir.to_vec(),
+                    staged: None,
+                    ready: None,
+                    tried: false,
+                    stale: 0,
+                    jobs: 0,
+                }
+            }
+        };
+        slot.jobs = slot.jobs.wrapping_add(1);
+        let kit = slot.ready.take().and_then(|(mut kit, made)| {
+            let fresh = made.elapsed() < MAX_AGE
+                && slot
+                    .staged
+                    .as_ref()
+                    .is_some_and(|staged| staged.fits(spec, workdir) && staged.fresh());
+            kit.set_staged(true);
+            slot.stale = if fresh { 0 } else { slot.stale + 1 };
+            if fresh {
+                Some(kit)
+            } else {
+                // Its teardown (the mounts' unmounting waits for the RCU) is not
+                // for this job's path: dropped after the job is handed on.
+                self.graveyard.push(kit);
+                None
+            }
+        });
+        if kit.is_none() {
+            // Found again from what is there now, before the next kit is staged.
+            slot.staged = None;
+        }
+        slot.tried = slot.stale >= STALE_STREAK && slot.jobs % STALE_EVERY != 0;
+        self.staged.insert(0, slot);
+        self.staged.truncate(STAGED);
+        kit
     }
 
     /// The descriptor to poll for a maker's word, or -1.
@@ -160,12 +300,29 @@ impl Store {
         let mut byte = 0u8;
         // SAFETY: one byte into a local, from a descriptor the maker owns.
         let got = unsafe { libc::read(maker.ready.as_raw_fd(), (&raw mut byte).cast(), 1) };
-        let network_off = maker.kind == Kind::Host { network_off: true };
+        let network_off = match maker.kind {
+            Kind::Host { network_off } => network_off,
+            Kind::Staged(number) => self.staged.iter().any(|slot| {
+                slot.number == number && matches!(slot.base, Base::Host { network_off: true })
+            }),
+            Kind::Session(_) => false,
+        };
         let kit = (got == 1)
             .then(|| Kit::open(maker.pid, network_off).ok())
             .flatten();
         let made = Instant::now();
         match (kit, maker.kind) {
+            (kit, Kind::Staged(number)) => {
+                // A slot forgotten meanwhile lets its kit go. One whose maker failed
+                // (a path it mounts went away since it was found) is found again
+                // when a job of it comes.
+                if let Some(slot) = self.staged.iter_mut().find(|slot| slot.number == number) {
+                    match kit {
+                        Some(kit) => slot.ready = Some((kit, made)),
+                        None => slot.staged = None,
+                    }
+                }
+            }
             (Some(kit), Kind::Host { network_off }) => {
                 self.ready[usize::from(network_off)] = Some((kit, made))
             }
@@ -186,6 +343,7 @@ impl Store {
     /// Starts a maker for a kind that is wanted and not ready, unless one runs.
     /// `close` are the zygote's descriptors, which the maker closes first.
     pub fn refill(&mut self, close: &[RawFd]) {
+        self.graveyard.clear();
         if let Some(deny_read) = self.reads_wanted.take() {
             match Prepared::make(&deny_read) {
                 Ok(prepared) => self.reads = Some(prepared),
@@ -208,7 +366,7 @@ impl Store {
                 .find(|slot| slot.ready.is_none() && slot.used.elapsed() < SESSION_IDLE)
                 .map(|slot| Kind::Session(slot.key))
         };
-        let Some(kind) = host.or_else(session) else {
+        let Some(kind) = host.or_else(session).or_else(|| self.stage_next()) else {
             return;
         };
         let user = match kind {
@@ -218,8 +376,34 @@ impl Store {
                 .find(|slot| slot.key == key)
                 .and_then(|slot| slot.user.try_clone().ok()),
             Kind::Host { .. } => None,
+            Kind::Staged(number) => self
+                .staged
+                .iter()
+                .find(|slot| slot.number == number)
+                .and_then(|slot| match &slot.base {
+                    Base::Session(_, user) => user.try_clone().ok(),
+                    Base::Host { .. } => None,
+                }),
         };
-        if matches!(kind, Kind::Session(_)) && user.is_none() {
+        // What the maker makes: the namespaces where the kind says, then, for a
+        // staged kit, the mounts of its slot.
+        let (network_off, staged) = match kind {
+            Kind::Host { network_off } => (network_off, false),
+            Kind::Session(_) => (false, false),
+            Kind::Staged(number) => {
+                let slot = self.staged.iter().find(|slot| slot.number == number);
+                (
+                    slot.is_some_and(|slot| matches!(slot.base, Base::Host { network_off: true })),
+                    slot.is_some_and(|slot| slot.staged.is_some()),
+                )
+            }
+        };
+        let in_session = match kind {
+            Kind::Session(_) => true,
+            Kind::Staged(_) => user.is_some(),
+            Kind::Host { .. } => false,
+        };
+        if in_session && user.is_none() || matches!(kind, Kind::Staged(_)) && !staged {
             return;
         }
         let (Ok((ready_read, ready_write)), Ok((release_read, release_write))) = (
@@ -237,14 +421,29 @@ impl Store {
                     // SAFETY: the zygote's own descriptors, not the maker's to use.
                     unsafe { libc::close(fd) };
                 }
+                // The mounts of a staged kit, taken before the store is forgotten.
+                let staged = match kind {
+                    Kind::Staged(number) => self
+                        .staged
+                        .iter_mut()
+                        .find(|slot| slot.number == number)
+                        .and_then(|slot| slot.staged.take()),
+                    _ => None,
+                };
                 self.forget();
                 drop((ready_read, release_write));
                 crate::set_name(c"bashd-kit");
+                if staged.is_some() {
+                    // What it makes is a job's work moved off that job's path: it
+                    // yields to the jobs running meanwhile, rather than slow them.
+                    // SAFETY: setpriority takes integers only.
+                    unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 10) };
+                }
                 // A session's kind always has its user namespace here (checked above).
-                let network_off = kind == Kind::Host { network_off: true };
                 let made = user
                     .as_ref()
-                    .map_or_else(|| Kit::make(network_off), Kit::make_in);
+                    .map_or_else(|| Kit::make(network_off), Kit::make_in)
+                    .and_then(|()| staged.as_ref().map_or(Ok(()), Staged::mount));
                 if made.is_ok() {
                     // SAFETY: one byte from a static, on a descriptor this process owns.
                     unsafe { libc::write(ready_write.as_raw_fd(), b"k".as_ptr().cast(), 1) };
@@ -266,6 +465,21 @@ impl Store {
                 })
             }
         }
+    }
+
+    /// The staged slot whose kit is to be made next, its mounts found now (in the
+    /// zygote, off every job's path); `None` when none is wanted.
+    fn stage_next(&mut self) -> Option<Kind> {
+        let slot = self
+            .staged
+            .iter_mut()
+            .find(|slot| slot.ready.is_none() && !slot.tried)?;
+        if slot.staged.is_none() {
+            slot.staged = Staged::find(&slot.spec, &slot.workdir);
+        }
+        // Tried once until a job of it comes again, found or not.
+        slot.tried = true;
+        slot.staged.as_ref().map(|_| Kind::Staged(slot.number))
     }
 
     /// Closes every descriptor of the store in a child of the zygote (a resident, a

@@ -213,7 +213,11 @@ fn zygote() -> io::Result<Never> {
         if spare.is_none() {
             spare = Spare::fork(&own(&None), &mut kits);
         }
-        kits.refill(&own(&spare));
+        // Kits, read rules and staged mounts are made ahead only while no spawn
+        // waits: the next job is handed first.
+        if !readable(&socket) {
+            kits.refill(&own(&spare));
+        }
     }
 }
 
@@ -256,9 +260,11 @@ impl Spare {
                 let got = frame::receive(&theirs);
                 drop(theirs);
                 match got {
-                    Ok(Some((body, descriptors))) => {
+                    Ok(Some((body, descriptors))) if !body.is_empty() => {
                         set_name(c"bashd-resident");
-                        start(base, &body, descriptors, KitFrom::Frame)
+                        // The zygote's byte first: whether the kit is staged.
+                        let staged = body[0] == 1;
+                        start(base, &body[1..], descriptors, KitFrom::Frame { staged })
                     }
                     // SAFETY: _exit ends this process only.
                     _ => unsafe { libc::_exit(0) },
@@ -286,7 +292,12 @@ impl Spare {
         let mut fds: Vec<RawFd> = descriptors.iter().map(|fd| fd.as_raw_fd()).collect();
         fds.extend(reads.map(confine::ReadRules::raw_fd));
         fds.extend(kit.map(|kit| kit.raw_fds()).unwrap_or_default());
-        match frame::send(&self.socket, body, &fds) {
+        // One byte before the frame as it came: whether the kit holds the job's mounts
+        // already (`confine::Staged`), which its descriptors do not say.
+        let mut framed = Vec::with_capacity(body.len() + 1);
+        framed.push(u8::from(kit.is_some_and(confine::Kit::staged)));
+        framed.extend_from_slice(body);
+        match frame::send(&self.socket, &framed, &fds) {
             Ok(()) => true,
             Err(e) => {
                 if e.kind() == io::ErrorKind::WouldBlock {
@@ -321,12 +332,17 @@ fn inspect(
     else {
         return (counted, None, None);
     };
-    let kit = match spawn.network {
-        // A job in a session network enters its user namespace first, from where only
-        // a kit made inside it can be entered; the user namespace comes second last.
-        true if counted => kits.take_in(&descriptors[descriptors.len() - 2]),
-        true => None,
-        false => kits.take(spec.network_off),
+    // A job in a session network enters its user namespace first, from where only a
+    // kit made inside it can be entered; the user namespace comes second last.
+    let session = (spawn.network && counted).then(|| &descriptors[descriptors.len() - 2]);
+    let staged = (counted || !spawn.network)
+        .then(|| kits.take_staged(&spec, &spawn.workdir, spawn.pty, session))
+        .flatten();
+    let kit = match (staged, session) {
+        (Some(kit), _) => Some(kit),
+        (None, Some(user)) => kits.take_in(user),
+        (None, None) if spawn.network => None,
+        (None, None) => kits.take(spec.network_off),
     };
     (counted, kit, kits.take_reads(&spec))
 }
@@ -377,8 +393,9 @@ fn fork_resident(
 enum KitFrom {
     /// The zygote that forked it took them from its store.
     Zygote(Option<confine::Kit>, Option<confine::ReadRules>),
-    /// A spare: after the job's descriptors, where the zygote put them.
-    Frame,
+    /// A spare: after the job's descriptors, where the zygote put them; `staged` as
+    /// the zygote's byte before the frame said.
+    Frame { staged: bool },
 }
 
 /// Runs one spawn's job in this process, a resident just forked or a spare that was
@@ -406,7 +423,7 @@ fn start(
     let expected = spawn.descriptors();
     let (kit, reads) = match kit {
         KitFrom::Zygote(kit, reads) => (kit, reads),
-        KitFrom::Frame if descriptors.len() > expected => {
+        KitFrom::Frame { staged } if descriptors.len() > expected => {
             let mut extra = descriptors.split_off(expected);
             // The read rules first, when there are some; the kit's namespaces after.
             let reads = match confine::ReadRules::from_fd(extra.remove(0)) {
@@ -416,11 +433,14 @@ fn start(
                     None
                 }
             };
-            let kit = (!extra.is_empty())
-                .then(|| confine::Kit::from_fds(extra).unwrap_or_else(|| wrong()));
+            let kit = (!extra.is_empty()).then(|| {
+                let mut kit = confine::Kit::from_fds(extra).unwrap_or_else(|| wrong());
+                kit.set_staged(staged);
+                kit
+            });
             (kit, reads)
         }
-        KitFrom::Frame => (None, None),
+        KitFrom::Frame { .. } => (None, None),
     };
     if descriptors.len() != expected {
         wrong();
@@ -446,6 +466,18 @@ fn start(
         Ok(never) => match never {},
         Err(e) => fail(e.to_string()),
     }
+}
+
+/// Whether `fd` has something to read now.
+fn readable(fd: &OwnedFd) -> bool {
+    let mut poll = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one pollfd of this frame, no wait.
+    let ready = unsafe { libc::poll(&mut poll, 1, 0) };
+    ready > 0
 }
 
 /// Closes every descriptor from `first` on: `close_range` (Linux 5.9), else each one

@@ -343,6 +343,50 @@ pub fn make_tmpdir(tmpdir: &Path) -> io::Result<()> {
     Ok(())
 }
 
+/// The directories bashd made for confined jobs (each session's temp dirs, the tool
+/// caches), each with the device and inode it was made as: made at the first job that
+/// needs one, then only looked at (one `lstat`) before each next job, where making it
+/// again took two calls a level (a `mkdir` that fails, a `lstat`), on the job's path.
+/// A directory that is no longer the one made (removed, replaced) is made again, as
+/// at the first job.
+#[derive(Debug, Clone, Default)]
+pub struct MadeDirs(
+    std::sync::Arc<std::sync::Mutex<std::collections::HashMap<PathBuf, (u64, u64)>>>,
+);
+
+impl MadeDirs {
+    /// Makes `dir` with `make`, unless it is still the directory made before: a
+    /// directory with the same device and inode. Its last name is not followed; what
+    /// is found through a parent that was made a symlink since, with that device and
+    /// inode, is the directory bashd made, moved.
+    pub fn ensure(&self, dir: &Path, make: impl FnOnce() -> io::Result<()>) -> io::Result<()> {
+        use std::os::unix::fs::MetadataExt;
+        let made = self.lock().get(dir).copied();
+        if made.is_some_and(|id| {
+            fs::symlink_metadata(dir)
+                .is_ok_and(|meta| meta.is_dir() && (meta.dev(), meta.ino()) == id)
+        }) {
+            return Ok(());
+        }
+        make()?;
+        let meta = fs::symlink_metadata(dir)?;
+        self.lock().insert(dir.to_owned(), (meta.dev(), meta.ino()));
+        Ok(())
+    }
+
+    /// Forgets the directories beneath `dir` (a session's, removed with it).
+    pub fn forget_below(&self, dir: &Path) {
+        self.lock().retain(|made, _| !made.starts_with(dir));
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<PathBuf, (u64, u64)>> {
+        // A panic while held leaves nothing half done: each entry is inserted whole.
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
 /// Puts `TMPDIR` in a sandboxed job's environment, over the client's.
 pub fn set_tmpdir(env: &mut Vec<(Vec<u8>, Vec<u8>)>, tmpdir: &Path) {
     use std::os::unix::ffi::OsStrExt;

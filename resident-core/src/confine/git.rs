@@ -15,6 +15,8 @@ use std::collections::VecDeque;
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use super::reads::Looks;
+
 /// How many directories below a writable root the walk looks.
 pub const MAX_DEPTH: usize = 6;
 /// How many directory entries the walk reads in all, over every writable root: the
@@ -37,24 +39,51 @@ pub const SKIPPED: &[&str] = &[
 /// that exist), in an order where none is beneath one listed before it. The walk
 /// does not enter the roots in `unwalked` (bashd's tool caches).
 pub(super) fn read_only(writable: &[PathBuf], unwalked: &[PathBuf]) -> Vec<PathBuf> {
+    let workdir = std::env::current_dir().ok();
+    read_only_in(writable, unwalked, workdir.as_deref(), &mut None)
+}
+
+/// [`read_only`] for the job whose workdir, resolved, is `workdir`; with `looks`,
+/// each directory listed and each `.git` looked for is looked at first and noted
+/// there (`staged.rs`: what tells that the answer still holds).
+pub(super) fn read_only_in(
+    writable: &[PathBuf],
+    unwalked: &[PathBuf],
+    workdir: Option<&Path>,
+    looks: &mut Option<&mut Looks>,
+) -> Vec<PathBuf> {
+    // The `.git` of a directory, if it has one (a directory, or the file of a
+    // worktree or a submodule).
+    let mut git_of = |dir: &Path| {
+        let git = dir.join(".git");
+        if let Some(looks) = looks.as_deref_mut() {
+            looks.push(git.clone(), false);
+        }
+        git.symlink_metadata().is_ok().then_some(git)
+    };
     // Each root's own `.git` outright, however many entries are beside it (issue 42):
     // the walk's budget is for the repositories nested below.
     let mut gits: Vec<PathBuf> = writable.iter().filter_map(|root| git_of(root)).collect();
+    // The workdir's own repository, even where its `.git` is above the walk's reach.
+    let workdir_git = workdir.and_then(|dir| dir.ancestors().find_map(&mut git_of));
     let mut budget = MAX_ENTRIES;
     for root in writable
         .iter()
         .filter(|root| root.is_dir() && !unwalked.contains(root))
     {
-        walk(root, &mut budget, &mut gits);
+        walk(root, &mut budget, &mut gits, looks);
     }
-    // The workdir's own repository, even where its `.git` is above the walk's reach.
-    if let Some(git) = std::env::current_dir()
-        .ok()
-        .and_then(|dir| dir.ancestors().find_map(git_of))
-    {
-        gits.push(git);
-    }
+    gits.extend(workdir_git);
     let mut out: Vec<PathBuf> = Vec::new();
+    if let Some(looks) = looks.as_deref_mut()
+        && gits
+            .iter()
+            .any(|git| !git.symlink_metadata().is_ok_and(|meta| meta.is_dir()))
+    {
+        // A `.git` file names what else to bind in its contents, which no look
+        // tells about.
+        looks.spoil();
+    }
     for git in gits {
         let mut named = vec![git.clone()];
         named.extend(named_by(&git));
@@ -114,18 +143,21 @@ pub(super) fn writable_roots_git(read_only: Vec<PathBuf>, writable: &[PathBuf]) 
     out
 }
 
-/// The `.git` of `dir`, if it has one (a directory, or the file of a worktree or a
-/// submodule).
-pub(super) fn git_of(dir: &Path) -> Option<PathBuf> {
-    let git = dir.join(".git");
-    git.symlink_metadata().is_ok().then_some(git)
-}
-
 /// Breadth first, so that the shallow repositories are found before the budget runs
 /// out.
-fn walk(root: &Path, budget: &mut usize, gits: &mut Vec<PathBuf>) {
+fn walk(root: &Path, budget: &mut usize, gits: &mut Vec<PathBuf>, looks: &mut Option<&mut Looks>) {
     let mut dirs = VecDeque::from([(root.to_owned(), 0usize)]);
     while let Some((dir, depth)) = dirs.pop_front() {
+        if let Some(looks) = looks.as_deref_mut() {
+            if looks.len() > super::staged::MOST_LOOKS {
+                // Too many to stage: the walk stops here, and its answer is not used.
+                looks.spoil();
+                return;
+            }
+            // Before it is listed: a name made, removed or renamed in it after changes
+            // what was seen.
+            looks.push(dir.clone(), depth == 0);
+        }
         let Ok(entries) = fs::read_dir(&dir) else {
             continue;
         };
@@ -232,6 +264,24 @@ mod tests {
                 .iter()
                 .any(|p| p.starts_with(root.join("node_modules")))
         );
+    }
+
+    #[test]
+    fn a_walk_past_what_a_staging_may_look_at_spoils_the_looks() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        fs::create_dir_all(root.join("few/a/.git")).unwrap();
+        for n in 0..=super::super::staged::MOST_LOOKS {
+            fs::create_dir_all(root.join("many").join(n.to_string())).unwrap();
+        }
+        let mut looks = Looks::default();
+        let few = [root.join("few")];
+        let found = read_only_in(&few, &[], None, &mut Some(&mut looks));
+        assert_eq!(found, [root.join("few/a/.git")]);
+        assert!(!looks.spoiled(), "{looks:?}");
+        let mut looks = Looks::default();
+        read_only_in(&[root.join("many")], &[], None, &mut Some(&mut looks));
+        assert!(looks.spoiled());
     }
 
     #[test]

@@ -41,10 +41,12 @@ mod namespaces;
 pub mod network;
 mod reads;
 mod seccomp;
+mod staged;
 
 pub use namespaces::Kit;
 pub use network::SessionNet;
 pub use reads::{Prepared, Unprepared};
+pub use staged::Staged;
 
 use std::ffi::OsString;
 use std::fmt;
@@ -300,7 +302,10 @@ pub fn apply(
     if spec.files {
         landlock::check()?;
     }
-    let plan = spec.files.then(|| namespaces::Hidden::find(spec, terminal));
+    // A kit staged for this job (`staged.rs`) holds its mounts already: nothing to
+    // find or mount, once its namespaces are entered.
+    let staged = spec.files && kit.is_some_and(Kit::staged);
+    let mut plan = (spec.files && !staged).then(|| namespaces::Hidden::find(spec, terminal));
     // A job whose files are not confined (its network is off) still gets a mount
     // namespace: the kernel's settings read-only (a job run by root would otherwise
     // set a helper that the kernel starts outside the job's namespaces, the network's
@@ -311,12 +316,21 @@ pub fn apply(
         network.enter()?;
     }
     let own_network = spec.network_off && network.is_none();
-    match kit {
+    let entered = match kit {
         Some(kit) => kit.enter(true, own_network)?,
-        None => namespaces::enter(true, own_network)?,
+        None => {
+            namespaces::enter(true, own_network)?;
+            false
+        }
+    };
+    if staged && !entered {
+        // Namespaces made afresh: the staged mounts are not in them.
+        plan = Some(namespaces::Hidden::find(spec, terminal));
     }
     match &plan {
         Some(plan) => plan.mount()?,
+        // Staged: mounted already.
+        None if spec.files => {}
         None => namespaces::host_settings_read_only(cgroup)?,
     }
     if spec.files {

@@ -231,6 +231,86 @@ fn seen(path: &Path) -> Option<Seen> {
     })
 }
 
+/// `stat` of `path`, following a symlink at its last name, as [`seen`] keeps it.
+fn seen_through(path: &Path) -> Option<Seen> {
+    let stat = rustix::fs::stat(path).ok()?;
+    Some(Seen {
+        dev: stat.st_dev,
+        ino: stat.st_ino,
+        mtime: (stat.st_mtime, stat.st_mtime_nsec as i64),
+        ctime: (stat.st_ctime, stat.st_ctime_nsec as i64),
+    })
+}
+
+/// Paths looked at, each as it was (`None`: missing), before what depends on them was
+/// read: while each is still so, what was read from them is what reading again would
+/// give (`staged.rs`). A directory's times change with every name made, removed or
+/// renamed in it, to the kernel's clock tick; an entry replaced changes its inode.
+#[derive(Debug, Default)]
+pub(super) struct Looks {
+    /// When the first look was taken: a time stamped at or after it may hide a
+    /// later change within the same tick.
+    start: Option<(i64, i64)>,
+    seen: Vec<(PathBuf, bool, Option<Seen>)>,
+    /// What was read depends on more than the looks tell.
+    spoiled: bool,
+}
+
+impl Looks {
+    /// Looks at `path` now, following a symlink at its last name with `through`.
+    pub(super) fn push(&mut self, path: PathBuf, through: bool) {
+        self.start.get_or_insert_with(coarse_now);
+        let seen = if through {
+            seen_through(&path)
+        } else {
+            seen(&path)
+        };
+        self.seen.push((path, through, seen));
+    }
+
+    /// Says that what was read depends on more than the looks tell.
+    pub(super) fn spoil(&mut self) {
+        self.spoiled = true;
+    }
+
+    /// Whether a time seen was stamped within the clock's tick of the first look, so
+    /// that a change made right after it would not be told apart (or the looks were
+    /// spoiled).
+    pub(super) fn racy(&self) -> bool {
+        if self.spoiled {
+            return true;
+        }
+        let Some(start) = self.start else {
+            return false;
+        };
+        self.seen
+            .iter()
+            .filter_map(|(_, _, seen)| seen.as_ref())
+            .any(|seen| seen.mtime >= start || seen.ctime >= start)
+    }
+
+    /// Whether every path is as it was seen.
+    pub(super) fn unchanged(&self) -> bool {
+        self.seen.iter().all(|(path, through, then)| {
+            let now = if *through {
+                seen_through(path)
+            } else {
+                seen(path)
+            };
+            now == *then
+        })
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.seen.len()
+    }
+
+    #[cfg(test)]
+    pub(super) fn spoiled(&self) -> bool {
+        self.spoiled
+    }
+}
+
 /// The kernel's coarse clock, the one it stamps a directory's times with.
 fn coarse_now() -> (i64, i64) {
     // SAFETY: plain data, filled in by clock_gettime next.

@@ -43,6 +43,7 @@ mod sandbox;
 mod sandbox_hints;
 mod session_network;
 mod spare;
+mod staged;
 mod systemd;
 mod terminal;
 mod tool_sources;

@@ -628,12 +628,17 @@ impl JobsActor {
         // The reaper forks; its answer comes back as a report, so the actor serves
         // other requests meanwhile.
         let (containment, reports) = (self.containment.clone(), self.reports_tx.clone());
+        let made_dirs = self.made_dirs.clone();
         tokio::spawn(async move {
-            let made = match tmpdir.as_deref().map(sandbox::make_tmpdir).transpose() {
+            let tmpdir_made = tmpdir
+                .as_deref()
+                .map(|dir| made_dirs.ensure(dir, || sandbox::make_tmpdir(dir)))
+                .transpose();
+            let made = match tmpdir_made {
                 Ok(_) => caches
                     .as_ref()
                     .map(|c| {
-                        c.make().map_err(|e| {
+                        made_dirs.ensure(&c.dir, || c.make()).map_err(|e| {
                             io::Error::new(
                                 e.kind(),
                                 format!(

@@ -114,6 +114,8 @@ pub struct JobsActor {
     /// (`network/sources.rs`): shown by `status`, and a confined job's registries and
     /// caches. Empty until [`JobsActor::follow_tool_sources`] and the first reading.
     pub(in crate::jobs) tool_sources: watch::Receiver<Arc<crate::network::sources::ToolSources>>,
+    /// The temp dirs and tool caches made for confined jobs, made once.
+    pub(in crate::jobs) made_dirs: crate::sandbox::MadeDirs,
 }
 
 pub(in crate::jobs) struct Job {
@@ -254,6 +256,7 @@ impl JobsActor {
             started: Instant::now(),
             descriptors: DescriptorBudget::new(),
             spill_ledger: output::SpillLedger::default(),
+            made_dirs: crate::sandbox::MadeDirs::default(),
             arrivals,
             inboxes,
             watchers: Default::default(),

@@ -100,6 +100,7 @@ impl JobsActor {
         self.inboxes.drop_session(name);
         self.asks.session_ended(name);
         let dir = self.session_dir(name);
+        self.made_dirs.forget_below(&dir);
         match std::fs::remove_dir_all(&dir) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
