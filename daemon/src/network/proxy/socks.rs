@@ -62,7 +62,7 @@ pub(super) async fn serve(
     };
     let bound = server.local_addr()?;
     client.write_all(&reply(SUCCEEDED, bound)).await?;
-    super::pump::both_ways(client, &mut server, &admission.shared().large_buffers).await
+    super::pump::both_ways(client, &mut server, &admission.shared().bulk).await
 }
 
 /// The greeting, then the request: `Ok(Err(reply))` for what is refused before any

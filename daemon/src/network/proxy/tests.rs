@@ -586,3 +586,91 @@ async fn a_request_head_is_bounded_in_size_and_time() {
         "{answer}"
     );
 }
+
+/// Bytes that tell their place: a shifted or lost piece shows.
+fn pattern(len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i % 251) as u8).collect()
+}
+
+/// A bulk transfer through a CONNECT tunnel, both ways at once, and an HTTP answer
+/// comes through whole: moved with `splice(2)` through a pipe by default (the
+/// counts say so), and copied with it off. On main there was no pipe.
+#[tokio::test]
+async fn a_bulk_transfer_comes_through_whole_spliced_and_copied() {
+    const LEN: usize = 8 << 20;
+    let echo = TcpListener::bind("127.0.0.2:0").await.unwrap();
+    let echo_address = echo.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = echo.accept().await {
+            tokio::spawn(async move {
+                let (mut read, mut write) = stream.split();
+                let _ = tokio::io::copy(&mut read, &mut write).await;
+                let _ = write.shutdown().await;
+            });
+        }
+    });
+    let bulk = TcpListener::bind("127.0.0.2:0").await.unwrap();
+    let bulk_address = bulk.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = bulk.accept().await {
+            tokio::spawn(async move {
+                let mut head = [0u8; 1024];
+                let _ = stream.read(&mut head).await;
+                let answer = format!("HTTP/1.1 200 OK\r\nContent-Length: {LEN}\r\n\r\n");
+                let _ = stream.write_all(answer.as_bytes()).await;
+                let _ = stream.write_all(&pattern(LEN)).await;
+            });
+        }
+    });
+    for splice in [true, false] {
+        let caps = ProxyCaps {
+            splice,
+            ..ProxyCaps::default()
+        };
+        let proxy = start(&["127.0.0.2".into()], &[], caps).await;
+        let mut tunnel = TcpStream::connect(proxy.address).await.unwrap();
+        tunnel
+            .write_all(format!("CONNECT {echo_address} HTTP/1.1\r\n\r\n").as_bytes())
+            .await
+            .unwrap();
+        let mut established = [0u8; 39];
+        tunnel.read_exact(&mut established).await.unwrap();
+        assert!(established.starts_with(b"HTTP/1.1 200"));
+        let (mut read, mut write) = tunnel.into_split();
+        let sending = tokio::spawn(async move {
+            write.write_all(&pattern(LEN)).await.unwrap();
+            write.shutdown().await.unwrap();
+        });
+        let mut back = Vec::with_capacity(LEN);
+        read.read_to_end(&mut back).await.unwrap();
+        sending.await.unwrap();
+        assert!(
+            back == pattern(LEN),
+            "splice {splice}: the echo came back whole"
+        );
+
+        let mut client = TcpStream::connect(proxy.address).await.unwrap();
+        client
+            .write_all(get(&format!("http://{bulk_address}/")).as_bytes())
+            .await
+            .unwrap();
+        let mut answer = Vec::new();
+        client.read_to_end(&mut answer).await.unwrap();
+        let body = answer
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .map(|at| &answer[at + 4..])
+            .unwrap();
+        assert!(
+            body == pattern(LEN),
+            "splice {splice}: the answer came whole"
+        );
+        let spliced = proxy.proxy.counts().spliced;
+        if splice {
+            // Both ways of the tunnel, and the answer.
+            assert!(spliced >= 3, "{spliced}");
+        } else {
+            assert_eq!(spliced, 0);
+        }
+    }
+}
