@@ -106,6 +106,10 @@ struct Shared {
     /// The hosts a person allowed beyond the list (`bashc allow HOST`, issue 44),
     /// for a session or every one, each until its time is up.
     grants: watch::Sender<Arc<Vec<HostGrant>>>,
+    /// The list joined with the grants, made again when either changes or a grant's
+    /// time is up, never per connection. A std mutex: held to clone an `Arc` out, or
+    /// to make it again, never across an await.
+    joined: Mutex<Joined>,
     resolver: Arc<dyn Resolve>,
     /// Refusals for the sessions' inboxes; full, a refusal is only counted.
     refusals: mpsc::Sender<Refusal>,
@@ -120,6 +124,56 @@ struct Shared {
     busy: AtomicU64,
     /// The bulk transfers' budget and counts (`pump.rs`).
     bulk: pump::Bulk,
+}
+
+/// The lists in force: the list and the grants for every session, and for each
+/// session with grants of its own, those too.
+struct Joined {
+    everyone: Arc<AllowList>,
+    sessions: HashMap<String, Arc<AllowList>>,
+    /// When the first grant in it lapses: from then on it is made again.
+    lapses: Option<std::time::Instant>,
+}
+
+impl Joined {
+    fn new(list: &Arc<AllowList>, grants: &[HostGrant]) -> Joined {
+        let now = std::time::Instant::now();
+        let live: Vec<&HostGrant> = grants
+            .iter()
+            .filter(|g| g.until.is_none_or(|until| until > now))
+            .collect();
+        let with = |extra: Vec<AllowHost>| {
+            if extra.is_empty() {
+                return Arc::clone(list);
+            }
+            let mut entries = list.entries().to_vec();
+            entries.extend(extra);
+            Arc::new(AllowList::new(entries, list.origin().to_owned()))
+        };
+        let for_all: Vec<AllowHost> = live
+            .iter()
+            .filter(|g| g.session.is_none())
+            .map(|g| g.entry.clone())
+            .collect();
+        let mut sessions = HashMap::new();
+        for session in live.iter().filter_map(|g| g.session.as_deref()) {
+            if sessions.contains_key(session) {
+                continue;
+            }
+            let mut extra = for_all.clone();
+            extra.extend(
+                live.iter()
+                    .filter(|g| g.session.as_deref() == Some(session))
+                    .map(|g| g.entry.clone()),
+            );
+            sessions.insert(session.to_owned(), with(extra));
+        }
+        Joined {
+            everyone: with(for_all),
+            sessions,
+            lapses: live.iter().filter_map(|g| g.until).min(),
+        }
+    }
 }
 
 /// A connection's place under the caps, given back when it ends.
@@ -151,11 +205,13 @@ impl Proxy {
         resolver: Arc<dyn Resolve>,
         refusals: mpsc::Sender<Refusal>,
     ) -> Proxy {
+        let allow = Arc::new(allow);
         Proxy {
             shared: Arc::new(Shared {
                 caps,
-                allow: watch::Sender::new(Arc::new(allow)),
+                allow: watch::Sender::new(Arc::clone(&allow)),
                 grants: watch::Sender::new(Arc::default()),
+                joined: Mutex::new(Joined::new(&allow, &[])),
                 resolver,
                 refusals,
                 open: AtomicUsize::new(0),
@@ -172,12 +228,14 @@ impl Proxy {
     /// Puts `allow` in force: requests judged from now on use it (a reload).
     pub fn set_allow_list(&self, allow: AllowList) {
         self.shared.allow.send_replace(Arc::new(allow));
+        self.shared.rejoin();
     }
 
     /// Replaces the hosts a person allowed: each request from now on is judged with
     /// them (a revoked host is refused from the next connection).
     pub fn set_host_grants(&self, grants: Vec<HostGrant>) {
         self.shared.grants.send_replace(Arc::new(grants));
+        self.shared.rejoin();
     }
 
     /// The list in force.
@@ -357,21 +415,27 @@ impl Shared {
     /// The list in force for `session`: the list, and the hosts a person granted it
     /// or every session whose time is not up.
     fn list_for(&self, session: &str) -> Arc<AllowList> {
-        let list = Arc::clone(&self.allow.borrow());
-        let grants = self.grants.borrow();
-        let now = std::time::Instant::now();
-        let granted: Vec<AllowHost> = grants
-            .iter()
-            .filter(|g| g.session.as_deref().is_none_or(|s| s == session))
-            .filter(|g| g.until.is_none_or(|until| until > now))
-            .map(|g| g.entry.clone())
-            .collect();
-        if granted.is_empty() {
-            return list;
+        let mut joined = self
+            .joined
+            .lock()
+            .expect("never poisoned: no panic while held");
+        if joined
+            .lapses
+            .is_some_and(|lapses| lapses <= std::time::Instant::now())
+        {
+            *joined = Joined::new(&self.allow.borrow(), &self.grants.borrow());
         }
-        let mut entries = list.entries().to_vec();
-        entries.extend(granted);
-        Arc::new(AllowList::new(entries, list.origin().to_owned()))
+        Arc::clone(joined.sessions.get(session).unwrap_or(&joined.everyone))
+    }
+
+    /// Makes the joined lists again from the list and the grants in force. Read under
+    /// the lock, so that of two changes at once the last to take it sees both.
+    fn rejoin(&self) {
+        let mut joined = self
+            .joined
+            .lock()
+            .expect("never poisoned: no panic while held");
+        *joined = Joined::new(&self.allow.borrow(), &self.grants.borrow());
     }
 }
 

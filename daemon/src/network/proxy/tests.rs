@@ -674,3 +674,53 @@ async fn a_bulk_transfer_comes_through_whole_spliced_and_copied() {
         }
     }
 }
+
+/// A host grant is joined to the list once, when the grants change, not for each
+/// connection: two connections of the session read the same joined list. The grant
+/// holds for its session only, and no longer once its time is up. On main the list
+/// was joined afresh for every connection while a grant existed.
+#[tokio::test]
+async fn host_grants_are_joined_when_they_change_not_per_connection() {
+    let granted = server("127.0.0.3").await;
+    let port = granted.address.port();
+    let proxy = start(&["127.0.0.2".into()], &[], ProxyCaps::default()).await;
+    let shared = &proxy.proxy.shared;
+    let before = shared.list_for("s1");
+    proxy.proxy.set_host_grants(vec![
+        HostGrant {
+            session: Some("s1".into()),
+            entry: "127.0.0.3".parse().unwrap(),
+            until: None,
+        },
+        HostGrant {
+            session: None,
+            entry: "127.0.0.4".parse().unwrap(),
+            until: Some(std::time::Instant::now() + Duration::from_millis(300)),
+        },
+    ]);
+    let first = shared.list_for("s1");
+    assert!(
+        !Arc::ptr_eq(&before, &first),
+        "a change of grants joins anew"
+    );
+    assert!(
+        Arc::ptr_eq(&first, &shared.list_for("s1")),
+        "the same joined list for the session's next connection"
+    );
+    assert!(first.allows_ip("127.0.0.3".parse().unwrap(), port));
+    assert!(first.allows_ip("127.0.0.4".parse().unwrap(), 80));
+    let other = shared.list_for("s2");
+    assert!(!other.allows_ip("127.0.0.3".parse().unwrap(), port));
+    assert!(other.allows_ip("127.0.0.4".parse().unwrap(), 80));
+    let answer = raw(proxy.address, &get(&format!("http://127.0.0.3:{port}/g"))).await;
+    assert!(answer.contains("GET /g"), "{answer}");
+    let s2 = serve_session(&proxy.proxy, "s2", &proxy.shutdown).await;
+    let answer = raw(s2, &get(&format!("http://127.0.0.3:{port}/g"))).await;
+    assert!(answer.starts_with("HTTP/1.1 403 "), "{answer}");
+    // The timed grant lapses; the session's own stays.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let after = shared.list_for("s1");
+    assert!(!after.allows_ip("127.0.0.4".parse().unwrap(), 80));
+    assert!(after.allows_ip("127.0.0.3".parse().unwrap(), port));
+    assert!(Arc::ptr_eq(&after, &shared.list_for("s1")));
+}
