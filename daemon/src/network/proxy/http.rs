@@ -285,15 +285,28 @@ async fn refuse_bad_host(
 async fn deny(client: &mut TcpStream, admission: &Admission, denied: Denied) -> io::Result<()> {
     let caps = admission.shared().caps;
     match denied {
-        Denied::Refused(refusal) => {
+        Denied::Refused(refusal, ask) => {
             let list = admission.allow_list();
+            let target = format!("{}:{}", refusal.host, refusal.port);
+            let (asked, mut header) = match ask {
+                Some(ask) => (
+                    format!(
+                        "ask {ask} is open: the person allows it from a terminal with bashc allow --ask {ask} (for this session) or bashc allow {target} (every session), and it is reached from the next connection\n"
+                    ),
+                    format!("X-Bashd-Ask: {ask}\r\n"),
+                ),
+                None => (
+                    format!(
+                        "the person allows it from a terminal with bashc allow {target}, and it is reached from the next connection\n"
+                    ),
+                    String::new(),
+                ),
+            };
+            header.push_str(&format!("X-Bashd-Refused: {target}\r\n"));
             let body = format!(
-                "bashd: {refusal}\nthe allow-list: {list}\nto allow it, the person adds it to {} and reloads bashd (SIGHUP), or allows it from a terminal: bashc allow {}:{}\n",
+                "bashd: {refusal}\n{asked}the allow-list: {list}\nto allow it for good, the person adds it to {} and reloads bashd (SIGHUP)\n",
                 list.origin(),
-                refusal.host,
-                refusal.port
             );
-            let header = format!("X-Bashd-Refused: {}:{}\r\n", refusal.host, refusal.port);
             answer(client, 403, &header, body).await
         }
         Denied::Unresolved(e) => answer(client, 502, "", format!("bashd's proxy: the host is on the allow-list, and does not resolve: {e}\n")).await,

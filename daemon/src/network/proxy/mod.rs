@@ -31,8 +31,13 @@ use tokio_util::sync::CancellationToken;
 
 use super::allow_list::{AllowList, Target};
 use super::resolve::Resolve;
-use super::{HostGrant, Refusal, RefusedWhy};
+use super::{HostGrant, Refusal, Refused, RefusedWhy};
+use bashd_protocol::AskId;
 use bashd_protocol::config::AllowHost;
+
+/// How long a refusal waits to be told the ask it opened: the jobs actor answers at
+/// once unless it is swamped, and the refusal must not wait on it.
+const ASK_TOLD_WITHIN: Duration = Duration::from_secs(2);
 
 /// The proxy's own bounds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,8 +116,8 @@ struct Shared {
     /// to make it again, never across an await.
     joined: Mutex<Joined>,
     resolver: Arc<dyn Resolve>,
-    /// Refusals for the sessions' inboxes; full, a refusal is only counted.
-    refusals: mpsc::Sender<Refusal>,
+    /// Refusals for the sessions' inboxes and asks; full, a refusal is only counted.
+    refusals: mpsc::Sender<Refused>,
     open: AtomicUsize,
     busy_open: AtomicUsize,
     /// Listeners served, one per session and mode.
@@ -188,8 +193,9 @@ enum Admission {
 enum Denied {
     /// Over a cap (`Admission::Busy`).
     Busy,
-    /// The host is not one the allow-list names ([`Refusal`]).
-    Refused(Refusal),
+    /// The host is not one the allow-list names ([`Refusal`]), and the ask for a
+    /// person it opened, if one was.
+    Refused(Refusal, Option<AskId>),
     /// A listed name did not resolve.
     Unresolved(io::Error),
     /// No address of the host took the connection.
@@ -203,7 +209,7 @@ impl Proxy {
         allow: AllowList,
         caps: ProxyCaps,
         resolver: Arc<dyn Resolve>,
-        refusals: mpsc::Sender<Refusal>,
+        refusals: mpsc::Sender<Refused>,
     ) -> Proxy {
         let allow = Arc::new(allow);
         Proxy {
@@ -352,21 +358,10 @@ impl Shared {
     /// address is matched as one.
     async fn open(&self, session: &str, target: &Target, port: u16) -> Result<TcpStream, Denied> {
         let allow = self.list_for(session);
-        let refuse = |why| {
-            let refusal = Refusal {
-                session: session.to_owned(),
-                host: target.to_string(),
-                port,
-                why,
-            };
-            self.refused.fetch_add(1, Ordering::Relaxed);
-            // Never wait for the inbox: a full channel loses the report, not the answer.
-            let _ = self.refusals.try_send(refusal.clone());
-            Denied::Refused(refusal)
-        };
+        let refuse = |why| self.refuse(session, target, port, why);
         let addresses = match target {
             Target::Ip(ip) if allow.allows_ip(*ip, port) => vec![SocketAddr::new(*ip, port)],
-            Target::Ip(_) => return Err(refuse(RefusedWhy::NotListed)),
+            Target::Ip(_) => return Err(refuse(RefusedWhy::NotListed).await),
             Target::Name(name) if allow.allows_name(name, port) => {
                 let resolved = tokio::time::timeout(
                     self.caps.connect_timeout,
@@ -387,11 +382,11 @@ impl Shared {
                     .map(|a| SocketAddr::new(a.ip(), port))
                     .collect();
                 if allowed.is_empty() {
-                    return Err(refuse(RefusedWhy::Local(first.ip())));
+                    return Err(refuse(RefusedWhy::Local(first.ip())).await);
                 }
                 allowed
             }
-            Target::Name(_) => return Err(refuse(RefusedWhy::NotListed)),
+            Target::Name(_) => return Err(refuse(RefusedWhy::NotListed).await),
         };
         let mut last = io::Error::new(io::ErrorKind::NotFound, "no address");
         for address in addresses {
@@ -426,6 +421,33 @@ impl Shared {
             *joined = Joined::new(&self.allow.borrow(), &self.grants.borrow());
         }
         Arc::clone(joined.sessions.get(session).unwrap_or(&joined.everyone))
+    }
+
+    /// Refuses `target:port` to `session`: counted, reported for its inbox, and named
+    /// with the ask the report opened, if the jobs actor says so soon. A full channel
+    /// loses the report, never the answer; a late actor only leaves the ask unnamed
+    /// here (the inbox still names it).
+    async fn refuse(&self, session: &str, target: &Target, port: u16, why: RefusedWhy) -> Denied {
+        let refusal = Refusal {
+            session: session.to_owned(),
+            host: target.to_string(),
+            port,
+            why,
+        };
+        self.refused.fetch_add(1, Ordering::Relaxed);
+        let (ask, asked) = tokio::sync::oneshot::channel();
+        let sent = self.refusals.try_send(Refused {
+            refusal: refusal.clone(),
+            ask,
+        });
+        let ask = match sent {
+            Ok(()) => tokio::time::timeout(ASK_TOLD_WITHIN, asked)
+                .await
+                .ok()
+                .and_then(Result::ok),
+            Err(_) => None,
+        };
+        Denied::Refused(refusal, ask)
     }
 
     /// Makes the joined lists again from the list and the grants in force. Read under

@@ -106,7 +106,17 @@ async fn start(entries: &[String], names: &[(&str, &str)], caps: ProxyCaps) -> R
             .collect(),
         asked: Mutex::default(),
     });
-    let (tell, refusals) = mpsc::channel(64);
+    let (tell, mut reported) = mpsc::channel::<Refused>(64);
+    let (forward, refusals) = mpsc::channel(64);
+    // The jobs actor's part: each refusal opens an ask, a1, a2, ...
+    tokio::spawn(async move {
+        let mut asks = 0;
+        while let Some(Refused { refusal, ask }) = reported.recv().await {
+            asks += 1;
+            let _ = ask.send(AskId(asks));
+            let _ = forward.send(refusal).await;
+        }
+    });
     let proxy = Proxy::new(list(entries), caps, resolver.clone(), tell);
     let shutdown = CancellationToken::new();
     let address = serve_session(&proxy, "s1", &shutdown).await;
@@ -263,6 +273,14 @@ async fn an_unlisted_host_is_refused_and_named_over_each_protocol() {
     refused(&answer, &format!("127.0.0.3:{other}"));
     assert!(
         answer.contains(&format!("the allow-list: 127.0.0.2:{port}")),
+        "{answer}"
+    );
+    // The refusal names the ask it opened, and how the person answers it (issue 44).
+    assert!(
+        answer.contains("X-Bashd-Ask: a1\r\n")
+            && answer.contains(
+                "ask a1 is open: the person allows it from a terminal with bashc allow --ask a1"
+            ),
         "{answer}"
     );
     let answer = connect(proxy.address, &format!("127.0.0.3:{other}")).await;
