@@ -23,7 +23,6 @@ use std::io;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
-use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -272,23 +271,11 @@ async fn start(
     binary: &std::path::Path,
     reaper: &ReaperHandle,
 ) -> io::Result<Arc<Holder>> {
-    let (ours, theirs) = UnixStream::pair()?;
-    let mut command = Command::new(binary);
-    command.arg("--network-holder");
-    if mode == Network::AllowList {
-        command.arg("allow-list");
-    }
-    command
-        .env_clear()
-        .current_dir("/")
-        .stdin(Stdio::from(OwnedFd::from(theirs)))
-        .stdout(Stdio::null());
-    let child = reaper.spawn(command).await.map_err(|e| {
-        io::Error::new(
-            e.kind(),
-            format!("cannot start {} --network-holder: {e}", binary.display()),
-        )
-    })?;
+    let args: &[&str] = match mode {
+        Network::AllowList => &["--network-holder", "allow-list"],
+        _ => &["--network-holder"],
+    };
+    let (ours, child) = crate::jobs::contain::zygote::start_resident(binary, reaper, args).await?;
     let pid = child.pid.as_raw_nonzero().get() as u32;
     ours.set_read_timeout(Some(HELLO_TIMEOUT))?;
     let (ours, hello) = tokio::task::spawn_blocking(move || {
