@@ -271,3 +271,53 @@ fn a_refused_host_opens_an_ask_and_its_grant_holds_from_the_next_connection() {
         show(&out)
     );
 }
+
+/// The allow-list from an MCP agent (`bashc mcp`, `net: "allow-list"`): the listed host
+/// is reached through the proxy, and an unlisted one is refused by it, the refusal
+/// naming the ask it opened in the tool result the model reads. On main the refusal
+/// named no ask.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn through_bashc_mcp_the_allow_list_reaches_a_listed_host_and_names_the_ask_of_another() {
+    use crate::mcp::{call, connect, is_error, text};
+    let (listed, _) = server("127.0.0.2");
+    let (unlisted, reached) = server("127.0.0.3");
+    let daemon = Daemon::start_with_config("[sandbox]\nallow_hosts = [\"127.0.0.2\"]\n");
+    let client = connect(&daemon).await;
+    let bash = |command: String| {
+        serde_json::json!({
+            "command": command,
+            "sandbox": "workspace-write",
+            "net": "allow-list",
+        })
+    };
+    let result = call(
+        &client,
+        "bash",
+        bash(format!("curl -m 20 -sS http://127.0.0.2:{listed}/")),
+    )
+    .await;
+    let said = text(&result);
+    assert!(!is_error(&result), "{said}");
+    assert!(
+        said.contains("hello from 127.0.0.2") && said.contains("network allow-list"),
+        "{said}"
+    );
+    let result = call(
+        &client,
+        "bash",
+        bash(format!("curl -m 20 -s -D - http://127.0.0.3:{unlisted}/")),
+    )
+    .await;
+    let said = text(&result);
+    assert!(said.contains("HTTP/1.1 403 "), "{said}");
+    assert!(
+        said.contains("X-Bashd-Ask: a") && said.contains("bashc allow --ask a"),
+        "{said}"
+    );
+    assert_eq!(
+        reached.load(Ordering::SeqCst),
+        0,
+        "nothing reached the host"
+    );
+    client.cancel().await.unwrap();
+}
