@@ -35,6 +35,14 @@ const MEANT: &[(&str, &str)] = &[
         "bashd-resident's private argument, given by bashd",
     ),
     (
+        "bashc allow --ask",
+        "the person's own answer to a host ask the proxy opened (issue 44), the same whatever the agent's front end",
+    ),
+    (
+        "bashc allow --revoke",
+        "the person's own command that takes a grant back (issue 44), the same whatever the agent's front end",
+    ),
+    (
         "bashc allow",
         "the person's own command that answers asks (issue 44), the same whatever the agent's front end: the agent passes it on, and no tool answers",
     ),

@@ -203,7 +203,8 @@ async fn reload_on_sighup(
 
 /// The proxy of `allow-list` jobs (issue 43), made once; each session's port is
 /// handed to it with `Proxy::serve` when the session's network is made. What it
-/// refuses is logged, and told to the refused session (`JobsHandle::network_refused`).
+/// refuses is logged, and told to the refused session (`JobsHandle::network_refused`),
+/// which opens an ask for a person and gives its id back for the refusal to name.
 fn start_proxy(config: &Config, jobs: jobs::JobsHandle) -> Proxy {
     let (refusals_tx, mut refusals) = tokio::sync::mpsc::channel(REFUSALS_QUEUED);
     let proxy = Proxy::new(
@@ -213,9 +214,11 @@ fn start_proxy(config: &Config, jobs: jobs::JobsHandle) -> Proxy {
         refusals_tx,
     );
     tokio::spawn(async move {
-        while let Some(refusal) = refusals.recv().await {
+        while let Some(network::Refused { refusal, ask }) = refusals.recv().await {
             tracing::info!("session {}: {refusal}", refusal.session);
-            jobs.network_refused(refusal).await;
+            if let Some(id) = jobs.network_refused(refusal).await {
+                let _ = ask.send(id);
+            }
         }
     });
     proxy

@@ -82,10 +82,7 @@ fn main() {
         proxy::child();
         return;
     }
-    // The proxy part runs no bashd yet (parts/proxy.rs): it needs no release binaries.
-    if std::env::var("BASHD_BENCH").ok().as_deref() != Some("proxy") {
-        build_release_binaries();
-    }
+    build_release_binaries();
     let tokio = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -6,8 +6,9 @@
 //! The daemon makes one [`Proxy`] and hands it each session's listening socket
 //! (`Proxy::serve`); the socket is made inside the session's network namespace by
 //! its resident and passed to bashd, so every connection on it is that session's.
-//! What the proxy refuses comes back as [`Refusal`] values on a channel, for the
-//! session's inbox and the job's result.
+//! What the proxy refuses comes back as [`Refused`] values on a channel, for the
+//! session's inbox and the job's result; the jobs actor opens an ask for a person
+//! (issue 44) and tells the proxy its id, which the refusal names.
 
 pub mod allow_list;
 pub mod proxy;
@@ -41,6 +42,15 @@ pub struct Refusal {
     pub host: String,
     pub port: u16,
     pub why: RefusedWhy,
+}
+
+/// A refusal as the proxy reports it, with where it hears of the ask the refusal
+/// opened: dropped unanswered when none was (the session has no `allow-list` job, too
+/// many asks are pending, or the refusal is one no grant of the host would lift).
+#[derive(Debug)]
+pub struct Refused {
+    pub refusal: Refusal,
+    pub ask: tokio::sync::oneshot::Sender<bashd_protocol::AskId>,
 }
 
 /// Why a request was refused.

@@ -23,21 +23,21 @@ use std::io;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
-use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use bashd_protocol::Network;
 use bashd_resident_core::confine::network::{HELLO_FDS, PROXY_HTTP_PORT, PROXY_SOCKS_PORT};
 use bashd_resident_core::frame;
-use tokio::sync::OnceCell;
+use tokio::sync::{OnceCell, watch};
 use tokio::task::AbortHandle;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::jobs::os::reaper::ReaperHandle;
 use crate::network::Proxy;
 
-/// How often bashd looks for new listeners in a session network, to publish them.
+/// How often bashd looks for new listeners in a session network, to publish them,
+/// while a job runs in it.
 const PUBLISH_EVERY: Duration = Duration::from_millis(250);
 /// The most ports of one session network published on the host: each costs bashd a
 /// listening socket, and a job may listen on thousands.
@@ -107,9 +107,25 @@ pub struct Holder {
     published: Mutex<BTreeMap<u16, Published>>,
     /// The task that publishes, and the proxy's, ended with the holder's record.
     tasks: Mutex<Vec<AbortHandle>>,
+    /// The jobs running in the network ([`InNetwork`]): with none, nothing listens in
+    /// it, and the publisher sleeps.
+    running: watch::Sender<usize>,
     /// Ends the proxy's serving of this network, its open connections included,
     /// when the holder's record drops.
     _proxy_shutdown: Option<DropGuard>,
+}
+
+/// A job running in a session network, counted while held: the job's record holds it
+/// until the job ends.
+#[derive(Debug)]
+pub struct InNetwork {
+    running: watch::Sender<usize>,
+}
+
+impl Drop for InNetwork {
+    fn drop(&mut self) {
+        self.running.send_modify(|n| *n -= 1);
+    }
 }
 
 #[derive(Debug)]
@@ -248,6 +264,14 @@ impl Holder {
         Ok((self.user.try_clone()?, self.net.try_clone()?))
     }
 
+    /// Counts a job as running in the network until the returned value drops.
+    pub fn job_runs(&self) -> InNetwork {
+        self.running.send_modify(|n| *n += 1);
+        InNetwork {
+            running: self.running.clone(),
+        }
+    }
+
     /// A TCP connection made from inside the namespace to its `127.0.0.1:port`.
     fn connect(&self, port: u16) -> io::Result<std::net::TcpStream> {
         let socket = self.socket.lock().unwrap();
@@ -272,23 +296,11 @@ async fn start(
     binary: &std::path::Path,
     reaper: &ReaperHandle,
 ) -> io::Result<Arc<Holder>> {
-    let (ours, theirs) = UnixStream::pair()?;
-    let mut command = Command::new(binary);
-    command.arg("--network-holder");
-    if mode == Network::AllowList {
-        command.arg("allow-list");
-    }
-    command
-        .env_clear()
-        .current_dir("/")
-        .stdin(Stdio::from(OwnedFd::from(theirs)))
-        .stdout(Stdio::null());
-    let child = reaper.spawn(command).await.map_err(|e| {
-        io::Error::new(
-            e.kind(),
-            format!("cannot start {} --network-holder: {e}", binary.display()),
-        )
-    })?;
+    let args: &[&str] = match mode {
+        Network::AllowList => &["--network-holder", "allow-list"],
+        _ => &["--network-holder"],
+    };
+    let (ours, child) = crate::jobs::contain::zygote::start_resident(binary, reaper, args).await?;
     let pid = child.pid.as_raw_nonzero().get() as u32;
     ours.set_read_timeout(Some(HELLO_TIMEOUT))?;
     let (ours, hello) = tokio::task::spawn_blocking(move || {
@@ -341,85 +353,104 @@ async fn start(
         proxy: proxy_listeners,
         published: Mutex::new(BTreeMap::new()),
         tasks: Mutex::new(Vec::new()),
+        running: watch::Sender::new(0),
         _proxy_shutdown: Some(shutdown.drop_guard()),
     });
     let mut tasks = serving;
-    tasks.push(tokio::spawn(publish(Arc::downgrade(&holder))).abort_handle());
+    let running = holder.running.subscribe();
+    let weak = Arc::downgrade(&holder);
+    tasks.push(tokio::spawn(at_work(running, move || look(weak.clone()))).abort_handle());
     *holder.tasks.lock().unwrap() = tasks;
     tracing::info!(session = %session, network = %mode, pid, "session network made");
     Ok(holder)
 }
 
-/// Publishes the namespace's TCP listeners on the host's loopback, every
-/// [`PUBLISH_EVERY`], until the holder's record is dropped: the same port when it is
-/// free on the host, else one the kernel picks; at most [`MOST_PUBLISHED`], the
-/// lowest first. A port whose listener is gone is closed on the host.
-async fn publish(holder: Weak<Holder>) {
+/// Runs `look` every [`PUBLISH_EVERY`] while a job runs in the network (`running`
+/// above 0), until it says the holder is gone (`None`). With no job running, nothing
+/// listens in the namespace: looks go on only until one finds nothing published (the
+/// last job's ports are closed on the host), then none until a job starts.
+async fn at_work<F, Fut>(mut running: watch::Receiver<usize>, mut look: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<bool>>,
+{
     let mut tick = tokio::time::interval(PUBLISH_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        let Some(strong) = holder.upgrade() else {
+        let idle = *running.borrow_and_update() == 0;
+        let Some(published) = look().await else {
             return;
         };
-        let Ok(diag) = strong.diag.try_clone() else {
-            return;
-        };
-        let proxy_ports = strong
-            .proxy
-            .as_ref()
-            .map(|_| [PROXY_HTTP_PORT, PROXY_SOCKS_PORT]);
-        drop(strong);
-        let Ok(Ok(ports)) =
-            tokio::task::spawn_blocking(move || crate::jobs::os::probe::tcp_listening_in(&diag))
-                .await
-        else {
-            continue;
-        };
-        let Some(strong) = holder.upgrade() else {
-            return;
-        };
-        let ports: Vec<u16> = ports
-            .into_iter()
-            .filter(|port| !proxy_ports.is_some_and(|proxy| proxy.contains(port)))
-            .collect();
-        let mut published = strong.published.lock().unwrap();
-        published.retain(|port, entry| {
-            let keep = ports.contains(port);
-            if !keep {
-                entry.task.abort();
+        if idle && !published {
+            if running.wait_for(|n| *n > 0).await.is_err() {
+                return;
             }
-            keep
-        });
-        for port in ports {
-            if published.contains_key(&port) {
-                continue;
-            }
-            if published.len() >= MOST_PUBLISHED {
-                break;
-            }
-            let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, port))
-                .or_else(|_| TcpListener::bind((Ipv4Addr::LOCALHOST, 0)));
-            let Ok(listener) = listener else { continue };
-            let Ok(SocketAddr::V4(address)) = listener.local_addr() else {
-                continue;
-            };
-            if listener.set_nonblocking(true).is_err() {
-                continue;
-            }
-            let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
-                continue;
-            };
-            let task = tokio::spawn(forward(listener, port, Arc::downgrade(&strong)));
-            published.insert(
-                port,
-                Published {
-                    host_port: address.port(),
-                    task: task.abort_handle(),
-                },
-            );
+            tick.reset_immediately();
         }
     }
+}
+
+/// One look at the namespace's TCP listeners, publishing them on the host's loopback:
+/// the same port when it is free on the host, else one the kernel picks; at most
+/// [`MOST_PUBLISHED`], the lowest first. A port whose listener is gone is closed on
+/// the host. `None` once the holder's record is dropped, else whether any port is
+/// published (true too when the look failed: it is tried again).
+async fn look(holder: Weak<Holder>) -> Option<bool> {
+    let strong = holder.upgrade()?;
+    let diag = strong.diag.try_clone().ok()?;
+    let proxy_ports = strong
+        .proxy
+        .as_ref()
+        .map(|_| [PROXY_HTTP_PORT, PROXY_SOCKS_PORT]);
+    drop(strong);
+    let Ok(Ok(ports)) =
+        tokio::task::spawn_blocking(move || crate::jobs::os::probe::tcp_listening_in(&diag)).await
+    else {
+        return Some(true);
+    };
+    let strong = holder.upgrade()?;
+    let ports: Vec<u16> = ports
+        .into_iter()
+        .filter(|port| !proxy_ports.is_some_and(|proxy| proxy.contains(port)))
+        .collect();
+    let mut published = strong.published.lock().unwrap();
+    published.retain(|port, entry| {
+        let keep = ports.contains(port);
+        if !keep {
+            entry.task.abort();
+        }
+        keep
+    });
+    for port in ports {
+        if published.contains_key(&port) {
+            continue;
+        }
+        if published.len() >= MOST_PUBLISHED {
+            break;
+        }
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, port))
+            .or_else(|_| TcpListener::bind((Ipv4Addr::LOCALHOST, 0)));
+        let Ok(listener) = listener else { continue };
+        let Ok(SocketAddr::V4(address)) = listener.local_addr() else {
+            continue;
+        };
+        if listener.set_nonblocking(true).is_err() {
+            continue;
+        }
+        let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
+            continue;
+        };
+        let task = tokio::spawn(forward(listener, port, Arc::downgrade(&strong)));
+        published.insert(
+            port,
+            Published {
+                host_port: address.port(),
+                task: task.abort_handle(),
+            },
+        );
+    }
+    Some(!published.is_empty())
 }
 
 /// Serves one published port: each connection on the host's side is joined to one
@@ -447,5 +478,54 @@ async fn forward(listener: tokio::net::TcpListener, port: u16, holder: Weak<Hold
             };
             let _ = tokio::io::copy_bidirectional(&mut outside, &mut inside).await;
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    /// The publisher looks while a job runs, and not at all while none does once its
+    /// last look found nothing published; a job's start wakes it at once.
+    #[tokio::test(start_paused = true)]
+    async fn the_publisher_sleeps_while_no_job_runs() {
+        let running = watch::Sender::new(0usize);
+        let looks = Arc::new(AtomicUsize::new(0));
+        // A port stays published for the first two looks after the job ends.
+        let lingering = Arc::new(AtomicUsize::new(0));
+        let task = tokio::spawn(at_work(running.subscribe(), {
+            let (looks, lingering) = (Arc::clone(&looks), Arc::clone(&lingering));
+            move || {
+                looks.fetch_add(1, Ordering::SeqCst);
+                let published = lingering
+                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                    .is_ok();
+                async move { Some(published) }
+            }
+        }));
+        let settle = || tokio::time::sleep(Duration::from_millis(1));
+        settle().await;
+        assert_eq!(looks.load(Ordering::SeqCst), 1, "one look at the start");
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert_eq!(looks.load(Ordering::SeqCst), 1, "no look with no job");
+
+        running.send_modify(|n| *n += 1);
+        settle().await;
+        assert_eq!(looks.load(Ordering::SeqCst), 2, "a job's start wakes it");
+        tokio::time::sleep(PUBLISH_EVERY * 4).await;
+        assert_eq!(
+            looks.load(Ordering::SeqCst),
+            6,
+            "a look a period while it runs"
+        );
+
+        lingering.store(2, Ordering::SeqCst);
+        running.send_modify(|n| *n -= 1);
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        // Two looks still finding a port, the third finding none, then sleep.
+        assert_eq!(looks.load(Ordering::SeqCst), 9);
+        task.abort();
     }
 }

@@ -1,13 +1,16 @@
-//! `BASHD_BENCH=proxy` (issue 43): bashd's proxy for `allow-list` jobs. 200 MiB through
-//! it (HTTP forwarding and a CONNECT tunnel) against the same transfer made directly
-//! (goal: at least 0.8x of direct's throughput), and 1,000 connections held through it
-//! at once, in four sessions of 250 (the default cap is 256 a session), with the RSS
-//! of the process that runs it (goal: under 64 MiB).
+//! `BASHD_BENCH=proxy` (issue 43): bashd's proxy for `allow-list` jobs.
 //!
-//! Until the proxy is wired to the sessions' listeners, it runs in a process of its
-//! own: this bench binary again, with `BASHD_BENCH_PROXY_CHILD` set
-//! ([`child`]), serving the daemon's `Proxy` with its default caps on four
-//! loopback listeners. Once wired, this part moves onto a running bashd.
+//! Throughput: 200 MiB through it (HTTP forwarding and a CONNECT tunnel) against the
+//! same transfer made directly (goal: at least 0.8x of direct's throughput), with bulk
+//! bytes moved by `splice(2)` (the default) and copied through the proxy's memory
+//! (`ProxyCaps::splice` off), the three taken in turns. The proxy runs in a process
+//! of its own for this: this bench binary again, with `BASHD_BENCH_PROXY_CHILD` set
+//! ([`child`]), serving the daemon's `Proxy` on loopback listeners.
+//!
+//! Memory: 1,000 connections held through it at once, in four sessions of 250 (the
+//! default cap is 256 a session), with the RSS of the process that holds them (goal:
+//! under 64 MiB): that child, and bashd itself, whose confined `allow-list` jobs open
+//! them from inside their session networks (`held_in_bashd`).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -15,9 +18,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bashd_tests::Daemon;
 use bashd_tests::procs::memory_kib;
 
-use super::{ms, paired_medians};
+use super::{median_of, ms};
 
 /// The environment variable that makes the bench binary a proxy.
 pub const CHILD: &str = "BASHD_BENCH_PROXY_CHILD";
@@ -29,46 +33,65 @@ const SESSIONS: usize = 4;
 pub fn proxy(tokio: &tokio::runtime::Runtime) {
     let proxy = ProxyProcess::start();
     let server = bulk_server();
-    let (direct, via_http) = paired_medians(
-        RUNS,
-        || fetch(server, None),
-        || fetch(server, Some((proxy.ports[0], Via::Http))),
-    );
-    report_throughput("HTTP forwarding", direct, via_http);
-    let (direct, via_connect) = paired_medians(
-        RUNS,
-        || fetch(server, None),
-        || fetch(server, Some((proxy.ports[0], Via::Connect))),
-    );
-    report_throughput("a CONNECT tunnel", direct, via_connect);
+    for (what, via) in [
+        ("HTTP forwarding", Via::Http),
+        ("a CONNECT tunnel", Via::Connect),
+    ] {
+        let [direct, spliced, copied] = in_turns([
+            &mut || fetch(server, None),
+            &mut || fetch(server, Some((proxy.ports[0], via))),
+            &mut || fetch(server, Some((proxy.copy_port, via))),
+        ]);
+        report_throughput(what, direct, spliced, copied);
+    }
     let idle = memory_kib(proxy.pid(), "VmRSS").unwrap_or(0);
     let (held, took) = tokio.block_on(hold(&proxy.ports));
     let rss = memory_kib(proxy.pid(), "VmRSS").unwrap_or(0);
     println!(
-        "proxy: {} connections held through it in {SESSIONS} sessions (opened in {:.0} ms): RSS {:.1} MiB (idle {:.1} MiB; goal: under 64 MiB)",
+        "proxy: {} connections held through it in {SESSIONS} sessions, in a process of its own (opened in {:.0} ms): RSS {:.1} MiB (idle {:.1} MiB; goal: under 64 MiB)",
         held.len(),
         ms(took),
         rss as f64 / 1024.0,
         idle as f64 / 1024.0,
     );
     drop(held);
+    drop(proxy);
+    held_in_bashd();
 }
 
-fn report_throughput(what: &str, direct: Duration, proxied: Duration) {
+/// The medians of three transfers, run in turns.
+fn in_turns(mut runs: [&mut dyn FnMut(); 3]) -> [Duration; 3] {
+    let mut times: [Vec<Duration>; 3] = Default::default();
+    for _ in 0..RUNS {
+        for (run, times) in runs.iter_mut().zip(&mut times) {
+            let start = Instant::now();
+            run();
+            times.push(start.elapsed());
+        }
+    }
+    times.map(median_of)
+}
+
+fn report_throughput(what: &str, direct: Duration, spliced: Duration, copied: Duration) {
     let mib = (BYTES >> 20) as f64;
+    let rate = |d: Duration| mib / d.as_secs_f64();
     println!(
-        "proxy: {} MiB through {what}: {:.2}x of direct ({:.0} MiB/s vs {:.0} MiB/s; goal >= 0.8x)",
+        "proxy: {} MiB through {what}: {:.2}x of direct spliced, {:.2}x copied ({:.0} / {:.0} vs {:.0} MiB/s; goal >= 0.8x)",
         BYTES >> 20,
-        direct.as_secs_f64() / proxied.as_secs_f64(),
-        mib / proxied.as_secs_f64(),
-        mib / direct.as_secs_f64(),
+        direct.as_secs_f64() / spliced.as_secs_f64(),
+        direct.as_secs_f64() / copied.as_secs_f64(),
+        rate(spliced),
+        rate(copied),
+        rate(direct),
     );
 }
 
-/// The proxy in a process of its own, ended on drop.
+/// The proxy in a process of its own, ended on drop: `ports` served with splice, one
+/// a session, and `copy_port` by a proxy with splice off.
 struct ProxyProcess {
     child: Child,
     ports: Vec<u16>,
+    copy_port: u16,
 }
 
 impl ProxyProcess {
@@ -83,11 +106,16 @@ impl ProxyProcess {
         BufReader::new(child.stdout.take().unwrap())
             .read_line(&mut line)
             .unwrap();
-        let ports = line
+        let mut ports: Vec<u16> = line
             .split_whitespace()
             .map(|p| p.parse().unwrap())
             .collect();
-        ProxyProcess { child, ports }
+        let copy_port = ports.pop().unwrap();
+        ProxyProcess {
+            child,
+            ports,
+            copy_port,
+        }
     }
 
     fn pid(&self) -> u32 {
@@ -104,7 +132,8 @@ impl Drop for ProxyProcess {
 }
 
 /// The child's side: the daemon's proxy, default caps, allowing 127.0.0.2, on
-/// `SESSIONS` listeners whose ports it prints on one line; it ends when its stdin does.
+/// `SESSIONS` listeners, and one with splice off on another, whose ports it prints on
+/// one line (that one last); it ends when its stdin does.
 pub fn child() {
     let _ = bashd::jobs::raise_open_files_limit();
     let workers =
@@ -118,18 +147,26 @@ pub fn child() {
         use bashd::network::{AllowList, Proxy, ProxyCaps, SystemResolver};
         let (refusals, _unread) = tokio::sync::mpsc::channel(16);
         let allow = AllowList::new(vec!["127.0.0.2".parse().unwrap()], "bench".into());
-        let proxy = Proxy::new(
-            allow,
-            ProxyCaps::default(),
-            Arc::new(SystemResolver),
-            refusals,
-        );
+        let made = |caps| {
+            Proxy::new(
+                allow.clone(),
+                caps,
+                Arc::new(SystemResolver),
+                refusals.clone(),
+            )
+        };
+        let spliced = made(ProxyCaps::default());
+        let copied = made(ProxyCaps {
+            splice: false,
+            ..ProxyCaps::default()
+        });
         let shutdown = tokio_util::sync::CancellationToken::new();
         let mut ports = Vec::new();
-        for n in 0..SESSIONS {
+        for n in 0..=SESSIONS {
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             ports.push(listener.local_addr().unwrap().port().to_string());
-            let (proxy, shutdown) = (proxy.clone(), shutdown.clone());
+            let proxy = if n < SESSIONS { &spliced } else { &copied }.clone();
+            let shutdown = shutdown.clone();
             tokio::spawn(async move { proxy.serve(listener, format!("s{n}"), shutdown).await });
         }
         println!("{}", ports.join(" "));
@@ -271,4 +308,92 @@ async fn hold(ports: &[u16]) -> (Vec<tokio::net::TcpStream>, Duration) {
     // Let the proxy settle before its memory is read.
     tokio::time::sleep(Duration::from_millis(200)).await;
     (held, took)
+}
+
+/// The same 1,000 connections held through bashd's own proxy: four sessions, each
+/// with a confined `allow-list` job whose bash opens 250 CONNECT tunnels to an echo
+/// server on 127.0.0.2 through its session network's proxy port and holds them; the
+/// RSS of bashd once `bashc status` counts them all open (and before, with the four
+/// session networks made and idle).
+fn held_in_bashd() {
+    let echo = TcpListener::bind("127.0.0.2:0").unwrap();
+    let echo_port = echo.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in echo.incoming() {
+            let Ok(stream) = stream else { continue };
+            std::thread::spawn(move || {
+                let mut read = stream.try_clone().unwrap();
+                let mut write = stream;
+                let _ = std::io::copy(&mut read, &mut write);
+            });
+        }
+    });
+    let daemon = Daemon::start_with_config("[sandbox]\nallow_hosts = [\"127.0.0.2\"]\n");
+    let per_session = HELD / SESSIONS;
+    let exec = |session: &str, command: &str| {
+        let out = daemon.run_bashc_in(
+            session,
+            &[
+                "exec",
+                "--sandbox",
+                "workspace-write",
+                "--net",
+                "allow-list",
+                "--mode",
+                "background",
+                "--",
+                command,
+            ],
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    // The sessions' networks made, with a job each that holds nothing yet.
+    for n in 0..SESSIONS {
+        exec(&format!("held{n}"), "sleep 600");
+    }
+    let connections = || -> u64 {
+        let out = daemon.run_bashc(&["status", "--json"]);
+        let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        status["network"]["proxy"]["connections"]
+            .as_u64()
+            .unwrap_or(0)
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    let idle = memory_kib(daemon.pid(), "VmRSS").unwrap_or(0);
+    let hold = format!(
+        "port=${{http_proxy##*:}}; fds=(); \
+         for i in $(seq {per_session}); do exec {{fd}}<>/dev/tcp/127.0.0.1/$port || exit 1; \
+         printf 'CONNECT 127.0.0.2:{echo_port} HTTP/1.1\\r\\n\\r\\n' >&$fd; fds+=($fd); done; \
+         for fd in \"${{fds[@]}}\"; do read -r line <&$fd; read -r blank <&$fd; done; sleep 600"
+    );
+    let start = Instant::now();
+    for n in 0..SESSIONS {
+        exec(&format!("held{n}"), &hold);
+    }
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut open = 0;
+    while Instant::now() < deadline {
+        open = connections();
+        if open >= HELD as u64 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let took = start.elapsed();
+    // Let bashd settle before its memory is read.
+    std::thread::sleep(Duration::from_millis(500));
+    let rss = memory_kib(daemon.pid(), "VmRSS").unwrap_or(0);
+    println!(
+        "proxy: {open} connections held through bashd's own proxy by confined jobs in {SESSIONS} sessions (open in {:.0} ms): bashd's RSS {:.1} MiB (with the 4 session networks idle {:.1} MiB; goal: under 64 MiB)",
+        ms(took),
+        rss as f64 / 1024.0,
+        idle as f64 / 1024.0,
+    );
+    // The daemon's drop ends it and every job's process.
+    drop(daemon);
 }

@@ -154,3 +154,170 @@ fn a_host_the_person_allows_is_reached_by_that_session_until_revoked() {
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     assert_eq!(code("granted"), "403");
 }
+
+/// A host off the list is refused at once, and the refusal opens an ask for the person
+/// (issue 44): the proxy's 403 and the session's inbox name it (`ask aN`), a second
+/// refusal of the same host names the same ask, and `bashc allow --ask aN` lets the
+/// session reach the host from its next connection; another session stays refused.
+/// Positive control: the listed host is reached all along. On main the refusal
+/// opened no ask and named none.
+#[test]
+fn a_refused_host_opens_an_ask_and_its_grant_holds_from_the_next_connection() {
+    let (listed, _) = server("127.0.0.2");
+    let (unlisted, reached) = server("127.0.0.3");
+    let daemon = Daemon::start_with_config("[sandbox]\nallow_hosts = [\"127.0.0.2\"]\n");
+    let run = |session: &str, command: &str| {
+        daemon.run_bashc_in(
+            session,
+            &[
+                "exec",
+                "--sandbox",
+                "workspace-write",
+                "--net",
+                "allow-list",
+                "--",
+                command,
+            ],
+        )
+    };
+    let fetch = |session: &str| {
+        run(
+            session,
+            &format!("curl -m 20 -s -D - http://127.0.0.3:{unlisted}/; echo"),
+        )
+    };
+    let out = run(
+        "asker",
+        &format!("curl -m 20 -sS http://127.0.0.2:{listed}/"),
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("hello from 127.0.0.2"),
+        "{}",
+        show(&out)
+    );
+
+    let start = std::time::Instant::now();
+    let out = fetch("asker");
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        start.elapsed() < std::time::Duration::from_secs(15),
+        "refused at once, not held for the person"
+    );
+    assert!(said.contains("HTTP/1.1 403 "), "{}", show(&out));
+    let ask = said
+        .lines()
+        .find_map(|line| line.strip_prefix("X-Bashd-Ask: "))
+        .unwrap_or_else(|| panic!("the refusal names no ask: {}", show(&out)))
+        .trim()
+        .to_owned();
+    assert!(
+        said.contains(&format!(
+            "ask {ask} is open: the person allows it from a terminal with bashc allow --ask {ask}"
+        )),
+        "{}",
+        show(&out)
+    );
+    // The session is told too, where the agent looks: with this result or the next.
+    let line =
+        format!("network: refused 127.0.0.3:{unlisted}, not on the allow-list; ask {ask} is open");
+    let next = daemon.run_bashc_in("asker", &["exec", "--", "true"]);
+    assert!(
+        [&out, &next].iter().any(|out| show(out).contains(&line)),
+        "{}\n{}",
+        show(&out),
+        show(&next)
+    );
+    // The person sees it pending, and a second refusal asks nothing new.
+    let listed_asks = daemon.run_bashc(&["allow", "--list"]);
+    let listing = String::from_utf8_lossy(&listed_asks.stdout).into_owned();
+    assert!(
+        listing.contains(&ask) && listing.contains(&format!("127.0.0.3:{unlisted}")),
+        "{}",
+        show(&listed_asks)
+    );
+    let again = fetch("asker");
+    let named = String::from_utf8_lossy(&again.stdout)
+        .lines()
+        .find_map(|line| line.strip_prefix("X-Bashd-Ask: "))
+        .map(|ask| ask.trim().to_owned());
+    assert_eq!(named.as_ref(), Some(&ask), "{}", show(&again));
+    assert_eq!(
+        reached.load(Ordering::SeqCst),
+        0,
+        "nothing reached the host"
+    );
+
+    let granted = daemon.run_bashc(&["allow", "--ask", &ask]);
+    assert_eq!(granted.status.code(), Some(0), "{}", show(&granted));
+    let out = fetch("asker");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("hello from 127.0.0.3"),
+        "{}",
+        show(&out)
+    );
+    let other = fetch("another");
+    assert!(
+        String::from_utf8_lossy(&other.stdout).contains("HTTP/1.1 403 "),
+        "the grant is the asking session's: {}",
+        show(&other)
+    );
+    // Taken back, it is refused again from the next connection.
+    let revoked = daemon.run_bashc(&["allow", "--revoke", &ask]);
+    assert_eq!(revoked.status.code(), Some(0), "{}", show(&revoked));
+    let out = fetch("asker");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("HTTP/1.1 403 "),
+        "{}",
+        show(&out)
+    );
+}
+
+/// The allow-list from an MCP agent (`bashc mcp`, `net: "allow-list"`): the listed host
+/// is reached through the proxy, and an unlisted one is refused by it, the refusal
+/// naming the ask it opened in the tool result the model reads. On main the refusal
+/// named no ask.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn through_bashc_mcp_the_allow_list_reaches_a_listed_host_and_names_the_ask_of_another() {
+    use crate::mcp::{call, connect, is_error, text};
+    let (listed, _) = server("127.0.0.2");
+    let (unlisted, reached) = server("127.0.0.3");
+    let daemon = Daemon::start_with_config("[sandbox]\nallow_hosts = [\"127.0.0.2\"]\n");
+    let client = connect(&daemon).await;
+    let bash = |command: String| {
+        serde_json::json!({
+            "command": command,
+            "sandbox": "workspace-write",
+            "net": "allow-list",
+        })
+    };
+    let result = call(
+        &client,
+        "bash",
+        bash(format!("curl -m 20 -sS http://127.0.0.2:{listed}/")),
+    )
+    .await;
+    let said = text(&result);
+    assert!(!is_error(&result), "{said}");
+    assert!(
+        said.contains("hello from 127.0.0.2") && said.contains("network allow-list"),
+        "{said}"
+    );
+    let result = call(
+        &client,
+        "bash",
+        bash(format!("curl -m 20 -s -D - http://127.0.0.3:{unlisted}/")),
+    )
+    .await;
+    let said = text(&result);
+    assert!(said.contains("HTTP/1.1 403 "), "{said}");
+    assert!(
+        said.contains("X-Bashd-Ask: a") && said.contains("bashc allow --ask a"),
+        "{said}"
+    );
+    assert_eq!(
+        reached.load(Ordering::SeqCst),
+        0,
+        "nothing reached the host"
+    );
+    client.cancel().await.unwrap();
+}

@@ -357,20 +357,20 @@ impl Containment {
                     }),
                 };
                 // The session network's holder starts with its first job.
-                let network = match &spec.network {
-                    Some(network) => Some(
-                        network
-                            .holder(zygote.binary(), zygote.reaper())
-                            .await?
-                            .namespaces()?,
-                    ),
-                    None => None,
+                let (network, in_network) = match &spec.network {
+                    Some(network) => {
+                        let holder = network.holder(zygote.binary(), zygote.reaper()).await?;
+                        (Some(holder.namespaces()?), Some(holder.job_runs()))
+                    }
+                    None => (None, None),
                 };
                 let mut launch = Launch::resident(&spec);
                 let dir = job_cgroup.as_ref().map(|c| c.dir());
                 add_steps(&mut launch, spec, limits, dir, network)?;
                 let started = zygote.spawn(launch).await?;
-                resident::take(started, job_cgroup).await
+                let mut spawned = resident::take(started, job_cgroup).await?;
+                spawned.in_network = in_network;
+                Ok(spawned)
             }
         }
     }

@@ -216,6 +216,7 @@ pub async fn take(started: ResidentStarted, cgroup: Option<JobCgroup>) -> io::Re
         }),
         stdin: ends.stdin,
         pty: ends.pty,
+        in_network: None,
     })
 }
 

@@ -25,7 +25,7 @@ use tokio::sync::{Mutex, oneshot};
 
 use bashd_resident_core::wire::MAX_SPAWN_FDS;
 
-use crate::jobs::os::reaper::{LeaderExit, ReaperHandle};
+use crate::jobs::os::reaper::{Child, LeaderExit, ReaperHandle};
 use crate::jobs::os::spawn::{Ends, Launch};
 
 /// How long a spawn frame may wait for the zygote to read it.
@@ -131,25 +131,37 @@ impl Zygote {
     }
 }
 
+/// Starts `binary ARGS` (`bashd-resident --zygote`, `--network-holder`), forked by the
+/// reaper as every child of the daemon, with an empty environment, in `/`, the other
+/// end of a new socket as its stdin and no stdout; its stderr is the daemon's, for
+/// what it says when it fails. The daemon's end of the socket, and the child.
+pub async fn start_resident(
+    binary: &Path,
+    reaper: &ReaperHandle,
+    args: &[&str],
+) -> io::Result<(StdUnixStream, Child)> {
+    let (ours, theirs) = StdUnixStream::pair()?;
+    let mut command = Command::new(binary);
+    command
+        .args(args)
+        .env_clear()
+        .current_dir("/")
+        .stdin(Stdio::from(OwnedFd::from(theirs)))
+        .stdout(Stdio::null());
+    let child = reaper.spawn(command).await.map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("cannot start {} {}: {e}", binary.display(), args.join(" ")),
+        )
+    })?;
+    Ok((ours, child))
+}
+
 impl Running {
-    /// Starts `binary --zygote`, forked by the reaper, with the other end of a new
-    /// socket as its stdin. Its stderr is the daemon's, for what it says when it fails.
+    /// Starts `binary --zygote` (`start_resident`).
     async fn start(binary: &Path, reaper: &ReaperHandle) -> io::Result<Running> {
-        let (ours, theirs) = StdUnixStream::pair()?;
+        let (ours, child) = start_resident(binary, reaper, &["--zygote"]).await?;
         ours.set_write_timeout(Some(SEND_TIMEOUT))?;
-        let mut command = Command::new(binary);
-        command
-            .arg("--zygote")
-            .env_clear()
-            .current_dir("/")
-            .stdin(Stdio::from(OwnedFd::from(theirs)))
-            .stdout(Stdio::null());
-        let child = reaper.spawn(command).await.map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!("cannot start {} --zygote: {e}", binary.display()),
-            )
-        })?;
         Ok(Running {
             socket: ours,
             pid: child.pid,

@@ -139,9 +139,56 @@ impl JobsActor {
         });
     }
 
+    /// Opens an ask for the host that bashd's proxy refused to a session (`refusal`),
+    /// or gives the one already pending for it; the job that most likely asked ran
+    /// `command`. None for a refusal no grant of the host lifts (a listed name that
+    /// resolves to this host's own address), and past [`MOST_HOST_ASKS`] pending for
+    /// the session: a job trying host after host does not fill the person's list.
+    pub(in crate::jobs) fn host_ask(
+        &mut self,
+        refusal: &crate::network::Refusal,
+        command: &str,
+    ) -> Option<AskId> {
+        if refusal.why != crate::network::RefusedWhy::NotListed {
+            return None;
+        }
+        let pending = self.asks.pending_hosts(Some(&refusal.session));
+        if let Some((ask, ..)) = pending
+            .iter()
+            .find(|(_, _, host, port)| *host == refusal.host && *port == Some(refusal.port))
+        {
+            return Some(*ask);
+        }
+        if pending.len() >= MOST_HOST_ASKS {
+            return None;
+        }
+        let lifetime = self.config.sandbox.ask;
+        let target = format!("{}:{}", refusal.host, refusal.port);
+        let id = self.asks.open_host(
+            &refusal.session,
+            &refusal.host,
+            refusal.port,
+            command,
+            lifetime,
+        );
+        tracing::info!(ask = %id, session = %refusal.session, host = %target, "asked a person");
+        self.audit("asked", id, &[&refusal.session, "host", &target, command]);
+        let reports = self.reports_tx.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(lifetime).await;
+            let _ = reports.send(Report::AskExpired(id));
+        });
+        Some(id)
+    }
+
     /// Nobody answered ask `ask` in time: its request is refused.
     pub(in crate::jobs) fn ask_expired(&mut self, ask: AskId) {
         let Some(parked) = self.asks.parked.remove(&ask.0) else {
+            // A host ask parks no request: it only lapses.
+            if self.host_ask_pending(ask).is_some() {
+                self.audit("expired", ask, &[]);
+                self.asks.settle(ask.0, AskState::Expired, None, None);
+            }
             return;
         };
         let secs = self.config.sandbox.ask.as_secs();
@@ -205,9 +252,36 @@ impl JobsActor {
                 };
                 let whom = session.clone().unwrap_or_else(|| "*".to_owned());
                 let until = secs.map_or("-".to_owned(), |s| format!("{s}s"));
-                let id = self.asks.grant_host(host, port, session, secs, by);
+                // The pending asks it answers: the host's, on its port when one is
+                // given, of its session when one is given.
+                let answered: Vec<AskId> = self
+                    .asks
+                    .pending_hosts(session.as_deref())
+                    .into_iter()
+                    .filter(|(_, _, asked, asked_port)| {
+                        *asked == host && (port.is_none() || *asked_port == port)
+                    })
+                    .map(|(ask, ..)| ask)
+                    .collect();
+                let id = self.asks.grant_host(None, host, port, session, secs, by);
                 self.journal_line("host", &id, &[&target, &whom, &until, by]);
-                reply.done = Some(format!("granted {id}: host {target}"));
+                for ask in &answered {
+                    self.audit("granted", *ask, &["host", by]);
+                    let scope = GrantScope::Session;
+                    self.asks.settle(
+                        ask.0,
+                        AskState::Granted { scope },
+                        Some(by.to_owned()),
+                        None,
+                    );
+                }
+                reply.done = Some(match answered.is_empty() {
+                    true => format!("granted {id}: host {target}"),
+                    false => format!(
+                        "granted {id}: host {target}, answering ask {}",
+                        list_of(&answered)
+                    ),
+                });
             }
         }
         self.asks.lapse();
@@ -226,6 +300,9 @@ impl JobsActor {
         scope: GrantScope,
         by: &str,
     ) -> Result<String, ErrorReply> {
+        if let Some((session, host, port)) = self.host_ask_pending(ask) {
+            return Ok(self.answer_host(ask, grant, session, host, port, by));
+        }
         let Some(parked) = self.asks.parked.remove(&ask.0) else {
             let state = self.asks.infos.get(&ask.0).map(|info| info.state.as_str());
             return Err(ErrorReply::new(
@@ -332,6 +409,60 @@ impl JobsActor {
                 "granted {ask}, and its request was refused for another reason (its client was told why)"
             ),
         })
+    }
+
+    /// The session, host and port of host ask `ask`, while it is pending.
+    fn host_ask_pending(&self, ask: AskId) -> Option<(String, String, Option<u16>)> {
+        let info = self.asks.infos.get(&ask.0)?;
+        match (&info.kind, info.state) {
+            (AskKind::Host { host, port }, AskState::Pending) => {
+                Some((info.session.clone(), host.clone(), *port))
+            }
+            _ => None,
+        }
+    }
+
+    /// Answers host ask `ask`: a yes grants the host to the ask's session from its
+    /// next connection, as a grant named by the ask's id (there is no one request to
+    /// run once: `--once` grants it as `--session-wide` does); a no leaves it refused.
+    fn answer_host(
+        &mut self,
+        ask: AskId,
+        grant: bool,
+        session: String,
+        host: String,
+        port: Option<u16>,
+        by: &str,
+    ) -> String {
+        let target = match port {
+            Some(port) => format!("{host}:{port}"),
+            None => host.clone(),
+        };
+        if !grant {
+            self.audit("refused", ask, &[by]);
+            self.asks
+                .settle(ask.0, AskState::Refused, Some(by.to_owned()), None);
+            return format!("refused {ask}: {target} stays refused to session {session}");
+        }
+        let scope = GrantScope::Session;
+        self.audit("granted", ask, &[scope.as_str(), by]);
+        self.asks.grant_host(
+            Some(ask.to_string()),
+            host,
+            port,
+            Some(session.clone()),
+            None,
+            by,
+        );
+        self.asks.settle(
+            ask.0,
+            AskState::Granted { scope },
+            Some(by.to_owned()),
+            None,
+        );
+        format!(
+            "granted {ask}: {target} for session {session}, from its next connection (bashc allow --revoke {ask} takes it back)"
+        )
     }
 
     /// Gives the proxy the host grants in force, which it judges each next
@@ -547,6 +678,16 @@ impl JobsActor {
             tracing::warn!("cannot write {what} {id} to the journal: {e}");
         }
     }
+}
+
+/// Host asks pending at once for one session, at most.
+const MOST_HOST_ASKS: usize = 16;
+
+fn list_of(asks: &[AskId]) -> String {
+    asks.iter()
+        .map(AskId::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn list(jobs: &[JobId]) -> String {

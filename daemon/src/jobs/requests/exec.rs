@@ -442,6 +442,7 @@ impl JobsActor {
             sandbox: plan.sandbox,
             roots: plan.sandbox.map(|_| Arc::clone(&plan.roots)),
             channel: None,
+            in_network: None,
             notify: admitted.notify.clone(),
         }
     }

@@ -73,9 +73,13 @@ fn shown_waiting(response: &Response) -> Vec<JobId> {
 }
 
 impl JobsHandle {
-    /// Tells a refusal of bashd's proxy to its session's inbox (issue 43).
-    pub async fn network_refused(&self, refusal: crate::network::Refusal) {
-        let _ = self.call(NetworkRefused(refusal)).await;
+    /// Tells a refusal of bashd's proxy to its session's inbox (issue 43), opening an
+    /// ask for a person (issue 44); the ask's id, when one was opened.
+    pub async fn network_refused(
+        &self,
+        refusal: crate::network::Refusal,
+    ) -> Option<bashd_protocol::AskId> {
+        self.call(NetworkRefused(refusal)).await.ok().flatten()
     }
 
     /// Takes `session`'s inbox, if it has one, as `Inboxes::take` reads `about`; one

@@ -122,6 +122,60 @@ impl Asks {
         AskId(n)
     }
 
+    /// Opens an ask for `host:port`, which bashd's proxy refused to `session` (issue
+    /// 44), expiring after `lifetime`: nothing waits on it, and a yes grants the host
+    /// to the session from its next connection. `command` is the job that most likely
+    /// asked.
+    pub(in crate::jobs) fn open_host(
+        &mut self,
+        session: &str,
+        host: &str,
+        port: u16,
+        command: &str,
+        lifetime: Duration,
+    ) -> AskId {
+        self.last += 1;
+        let n = self.last;
+        let now = now_ms();
+        self.infos.insert(
+            n,
+            AskInfo {
+                id: AskId(n),
+                kind: AskKind::Host {
+                    host: host.to_owned(),
+                    port: Some(port),
+                },
+                session: session.to_owned(),
+                command: command.to_owned(),
+                state: AskState::Pending,
+                asked_ms: now,
+                expires_ms: now + lifetime.as_millis() as u64,
+                answered_by: None,
+                answered_ms: None,
+                job: None,
+            },
+        );
+        AskId(n)
+    }
+
+    /// The pending host asks of `session`: their ids, and what each asks for.
+    pub(in crate::jobs) fn pending_hosts(
+        &self,
+        session: Option<&str>,
+    ) -> Vec<(AskId, String, &str, Option<u16>)> {
+        self.infos
+            .values()
+            .filter(|info| info.state == AskState::Pending)
+            .filter(|info| session.is_none_or(|s| s == info.session))
+            .filter_map(|info| match &info.kind {
+                AskKind::Host { host, port } => {
+                    Some((info.id, info.session.clone(), host.as_str(), *port))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Sets ask `n`'s answer, and forgets the oldest answered asks beyond the bound.
     pub(in crate::jobs) fn settle(
         &mut self,
@@ -199,17 +253,20 @@ impl Asks {
         });
     }
 
-    /// Adds a host grant; its id (`h1`).
+    /// Adds a host grant; its id: `id` (a host ask's, `a3`), else a new one (`h1`).
     pub(in crate::jobs) fn grant_host(
         &mut self,
+        id: Option<String>,
         host: String,
         port: Option<u16>,
         session: Option<String>,
         secs: Option<u64>,
         by: &str,
     ) -> String {
-        self.last_host += 1;
-        let id = format!("h{}", self.last_host);
+        let id = id.unwrap_or_else(|| {
+            self.last_host += 1;
+            format!("h{}", self.last_host)
+        });
         let now = now_ms();
         self.grants.push(Grant {
             info: GrantInfo {

@@ -166,16 +166,23 @@ impl Inboxes {
         &mut self,
         job: Option<(JobId, String)>,
         refusal: Refusal,
+        ask: Option<bashd_protocol::AskId>,
     ) {
         let Some((job, command)) = job else {
             return;
+        };
+        let message = match ask {
+            Some(ask) => format!(
+                "{refusal}; ask {ask} is open: the person allows it with bashc allow --ask {ask}"
+            ),
+            None => refusal.to_string(),
         };
         let event = InboxEvent::NetworkRefused {
             job,
             command,
             host: refusal.host.clone(),
             port: refusal.port,
-            message: refusal.to_string(),
+            message,
             count: 1,
         };
         self.tell(&refusal.session, event);
@@ -228,10 +235,16 @@ impl ToActor for TakeInbox {
 pub(in crate::jobs) struct NetworkRefused(pub Refusal);
 
 impl ToActor for NetworkRefused {
-    type Reply = ();
-    fn handle(self, actor: &mut JobsActor) {
+    type Reply = Option<bashd_protocol::AskId>;
+    fn handle(self, actor: &mut JobsActor) -> Self::Reply {
         let job = actor.refused_job(&self.0.session);
-        actor.inboxes.network_refused(job, self.0);
+        // Only a session with an `allow-list` job reaches the proxy; another's
+        // refusal is nobody's to ask about.
+        let ask = job
+            .as_ref()
+            .and_then(|(_, command)| actor.host_ask(&self.0, command));
+        actor.inboxes.network_refused(job, self.0, ask);
+        ask
     }
 }
 
@@ -381,10 +394,10 @@ mod tests {
     fn refusals_merge_by_host_and_survive_their_jobs_result() {
         let mut inboxes = Inboxes::new();
         let job = Some((JobId(4), "curl".to_owned()));
-        inboxes.network_refused(job.clone(), refusal("unlisted.test", 443));
-        inboxes.network_refused(job.clone(), refusal("unlisted.test", 443));
-        inboxes.network_refused(job.clone(), refusal("other.test", 80));
-        inboxes.network_refused(None, refusal("third.test", 80));
+        inboxes.network_refused(job.clone(), refusal("unlisted.test", 443), None);
+        inboxes.network_refused(job.clone(), refusal("unlisted.test", 443), None);
+        inboxes.network_refused(job.clone(), refusal("other.test", 80), None);
+        inboxes.network_refused(None, refusal("third.test", 80), None);
         let told = About {
             told: vec![JobId(4)],
             ..About::default()

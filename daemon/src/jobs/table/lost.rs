@@ -185,6 +185,7 @@ impl JobsActor {
             sandbox: None,
             roots: None,
             channel: None,
+            in_network: None,
             notify: None,
         }
     }

@@ -151,6 +151,8 @@ pub(in crate::jobs) struct Job {
     /// runs: dropped when it ends, which closes the channel and the connections that
     /// came through it.
     pub(in crate::jobs) channel: Option<crate::sandbox::channel::Channel>,
+    /// Its count in its session network while it runs (`sandbox/network.rs`).
+    pub(in crate::jobs) in_network: Option<crate::sandbox::network::InNetwork>,
     /// What its session asked to be told about it (`--notify`, `--notify-idle`).
     pub(in crate::jobs) notify: Option<crate::jobs::job::teller::Spec>,
 }
@@ -392,6 +394,7 @@ impl JobsActor {
         // Its stdin pipe closes with it, and its channel: nothing speaks for it now.
         job.stdin = None;
         job.channel = None;
+        job.in_network = None;
         let files = spill_files(&ended.streams);
         self.spill_ledger.finished(&job.session, n, files, None);
         let status = std::mem::replace(&mut job.status, Status::Ended(Box::new(ended)));

@@ -89,6 +89,7 @@ impl JobsActor {
             tty: tty.clone(),
         });
         let activity = std::sync::Arc::default();
+        let run_in_network = spawned.in_network.take();
         let run = JobRun {
             meta,
             processes: self.containment.job(&mut spawned, cookie),
@@ -108,6 +109,7 @@ impl JobsActor {
         job.pid = Some(pid);
         job.root = Some(root);
         job.stdin = stdin;
+        job.in_network = run_in_network;
         job.status = Status::Running {
             control,
             waiters,

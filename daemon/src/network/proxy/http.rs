@@ -9,14 +9,11 @@
 
 use std::io;
 
-use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-
-use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
-use super::pump::{self, pump};
+use super::pump::{self, Bulk, pump};
 use super::{Admission, Denied};
 use crate::network::allow_list::Target;
 
@@ -78,7 +75,7 @@ pub(super) async fn serve(
         server.write_all(&head.bytes[head.end..]).await?;
         // The head's buffer is not held for the tunnel's life.
         drop(head);
-        return pump::both_ways(client, &mut server, &admission.shared().large_buffers).await;
+        return pump::both_ways(client, &mut server, &admission.shared().bulk).await;
     }
     let Some((authority, origin)) = absolute_uri(target) else {
         let why = if target.len() >= 8 && target[..8].eq_ignore_ascii_case("https://") {
@@ -113,7 +110,7 @@ pub(super) async fn serve(
     server.write_all(&rewritten).await?;
     server.write_all(&head.bytes[head.end..]).await?;
     drop(head);
-    one_exchange(client, &mut server, &admission.shared().large_buffers).await
+    one_exchange(client, &mut server, &admission.shared().bulk).await
 }
 
 /// Streams the client's body to the server and the server's answer back until the
@@ -122,12 +119,12 @@ pub(super) async fn serve(
 async fn one_exchange(
     client: &mut TcpStream,
     server: &mut TcpStream,
-    large: &Arc<Semaphore>,
+    bulk: &Bulk,
 ) -> io::Result<()> {
     let (mut client_read, mut client_write) = client.split();
     let (mut server_read, mut server_write) = server.split();
-    let up = pump(&mut client_read, &mut server_write, large);
-    let down = pump(&mut server_read, &mut client_write, large);
+    let up = pump(&mut client_read, &mut server_write, bulk);
+    let down = pump(&mut server_read, &mut client_write, bulk);
     tokio::pin!(up, down);
     // Cancelling `up` when the answer has ended loses only what the client sends past
     // its request, which no server reads.
@@ -288,15 +285,28 @@ async fn refuse_bad_host(
 async fn deny(client: &mut TcpStream, admission: &Admission, denied: Denied) -> io::Result<()> {
     let caps = admission.shared().caps;
     match denied {
-        Denied::Refused(refusal) => {
+        Denied::Refused(refusal, ask) => {
             let list = admission.allow_list();
+            let target = format!("{}:{}", refusal.host, refusal.port);
+            let (asked, mut header) = match ask {
+                Some(ask) => (
+                    format!(
+                        "ask {ask} is open: the person allows it from a terminal with bashc allow --ask {ask} (for this session) or bashc allow {target} (every session), and it is reached from the next connection\n"
+                    ),
+                    format!("X-Bashd-Ask: {ask}\r\n"),
+                ),
+                None => (
+                    format!(
+                        "the person allows it from a terminal with bashc allow {target}, and it is reached from the next connection\n"
+                    ),
+                    String::new(),
+                ),
+            };
+            header.push_str(&format!("X-Bashd-Refused: {target}\r\n"));
             let body = format!(
-                "bashd: {refusal}\nthe allow-list: {list}\nto allow it, the person adds it to {} and reloads bashd (SIGHUP), or allows it from a terminal: bashc allow {}:{}\n",
+                "bashd: {refusal}\n{asked}the allow-list: {list}\nto allow it for good, the person adds it to {} and reloads bashd (SIGHUP)\n",
                 list.origin(),
-                refusal.host,
-                refusal.port
             );
-            let header = format!("X-Bashd-Refused: {}:{}\r\n", refusal.host, refusal.port);
             answer(client, 403, &header, body).await
         }
         Denied::Unresolved(e) => answer(client, 502, "", format!("bashd's proxy: the host is on the allow-list, and does not resolve: {e}\n")).await,

@@ -9,8 +9,9 @@
 //! own `max_connections`; past either count a connection is still read for its
 //! request (under a small count of its own) and answered "busy", so a client says why.
 //! A request head has a deadline and a size; past the head, bytes are streamed through
-//! a bounded buffer each way (`pump.rs`), so a connection's memory is bounded and a
-//! slow side holds up its own connection only.
+//! a bounded buffer each way, and a bulk transfer through a pipe with `splice(2)`
+//! (`pump.rs`), so a connection's memory is bounded and a slow side holds up its own
+//! connection only.
 
 mod http;
 mod pump;
@@ -24,14 +25,19 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::allow_list::{AllowList, Target};
 use super::resolve::Resolve;
-use super::{HostGrant, Refusal, RefusedWhy};
+use super::{HostGrant, Refusal, Refused, RefusedWhy};
+use bashd_protocol::AskId;
 use bashd_protocol::config::AllowHost;
+
+/// How long a refusal waits to be told the ask it opened: the jobs actor answers at
+/// once unless it is swamped, and the refusal must not wait on it.
+const ASK_TOLD_WITHIN: Duration = Duration::from_secs(2);
 
 /// The proxy's own bounds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,12 +55,15 @@ pub struct ProxyCaps {
     pub max_head_bytes: usize,
     /// How long connecting to a server may take.
     pub connect_timeout: Duration,
+    /// A bulk transfer moves through a pipe with `splice(2)` (`pump.rs`); off, it is
+    /// copied through bashd's memory, as the bench compares.
+    pub splice: bool,
 }
 
 impl Default for ProxyCaps {
     /// 1,024 connections at 16 KiB of buffers each (two 8 KiB copy buffers; the head
-    /// buffer is gone by then), and 64 large ones of 64 KiB (`pump.rs`), bound the
-    /// proxy's buffers to 20 MiB.
+    /// buffer is gone by then) bound the proxy's buffers to 16 MiB; 64 bulk directions
+    /// at once add a pipe each, of at most 256 KiB of kernel pages (`pump.rs`).
     fn default() -> ProxyCaps {
         ProxyCaps {
             max_connections: 1024,
@@ -63,6 +72,7 @@ impl Default for ProxyCaps {
             head_timeout: Duration::from_secs(10),
             max_head_bytes: 16 * 1024,
             connect_timeout: Duration::from_secs(10),
+            splice: true,
         }
     }
 }
@@ -76,6 +86,8 @@ pub struct ProxyCounts {
     pub sessions: usize,
     pub refused: u64,
     pub busy: u64,
+    /// Bulk directions moved through a pipe with `splice(2)`, since the start.
+    pub spliced: u64,
 }
 
 /// The proxy: made once by the daemon, cloned for each session it serves.
@@ -99,9 +111,13 @@ struct Shared {
     /// The hosts a person allowed beyond the list (`bashc allow HOST`, issue 44),
     /// for a session or every one, each until its time is up.
     grants: watch::Sender<Arc<Vec<HostGrant>>>,
+    /// The list joined with the grants, made again when either changes or a grant's
+    /// time is up, never per connection. A std mutex: held to clone an `Arc` out, or
+    /// to make it again, never across an await.
+    joined: Mutex<Joined>,
     resolver: Arc<dyn Resolve>,
-    /// Refusals for the sessions' inboxes; full, a refusal is only counted.
-    refusals: mpsc::Sender<Refusal>,
+    /// Refusals for the sessions' inboxes and asks; full, a refusal is only counted.
+    refusals: mpsc::Sender<Refused>,
     open: AtomicUsize,
     busy_open: AtomicUsize,
     /// Listeners served, one per session and mode.
@@ -111,8 +127,58 @@ struct Shared {
     per_session: Mutex<HashMap<String, usize>>,
     refused: AtomicU64,
     busy: AtomicU64,
-    /// The budget of large copy buffers (`pump.rs`).
-    large_buffers: Arc<Semaphore>,
+    /// The bulk transfers' budget and counts (`pump.rs`).
+    bulk: pump::Bulk,
+}
+
+/// The lists in force: the list and the grants for every session, and for each
+/// session with grants of its own, those too.
+struct Joined {
+    everyone: Arc<AllowList>,
+    sessions: HashMap<String, Arc<AllowList>>,
+    /// When the first grant in it lapses: from then on it is made again.
+    lapses: Option<std::time::Instant>,
+}
+
+impl Joined {
+    fn new(list: &Arc<AllowList>, grants: &[HostGrant]) -> Joined {
+        let now = std::time::Instant::now();
+        let live: Vec<&HostGrant> = grants
+            .iter()
+            .filter(|g| g.until.is_none_or(|until| until > now))
+            .collect();
+        let with = |extra: Vec<AllowHost>| {
+            if extra.is_empty() {
+                return Arc::clone(list);
+            }
+            let mut entries = list.entries().to_vec();
+            entries.extend(extra);
+            Arc::new(AllowList::new(entries, list.origin().to_owned()))
+        };
+        let for_all: Vec<AllowHost> = live
+            .iter()
+            .filter(|g| g.session.is_none())
+            .map(|g| g.entry.clone())
+            .collect();
+        let mut sessions = HashMap::new();
+        for session in live.iter().filter_map(|g| g.session.as_deref()) {
+            if sessions.contains_key(session) {
+                continue;
+            }
+            let mut extra = for_all.clone();
+            extra.extend(
+                live.iter()
+                    .filter(|g| g.session.as_deref() == Some(session))
+                    .map(|g| g.entry.clone()),
+            );
+            sessions.insert(session.to_owned(), with(extra));
+        }
+        Joined {
+            everyone: with(for_all),
+            sessions,
+            lapses: live.iter().filter_map(|g| g.until).min(),
+        }
+    }
 }
 
 /// A connection's place under the caps, given back when it ends.
@@ -127,8 +193,9 @@ enum Admission {
 enum Denied {
     /// Over a cap (`Admission::Busy`).
     Busy,
-    /// The host is not one the allow-list names ([`Refusal`]).
-    Refused(Refusal),
+    /// The host is not one the allow-list names ([`Refusal`]), and the ask for a
+    /// person it opened, if one was.
+    Refused(Refusal, Option<AskId>),
     /// A listed name did not resolve.
     Unresolved(io::Error),
     /// No address of the host took the connection.
@@ -142,13 +209,15 @@ impl Proxy {
         allow: AllowList,
         caps: ProxyCaps,
         resolver: Arc<dyn Resolve>,
-        refusals: mpsc::Sender<Refusal>,
+        refusals: mpsc::Sender<Refused>,
     ) -> Proxy {
+        let allow = Arc::new(allow);
         Proxy {
             shared: Arc::new(Shared {
                 caps,
-                allow: watch::Sender::new(Arc::new(allow)),
+                allow: watch::Sender::new(Arc::clone(&allow)),
                 grants: watch::Sender::new(Arc::default()),
+                joined: Mutex::new(Joined::new(&allow, &[])),
                 resolver,
                 refusals,
                 open: AtomicUsize::new(0),
@@ -157,7 +226,7 @@ impl Proxy {
                 per_session: Mutex::new(HashMap::new()),
                 refused: AtomicU64::new(0),
                 busy: AtomicU64::new(0),
-                large_buffers: Arc::new(Semaphore::new(pump::LARGE_BUFFERS)),
+                bulk: pump::Bulk::new(caps.splice),
             }),
         }
     }
@@ -165,12 +234,14 @@ impl Proxy {
     /// Puts `allow` in force: requests judged from now on use it (a reload).
     pub fn set_allow_list(&self, allow: AllowList) {
         self.shared.allow.send_replace(Arc::new(allow));
+        self.shared.rejoin();
     }
 
     /// Replaces the hosts a person allowed: each request from now on is judged with
     /// them (a revoked host is refused from the next connection).
     pub fn set_host_grants(&self, grants: Vec<HostGrant>) {
         self.shared.grants.send_replace(Arc::new(grants));
+        self.shared.rejoin();
     }
 
     /// The list in force.
@@ -193,6 +264,7 @@ impl Proxy {
                 .len(),
             refused: shared.refused.load(Ordering::Relaxed),
             busy: shared.busy.load(Ordering::Relaxed),
+            spliced: shared.bulk.spliced.load(Ordering::Relaxed),
         }
     }
 
@@ -286,21 +358,10 @@ impl Shared {
     /// address is matched as one.
     async fn open(&self, session: &str, target: &Target, port: u16) -> Result<TcpStream, Denied> {
         let allow = self.list_for(session);
-        let refuse = |why| {
-            let refusal = Refusal {
-                session: session.to_owned(),
-                host: target.to_string(),
-                port,
-                why,
-            };
-            self.refused.fetch_add(1, Ordering::Relaxed);
-            // Never wait for the inbox: a full channel loses the report, not the answer.
-            let _ = self.refusals.try_send(refusal.clone());
-            Denied::Refused(refusal)
-        };
+        let refuse = |why| self.refuse(session, target, port, why);
         let addresses = match target {
             Target::Ip(ip) if allow.allows_ip(*ip, port) => vec![SocketAddr::new(*ip, port)],
-            Target::Ip(_) => return Err(refuse(RefusedWhy::NotListed)),
+            Target::Ip(_) => return Err(refuse(RefusedWhy::NotListed).await),
             Target::Name(name) if allow.allows_name(name, port) => {
                 let resolved = tokio::time::timeout(
                     self.caps.connect_timeout,
@@ -321,11 +382,11 @@ impl Shared {
                     .map(|a| SocketAddr::new(a.ip(), port))
                     .collect();
                 if allowed.is_empty() {
-                    return Err(refuse(RefusedWhy::Local(first.ip())));
+                    return Err(refuse(RefusedWhy::Local(first.ip())).await);
                 }
                 allowed
             }
-            Target::Name(_) => return Err(refuse(RefusedWhy::NotListed)),
+            Target::Name(_) => return Err(refuse(RefusedWhy::NotListed).await),
         };
         let mut last = io::Error::new(io::ErrorKind::NotFound, "no address");
         for address in addresses {
@@ -349,21 +410,54 @@ impl Shared {
     /// The list in force for `session`: the list, and the hosts a person granted it
     /// or every session whose time is not up.
     fn list_for(&self, session: &str) -> Arc<AllowList> {
-        let list = Arc::clone(&self.allow.borrow());
-        let grants = self.grants.borrow();
-        let now = std::time::Instant::now();
-        let granted: Vec<AllowHost> = grants
-            .iter()
-            .filter(|g| g.session.as_deref().is_none_or(|s| s == session))
-            .filter(|g| g.until.is_none_or(|until| until > now))
-            .map(|g| g.entry.clone())
-            .collect();
-        if granted.is_empty() {
-            return list;
+        let mut joined = self
+            .joined
+            .lock()
+            .expect("never poisoned: no panic while held");
+        if joined
+            .lapses
+            .is_some_and(|lapses| lapses <= std::time::Instant::now())
+        {
+            *joined = Joined::new(&self.allow.borrow(), &self.grants.borrow());
         }
-        let mut entries = list.entries().to_vec();
-        entries.extend(granted);
-        Arc::new(AllowList::new(entries, list.origin().to_owned()))
+        Arc::clone(joined.sessions.get(session).unwrap_or(&joined.everyone))
+    }
+
+    /// Refuses `target:port` to `session`: counted, reported for its inbox, and named
+    /// with the ask the report opened, if the jobs actor says so soon. A full channel
+    /// loses the report, never the answer; a late actor only leaves the ask unnamed
+    /// here (the inbox still names it).
+    async fn refuse(&self, session: &str, target: &Target, port: u16, why: RefusedWhy) -> Denied {
+        let refusal = Refusal {
+            session: session.to_owned(),
+            host: target.to_string(),
+            port,
+            why,
+        };
+        self.refused.fetch_add(1, Ordering::Relaxed);
+        let (ask, asked) = tokio::sync::oneshot::channel();
+        let sent = self.refusals.try_send(Refused {
+            refusal: refusal.clone(),
+            ask,
+        });
+        let ask = match sent {
+            Ok(()) => tokio::time::timeout(ASK_TOLD_WITHIN, asked)
+                .await
+                .ok()
+                .and_then(Result::ok),
+            Err(_) => None,
+        };
+        Denied::Refused(refusal, ask)
+    }
+
+    /// Makes the joined lists again from the list and the grants in force. Read under
+    /// the lock, so that of two changes at once the last to take it sees both.
+    fn rejoin(&self) {
+        let mut joined = self
+            .joined
+            .lock()
+            .expect("never poisoned: no panic while held");
+        *joined = Joined::new(&self.allow.borrow(), &self.grants.borrow());
     }
 }
 

@@ -52,7 +52,7 @@ pub(super) async fn serve(
     };
     let mut server = match admission.open(&target, port).await {
         Ok(server) => server,
-        Err(Denied::Refused(_)) => return refuse(client, NOT_ALLOWED).await,
+        Err(Denied::Refused(..)) => return refuse(client, NOT_ALLOWED).await,
         Err(Denied::Unresolved(_)) => return refuse(client, HOST_UNREACHABLE).await,
         Err(Denied::Unreachable(e)) if e.kind() == io::ErrorKind::ConnectionRefused => {
             return refuse(client, CONNECTION_REFUSED).await;
@@ -62,7 +62,7 @@ pub(super) async fn serve(
     };
     let bound = server.local_addr()?;
     client.write_all(&reply(SUCCEEDED, bound)).await?;
-    super::pump::both_ways(client, &mut server, &admission.shared().large_buffers).await
+    super::pump::both_ways(client, &mut server, &admission.shared().bulk).await
 }
 
 /// The greeting, then the request: `Ok(Err(reply))` for what is refused before any

@@ -106,7 +106,17 @@ async fn start(entries: &[String], names: &[(&str, &str)], caps: ProxyCaps) -> R
             .collect(),
         asked: Mutex::default(),
     });
-    let (tell, refusals) = mpsc::channel(64);
+    let (tell, mut reported) = mpsc::channel::<Refused>(64);
+    let (forward, refusals) = mpsc::channel(64);
+    // The jobs actor's part: each refusal opens an ask, a1, a2, ...
+    tokio::spawn(async move {
+        let mut asks = 0;
+        while let Some(Refused { refusal, ask }) = reported.recv().await {
+            asks += 1;
+            let _ = ask.send(AskId(asks));
+            let _ = forward.send(refusal).await;
+        }
+    });
     let proxy = Proxy::new(list(entries), caps, resolver.clone(), tell);
     let shutdown = CancellationToken::new();
     let address = serve_session(&proxy, "s1", &shutdown).await;
@@ -263,6 +273,14 @@ async fn an_unlisted_host_is_refused_and_named_over_each_protocol() {
     refused(&answer, &format!("127.0.0.3:{other}"));
     assert!(
         answer.contains(&format!("the allow-list: 127.0.0.2:{port}")),
+        "{answer}"
+    );
+    // The refusal names the ask it opened, and how the person answers it (issue 44).
+    assert!(
+        answer.contains("X-Bashd-Ask: a1\r\n")
+            && answer.contains(
+                "ask a1 is open: the person allows it from a terminal with bashc allow --ask a1"
+            ),
         "{answer}"
     );
     let answer = connect(proxy.address, &format!("127.0.0.3:{other}")).await;
@@ -585,4 +603,142 @@ async fn a_request_head_is_bounded_in_size_and_time() {
         answer.starts_with("HTTP/1.1 400 ") && answer.contains("absolute URI"),
         "{answer}"
     );
+}
+
+/// Bytes that tell their place: a shifted or lost piece shows.
+fn pattern(len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i % 251) as u8).collect()
+}
+
+/// A bulk transfer through a CONNECT tunnel, both ways at once, and an HTTP answer
+/// comes through whole: moved with `splice(2)` through a pipe by default (the
+/// counts say so), and copied with it off. On main there was no pipe.
+#[tokio::test]
+async fn a_bulk_transfer_comes_through_whole_spliced_and_copied() {
+    const LEN: usize = 8 << 20;
+    let echo = TcpListener::bind("127.0.0.2:0").await.unwrap();
+    let echo_address = echo.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = echo.accept().await {
+            tokio::spawn(async move {
+                let (mut read, mut write) = stream.split();
+                let _ = tokio::io::copy(&mut read, &mut write).await;
+                let _ = write.shutdown().await;
+            });
+        }
+    });
+    let bulk = TcpListener::bind("127.0.0.2:0").await.unwrap();
+    let bulk_address = bulk.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = bulk.accept().await {
+            tokio::spawn(async move {
+                let mut head = [0u8; 1024];
+                let _ = stream.read(&mut head).await;
+                let answer = format!("HTTP/1.1 200 OK\r\nContent-Length: {LEN}\r\n\r\n");
+                let _ = stream.write_all(answer.as_bytes()).await;
+                let _ = stream.write_all(&pattern(LEN)).await;
+            });
+        }
+    });
+    for splice in [true, false] {
+        let caps = ProxyCaps {
+            splice,
+            ..ProxyCaps::default()
+        };
+        let proxy = start(&["127.0.0.2".into()], &[], caps).await;
+        let mut tunnel = TcpStream::connect(proxy.address).await.unwrap();
+        tunnel
+            .write_all(format!("CONNECT {echo_address} HTTP/1.1\r\n\r\n").as_bytes())
+            .await
+            .unwrap();
+        let mut established = [0u8; 39];
+        tunnel.read_exact(&mut established).await.unwrap();
+        assert!(established.starts_with(b"HTTP/1.1 200"));
+        let (mut read, mut write) = tunnel.into_split();
+        let sending = tokio::spawn(async move {
+            write.write_all(&pattern(LEN)).await.unwrap();
+            write.shutdown().await.unwrap();
+        });
+        let mut back = Vec::with_capacity(LEN);
+        read.read_to_end(&mut back).await.unwrap();
+        sending.await.unwrap();
+        assert!(
+            back == pattern(LEN),
+            "splice {splice}: the echo came back whole"
+        );
+
+        let mut client = TcpStream::connect(proxy.address).await.unwrap();
+        client
+            .write_all(get(&format!("http://{bulk_address}/")).as_bytes())
+            .await
+            .unwrap();
+        let mut answer = Vec::new();
+        client.read_to_end(&mut answer).await.unwrap();
+        let body = answer
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .map(|at| &answer[at + 4..])
+            .unwrap();
+        assert!(
+            body == pattern(LEN),
+            "splice {splice}: the answer came whole"
+        );
+        let spliced = proxy.proxy.counts().spliced;
+        if splice {
+            // Both ways of the tunnel, and the answer.
+            assert!(spliced >= 3, "{spliced}");
+        } else {
+            assert_eq!(spliced, 0);
+        }
+    }
+}
+
+/// A host grant is joined to the list once, when the grants change, not for each
+/// connection: two connections of the session read the same joined list. The grant
+/// holds for its session only, and no longer once its time is up. On main the list
+/// was joined afresh for every connection while a grant existed.
+#[tokio::test]
+async fn host_grants_are_joined_when_they_change_not_per_connection() {
+    let granted = server("127.0.0.3").await;
+    let port = granted.address.port();
+    let proxy = start(&["127.0.0.2".into()], &[], ProxyCaps::default()).await;
+    let shared = &proxy.proxy.shared;
+    let before = shared.list_for("s1");
+    proxy.proxy.set_host_grants(vec![
+        HostGrant {
+            session: Some("s1".into()),
+            entry: "127.0.0.3".parse().unwrap(),
+            until: None,
+        },
+        HostGrant {
+            session: None,
+            entry: "127.0.0.4".parse().unwrap(),
+            until: Some(std::time::Instant::now() + Duration::from_millis(300)),
+        },
+    ]);
+    let first = shared.list_for("s1");
+    assert!(
+        !Arc::ptr_eq(&before, &first),
+        "a change of grants joins anew"
+    );
+    assert!(
+        Arc::ptr_eq(&first, &shared.list_for("s1")),
+        "the same joined list for the session's next connection"
+    );
+    assert!(first.allows_ip("127.0.0.3".parse().unwrap(), port));
+    assert!(first.allows_ip("127.0.0.4".parse().unwrap(), 80));
+    let other = shared.list_for("s2");
+    assert!(!other.allows_ip("127.0.0.3".parse().unwrap(), port));
+    assert!(other.allows_ip("127.0.0.4".parse().unwrap(), 80));
+    let answer = raw(proxy.address, &get(&format!("http://127.0.0.3:{port}/g"))).await;
+    assert!(answer.contains("GET /g"), "{answer}");
+    let s2 = serve_session(&proxy.proxy, "s2", &proxy.shutdown).await;
+    let answer = raw(s2, &get(&format!("http://127.0.0.3:{port}/g"))).await;
+    assert!(answer.starts_with("HTTP/1.1 403 "), "{answer}");
+    // The timed grant lapses; the session's own stays.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let after = shared.list_for("s1");
+    assert!(!after.allows_ip("127.0.0.4".parse().unwrap(), 80));
+    assert!(after.allows_ip("127.0.0.3".parse().unwrap(), port));
+    assert!(Arc::ptr_eq(&after, &shared.list_for("s1")));
 }

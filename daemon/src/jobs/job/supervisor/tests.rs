@@ -166,6 +166,7 @@ fn start(change: impl FnOnce(&mut Settings)) -> Harness {
             held: None,
             stdin: None,
             pty: None,
+            in_network: None,
         },
         processes: fake.clone(),
         settings,

@@ -88,6 +88,8 @@ pub struct Spawned {
     pub stdin: Option<OwnedFd>,
     /// The job runs on a terminal of this size: `stdout` and `stdin` are its master.
     pub pty: Option<PtySize>,
+    /// It runs in a session network, counted there until its record drops it.
+    pub in_network: Option<crate::sandbox::network::InNetwork>,
 }
 
 /// One optional part of a job's spawn. It adds what it needs to the launch for its
@@ -267,6 +269,7 @@ impl Launch {
             held: None,
             stdin: ends.stdin,
             pty: ends.pty,
+            in_network: None,
         })
     }
 
