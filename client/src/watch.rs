@@ -88,6 +88,10 @@ enum Step {
 
 /// What one response to a command means to the loop that waits for its result, in
 /// either client (this one, and `BlockingClient::exec`'s).
+#[expect(
+    clippy::large_enum_variant,
+    reason = "a turn lives for one match, never stored: boxing each event would allocate for nothing"
+)]
 pub(crate) enum Turn {
     /// The result: the loop ends.
     Done(Box<ExecResult>),
