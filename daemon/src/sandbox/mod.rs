@@ -98,6 +98,22 @@ pub fn expand_home(path: &str) -> Result<PathBuf, String> {
     }
 }
 
+/// A sandbox this system cannot hold, refused ([`Support::check`]). Where it is only
+/// bashd's default for an agent's MCP calls, the fix is the person's config, not the
+/// request, and the refusal says so.
+pub fn cannot_hold(
+    mut refused: ErrorReply,
+    config: &SandboxConfig,
+    params: &ExecParams,
+) -> ErrorReply {
+    if params.mcp_call && config.default.is_none() {
+        refused.message.push_str(
+            "; bashd confines an agent's jobs by default, and this system cannot: write [sandbox] default = \"off\" and network = \"on\" in bashd's config to run them unconfined",
+        );
+    }
+    refused
+}
+
 /// Why [`decide`] did not let a request through as it is.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Refused {

@@ -453,3 +453,32 @@ fn the_sandbox_section_reads_its_keys_and_names_a_bad_one() {
     let error = parse("[sandbox]\nnetwork_off = true\n").unwrap_err();
     assert!(error.contains("known keys of [sandbox]"), "{error}");
 }
+
+/// On a system that cannot confine, an agent's call confined only by bashd's default
+/// is told how the person turns that default off; a call from the command line, or
+/// under a default the person wrote, is told only what is missing.
+#[test]
+fn a_default_this_system_cannot_hold_names_the_config_that_turns_it_off() {
+    let missing = || refused("sandbox workspace-write needs Landlock ABI 3 or later".to_owned());
+    let agent = ExecParams {
+        mcp_call: true,
+        ..params(None, None)
+    };
+    let told = cannot_hold(missing(), &SandboxConfig::default(), &agent).message;
+    assert!(
+        told.contains("needs Landlock") && told.contains("default = \"off\" and network = \"on\""),
+        "{told}"
+    );
+    let written = config(
+        SandboxProfile::WorkspaceWrite,
+        Network::AllowList,
+        SandboxProfile::Off,
+    );
+    for (config, params) in [
+        (&SandboxConfig::default(), params(None, None)),
+        (&written, agent.clone()),
+    ] {
+        let told = cannot_hold(missing(), config, &params).message;
+        assert!(!told.contains("default = \"off\""), "{told}");
+    }
+}

@@ -732,7 +732,13 @@ impl JobsActor {
                     .sandbox()
                     .check(in_force)
                     .map(|()| Some(in_force))
-                    .map_err(sandbox::Refused::Final),
+                    .map_err(|refused| {
+                        sandbox::Refused::Final(sandbox::cannot_hold(
+                            refused,
+                            &self.config.sandbox,
+                            params,
+                        ))
+                    }),
                 None => Ok(None),
             },
         )?;
