@@ -39,24 +39,29 @@ pub fn rivals(tokio: &tokio::runtime::Runtime) {
         println!("rivals: skipped, {why}");
         return;
     }
+    // bashd as agents get it (confined: workspace-write on the allow-list) and as a
+    // person who turns that off runs it, beside servers that confine nothing.
     let daemon = Daemon::start();
+    let unconfined = Daemon::start_agents_unconfined();
     let scratch = daemon.scratch().to_string_lossy().into_owned();
+    let bashc = |name: &'static str, daemon: &Daemon| Server {
+        name,
+        program: bin_path("bashc"),
+        args: vec!["mcp".into()],
+        env: vec![
+            (
+                bashc::protocol::runtime::RUNTIME_DIR_ENV.into(),
+                daemon.runtime_dir().to_string_lossy().into_owned(),
+            ),
+            ("BASHD_NO_AUTOSTART".into(), "1".into()),
+        ],
+        tool: "bash",
+        arguments: serde_json::json!({"command": "true"}),
+        runs: &["bash", "-c", "true"],
+    };
     let servers = [
-        Server {
-            name: "bashc mcp",
-            program: bin_path("bashc"),
-            args: vec!["mcp".into()],
-            env: vec![
-                (
-                    bashc::protocol::runtime::RUNTIME_DIR_ENV.into(),
-                    daemon.runtime_dir().to_string_lossy().into_owned(),
-                ),
-                ("BASHD_NO_AUTOSTART".into(), "1".into()),
-            ],
-            tool: "bash",
-            arguments: serde_json::json!({"command": "true"}),
-            runs: &["bash", "-c", "true"],
-        },
+        bashc("bashc mcp (confined, the default)", &daemon),
+        bashc("bashc mcp (unconfined)", &unconfined),
         Server {
             name: "mcp-shell-server 1.1.14 (Python)",
             program: dir.join("py/bin/mcp-shell-server"),
@@ -95,14 +100,17 @@ pub fn rivals(tokio: &tokio::runtime::Runtime) {
     for server in &servers {
         match tokio.block_on(measure(server, daemon.scratch())) {
             Ok(figures) => {
-                let shared = if server.name == "bashc mcp" {
+                let bashd = match server.name {
+                    "bashc mcp (confined, the default)" => Some(&daemon),
+                    "bashc mcp (unconfined)" => Some(&unconfined),
+                    _ => None,
+                };
+                let shared = bashd.map_or(String::new(), |bashd| {
                     format!(
                         " (+ {:.1} MiB of bashd, shared by every agent)",
-                        memory_kib(daemon.pid(), "VmRSS").unwrap_or(0) as f64 / 1024.0
+                        memory_kib(bashd.pid(), "VmRSS").unwrap_or(0) as f64 / 1024.0
                     )
-                } else {
-                    String::new()
-                };
+                });
                 let floor = super::median(CALLS, || {
                     let status = Command::new(server.runs[0])
                         .args(&server.runs[1..])
