@@ -305,7 +305,7 @@ impl Looks {
         self.seen.len()
     }
 
-    #[cfg(test)]
+    /// Whether what was read depends on more than the looks tell.
     pub(super) fn spoiled(&self) -> bool {
         self.spoiled
     }
