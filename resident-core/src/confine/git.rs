@@ -9,7 +9,10 @@
 //! gitdir's `commondir` (a worktree's shared repository). The walk does not enter
 //! [`SKIPPED`] directories, symlinks or `.git` directories, goes [`MAX_DEPTH`]
 //! directories deep and reads at most [`MAX_ENTRIES`] entries; a nested `.git`
-//! beyond those is not covered (the README says so).
+//! beyond those is not covered (the README says so). What a `.git` file or a
+//! `commondir` names is read only from a regular file, opened without following a
+//! symlink or blocking, 4 KiB at most: a job may have made either a FIFO or a
+//! symlink to a device, and the zygote's staging walk (`staged.rs`) reads none.
 
 use std::collections::VecDeque;
 use std::ffi::OsStr;
@@ -375,7 +378,12 @@ mod tests {
         }
         // A staging's walk: spoiled, and nothing read at all.
         let mut looks = Looks::default();
-        let found = read_only_in(&[root.clone()], &[], None, &mut Some(&mut looks));
+        let found = read_only_in(
+            std::slice::from_ref(&root),
+            &[],
+            None,
+            &mut Some(&mut looks),
+        );
         assert!(looks.spoiled() && found.is_empty(), "{found:?}");
     }
 

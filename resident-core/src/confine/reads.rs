@@ -206,8 +206,8 @@ pub enum Unprepared {
     /// A path of the list is not as it resolves (a symlink, `..`): what the rules
     /// hide would hang on names no parent's time tells about. Each job makes its own.
     Unresolved,
-    /// A parent changed within the clock's last tick, or the ruleset could not be
-    /// made: try again later.
+    /// A parent changed within 2 s (a file system's tick), or the ruleset could not
+    /// be made: try again later.
     NotNow,
 }
 
@@ -291,9 +291,9 @@ impl Looks {
         self.spoiled = true;
     }
 
-    /// Whether a time seen was stamped within the clock's tick of the first look, so
-    /// that a change made right after it would not be told apart (or the looks were
-    /// spoiled).
+    /// Whether a time seen was stamped within a file system's tick ([`TICK_SECS`])
+    /// of the first look, so that a change made right after it would not be told
+    /// apart (or the looks were spoiled).
     pub(super) fn racy(&self) -> bool {
         if self.spoiled {
             return true;
