@@ -101,6 +101,8 @@ struct StagedSlot {
     /// between: a build, an edit saved by rename), and how many jobs came.
     stale: u32,
     jobs: u32,
+    /// When a job of it last came.
+    used: Instant,
 }
 
 /// After this many stale kits in a row, a slot is staged again only every
@@ -254,10 +256,12 @@ impl Store {
                     tried: false,
                     stale: 0,
                     jobs: 0,
+                    used: Instant::now(),
                 }
             }
         };
         slot.jobs = slot.jobs.wrapping_add(1);
+        slot.used = Instant::now();
         let kit = slot.ready.take().and_then(|(mut kit, made)| {
             let fresh = made.elapsed() < MAX_AGE
                 && slot
@@ -343,6 +347,7 @@ impl Store {
     /// Starts a maker for a kind that is wanted and not ready, unless one runs.
     /// `close` are the zygote's descriptors, which the maker closes first.
     pub fn refill(&mut self, close: &[RawFd]) {
+        self.expire();
         self.graveyard.clear();
         if let Some(deny_read) = self.reads_wanted.take() {
             match Prepared::make(&deny_read) {
@@ -467,6 +472,66 @@ impl Store {
         }
     }
 
+    /// Lets go of what only waits, held past its use: a staged kit older than
+    /// [`MAX_AGE`] (a job would not take it; its mount namespace holds binds of a
+    /// workspace and a session's temp dir, so a filesystem unmounted or a directory
+    /// removed stays pinned), and a session network's or a staged slot no job came
+    /// from for [`SESSION_IDLE`] (its user namespace, its kits). Plain host kits
+    /// are kept: made again at once, they would be made every [`MAX_AGE`] for ever.
+    fn expire(&mut self) {
+        for slot in &mut self.staged {
+            if slot
+                .ready
+                .as_ref()
+                .is_some_and(|(_, made)| made.elapsed() >= MAX_AGE)
+                && let Some((kit, _)) = slot.ready.take()
+            {
+                self.graveyard.push(kit);
+                // Staged again when a job of it comes, from what is there then.
+                slot.staged = None;
+                slot.tried = true;
+            }
+        }
+        let idle = |used: Instant| used.elapsed() >= SESSION_IDLE;
+        let (sessions, staged) = (
+            std::mem::take(&mut self.sessions),
+            std::mem::take(&mut self.staged),
+        );
+        for slot in sessions {
+            if idle(slot.used) {
+                self.graveyard.extend(slot.ready.map(|(kit, _)| kit));
+            } else {
+                self.sessions.push(slot);
+            }
+        }
+        for slot in staged {
+            if idle(slot.used) {
+                self.graveyard.extend(slot.ready.map(|(kit, _)| kit));
+            } else {
+                self.staged.push(slot);
+            }
+        }
+    }
+
+    /// How long the zygote may wait for a spawn before [`Store::expire`] has work:
+    /// `None` when nothing waits to expire.
+    pub fn next_expiry(&self) -> Option<Duration> {
+        let staged_kits = self
+            .staged
+            .iter()
+            .filter_map(|slot| slot.ready.as_ref().map(|(_, made)| *made + MAX_AGE));
+        let slots = self
+            .sessions
+            .iter()
+            .map(|slot| slot.used)
+            .chain(self.staged.iter().map(|slot| slot.used))
+            .map(|used| used + SESSION_IDLE);
+        staged_kits
+            .chain(slots)
+            .min()
+            .map(|at| at.saturating_duration_since(Instant::now()))
+    }
+
     /// The staged slot whose kit is to be made next, its mounts found now (in the
     /// zygote, off every job's path); `None` when none is wanted.
     fn stage_next(&mut self) -> Option<Kind> {
@@ -493,4 +558,41 @@ impl Store {
 fn key_of(fd: &impl AsFd) -> Option<Key> {
     let stat = rustix::fs::fstat(fd).ok()?;
     Some((stat.st_dev, stat.st_ino))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn slot(number: u64, used: Instant) -> StagedSlot {
+        StagedSlot {
+            number,
+            base: Base::Host { network_off: true },
+            spec: confine::Spec::default(),
+            workdir: b"/".to_vec(),
+            staged: None,
+            ready: None,
+            tried: false,
+            stale: 0,
+            jobs: 1,
+            used,
+        }
+    }
+
+    #[test]
+    fn a_staged_slot_no_job_came_from_for_a_while_is_let_go() {
+        let mut store = Store::default();
+        assert_eq!(store.next_expiry(), None);
+        let now = Instant::now();
+        let Some(long_ago) = now.checked_sub(SESSION_IDLE + Duration::from_secs(1)) else {
+            return;
+        };
+        store.staged = vec![slot(1, now), slot(2, long_ago)];
+        assert_eq!(store.next_expiry(), Some(Duration::ZERO));
+        store.expire();
+        let kept: Vec<u64> = store.staged.iter().map(|slot| slot.number).collect();
+        assert_eq!(kept, [1]);
+        let wait = store.next_expiry().unwrap();
+        assert!(wait > SESSION_IDLE - Duration::from_secs(5), "{wait:?}");
+    }
 }

@@ -164,8 +164,12 @@ fn zygote() -> io::Result<Never> {
                 revents: 0,
             },
         ];
+        // Woken, when idle, to let go of the kits and slots that expire (`kit::Store`).
+        let timeout = kits.next_expiry().map_or(-1, |wait| {
+            i32::try_from(wait.as_millis().saturating_add(1)).unwrap_or(i32::MAX)
+        });
         // SAFETY: four pollfds, owned by this frame.
-        if unsafe { libc::poll(fds.as_mut_ptr(), 4, -1) } < 0 {
+        if unsafe { libc::poll(fds.as_mut_ptr(), 4, timeout) } < 0 {
             let e = io::Error::last_os_error();
             if e.kind() == io::ErrorKind::Interrupted {
                 continue;

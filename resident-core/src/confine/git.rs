@@ -9,11 +9,19 @@
 //! gitdir's `commondir` (a worktree's shared repository). The walk does not enter
 //! [`SKIPPED`] directories, symlinks or `.git` directories, goes [`MAX_DEPTH`]
 //! directories deep and reads at most [`MAX_ENTRIES`] entries; a nested `.git`
-//! beyond those is not covered (the README says so).
+//! beyond those is not covered (the README says so). What a `.git` file or a
+//! `commondir` names is read only from a regular file, opened without following a
+//! symlink or blocking, 4 KiB at most: a job may have made either a FIFO or a
+//! symlink to a device, and the zygote's staging walk (`staged.rs`) reads none.
 
 use std::collections::VecDeque;
+use std::ffi::OsStr;
 use std::fs;
+use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+
+use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags, statat};
 
 use super::reads::Looks;
 
@@ -74,16 +82,23 @@ pub(super) fn read_only_in(
         walk(root, &mut budget, &mut gits, looks);
     }
     gits.extend(workdir_git);
-    let mut out: Vec<PathBuf> = Vec::new();
-    if let Some(looks) = looks.as_deref_mut()
-        && gits
+    if let Some(looks) = looks.as_deref_mut() {
+        if gits
             .iter()
             .any(|git| !git.symlink_metadata().is_ok_and(|meta| meta.is_dir()))
-    {
-        // A `.git` file names what else to bind in its contents, which no look
-        // tells about.
-        looks.spoil();
+        {
+            // A `.git` file names what else to bind in its contents, which no look
+            // tells about.
+            looks.spoil();
+        }
+        if looks.spoiled() {
+            // The answer is not used: nothing named is read. The zygote reads
+            // nothing a job put in a workspace, so a `.git` that is a FIFO, a
+            // device or a symlink to one cannot hold it (and every job's start).
+            return Vec::new();
+        }
     }
+    let mut out: Vec<PathBuf> = Vec::new();
     for git in gits {
         let mut named = vec![git.clone()];
         named.extend(named_by(&git));
@@ -158,23 +173,49 @@ fn walk(root: &Path, budget: &mut usize, gits: &mut Vec<PathBuf>, looks: &mut Op
             // what was seen.
             looks.push(dir.clone(), depth == 0);
         }
-        let Ok(entries) = fs::read_dir(&dir) else {
+        // Below the root, not followed at its last name: a directory listed as one
+        // and replaced by a symlink since is not walked where the symlink leads.
+        let follow = if depth == 0 {
+            OFlags::empty()
+        } else {
+            OFlags::NOFOLLOW
+        };
+        let Ok(mut entries) = rustix::fs::open(
+            &dir,
+            OFlags::RDONLY | OFlags::DIRECTORY | follow | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .and_then(Dir::new) else {
             continue;
         };
-        for entry in entries.flatten() {
+        while let Some(Ok(entry)) = entries.read() {
+            let name = OsStr::from_bytes(entry.file_name().to_bytes());
+            if name == "." || name == ".." {
+                continue;
+            }
             if *budget == 0 {
                 return;
             }
             *budget -= 1;
-            let name = entry.file_name();
             if name == ".git" {
-                gits.push(entry.path());
+                gits.push(dir.join(name));
                 continue;
             }
             // Not followed: a symlink's target is outside the tree or walked anyway.
-            let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+            // The type as the listing says; a `stat` only where the file system does
+            // not tell it.
+            let kind = match entry.file_type() {
+                FileType::Unknown => entries
+                    .fd()
+                    .and_then(|fd| statat(fd, entry.file_name(), AtFlags::SYMLINK_NOFOLLOW))
+                    .map_or(FileType::Unknown, |stat| {
+                        FileType::from_raw_mode(stat.st_mode)
+                    }),
+                kind => kind,
+            };
+            let is_dir = kind == FileType::Directory;
             if is_dir && depth < MAX_DEPTH && !SKIPPED.iter().any(|skip| name == *skip) {
-                dirs.push_back((entry.path(), depth + 1));
+                dirs.push_back((dir.join(name), depth + 1));
             }
         }
     }
@@ -183,7 +224,7 @@ fn walk(root: &Path, budget: &mut usize, gits: &mut Vec<PathBuf>, looks: &mut Op
 /// What a `.git` file names: its `gitdir:` and that gitdir's `commondir`, relative
 /// paths read from where they are written, as git reads them.
 fn named_by(git: &Path) -> Vec<PathBuf> {
-    let Ok(text) = fs::read_to_string(git) else {
+    let Some(text) = small_file(git) else {
         return Vec::new();
     };
     let Some(gitdir) = text.lines().find_map(|line| line.strip_prefix("gitdir:")) else {
@@ -195,12 +236,36 @@ fn named_by(git: &Path) -> Vec<PathBuf> {
         return Vec::new();
     };
     let mut named = vec![gitdir.clone()];
-    if let Ok(common) = fs::read_to_string(gitdir.join("commondir"))
+    if let Some(common) = small_file(&gitdir.join("commondir"))
         && let Ok(common) = gitdir.join(common.trim()).canonicalize()
     {
         named.push(common);
     }
     named
+}
+
+/// How much of a `.git` file or a `commondir` is read: a path and a few words.
+const MOST_READ: usize = 4096;
+
+/// The text of `path` if it is a regular file (not through a symlink), its first
+/// [`MOST_READ`] bytes: a `.git` that is a FIFO, a device or a symlink to one (made
+/// by a job in its workspace) neither blocks the walk nor feeds it without end.
+fn small_file(path: &Path) -> Option<String> {
+    let fd = rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()?;
+    if FileType::from_raw_mode(rustix::fs::fstat(&fd).ok()?.st_mode) != FileType::RegularFile {
+        return None;
+    }
+    let mut text = Vec::new();
+    fs::File::from(fd)
+        .take(MOST_READ as u64)
+        .read_to_end(&mut text)
+        .ok()?;
+    String::from_utf8(text).ok()
 }
 
 #[cfg(test)]
@@ -282,6 +347,44 @@ mod tests {
         let mut looks = Looks::default();
         read_only_in(&[root.join("many")], &[], None, &mut Some(&mut looks));
         assert!(looks.spoiled());
+    }
+
+    #[test]
+    fn a_git_that_is_a_fifo_or_leads_to_a_device_is_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        for sub in ["fifo", "zero", "wt"] {
+            fs::create_dir_all(root.join(sub)).unwrap();
+        }
+        let fifo = std::ffi::CString::new(root.join("fifo/.git").as_os_str().as_bytes()).unwrap();
+        // SAFETY: a NUL-terminated path of this frame.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        std::os::unix::fs::symlink("/dev/zero", root.join("zero/.git")).unwrap();
+        // A worktree's `.git` whose gitdir's `commondir` is a FIFO.
+        fs::create_dir_all(root.join("gitdir")).unwrap();
+        let common =
+            std::ffi::CString::new(root.join("gitdir/commondir").as_os_str().as_bytes()).unwrap();
+        // SAFETY: as above.
+        assert_eq!(unsafe { libc::mkfifo(common.as_ptr(), 0o600) }, 0);
+        fs::write(
+            root.join("wt/.git"),
+            format!("gitdir: {}\n", root.join("gitdir").display()),
+        )
+        .unwrap();
+        // A job's own walk: each `.git` bound as it is, nothing it names read.
+        let found = read_only(std::slice::from_ref(&root), &[]);
+        for git in ["fifo/.git", "zero/.git", "wt/.git", "gitdir"] {
+            assert!(found.contains(&root.join(git)), "{git}: {found:?}");
+        }
+        // A staging's walk: spoiled, and nothing read at all.
+        let mut looks = Looks::default();
+        let found = read_only_in(
+            std::slice::from_ref(&root),
+            &[],
+            None,
+            &mut Some(&mut looks),
+        );
+        assert!(looks.spoiled() && found.is_empty(), "{found:?}");
     }
 
     #[test]

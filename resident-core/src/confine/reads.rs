@@ -206,8 +206,8 @@ pub enum Unprepared {
     /// A path of the list is not as it resolves (a symlink, `..`): what the rules
     /// hide would hang on names no parent's time tells about. Each job makes its own.
     Unresolved,
-    /// A parent changed within the clock's last tick, or the ruleset could not be
-    /// made: try again later.
+    /// A parent changed within 2 s (a file system's tick), or the ruleset could not
+    /// be made: try again later.
     NotNow,
 }
 
@@ -219,6 +219,24 @@ struct Seen {
     ino: u64,
     mtime: (i64, i64),
     ctime: (i64, i64),
+}
+
+/// How long before a first look a time stamped counts as racy: the tick of a file
+/// system that stamps whole seconds, or two (FAT; ext4 with 128-byte inodes, some
+/// NFS, 9p and FUSE stamp seconds). A change there within the tick of a time seen
+/// leaves the time as it was; the kernel's coarse clock is read to the nanosecond.
+const TICK_SECS: i64 = 2;
+
+impl Seen {
+    /// Whether a time of this was stamped within [`TICK_SECS`] of `start` or after
+    /// it, so that a change made after the look might not change it.
+    fn near(&self, start: (i64, i64)) -> bool {
+        stamped_near(self.mtime, start) || stamped_near(self.ctime, start)
+    }
+}
+
+fn stamped_near(time: (i64, i64), start: (i64, i64)) -> bool {
+    time >= (start.0.saturating_sub(TICK_SECS), start.1)
 }
 
 fn seen(path: &Path) -> Option<Seen> {
@@ -273,9 +291,9 @@ impl Looks {
         self.spoiled = true;
     }
 
-    /// Whether a time seen was stamped within the clock's tick of the first look, so
-    /// that a change made right after it would not be told apart (or the looks were
-    /// spoiled).
+    /// Whether a time seen was stamped within a file system's tick ([`TICK_SECS`])
+    /// of the first look, so that a change made right after it would not be told
+    /// apart (or the looks were spoiled).
     pub(super) fn racy(&self) -> bool {
         if self.spoiled {
             return true;
@@ -286,7 +304,7 @@ impl Looks {
         self.seen
             .iter()
             .filter_map(|(_, _, seen)| seen.as_ref())
-            .any(|seen| seen.mtime >= start || seen.ctime >= start)
+            .any(|seen| seen.near(start))
     }
 
     /// Whether every path is as it was seen.
@@ -305,7 +323,7 @@ impl Looks {
         self.seen.len()
     }
 
-    #[cfg(test)]
+    /// Whether what was read depends on more than the looks tell.
     pub(super) fn spoiled(&self) -> bool {
         self.spoiled
     }
@@ -340,10 +358,9 @@ impl Prepared {
                 (parent, seen)
             })
             .collect();
-        let racy = |seen: &Seen| seen.mtime >= start || seen.ctime >= start;
         if parents
             .iter()
-            .any(|(_, seen)| seen.as_ref().is_some_and(racy))
+            .any(|(_, seen)| seen.as_ref().is_some_and(|seen| seen.near(start)))
         {
             return Err(Unprepared::NotNow);
         }
@@ -409,6 +426,24 @@ impl Prepared {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_time_within_a_coarse_file_systems_tick_of_the_first_look_is_racy() {
+        let start = (1_000, 500_000_000);
+        // Whole seconds (ext4 with 128-byte inodes, 9p), two (FAT): a change made
+        // after the look, within the tick, stamps the time seen again.
+        assert!(stamped_near((1_000, 0), start));
+        assert!(stamped_near((999, 0), start));
+        assert!(stamped_near((998, 500_000_000), start));
+        assert!(stamped_near((1_001, 0), start));
+        assert!(!stamped_near((998, 499_999_999), start));
+        assert!(!stamped_near((990, 0), start));
+        // A directory just made, looked at now: racy, whatever its file system's tick.
+        let temp = tempfile::tempdir().unwrap();
+        let mut looks = Looks::default();
+        looks.push(temp.path().to_owned(), false);
+        assert!(looks.racy(), "{looks:?}");
+    }
 
     #[test]
     fn a_missing_hidden_path_keeps_its_name_under_its_resolved_parent() {

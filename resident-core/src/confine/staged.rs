@@ -20,8 +20,10 @@
 //!
 //! Not staged (the job mounts for itself): a job with a terminal (its own is bound
 //! over `/dev/console`), one granted writing `.git` (`git_write`), one whose `.git`
-//! walk found a `.git` file (what it names is read from its contents), and a staging
-//! whose looks saw a time within the clock's last tick.
+//! walk found a `.git` that is not a directory (what a `.git` file names is read
+//! from its contents; the zygote reads nothing a job made, which could be a FIFO),
+//! and a staging whose looks saw a time within 2 s of the first look (a file
+//! system's tick).
 
 use std::path::{Path, PathBuf};
 
