@@ -91,14 +91,36 @@ pub fn rivals(tokio: &tokio::runtime::Runtime) {
         },
     ];
     println!(
-        "MCP shell servers, release bashc, {STARTS} starts and {CALLS} calls of `true` each, one rmcp client:"
+        "MCP shell servers, release bashc, {STARTS} starts and {CALLS} calls of `true` each, the servers called in turns, one rmcp client:"
     );
     println!(
         "| server | start to `initialize` answered, median | call, median | call, p90 | what a call starts, alone | memory after the calls |"
     );
     println!("|---|---|---|---|---|---|");
-    for server in &servers {
-        match tokio.block_on(measure(server, daemon.scratch())) {
+    // Each server's starts, then one client each; the calls go to the servers in
+    // turns, so that the machine's load moves every server's figures alike.
+    let opened: Vec<Result<Opened, String>> = servers
+        .iter()
+        .map(|server| tokio.block_on(open(server, daemon.scratch())))
+        .collect();
+    let mut calls: Vec<Vec<Duration>> = vec![Vec::new(); servers.len()];
+    let mut failed: Vec<Option<String>> = vec![None; servers.len()];
+    for _ in 0..CALLS {
+        for (at, (server, opened)) in servers.iter().zip(&opened).enumerate() {
+            if let (Ok(opened), None) = (opened, &failed[at]) {
+                match tokio.block_on(call(server, opened)) {
+                    Ok(took) => calls[at].push(took),
+                    Err(why) => failed[at] = Some(why),
+                }
+            }
+        }
+    }
+    for (at, (server, opened)) in servers.iter().zip(opened).enumerate() {
+        let figures = opened.and_then(|opened| match failed[at].take() {
+            Some(why) => Err(why),
+            None => Ok(tokio.block_on(close(opened, std::mem::take(&mut calls[at])))),
+        });
+        match figures {
             Ok(figures) => {
                 let bashd = match server.name {
                     "bashc mcp (confined, the default)" => Some(&daemon),
@@ -142,7 +164,15 @@ struct Figures {
     rss_kib: u64,
 }
 
-async fn measure(server: &Server, workdir: &Path) -> Result<Figures, String> {
+/// A server started `STARTS` times to its answer to `initialize`, and then once more
+/// for its calls.
+struct Opened {
+    starts: Vec<Duration>,
+    pid: u32,
+    client: rmcp::service::RunningService<rmcp::RoleClient, ()>,
+}
+
+async fn open(server: &Server, workdir: &Path) -> Result<Opened, String> {
     let command = || {
         let mut command = tokio::process::Command::new(&server.program);
         command
@@ -168,31 +198,43 @@ async fn measure(server: &Server, workdir: &Path) -> Result<Figures, String> {
     let (transport, _) = spawn()?;
     let pid = transport.id().ok_or("the server has no pid")?;
     let client = ().serve(transport).await.map_err(|e| e.to_string())?;
+    Ok(Opened {
+        starts,
+        pid,
+        client,
+    })
+}
+
+/// One call of the server's tool, timed.
+async fn call(server: &Server, opened: &Opened) -> Result<Duration, String> {
     let arguments = server.arguments.as_object().cloned().unwrap_or_default();
-    let mut calls = Vec::new();
-    for _ in 0..CALLS {
-        let began = Instant::now();
-        let result = client
-            .call_tool(CallToolRequestParams::new(server.tool).with_arguments(arguments.clone()))
-            .await
-            .map_err(|e| e.to_string())?;
-        calls.push(began.elapsed());
-        if result.is_error == Some(true) {
-            return Err(format!("the call failed: {:?}", result.content));
-        }
+    let began = Instant::now();
+    let result = opened
+        .client
+        .call_tool(CallToolRequestParams::new(server.tool).with_arguments(arguments))
+        .await
+        .map_err(|e| e.to_string())?;
+    let took = began.elapsed();
+    if result.is_error == Some(true) {
+        return Err(format!("the call failed: {:?}", result.content));
     }
-    let rss_kib = tree(pid)
+    Ok(took)
+}
+
+/// The server's figures, read before its client goes.
+async fn close(opened: Opened, mut calls: Vec<Duration>) -> Figures {
+    let rss_kib = tree(opened.pid)
         .into_iter()
         .filter_map(|pid| memory_kib(pid, "VmRSS"))
         .sum();
-    let _ = client.cancel().await;
+    let _ = opened.client.cancel().await;
     calls.sort();
-    Ok(Figures {
-        start: super::median_of(starts),
+    Figures {
+        start: super::median_of(opened.starts),
         call: calls[calls.len() / 2],
         call_p90: calls[calls.len() * 9 / 10],
         rss_kib,
-    })
+    }
 }
 
 /// A process and its descendants, read from /proc.
