@@ -6,7 +6,9 @@ use super::*;
 /// what the MCP layer (JSON-RPC, rmcp, the gate, rendering) adds to a call.
 pub(super) fn mcp(tokio: &tokio::runtime::Runtime) {
     use rmcp::model::CallToolRequestParams;
-    let daemon = Daemon::start();
+    // Unconfined, as the library's calls are: the figure is the MCP layer's (the
+    // sandbox agents get by default is the `rivals` and `sandbox-pairs` parts').
+    let daemon = Daemon::start_agents_unconfined();
     let (through_mcp, through_library) = tokio.block_on(async {
         let (client, _) = super::mcp_ab::serve(&bashd_tests::bin_path("bashc"), &daemon).await;
         let arguments = serde_json::json!({"command": "true"});
