@@ -49,4 +49,7 @@ pub use top::{TopJob, TopRequest, WatchRequest, WatchUpdate};
 ///    asks (issue 44): `Allow`, `Notice::Asked`, `ErrorHint::Ask`.
 ///    a session network's published ports (issue 43): `ListenPort::published`,
 ///    `WaitMet::Port::published`.
-pub const PROTOCOL_VERSION: u32 = 9;
+/// 10: an exec's job id before its spawn (`Response::Recorded`; issue 46), each front
+///    end's sandbox in `SandboxStatus` (issue 44): a bashc of 9 cannot read a daemon of
+///    10, and is told so at `Hello` rather than by a frame it cannot decode.
+pub const PROTOCOL_VERSION: u32 = 10;
