@@ -267,6 +267,43 @@ impl Daemon {
             .expect("cannot run bashc")
     }
 
+    /// `bashc mcp` of `session` on this daemon, started in `dir` with `env` over the
+    /// test's environment, its stdin and stdout one end of a socket pair whose other
+    /// end the test speaks JSON-RPC on (reads time out after `timeout`): the server,
+    /// the end to write, the end to read lines from.
+    pub fn mcp_over_socket(
+        &self,
+        session: &str,
+        dir: &std::path::Path,
+        env: &[(&str, &str)],
+        timeout: Duration,
+    ) -> (
+        procs::KillOnDrop,
+        std::os::unix::net::UnixStream,
+        std::io::BufReader<std::os::unix::net::UnixStream>,
+    ) {
+        use std::os::fd::OwnedFd;
+        let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+        let server = procs::KillOnDrop(
+            Command::new(bin_path("bashc"))
+                .arg("mcp")
+                .env(runtime::RUNTIME_DIR_ENV, &self.runtime_dir)
+                .env("XDG_CONFIG_HOME", self.config_home())
+                .env("BASHD_NO_AUTOSTART", "1")
+                .env("BASHD_SESSION", session)
+                .envs(env.iter().copied())
+                .current_dir(dir)
+                .stdin(OwnedFd::from(theirs.try_clone().unwrap()))
+                .stdout(OwnedFd::from(theirs))
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("cannot start bashc mcp"),
+        );
+        ours.set_read_timeout(Some(timeout)).unwrap();
+        let to = ours.try_clone().unwrap();
+        (server, to, std::io::BufReader::new(ours))
+    }
+
     /// Runs `bashc ARGS` to completion.
     pub fn run_bashc(&self, args: &[&str]) -> Output {
         self.bashc().args(args).output().expect("cannot run bashc")

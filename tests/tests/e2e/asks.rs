@@ -433,28 +433,7 @@ fn mcp_server(daemon: &Daemon, capabilities: Value) -> McpServer {
 
 /// `bashc mcp` of session `mcp-i44` in the workspace, not yet spoken to.
 fn mcp_spawned(daemon: &Daemon) -> McpServer {
-    use std::os::fd::OwnedFd;
-    let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
-    let server = bashd_tests::KillOnDrop(
-        std::process::Command::new(bin_path("bashc"))
-            .arg("mcp")
-            .env(
-                bashc::protocol::runtime::RUNTIME_DIR_ENV,
-                daemon.runtime_dir(),
-            )
-            .env("XDG_CONFIG_HOME", daemon.config_home())
-            .env("BASHD_NO_AUTOSTART", "1")
-            .env("BASHD_SESSION", "mcp-i44")
-            .current_dir(workspace(daemon))
-            .stdin(OwnedFd::from(theirs.try_clone().unwrap()))
-            .stdout(OwnedFd::from(theirs))
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    ours.set_read_timeout(Some(SOON)).unwrap();
-    let to = ours.try_clone().unwrap();
-    (server, to, std::io::BufReader::new(ours))
+    daemon.mcp_over_socket("mcp-i44", &workspace(daemon), &[], SOON)
 }
 
 /// An MCP client that declares `elicitation` on 2025-06-18 (the test speaks JSON-RPC

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use bashd_tests::{Daemon, KillOnDrop, bin_path, wait_until};
+use bashd_tests::{Daemon, KillOnDrop, wait_until};
 use serde_json::{Value, json};
 
 use crate::{json, show};
@@ -91,32 +91,11 @@ impl Agent {
     /// `bashc mcp` of `session`, started in `ws` (its writable root) with `env` over
     /// the test's environment.
     fn start(daemon: &Daemon, ws: &Path, session: &str, env: &[(&str, &str)]) -> Agent {
-        use std::os::fd::OwnedFd;
-        let (ours, theirs) = UnixStream::pair().unwrap();
-        let server = KillOnDrop(
-            Command::new(bin_path("bashc"))
-                .arg("mcp")
-                .env(
-                    bashc::protocol::runtime::RUNTIME_DIR_ENV,
-                    daemon.runtime_dir(),
-                )
-                .env("XDG_CONFIG_HOME", daemon.config_home())
-                .env("BASHD_NO_AUTOSTART", "1")
-                .env("BASHD_SESSION", session)
-                .envs(env.iter().copied())
-                .current_dir(ws)
-                .stdin(OwnedFd::from(theirs.try_clone().unwrap()))
-                .stdout(OwnedFd::from(theirs))
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap(),
-        );
-        ours.set_read_timeout(Some(CALL)).unwrap();
-        let to = ours.try_clone().unwrap();
+        let (server, to, from) = daemon.mcp_over_socket(session, ws, env, CALL);
         let mut agent = Agent {
             _server: server,
             to,
-            from: BufReader::new(ours),
+            from,
             id: 1,
         };
         agent.send(
